@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what building and testing libshmreg needs on Debian 12. Idempotent:
+# does nothing when every package is already there. Runs apt-get as root, or
+# through sudo where the caller is not root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  liburcu-dev libxxhash-dev libcmocka-dev
+  clang libclang-rt-14-dev llvm valgrind
+  libmicrohttpd-dev libjansson-dev
+  python3 python3-venv python3-pip curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,97 @@
+#include "testutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+int tu_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory stream's own descriptor */
+}
+
+int tu_count_shm_maps(const char *key)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[4096];
+    char want[300];
+    snprintf(want, sizeof want, "/dev/shm/%s", key ? key + strspn(key, "/") : "");
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        const char *path = strstr(line, "/dev/shm/");
+        if (!path)
+            continue;
+        if (key) {
+            /* exact object: the path ends the line (maybe with " (deleted)") */
+            size_t wl = strlen(want);
+            if (strncmp(path, want, wl) != 0 || (path[wl] != '\0' && path[wl] != ' '))
+                continue;
+        }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+struct tu_baseline tu_take_baseline(void)
+{
+    struct tu_baseline b = {tu_count_fds(), tu_count_shm_maps(NULL)};
+    return b;
+}
+
+void tu_check_baseline(struct tu_baseline b)
+{
+    assert_int_equal(tu_count_fds(), b.fds);
+    assert_int_equal(tu_count_shm_maps(NULL), b.shm_maps);
+}
+
+void tu_shm_create(size_t size, uint8_t seed, char *key_out)
+{
+    static atomic_uint counter;
+    snprintf(key_out, 64, "/shmreg-test-%ld-%u", (long)getpid(),
+             atomic_fetch_add(&counter, 1u));
+    int fd = shm_open(key_out, O_CREAT | O_EXCL | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    if (size > 0) {
+        uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(p != MAP_FAILED);
+        for (size_t i = 0; i < size; i++)
+            p[i] = tu_pattern(seed, i);
+        munmap(p, size);
+    }
+    close(fd);
+}
+
+void tu_shm_unlink(const char *key)
+{
+    shm_unlink(key);
+}
+
+void *tu_shm_map(const char *key, size_t size)
+{
+    int fd = shm_open(key, O_RDWR, 0);
+    assert_true(fd >= 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    assert_true(p != MAP_FAILED);
+    return p;
+}

@@ -1,0 +1,40 @@
+/* Helpers shared by the tests: shm objects to register, and counters that
+ * prove a test left no descriptor or mapping behind. */
+#ifndef SHMREG_TESTUTIL_H
+#define SHMREG_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Open descriptors of this process (entries of /proc/self/fd). */
+int tu_count_fds(void);
+
+/* Mappings of POSIX shm objects in this process (/dev/shm lines of
+ * /proc/self/maps); optionally only those of one key (NULL: all). */
+int tu_count_shm_maps(const char *key);
+
+/* What a test starts from; tu_check_baseline fails the test (cmocka) if
+ * descriptors or shm mappings differ from it. */
+struct tu_baseline {
+    int fds;
+    int shm_maps;
+};
+struct tu_baseline tu_take_baseline(void);
+void tu_check_baseline(struct tu_baseline b);
+
+/* Create a new POSIX shm object of `size` bytes with a key unique to this
+ * process ("/shmreg-test-<pid>-<n>"), fill byte i with tu_pattern(seed, i),
+ * and copy the key (with its slash) to key_out (>= 64 bytes). Aborts the test
+ * on failure. */
+void tu_shm_create(size_t size, uint8_t seed, char *key_out);
+void tu_shm_unlink(const char *key);
+static inline uint8_t tu_pattern(uint8_t seed, size_t i)
+{
+    return (uint8_t)(seed + i * 7u + (i >> 8));
+}
+
+/* Map the whole object `key` read-write in this process (the test's own view
+ * of the bytes, independent of the registry). Unmap with munmap. */
+void *tu_shm_map(const char *key, size_t size);
+
+#endif
