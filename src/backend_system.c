@@ -1,0 +1,139 @@
+/* System shared memory: a window of an existing POSIX shm object, mapped
+ * MAP_SHARED, optionally page-locked for DMA. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "err.h"
+#include "sys.h"
+
+static shmreg_err system_close(struct shmreg__mapping *m, const char *region_name);
+
+static const struct shmreg__backend system_backend = {
+    .name = "system",
+    .kind = SHMREG_KIND_SYSTEM,
+    .close = system_close,
+};
+
+static size_t page_size(void)
+{
+    static size_t cached;
+    if (!cached)
+        cached = (size_t)sysconf(_SC_PAGESIZE);
+    return cached;
+}
+
+static shmreg_err bounds_error(const char *name)
+{
+    return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "failed to register shared memory region '%s': invalid args",
+                        name);
+}
+
+/* byte_size > 0 and [offset, offset + byte_size) inside an object of
+ * object_size bytes, without overflow. */
+static shmreg_err check_window(const struct shmreg__system_args *a, size_t object_size)
+{
+    if (a->byte_size == 0 || a->offset > SIZE_MAX - a->byte_size)
+        return bounds_error(a->name);
+    if (a->offset + a->byte_size > object_size)
+        return bounds_error(a->name);
+    return SHMREG_OK;
+}
+
+/* Open, size-check and map; the descriptor is closed on every path, since a
+ * MAP_SHARED mapping does not need it. */
+static shmreg_err map_window(const struct shmreg__system_args *a, struct shmreg__mapping *m)
+{
+    int ro = (a->flags & SHMREG_READONLY) != 0;
+    int fd = shmreg__sys.shm_open(a->key, ro ? O_RDONLY : O_RDWR, 0);
+    if (fd < 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to open shared memory region: '%s'",
+                                  a->key);
+
+    shmreg_err err = SHMREG_OK;
+    struct stat st;
+    if (shmreg__sys.fstat(fd, &st) != 0) {
+        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
+                                 "Unable to fstat shared memory region '%s' (key '%s')", a->name, a->key);
+        goto out;
+    }
+    if (st.st_size < 0 || (err = check_window(a, (size_t)st.st_size)) != SHMREG_OK) {
+        if (err == SHMREG_OK)
+            err = bounds_error(a->name);
+        goto out;
+    }
+
+    /* mmap wants a page-aligned file offset: map from the page holding the
+     * first byte and point inside it, so any offset works. */
+    size_t delta = a->offset % page_size();
+    size_t length = a->byte_size + delta;
+    void *base = shmreg__sys.mmap(NULL, length, ro ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+                                  fd, (off_t)(a->offset - delta));
+    if (base == MAP_FAILED) {
+        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
+                                 "Unable to map shared memory region '%s' (key '%s')", a->name, a->key);
+        goto out;
+    }
+    m->base = base;
+    m->length = length;
+    m->addr = (char *)base + delta;
+    m->byte_size = a->byte_size;
+out:
+    /* A failing close on a read-only path loses nothing; the mapping (if any)
+     * stands on its own. */
+    shmreg__sys.close(fd);
+    return err;
+}
+
+static int should_pin(const struct shmreg__system_args *a)
+{
+    if (a->flags & SHMREG_PIN)
+        return 1;
+    if (a->flags & SHMREG_NO_PIN)
+        return 0;
+    switch (a->pin_policy) {
+    case SHMREG_PIN_ALWAYS:
+        return 1;
+    case SHMREG_PIN_NEVER:
+        return 0;
+    case SHMREG_PIN_AUTO:
+        break;
+    }
+    const unsigned usable = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
+    return (shmreg__cuda_caps() & usable) == usable;
+}
+
+shmreg_err shmreg__system_open(const struct shmreg__system_args *a, struct shmreg__mapping *out)
+{
+    struct shmreg__mapping m = {.backend = &system_backend, .device_id = -1};
+    shmreg_err err = map_window(a, &m);
+    if (err != SHMREG_OK)
+        return err;
+    if (should_pin(a)) {
+        /* Pin the whole mapped window: pages are the unit of page-locking. */
+        err = shmreg__cuda_pin(a->name, m.base, m.length);
+        if (err != SHMREG_OK) {
+            shmreg__sys.munmap(m.base, m.length);
+            return err;
+        }
+        m.pinned = 1;
+    }
+    *out = m;
+    return SHMREG_OK;
+}
+
+static shmreg_err system_close(struct shmreg__mapping *m, const char *region_name)
+{
+    shmreg_err err = SHMREG_OK;
+    /* Unpin before unmapping: after munmap the driver no longer reports an
+     * error for the stale range, and the pages would stay locked. */
+    if (m->pinned)
+        err = shmreg__cuda_unpin(region_name, m->base);
+    if (shmreg__sys.munmap(m->base, m->length) != 0 && err == SHMREG_OK)
+        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "munmap of shared memory region '%s' failed",
+                                 region_name);
+    return err;
+}

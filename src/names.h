@@ -1,0 +1,23 @@
+/* Validation of region names and shm keys: what any client may send. */
+#ifndef SHMREG_NAMES_H
+#define SHMREG_NAMES_H
+
+#include <stddef.h>
+
+#include "shmreg/shmreg.h"
+
+#define SHMREG_NAME_MAX 255
+
+/* A region name: 1..255 bytes, no control characters. */
+shmreg_err shmreg__check_name(const char *name);
+
+/* The key as glibc resolves it: without its leading slashes. */
+const char *shmreg__key_body(const char *key);
+
+/* A POSIX shm key that glibc would accept and that does not start (after
+ * leading slashes, on both sides) with one of the reserved prefixes.
+ * region_name is used in the messages. */
+shmreg_err shmreg__check_key(const char *region_name, const char *key,
+                             const char *const *reserved_prefixes);
+
+#endif

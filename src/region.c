@@ -1,0 +1,114 @@
+/* Region lifecycle: creation, references, and the deleter that runs once. */
+#include <stddef.h>
+#include <string.h>
+
+#include "err.h"
+#include "region.h"
+#include "registry.h"
+#include "sys.h"
+
+#ifdef SHMREG_TSAN
+char shmreg__rcu_tsan_token;
+#endif
+
+shmreg_err shmreg__region_new(struct shmreg_registry *reg, const char *name, const char *key,
+                              size_t offset, unsigned flags, const struct shmreg__mapping *map,
+                              struct shmreg_region **out)
+{
+    size_t name_len = strlen(name);
+    struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1);
+    char *key_copy = key ? shmreg__strdup(key) : NULL;
+    if (!r || (key && !key_copy)) {
+        shmreg__free(r);
+        shmreg__free(key_copy);
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
+                            name);
+    }
+    memcpy(r->name, name, name_len + 1);
+    r->key = key_copy;
+    r->offset = offset;
+    r->flags = flags;
+    r->map = *map;
+    r->reg = reg;
+    cds_lfht_node_init(&r->node);
+    /* The registry's reference; the insert under reg->lock publishes it. */
+    shmreg__ref_init(&r->refs, 1);
+    /* Hand-off: this region now keeps reg (its lock and table) alive until
+     * its own deleter has run. */
+    shmreg__ref_get(&reg->refs);
+    *out = r;
+    return SHMREG_OK;
+}
+
+static void region_free_rcu(struct rcu_head *head)
+{
+    SHMREG_TSAN_ACQUIRE();
+    struct shmreg_region *r = caa_container_of(head, struct shmreg_region, rcu);
+    shmreg__free(r);
+}
+
+/* Take the name out of the table if it is still there: a DEFER-pending
+ * region leaves it on its last release. Removal is of this node only, so a
+ * region re-registered under the same name is never touched. */
+static void region_unlink(struct shmreg_region *r)
+{
+    struct shmreg_registry *reg = r->reg;
+    pthread_mutex_lock(&reg->lock);
+    if (r->linked) {
+        shmreg__rcu_read_lock();
+        cds_lfht_del(reg->table, &r->node);
+        shmreg__rcu_read_unlock();
+        r->linked = false;
+    }
+    pthread_mutex_unlock(&reg->lock);
+}
+
+/* The deleter: refs reached zero, so no caller holds the region and no lookup
+ * can take a new reference (get refuses a zero count). */
+static void region_destroy(struct shmreg_region *r)
+{
+    struct shmreg_registry *reg = r->reg;
+    region_unlink(r);
+    shmreg_err err = r->map.backend->close(&r->map, r->name);
+    if (err != SHMREG_OK)
+        shmreg__log(reg, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
+                    shmreg_err_name(err), shmreg_last_error());
+    shmreg__free(r->key);
+    r->key = NULL;
+    /* Lookups that found this node before the unlink may still be reading
+     * its name and count: free the memory only after a grace period. */
+    urcu_bp_call_rcu(&r->rcu, region_free_rcu);
+    shmreg__registry_put(reg);
+}
+
+void shmreg__region_put(struct shmreg_region *r)
+{
+    if (shmreg__ref_put(&r->refs))
+        region_destroy(r);
+}
+
+unsigned long shmreg__region_in_use(struct shmreg_region *r)
+{
+    unsigned long refs = shmreg__ref_read(&r->refs);
+    bool registry_holds = r->linked && !r->pending;
+    if (registry_holds)
+        return refs > 0 ? refs - 1 : 0;
+    return refs;
+}
+
+/* ---- the public reference API */
+
+void shmreg_release(shmreg_region *ref)
+{
+    if (ref)
+        shmreg__region_put(ref);
+}
+
+shmreg_region *shmreg_retain(shmreg_region *ref)
+{
+    /* Hand-off: the caller holds ref, so the count is not zero; the new
+     * reference belongs to whoever the caller gives it to. */
+    if (ref)
+        shmreg__ref_get(&ref->refs);
+    return ref;
+}

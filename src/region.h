@@ -1,0 +1,48 @@
+/* A region: one registered mapping, its refcount and its lifecycle.
+ *
+ * refs counts the registry's reference (held while the region is registered
+ * and not pending) plus one per reference handed to callers. The deleter runs
+ * exactly once, when refs reaches zero, in that releaser's thread, outside
+ * every lock except the short one that unlinks the name. See docs/design.md. */
+#ifndef SHMREG_REGION_H
+#define SHMREG_REGION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "atomics.h"
+#include "backend.h"
+#include "rcu.h"
+
+struct shmreg_registry;
+
+struct shmreg_region {
+    shmreg__refcount refs;
+    struct cds_lfht_node node; /* in registry->table while linked */
+    struct rcu_head rcu;       /* deferred free after the last lookup is done */
+    struct shmreg_registry *reg; /* holds a registry reference */
+    struct shmreg_region *next_batch; /* scratch list under reg->lock */
+    bool linked;  /* in the table; under reg->lock */
+    bool pending; /* DEFER-unregistered: registry's reference dropped; under reg->lock */
+    uint64_t generation;
+    size_t offset;
+    unsigned flags;
+    struct shmreg__mapping map;
+    char *key;    /* SYSTEM: as registered; CUDA: NULL */
+    char name[];  /* the lookup key, immutable */
+};
+
+/* A new region owning `map`, holding the registry's reference (refs = 1) and
+ * a reference to reg. On NO_MEMORY the mapping is NOT closed: the caller
+ * still owns it. */
+shmreg_err shmreg__region_new(struct shmreg_registry *reg, const char *name, const char *key,
+                              size_t offset, unsigned flags, const struct shmreg__mapping *map,
+                              struct shmreg_region **out);
+
+/* Drop one reference; the last one runs the deleter. */
+void shmreg__region_put(struct shmreg_region *r);
+
+/* Callers' references: refs minus the registry's own, read under reg->lock. */
+unsigned long shmreg__region_in_use(struct shmreg_region *r);
+
+#endif
