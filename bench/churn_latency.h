@@ -1,0 +1,39 @@
+/* Acquire latency under churn: reader threads time every acquire while one
+ * more thread keeps registering a large region, writing a byte in each of
+ * its pages through an acquired view, releasing and unregistering it, which
+ * is what a server sees when clients come and go during inference. A design
+ * that holds the acquire path's lock across mmap or munmap shows it here. */
+#ifndef SHMREG_BENCH_CHURN_LATENCY_H
+#define SHMREG_BENCH_CHURN_LATENCY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "designs.h"
+#include "region_set.h"
+
+typedef struct churn_setup {
+    const bench_design *design;
+    void *reg; /* with every region of `regions` registered */
+    const region_set *regions;
+    unsigned readers;
+    pick_mode pick;
+    double warmup_s, seconds;
+    const char *churn_key; /* shm object of churn_size bytes */
+    size_t churn_size;
+} churn_setup;
+
+typedef struct churn_result {
+    uint64_t p50_ns, p99_ns, p999_ns, max_ns;
+    uint64_t samples;   /* acquires timed, all readers together */
+    double churn_per_s; /* register+touch+unregister cycles per second */
+} churn_result;
+
+/* Fatal if any registry call fails. */
+void churn_latency_run(const churn_setup *setup, churn_result *out);
+
+/* The median cost of the clock read pair around each timed acquire, which
+ * every latency figure includes. */
+uint64_t churn_timer_overhead_ns(void);
+
+#endif
