@@ -7,8 +7,10 @@
 #ifndef SHMREG_BACKEND_H
 #define SHMREG_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "shmreg/shmreg.h"
 
@@ -41,8 +43,10 @@ struct shmreg__system_args {
     const char *name; /* region name, for messages */
     const char *key;  /* as the caller gave it; already validated */
     size_t offset, byte_size;
-    unsigned flags;            /* SHMREG_READONLY, SHMREG_PIN, SHMREG_NO_PIN */
-    shmreg_pin_policy pin_policy;
+    unsigned flags; /* SHMREG_READONLY honoured here */
+    bool pin;       /* page-lock the mapping (the registry decided, see register.c) */
+    const uid_t *allowed_uids; /* the object's owner must be one of these, */
+    size_t allowed_uid_count;  /* unless the count is 0 */
 };
 shmreg_err shmreg__system_open(const struct shmreg__system_args *args, struct shmreg__mapping *out);
 

@@ -43,6 +43,20 @@ static shmreg_err check_window(const struct shmreg__system_args *a, size_t objec
     return SHMREG_OK;
 }
 
+/* The tenancy rule: with an allow-list, only objects its uids own. */
+static shmreg_err check_owner(const struct shmreg__system_args *a, const struct stat *st)
+{
+    if (a->allowed_uid_count == 0)
+        return SHMREG_OK;
+    for (size_t i = 0; i < a->allowed_uid_count; i++)
+        if (a->allowed_uids[i] == st->st_uid)
+            return SHMREG_OK;
+    return shmreg__fail(SHMREG_ERR_INVALID_ARG,
+                        "cannot register shared memory region '%s': shm key '%s' is owned by uid %u, "
+                        "which this registry does not accept",
+                        a->name, a->key, (unsigned)st->st_uid);
+}
+
 /* Open, size-check and map; the descriptor is closed on every path, since a
  * MAP_SHARED mapping does not need it. */
 static shmreg_err map_window(const struct shmreg__system_args *a, struct shmreg__mapping *m)
@@ -60,6 +74,8 @@ static shmreg_err map_window(const struct shmreg__system_args *a, struct shmreg_
                                  "Unable to fstat shared memory region '%s' (key '%s')", a->name, a->key);
         goto out;
     }
+    if ((err = check_owner(a, &st)) != SHMREG_OK)
+        goto out;
     if (st.st_size < 0 || (err = check_window(a, (size_t)st.st_size)) != SHMREG_OK) {
         if (err == SHMREG_OK)
             err = bounds_error(a->name);
@@ -88,31 +104,13 @@ out:
     return err;
 }
 
-static int should_pin(const struct shmreg__system_args *a)
-{
-    if (a->flags & SHMREG_PIN)
-        return 1;
-    if (a->flags & SHMREG_NO_PIN)
-        return 0;
-    switch (a->pin_policy) {
-    case SHMREG_PIN_ALWAYS:
-        return 1;
-    case SHMREG_PIN_NEVER:
-        return 0;
-    case SHMREG_PIN_AUTO:
-        break;
-    }
-    const unsigned usable = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
-    return (shmreg__cuda_caps() & usable) == usable;
-}
-
 shmreg_err shmreg__system_open(const struct shmreg__system_args *a, struct shmreg__mapping *out)
 {
     struct shmreg__mapping m = {.backend = &system_backend, .device_id = -1};
     shmreg_err err = map_window(a, &m);
     if (err != SHMREG_OK)
         return err;
-    if (should_pin(a)) {
+    if (a->pin) {
         /* Pin the whole mapped window: pages are the unit of page-locking. */
         err = shmreg__cuda_pin(a->name, m.base, m.length);
         if (err != SHMREG_OK) {

@@ -11,23 +11,26 @@
 char shmreg__rcu_tsan_token;
 #endif
 
-shmreg_err shmreg__region_new(struct shmreg_registry *reg, const char *name, const char *key,
-                              size_t offset, unsigned flags, const struct shmreg__mapping *map,
-                              struct shmreg_region **out)
+shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__region_args *a,
+                              const struct shmreg__mapping *map, struct shmreg_region **out)
 {
-    size_t name_len = strlen(name);
+    size_t name_len = strlen(a->name);
     struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1);
-    char *key_copy = key ? shmreg__strdup(key) : NULL;
-    if (!r || (key && !key_copy)) {
+    char *key = a->key ? shmreg__strdup(a->key) : NULL;
+    char *tag = a->tag ? shmreg__strdup(a->tag) : NULL;
+    if (!r || (a->key && !key) || (a->tag && !tag)) {
         shmreg__free(r);
-        shmreg__free(key_copy);
+        shmreg__free(key);
+        shmreg__free(tag);
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
-                            name);
+                            a->name);
     }
-    memcpy(r->name, name, name_len + 1);
-    r->key = key_copy;
-    r->offset = offset;
-    r->flags = flags;
+    memcpy(r->name, a->name, name_len + 1);
+    r->key = key;
+    r->tag = tag;
+    r->offset = a->offset;
+    r->flags = a->flags;
+    r->charged = a->charged;
     r->map = *map;
     r->reg = reg;
     cds_lfht_node_init(&r->node);
@@ -47,19 +50,22 @@ static void region_free_rcu(struct rcu_head *head)
     shmreg__free(r);
 }
 
-/* Take the name out of the table if it is still there: a DEFER-pending
- * region leaves it on its last release. Removal is of this node only, so a
- * region re-registered under the same name is never touched. */
-static void region_unlink(struct shmreg_region *r)
+/* Take the name out of the table if it is still there (a DEFER-pending
+ * region leaves it on its last release) and give back what the region
+ * counted against the limits. Removal is of this node only, so a region
+ * re-registered under the same name is never touched. */
+static void region_retire(struct shmreg_region *r)
 {
     struct shmreg_registry *reg = r->reg;
     pthread_mutex_lock(&reg->lock);
     if (r->linked) {
         shmreg__rcu_read_lock();
-        cds_lfht_del(reg->table, &r->node);
+        shmreg__unlink_locked(reg, r);
         shmreg__rcu_read_unlock();
-        r->linked = false;
     }
+    reg->usage.regions -= r->charged.regions;
+    reg->usage.mapped_bytes -= r->charged.mapped_bytes;
+    reg->usage.pinned_bytes -= r->charged.pinned_bytes;
     pthread_mutex_unlock(&reg->lock);
 }
 
@@ -68,13 +74,14 @@ static void region_unlink(struct shmreg_region *r)
 static void region_destroy(struct shmreg_region *r)
 {
     struct shmreg_registry *reg = r->reg;
-    region_unlink(r);
+    region_retire(r);
     shmreg_err err = r->map.backend->close(&r->map, r->name);
     if (err != SHMREG_OK)
         shmreg__log(reg, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
                     shmreg_err_name(err), shmreg_last_error());
     shmreg__free(r->key);
-    r->key = NULL;
+    shmreg__free(r->tag);
+    r->key = r->tag = NULL;
     /* Lookups that found this node before the unlink may still be reading
      * its name and count: free the memory only after a grace period. */
     urcu_bp_call_rcu(&r->rcu, region_free_rcu);

@@ -13,6 +13,7 @@
 #include "atomics.h"
 #include "backend.h"
 #include "rcu.h"
+#include "registry.h"
 
 struct shmreg_registry;
 
@@ -28,16 +29,25 @@ struct shmreg_region {
     size_t offset;
     unsigned flags;
     struct shmreg__mapping map;
+    struct shmreg__usage charged; /* what this region counts against the limits */
     char *key;    /* SYSTEM: as registered; CUDA: NULL */
+    char *tag;    /* owner tag, or NULL */
     char name[];  /* the lookup key, immutable */
 };
 
-/* A new region owning `map`, holding the registry's reference (refs = 1) and
- * a reference to reg. On NO_MEMORY the mapping is NOT closed: the caller
- * still owns it. */
-shmreg_err shmreg__region_new(struct shmreg_registry *reg, const char *name, const char *key,
-                              size_t offset, unsigned flags, const struct shmreg__mapping *map,
-                              struct shmreg_region **out);
+/* What a new region is made of. */
+struct shmreg__region_args {
+    const char *name, *key, *tag; /* key and tag may be NULL */
+    size_t offset;
+    unsigned flags;
+    struct shmreg__usage charged; /* already reserved against the limits */
+};
+
+/* A new region owning `map` and the usage reserved for it, holding the
+ * registry's reference (refs = 1) and a reference to reg. On NO_MEMORY
+ * neither the mapping nor the reservation is taken: the caller keeps both. */
+shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__region_args *args,
+                              const struct shmreg__mapping *map, struct shmreg_region **out);
 
 /* Drop one reference; the last one runs the deleter. */
 void shmreg__region_put(struct shmreg_region *r);

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,7 +150,19 @@ typedef struct shmreg_config {
     shmreg_pin_policy pin_policy;             /* default SHMREG_PIN_AUTO */
     shmreg_log_fn log_fn;                     /* NULL: messages are dropped */
     void *log_user;                           /* passed to log_fn */
-    void *reserved_[16];                      /* zero; room for later fields */
+    /* Tenancy: when allowed_owner_uid_count > 0, a system region may only map
+     * a shm object whose owner (fstat st_uid) is one of these uids; the array
+     * is copied. This stops one client from registering, and then reading or
+     * writing, shm objects that belong to another tenant or to the server. */
+    const uid_t *allowed_owner_uids;
+    size_t allowed_owner_uid_count;
+    /* Limits, 0 = unlimited. They count every region still mapped, pending
+     * and detached ones included; register fails with SHMREG_ERR_NO_MEMORY
+     * when a registration would pass one. */
+    size_t max_regions;
+    size_t max_mapped_bytes; /* sum of byte_size over mapped regions, all kinds */
+    size_t max_pinned_bytes; /* sum of pinned (page-locked) bytes */
+    void *reserved_[11];     /* zero; room for later fields */
 } shmreg_config;
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
@@ -226,6 +239,29 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
 SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd,
                                               int device_id, size_t byte_size, unsigned flags);
 
+/* What a registration may carry beyond the positional arguments. Zero it
+ * (or use NULL) for none; later fields come out of the reserved tail. */
+typedef struct shmreg_register_opts {
+    /* Owner tag, 1..255 bytes without control characters, or NULL. Calls
+     * given a tag (shmreg_unregister_tagged, shmreg_unregister_all_tagged,
+     * shmreg_status_tagged) see only the regions registered with that tag,
+     * so one client's cleanup cannot remove another client's regions. */
+    const char *tag;
+    void *reserved_[7];
+} shmreg_register_opts;
+
+/* The three registrations above, with options (opts may be NULL). */
+SHMREG_API shmreg_err shmreg_register_system_opts(shmreg_registry *reg, const char *name,
+                                                  const char *key, size_t offset, size_t byte_size,
+                                                  unsigned flags, const shmreg_register_opts *opts);
+SHMREG_API shmreg_err shmreg_register_cuda_ipc_opts(shmreg_registry *reg, const char *name,
+                                                    const void *raw_handle, size_t raw_handle_size,
+                                                    int device_id, size_t byte_size, unsigned flags,
+                                                    const shmreg_register_opts *opts);
+SHMREG_API shmreg_err shmreg_register_cuda_fd_opts(shmreg_registry *reg, const char *name, int fd,
+                                                   int device_id, size_t byte_size, unsigned flags,
+                                                   const shmreg_register_opts *opts);
+
 /* Bits of shmreg_cuda_available()'s answer. */
 #define SHMREG_CUDA_BUILT 0x1u   /* this library was built with the CUDA backends */
 #define SHMREG_CUDA_DRIVER 0x2u  /* a CUDA driver could be loaded in this process */
@@ -292,6 +328,14 @@ SHMREG_API shmreg_err shmreg_unregister(shmreg_registry *reg, const char *name, 
  * busy regions. Errors: INVALID_ARG, BUSY. */
 SHMREG_API shmreg_err shmreg_unregister_all(shmreg_registry *reg, shmreg_kind kind);
 
+/* As shmreg_unregister and shmreg_unregister_all, restricted to regions
+ * registered with owner tag `tag` (NULL: no restriction). A region of another
+ * tag is NOT_FOUND for shmreg_unregister_tagged, as if absent. */
+SHMREG_API shmreg_err shmreg_unregister_tagged(shmreg_registry *reg, const char *name,
+                                               shmreg_kind kind, const char *tag);
+SHMREG_API shmreg_err shmreg_unregister_all_tagged(shmreg_registry *reg, shmreg_kind kind,
+                                                   const char *tag);
+
 /* --------------------------------------------------------------- status */
 
 typedef struct shmreg_region_status {
@@ -305,6 +349,7 @@ typedef struct shmreg_region_status {
     uint64_t generation;    /* unique per registration in this registry */
     int pinned;             /* SYSTEM region page-locked for DMA */
     unsigned flags;         /* the flags it was registered with */
+    const char *tag;        /* owner tag, or NULL */
 } shmreg_region_status;
 
 /*
@@ -317,6 +362,12 @@ typedef struct shmreg_region_status {
  */
 SHMREG_API shmreg_err shmreg_status(shmreg_registry *reg, const char *name, shmreg_kind kind,
                                     shmreg_region_status **out, size_t *count);
+
+/* As shmreg_status, restricted to regions registered with owner tag `tag`
+ * (NULL: no restriction); a named region of another tag is NOT_FOUND. */
+SHMREG_API shmreg_err shmreg_status_tagged(shmreg_registry *reg, const char *name, shmreg_kind kind,
+                                           const char *tag, shmreg_region_status **out,
+                                           size_t *count);
 
 /* Free what shmreg_status returned. NULL is a no-op. */
 SHMREG_API void shmreg_status_free(shmreg_region_status *st, size_t count);
