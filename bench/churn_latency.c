@@ -101,6 +101,7 @@ static void summarise(reader *readers, unsigned n, churn_result *out)
     out->p999_ns = latency_histogram_percentile(all, 0.999);
     out->max_ns = all->max;
     out->samples = all->count;
+    out->stalls = latency_histogram_count_above(all, CHURN_STALL_NS);
     free(all);
 }
 

@@ -23,9 +23,15 @@ typedef struct churn_setup {
     size_t churn_size;
 } churn_setup;
 
+/* An acquire this slow waited for something (a lock, the scheduler): one
+ * such wait per churn cycle is what a lock held across munmap costs, and it
+ * hides below the 99.9th percentile when cycles are rare. */
+#define CHURN_STALL_NS 10000u
+
 typedef struct churn_result {
     uint64_t p50_ns, p99_ns, p999_ns, max_ns;
     uint64_t samples;   /* acquires timed, all readers together */
+    uint64_t stalls;    /* of them, slower than CHURN_STALL_NS */
     double churn_per_s; /* register+touch+unregister cycles per second */
 } churn_result;
 

@@ -38,3 +38,11 @@ uint64_t latency_histogram_percentile(const latency_histogram *h, double fractio
     }
     return h->max;
 }
+
+uint64_t latency_histogram_count_above(const latency_histogram *h, uint64_t ns)
+{
+    uint64_t above = 0;
+    for (unsigned i = latency_bucket(ns) + 1u; i < LATENCY_BUCKETS; i++)
+        above += h->buckets[i];
+    return above;
+}

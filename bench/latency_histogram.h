@@ -39,4 +39,8 @@ void latency_histogram_merge(latency_histogram *into, const latency_histogram *f
  * width. 0 for an empty histogram. */
 uint64_t latency_histogram_percentile(const latency_histogram *h, double fraction);
 
+/* How many samples exceed `ns`, counting whole buckets: exact below 1024 ns,
+ * within the bucket width above. */
+uint64_t latency_histogram_count_above(const latency_histogram *h, uint64_t ns);
+
 #endif

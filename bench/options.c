@@ -24,7 +24,7 @@ static const char usage[] =
     "  --warmup S              warm-up before every measurement (default 0.1)\n"
     "  --pick random|strided   how threads choose names (default random)\n"
     "  --latency-seconds S     measured time per design under churn (default 1; 0 skips)\n"
-    "  --latency-readers N     timed reader threads (default: online CPUs - 1, at least 1)\n"
+    "  --latency-readers N     timed reader threads (default: online CPUs - 2, at least 1)\n"
     "  --latency-regions N     regions the readers acquire (default 64)\n"
     "  --churn-mib N           size of the region churned (default 64)\n"
     "  --csv PATH              also write every figure as CSV to PATH ('-': stdout)\n";
@@ -87,7 +87,10 @@ static void set_defaults(bench_options *o)
     o->seconds = 0.3;
     o->warmup_s = 0.1;
     o->latency_seconds = 1.0;
-    o->latency_readers = ncpu > 1 ? ncpu - 1 : 1;
+    /* One CPU for the churn thread and one for everything else (liburcu's
+     * call_rcu worker, the main thread), so that readers are not preempted
+     * by the machinery they measure. */
+    o->latency_readers = ncpu > 2 ? ncpu - 2 : 1;
     o->latency_regions = 64;
     o->churn_mib = 64;
     o->pick = PICK_RANDOM;

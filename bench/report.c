@@ -25,7 +25,7 @@ FILE *report_csv_open(const char *path)
     FILE *csv = tables == stderr ? stdout : fopen(path, "w");
     if (!csv)
         bench_fatal("cannot write %s: %s", path, strerror(errno));
-    fputs("section,design,regions,threads,mops,p50_ns,p99_ns,p999_ns,max_ns,samples,churn_per_s\n",
+    fputs("section,design,regions,threads,mops,p50_ns,p99_ns,p999_ns,max_ns,samples,stalls,churn_per_s\n",
           csv);
     return csv;
 }
@@ -62,18 +62,20 @@ void report_header(const bench_options *o)
     cpu_model(model, sizeof model);
     if (uname(&u) != 0)
         snprintf(u.release, sizeof u.release, "unknown");
-    fprintf(tables, "# shmreg-bench: libshmreg %s beside a Triton-style registry\n\n", shmreg_version());
-    fprintf(tables, "machine: %ld online CPUs, %s, Linux %s\n", sysconf(_SC_NPROCESSORS_ONLN), model,
-           u.release);
+    fprintf(tables, "# shmreg-bench: libshmreg %s beside a Triton-style registry\n\n",
+            shmreg_version());
+    fprintf(tables, "machine: %ld online CPUs, %s, Linux %s\n", sysconf(_SC_NPROCESSORS_ONLN),
+            model, u.release);
     fprintf(tables, "names picked: %s, from per-thread lists built before timing\n\n",
-           o->pick == PICK_RANDOM ? "random" : "strided");
+            o->pick == PICK_RANDOM ? "random" : "strided");
 }
 
 void report_throughput_begin(const bench_options *o)
 {
     fprintf(tables, "## acquire+release throughput, million pairs/s, all threads together\n\n");
-    fprintf(tables, "%.2f s per cell after %.2f s warm-up; regions are %u-byte windows of one shm object\n\n",
-           o->seconds, o->warmup_s, REGION_WINDOW);
+    fprintf(tables,
+            "%.2f s per cell after %.2f s warm-up; regions are %u-byte windows of one shm object\n\n",
+            o->seconds, o->warmup_s, REGION_WINDOW);
     fprintf(tables, "| regions | threads | shmreg | triton-style | shmreg / triton-style |\n");
     fprintf(tables, "| ---: | ---: | ---: | ---: | ---: |\n");
     fflush(tables);
@@ -82,13 +84,14 @@ void report_throughput_begin(const bench_options *o)
 static void csv_throughput(FILE *csv, const char *design, size_t regions, unsigned threads,
                            double mops)
 {
-    fprintf(csv, "throughput,%s,%zu,%u,%.3f,,,,,,\n", design, regions, threads, mops);
+    fprintf(csv, "throughput,%s,%zu,%u,%.3f,,,,,,,\n", design, regions, threads, mops);
 }
 
 void report_throughput_row(FILE *csv, size_t regions, unsigned threads, double ours,
                            double base)
 {
-    fprintf(tables, "| %zu | %u | %.2f | %.2f | %.2fx |\n", regions, threads, ours, base, ours / base);
+    fprintf(tables, "| %zu | %u | %.2f | %.2f | %.2fx |\n", regions, threads, ours, base,
+            ours / base);
     fflush(tables);
     if (!csv)
         return;
@@ -100,37 +103,48 @@ void report_throughput_row(FILE *csv, size_t regions, unsigned threads, double o
 void report_latency_begin(const bench_options *o, uint64_t timer_ns)
 {
     fprintf(tables, "\n## acquire latency under churn, ns\n\n");
-    fprintf(tables, "%u reader thread(s) acquire+release %zu regions for %.2f s after %.2f s warm-up,\n"
-           "timing each acquire alone with clock_gettime (a back-to-back pair costs %" PRIu64
-           " ns here,\nincluded); one more thread registers a %zu MiB region, writes a byte per "
-           "page through\nan acquired view, releases and unregisters it, over and over.\n\n",
-           o->latency_readers, o->latency_regions, o->latency_seconds, o->warmup_s, timer_ns,
-           o->churn_mib);
-    fprintf(tables, "| design | p50 | p99 | p99.9 | max | acquires timed | churn cycles/s |\n");
-    fprintf(tables, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    fprintf(tables,
+            "%u reader thread(s) acquire+release %zu regions for %.2f s after %.2f s warm-up,\n"
+            "timing each acquire alone with clock_gettime (a back-to-back pair costs %" PRIu64
+            " ns here,\nincluded); one more thread registers a %zu MiB region, writes a byte per "
+            "page through\nan acquired view, releases and unregisters it, over and over. "
+            "Stalls: acquires over %u us.\n\n",
+            o->latency_readers, o->latency_regions, o->latency_seconds, o->warmup_s, timer_ns,
+            o->churn_mib, CHURN_STALL_NS / 1000u);
+    fprintf(tables, "| design | p50 | p99 | p99.9 | max | acquires timed | stalls | churn cycles/s |\n");
+    fprintf(tables, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     fflush(tables);
 }
 
 void report_latency_row(FILE *csv, const bench_design *d, const bench_options *o,
                         const churn_result *r)
 {
-    fprintf(tables, "| %s | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64
-           " | %.1f |\n",
-           d->name, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples, r->churn_per_s);
+    fprintf(tables,
+            "| %s | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64
+            " | %.1f |\n",
+            d->name, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples, r->stalls,
+            r->churn_per_s);
     fflush(tables);
     if (!csv)
         return;
     fprintf(csv,
             "churn_latency,%s,%zu,%u,,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-            ",%.2f\n",
+            ",%" PRIu64 ",%.2f\n",
             d->name, o->latency_regions, o->latency_readers, r->p50_ns, r->p99_ns, r->p999_ns,
-            r->max_ns, r->samples, r->churn_per_s);
+            r->max_ns, r->samples, r->stalls, r->churn_per_s);
     fflush(csv);
+}
+
+/* A ratio of two latencies; a zero denominator (an empty run) counts as 1 ns. */
+static double latency_ratio(uint64_t num, uint64_t den)
+{
+    return (double)num / (double)(den ? den : 1u);
 }
 
 void report_latency_ratio(const churn_result *ours, const churn_result *base)
 {
-    fprintf(tables, "\np99.9 triton-style / shmreg: %.1fx; p99: %.1fx\n",
-           (double)base->p999_ns / (double)(ours->p999_ns ? ours->p999_ns : 1),
-           (double)base->p99_ns / (double)(ours->p99_ns ? ours->p99_ns : 1));
+    fprintf(tables, "\ntriton-style / shmreg: p99.9 %.1fx, p99 %.1fx, p50 %.1fx\n",
+            latency_ratio(base->p999_ns, ours->p999_ns), latency_ratio(base->p99_ns, ours->p99_ns),
+            latency_ratio(base->p50_ns, ours->p50_ns));
+    fflush(tables);
 }

@@ -1,9 +1,10 @@
 /* What shmreg-bench prints: Markdown tables on stdout, ready to paste into
  * docs/performance.md, and optionally the same figures as CSV with one
  * header line:
- *   section,design,regions,threads,mops,p50_ns,p99_ns,p999_ns,max_ns,samples,churn_per_s
+ *   section,design,regions,threads,mops,p50_ns,p99_ns,p999_ns,max_ns,samples,stalls,churn_per_s
  * section is "throughput" (mops filled) or "churn_latency" (threads = reader
- * threads; the latency fields filled); fields that do not apply are empty. */
+ * threads; the latency fields filled; stalls = acquires over 10 us); fields
+ * that do not apply are empty. */
 #ifndef SHMREG_BENCH_REPORT_H
 #define SHMREG_BENCH_REPORT_H
 
