@@ -16,6 +16,7 @@
  *    range or CUDA handle is kept.
  *  - Every call is safe from any thread at any time, unless it says otherwise.
  *  - Functions that free or drop something accept NULL and then do nothing.
+ *  - A child of fork() must not use a registry created before the fork.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
