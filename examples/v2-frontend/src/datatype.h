@@ -1,0 +1,24 @@
+/* KServe v2 tensor datatypes: element sizes and JSON <-> binary elements. */
+#ifndef FRONTEND_DATATYPE_H
+#define FRONTEND_DATATYPE_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* Bytes per element of the datatype named name; 0 for BYTES (variable
+ * length); -1 for a name that is not a v2 datatype. */
+int datatype_size(const char *name);
+
+/* Whether elements of this datatype travel as JSON numbers or booleans
+ * (FP16, BF16 and BYTES need the binary extension or shared memory here). */
+int datatype_has_json(const char *name);
+
+/* Store the JSON element v as element i of buf (of datatype name).
+ * Returns 0, or -1 when v has the wrong type or is out of range. */
+int datatype_from_json(const char *name, const json_t *v, void *buf, size_t i);
+
+/* Element i of buf as a new JSON value, or NULL without memory. */
+json_t *datatype_to_json(const char *name, const void *buf, size_t i);
+
+#endif

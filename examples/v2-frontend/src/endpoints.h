@@ -1,0 +1,17 @@
+/* Handlers of every route but infer (which has infer.h). */
+#ifndef FRONTEND_ENDPOINTS_H
+#define FRONTEND_ENDPOINTS_H
+
+#include <shmreg/shmreg.h>
+
+#include "reply.h"
+#include "request.h"
+#include "router.h"
+
+/* v2/health/{live,ready}, v2, v2/models/{m}[/ready|/config|/stats], v2/models/stats */
+void model_endpoints_handle(const route *rt, reply *out);
+
+/* v2/{system,cuda}sharedmemory/...: status, register, unregister */
+void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *out);
+
+#endif

@@ -1,0 +1,48 @@
+/* Health, server metadata and the models' metadata, config and statistics. */
+#include "endpoints.h"
+
+#include <string.h>
+
+#include "models.h"
+
+static void server_metadata(reply *out)
+{
+    reply_json(out, 200,
+               json_pack("{s:s,s:s,s:[s,s,s,s]}", "name", "shmreg-v2-frontend", "version",
+                         shmreg_version(), "extensions", "binary_tensor_data", "statistics",
+                         "system_shared_memory", "cuda_shared_memory"));
+}
+
+static void model_stats(const model *m, reply *out)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < model_count(); i++)
+        if (!m || m == model_at(i))
+            json_array_append_new(list, model_stats_json(model_at(i)));
+    reply_json(out, 200, json_pack("{s:o}", "model_stats", list));
+}
+
+void model_endpoints_handle(const route *rt, reply *out)
+{
+    if (rt->id == ROUTE_HEALTH_LIVE || rt->id == ROUTE_HEALTH_READY) {
+        reply_empty(out);
+        return;
+    }
+    if (rt->id == ROUTE_SERVER_METADATA) {
+        server_metadata(out);
+        return;
+    }
+    const model *m = rt->model ? model_find(rt->model) : NULL;
+    if (rt->model && (!m || (rt->version && rt->version[0] && strcmp(rt->version, "1") != 0))) {
+        reply_error(out, 404, "Request for unknown model: '%s'%s%s is not found", rt->model,
+                    rt->version ? " version " : "", rt->version ? rt->version : "");
+        return;
+    }
+    switch (rt->id) {
+    case ROUTE_MODEL_METADATA: reply_json(out, 200, model_metadata_json(m)); break;
+    case ROUTE_MODEL_READY: reply_empty(out); break;
+    case ROUTE_MODEL_CONFIG: reply_json(out, 200, model_config_json(m)); break;
+    case ROUTE_MODEL_STATS: model_stats(m, out); break;
+    default: reply_error(out, 404, "Not Found"); break;
+    }
+}

@@ -1,0 +1,283 @@
+/* The models' descriptions, kernels and statistics. */
+#include "models.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct tensor_spec {
+    const char *name;
+    const char *datatype;
+    int64_t dims[3]; /* without the batch dimension; -1: any size */
+    int ndims;
+} tensor_spec;
+
+typedef void (*kernel_fn)(const tensor *const *in, tensor *out);
+
+struct model {
+    const char *name;
+    int max_batch_size; /* > 0: the first dimension is the batch */
+    int any_input;      /* identity: any datatype and shape is accepted */
+    int delayed;        /* sleeps --delay-ms before running */
+    tensor_spec inputs[2], outputs[MODEL_MAX_OUTPUTS];
+    size_t n_inputs, n_outputs;
+    kernel_fn kernel;
+    /* Statistics; relaxed: they are counters, nothing is published through them. */
+    _Atomic uint64_t success, success_ns, fail, fail_ns, last_ms;
+};
+
+/* simple: element-wise sum and difference, wrapping like the int32 hardware
+ * would (done in uint32 so that overflow is defined). Elements may sit at
+ * any alignment in shared memory, hence memcpy. */
+static void simple_kernel(const tensor *const *in, tensor *out)
+{
+    size_t n = in[0]->byte_size / sizeof(uint32_t);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b, sum, diff;
+        memcpy(&a, (const char *)in[0]->data + i * 4, 4);
+        memcpy(&b, (const char *)in[1]->data + i * 4, 4);
+        sum = a + b;
+        diff = a - b;
+        memcpy((char *)out[0].data + i * 4, &sum, 4);
+        memcpy((char *)out[1].data + i * 4, &diff, 4);
+    }
+}
+
+/* identity: a copy; the output may be the same shared memory as the input. */
+static void identity_kernel(const tensor *const *in, tensor *out)
+{
+    memmove(out[0].data, in[0]->data, in[0]->byte_size);
+}
+
+#define SIMPLE_TENSORS                                                                          \
+    .max_batch_size = 8,                                                                        \
+    .inputs = {{"INPUT0", "INT32", {16}, 1}, {"INPUT1", "INT32", {16}, 1}}, .n_inputs = 2,      \
+    .outputs = {{"OUTPUT0", "INT32", {16}, 1}, {"OUTPUT1", "INT32", {16}, 1}}, .n_outputs = 2,  \
+    .kernel = simple_kernel
+
+static model models[] = {
+    {.name = "simple", SIMPLE_TENSORS},
+    {.name = "simple_delayed", .delayed = 1, SIMPLE_TENSORS},
+    /* identity accepts every datatype and shape; its metadata must still name
+     * one, because clients such as perf_analyzer generate data from it: FP16
+     * [3,-1,-1], the image of seed 003 (perf_analyzer --shape INPUT0:3,384,640). */
+    {.name = "identity", .any_input = 1,
+     .inputs = {{"INPUT0", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
+     .outputs = {{"OUTPUT0", "FP16", {3, -1, -1}, 3}}, .n_outputs = 1,
+     .kernel = identity_kernel},
+};
+
+static unsigned delay_ms_;
+
+void models_set_delay(unsigned delay_ms)
+{
+    delay_ms_ = delay_ms;
+}
+
+size_t model_count(void)
+{
+    return sizeof models / sizeof models[0];
+}
+
+const model *model_at(size_t i)
+{
+    return i < model_count() ? &models[i] : NULL;
+}
+
+const model *model_find(const char *name)
+{
+    for (size_t i = 0; i < model_count(); i++)
+        if (name && strcmp(models[i].name, name) == 0)
+            return &models[i];
+    return NULL;
+}
+
+const char *model_name(const model *m)
+{
+    return m->name;
+}
+
+size_t model_n_outputs(const model *m)
+{
+    return m->n_outputs;
+}
+
+/* The shape clients see: the batch dimension first (-1) when batching. */
+static json_t *spec_shape(const model *m, const tensor_spec *s)
+{
+    json_t *a = json_array();
+    if (a && m->max_batch_size > 0)
+        json_array_append_new(a, json_integer(-1));
+    for (int i = 0; a && i < s->ndims; i++)
+        json_array_append_new(a, json_integer(s->dims[i]));
+    return a;
+}
+
+static json_t *metadata_tensors(const model *m, const tensor_spec *specs, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s,s:o}", "name", specs[i].name, "datatype",
+                                           specs[i].datatype, "shape", spec_shape(m, &specs[i])));
+    return a;
+}
+
+json_t *model_metadata_json(const model *m)
+{
+    return json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", "1", "platform",
+                     "shmreg_builtin", "inputs", metadata_tensors(m, m->inputs, m->n_inputs),
+                     "outputs", metadata_tensors(m, m->outputs, m->n_outputs));
+}
+
+/* Triton's model-config fields that its clients read. */
+static json_t *config_tensors(const tensor_spec *specs, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *dims = json_array();
+        for (int d = 0; dims && d < specs[i].ndims; d++)
+            json_array_append_new(dims, json_integer(specs[i].dims[d]));
+        char type[32];
+        snprintf(type, sizeof type, "TYPE_%s", specs[i].datatype);
+        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:o}", "name", specs[i].name, "data_type",
+                                           type, "format", "FORMAT_NONE", "dims", dims));
+    }
+    return a;
+}
+
+json_t *model_config_json(const model *m)
+{
+    return json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name,
+                     "platform", "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
+                     m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
+                     config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
+                     "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
+}
+
+static json_t *duration(uint64_t count, uint64_t ns)
+{
+    return json_pack("{s:I,s:I}", "count", (json_int_t)count, "ns", (json_int_t)ns);
+}
+
+json_t *model_stats_json(const model *m)
+{
+    uint64_t ok = atomic_load_explicit(&((model *)m)->success, memory_order_relaxed);
+    uint64_t ok_ns = atomic_load_explicit(&((model *)m)->success_ns, memory_order_relaxed);
+    uint64_t bad = atomic_load_explicit(&((model *)m)->fail, memory_order_relaxed);
+    uint64_t bad_ns = atomic_load_explicit(&((model *)m)->fail_ns, memory_order_relaxed);
+    uint64_t last = atomic_load_explicit(&((model *)m)->last_ms, memory_order_relaxed);
+    /* The whole request is compute_infer here: no queue, no batching. */
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:[]}", "name",
+                     m->name, "version", "1", "last_inference", (json_int_t)last,
+                     "inference_count", (json_int_t)ok, "execution_count", (json_int_t)ok,
+                     "inference_stats", "success", duration(ok, ok_ns), "fail",
+                     duration(bad, bad_ns), "queue", duration(ok, 0), "compute_input",
+                     duration(ok, 0), "compute_infer", duration(ok, ok_ns), "compute_output",
+                     duration(ok, 0), "cache_hit", duration(0, 0), "cache_miss", duration(0, 0),
+                     "batch_stats");
+}
+
+void model_record(const model *m, int ok, uint64_t ns)
+{
+    model *w = (model *)m; /* the table is static and writable; only stats change */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    atomic_fetch_add_explicit(ok ? &w->success : &w->fail, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(ok ? &w->success_ns : &w->fail_ns, ns, memory_order_relaxed);
+    atomic_store_explicit(&w->last_ms, (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000,
+                          memory_order_relaxed);
+}
+
+/* Whether t has the shape spec s allows: batch first when the model batches. */
+static int shape_matches(const model *m, const tensor_spec *s, const tensor *t)
+{
+    int batch = m->max_batch_size > 0;
+    if (t->ndims != s->ndims + batch)
+        return 0;
+    if (batch && (t->shape[0] < 1 || t->shape[0] > m->max_batch_size))
+        return 0;
+    for (int i = 0; i < s->ndims; i++)
+        if (s->dims[i] >= 0 && t->shape[i + batch] != s->dims[i])
+            return 0;
+    return 1;
+}
+
+static int bind_one(const model *m, const tensor_spec *s, const tensor *t, char *err, size_t errlen)
+{
+    if (m->any_input)
+        return 0;
+    if (strcmp(t->datatype, s->datatype) != 0) {
+        snprintf(err, errlen, "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
+                 t->name, t->datatype, m->name, s->datatype);
+        return -1;
+    }
+    if (!shape_matches(m, s, t)) {
+        char want[64], got[128];
+        json_t *ws = spec_shape(m, s);
+        char *wtext = ws ? json_dumps(ws, JSON_COMPACT) : NULL;
+        snprintf(want, sizeof want, "%s", wtext ? wtext : "?");
+        free(wtext);
+        json_decref(ws);
+        snprintf(err, errlen,
+                 "unexpected shape for input '%s' for model '%s'. Expected %s (batch at most %d), got %s",
+                 t->name, m->name, want, m->max_batch_size,
+                 tensor_shape_string(t->shape, t->ndims, got, sizeof got));
+        return -1;
+    }
+    return 0;
+}
+
+int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor **ordered,
+                      char *err, size_t errlen)
+{
+    if (n != m->n_inputs) {
+        snprintf(err, errlen, "expected %zu inputs but got %zu inputs for model '%s'", m->n_inputs,
+                 n, m->name);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_inputs; i++)
+        ordered[i] = NULL;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = 0;
+        while (i < m->n_inputs && strcmp(m->inputs[i].name, in[j].name) != 0)
+            i++;
+        if (i == m->n_inputs || ordered[i]) {
+            snprintf(err, errlen, "unexpected inference input '%s' for model '%s'", in[j].name,
+                     m->name);
+            return -1;
+        }
+        if (bind_one(m, &m->inputs[i], &in[j], err, errlen) != 0)
+            return -1;
+        ordered[i] = &in[j];
+    }
+    if (m->n_inputs == 2 && memcmp(ordered[0]->shape, ordered[1]->shape,
+                                   sizeof(int64_t) * (size_t)ordered[0]->ndims) != 0) {
+        snprintf(err, errlen, "inputs of model '%s' must have the same shape", m->name);
+        return -1;
+    }
+    return 0;
+}
+
+void model_describe_outputs(const model *m, const tensor *const *in, tensor *out)
+{
+    /* Every output here has the datatype, shape and size of the first input. */
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        out[i] = (tensor){.name = m->outputs[i].name,
+                          .datatype = m->any_input ? in[0]->datatype : m->outputs[i].datatype,
+                          .ndims = in[0]->ndims,
+                          .byte_size = in[0]->byte_size};
+        memcpy(out[i].shape, in[0]->shape, sizeof out[i].shape);
+    }
+}
+
+void model_run(const model *m, const tensor *const *in, tensor *out)
+{
+    if (m->delayed && delay_ms_) {
+        struct timespec d = {.tv_sec = delay_ms_ / 1000, .tv_nsec = (long)(delay_ms_ % 1000) * 1000000L};
+        while (nanosleep(&d, &d) != 0)
+            ;
+    }
+    m->kernel(in, out);
+}

@@ -1,0 +1,44 @@
+/*
+ * The built-in models:
+ *   simple          INT32 INPUT0, INPUT1 [-1,16] -> OUTPUT0 = sum, OUTPUT1 = difference
+ *   simple_delayed  the same after sleeping --delay-ms, so that a test can
+ *                   unregister regions while a request holds them
+ *   identity        OUTPUT0 = INPUT0, any datatype and shape
+ */
+#ifndef FRONTEND_MODELS_H
+#define FRONTEND_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tensor.h"
+
+#define MODEL_MAX_OUTPUTS 2
+
+typedef struct model model;
+
+void models_set_delay(unsigned delay_ms);
+const model *model_find(const char *name);
+size_t model_count(void);
+const model *model_at(size_t i);
+const char *model_name(const model *m);
+size_t model_n_outputs(const model *m);
+
+json_t *model_metadata_json(const model *m);
+json_t *model_config_json(const model *m);
+json_t *model_stats_json(const model *m);
+
+/* Match the request's inputs against the model: ordered[i] becomes the input
+ * for the model's i-th input. Returns 0, or -1 with a message in err. */
+int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor **ordered,
+                      char *err, size_t errlen);
+/* Name, datatype, shape and byte size of each output for these inputs. */
+void model_describe_outputs(const model *m, const tensor *const *in, tensor *out);
+/* Compute the outputs into out[i].data (each out[i].byte_size bytes). */
+void model_run(const model *m, const tensor *const *in, tensor *out);
+/* Count one request in the statistics. */
+void model_record(const model *m, int ok, uint64_t ns);
+
+#endif

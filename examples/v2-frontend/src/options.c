@@ -1,0 +1,133 @@
+/* Command-line parsing: every knob of the frontend, with its default. */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *to, const char *argv0)
+{
+    fprintf(to,
+            "usage: %s [options]\n"
+            "  --host ADDR                 numeric address to listen on (default 127.0.0.1)\n"
+            "  --port N                    TCP port, 0 = any free one (default 8000)\n"
+            "  --busy-policy P             defer | detach | refuse: unregister of a region in use\n"
+            "  --reserved-key-prefix P     refuse shm keys starting with P (repeatable)\n"
+            "  --threads N                 HTTP worker threads (default 4)\n"
+            "  --delay-ms N                sleep of the simple_delayed model (default 1000)\n"
+            "  --max-body-mb N             largest request body in MiB (default 256)\n"
+            "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"
+            "  -v, --verbose               one log line per request on stderr\n"
+            "  -h, --help\n",
+            argv0);
+}
+
+/* Strict unsigned parse: the whole string, in [min, max]. */
+static int parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
+                      unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "error: %s wants an integer in [%lu, %lu], got '%s'\n", opt, min, max, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_policy(const char *s, shmreg_policy *out)
+{
+    static const struct { const char *name; shmreg_policy policy; } policies[] = {
+        {"defer", SHMREG_POLICY_DEFER},
+        {"detach", SHMREG_POLICY_DETACH},
+        {"refuse", SHMREG_POLICY_REFUSE},
+    };
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+        if (strcmp(s, policies[i].name) == 0) {
+            *out = policies[i].policy;
+            return 0;
+        }
+    }
+    fprintf(stderr, "error: --busy-policy wants defer, detach or refuse, got '%s'\n", s);
+    return -1;
+}
+
+static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
+{
+    const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
+    if (!grown) {
+        fprintf(stderr, "error: out of memory\n");
+        return -1;
+    }
+    grown[(*count)++] = prefix; /* argv outlives the server */
+    grown[*count] = NULL;
+    o->reserved_prefixes = grown;
+    return 0;
+}
+
+int options_parse(int argc, char **argv, frontend_options *o)
+{
+    enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
+           OPT_DRAIN };
+    static const struct option longopts[] = {
+        {"host", required_argument, NULL, OPT_HOST},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"busy-policy", required_argument, NULL, OPT_POLICY},
+        {"reserved-key-prefix", required_argument, NULL, OPT_PREFIX},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"delay-ms", required_argument, NULL, OPT_DELAY},
+        {"max-body-mb", required_argument, NULL, OPT_BODY},
+        {"drain-s", required_argument, NULL, OPT_DRAIN},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
+                            .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
+                            .drain_s = 30};
+    size_t n_prefixes = 0;
+    unsigned long v;
+    int c;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case OPT_HOST: o->host = optarg; break;
+        case OPT_PORT: rc = parse_uint("--port", optarg, 0, 65535, &v); o->port = (unsigned)v; break;
+        case OPT_POLICY: rc = parse_policy(optarg, &o->busy_policy); break;
+        case OPT_PREFIX:
+            if (!optarg[0]) {
+                fprintf(stderr, "error: --reserved-key-prefix must not be empty\n");
+                rc = -1;
+            } else {
+                rc = add_prefix(o, optarg, &n_prefixes);
+            }
+            break;
+        case OPT_THREADS: rc = parse_uint("--threads", optarg, 1, 256, &v); o->threads = (unsigned)v; break;
+        case OPT_DELAY: rc = parse_uint("--delay-ms", optarg, 0, 600000, &v); o->delay_ms = (unsigned)v; break;
+        case OPT_BODY: rc = parse_uint("--max-body-mb", optarg, 1, 4096, &v); o->max_body = (size_t)v << 20; break;
+        case OPT_DRAIN: rc = parse_uint("--drain-s", optarg, 0, 3600, &v); o->drain_s = (unsigned)v; break;
+        case 'v': o->verbose = 1; break;
+        case 'h': usage(stdout, argv[0]); return 1;
+        default: usage(stderr, argv[0]); return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr, argv[0]);
+        return -1;
+    }
+    return 0;
+}
+
+void options_free(frontend_options *o)
+{
+    free(o->reserved_prefixes);
+    o->reserved_prefixes = NULL;
+}

@@ -1,0 +1,26 @@
+/* Command-line options of the frontend. */
+#ifndef FRONTEND_OPTIONS_H
+#define FRONTEND_OPTIONS_H
+
+#include <stddef.h>
+
+#include <shmreg/shmreg.h>
+
+typedef struct frontend_options {
+    const char *host;                 /* numeric IPv4 or IPv6 address to listen on */
+    unsigned port;                    /* 0: any free port (printed at start-up) */
+    shmreg_policy busy_policy;        /* what unregister does to a region in use */
+    const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
+    unsigned threads;                 /* HTTP worker threads */
+    unsigned delay_ms;                /* how long the simple_delayed model sleeps */
+    size_t max_body;                  /* largest request body accepted, bytes */
+    unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
+    int verbose;                      /* 1: one log line per request */
+} frontend_options;
+
+/* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
+ * -1 after printing an error (exit 2). Free with options_free either way. */
+int options_parse(int argc, char **argv, frontend_options *o);
+void options_free(frontend_options *o);
+
+#endif

@@ -1,0 +1,70 @@
+/* Building replies, and the one place where library errors become statuses. */
+#include "reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+unsigned http_status_from_shmreg(shmreg_err err)
+{
+    switch (err) {
+    case SHMREG_OK: return 200;
+    case SHMREG_ERR_INVALID_ARG:
+    case SHMREG_ERR_ALREADY_EXISTS:
+    case SHMREG_ERR_OUT_OF_BOUNDS: return 400; /* the client's request is wrong */
+    case SHMREG_ERR_NOT_FOUND: return 404;
+    case SHMREG_ERR_BUSY: return 409;          /* valid, but the region's state refuses it now */
+    case SHMREG_ERR_UNSUPPORTED: return 501;
+    case SHMREG_ERR_SYSTEM:
+    case SHMREG_ERR_CUDA:
+    case SHMREG_ERR_NO_MEMORY: break;
+    }
+    return 500;
+}
+
+void reply_empty(reply *r)
+{
+    *r = (reply){.status = 200};
+}
+
+/* Last resort when even an error body cannot be allocated: the status alone. */
+static void reply_bare(reply *r, unsigned status)
+{
+    *r = (reply){.status = status};
+}
+
+void reply_json(reply *r, unsigned status, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) {
+        reply_bare(r, 500);
+        return;
+    }
+    *r = (reply){.status = status, .body = text, .len = strlen(text)};
+}
+
+static void reply_message(reply *r, unsigned status, const char *message)
+{
+    json_t *j = json_pack("{s:s}", "error", message);
+    if (!j) /* JSON strings must be UTF-8; a client-chosen name may not be */
+        j = json_pack("{s:s}", "error", "the request named something that is not valid UTF-8");
+    reply_json(r, status, j);
+}
+
+void reply_error(reply *r, unsigned status, const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    reply_message(r, status, message);
+}
+
+void reply_shmreg_error(reply *r, shmreg_err err)
+{
+    const char *message = shmreg_last_error();
+    reply_message(r, http_status_from_shmreg(err), message[0] ? message : shmreg_err_description(err));
+}

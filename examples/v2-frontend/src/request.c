@@ -1,0 +1,73 @@
+/* Per-request state: body accumulation and the references the request holds. */
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+request *request_new(const char *method, const char *url)
+{
+    request *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return NULL;
+    rq->method = strdup(method);
+    rq->url = strdup(url);
+    if (!rq->method || !rq->url) {
+        request_finish(rq);
+        return NULL;
+    }
+    rq->header_length = -1;
+    clock_gettime(CLOCK_MONOTONIC, &rq->started);
+    return rq;
+}
+
+int request_append(request *rq, const char *data, size_t len, size_t max_body)
+{
+    if (rq->body_too_large || len > max_body - rq->body_len) {
+        rq->body_too_large = 1;
+        return 0;
+    }
+    if (rq->body_len + len > rq->body_cap) {
+        size_t cap = rq->body_cap ? rq->body_cap : 4096;
+        while (cap < rq->body_len + len)
+            cap = cap > max_body / 2 ? max_body : cap * 2;
+        char *grown = realloc(rq->body, cap);
+        if (!grown)
+            return -1;
+        rq->body = grown;
+        rq->body_cap = cap;
+    }
+    memcpy(rq->body + rq->body_len, data, len);
+    rq->body_len += len;
+    return 0;
+}
+
+int request_hold(request *rq, shmreg_region *ref)
+{
+    if (rq->n_held == rq->cap_held) {
+        size_t cap = rq->cap_held ? rq->cap_held * 2 : 4;
+        shmreg_region **grown = realloc(rq->held, cap * sizeof *grown);
+        if (!grown) {
+            shmreg_release(ref);
+            return -1;
+        }
+        rq->held = grown;
+        rq->cap_held = cap;
+    }
+    rq->held[rq->n_held++] = ref; /* the request owns this reference now */
+    return 0;
+}
+
+void request_finish(request *rq)
+{
+    if (!rq)
+        return;
+    /* The response is on the wire (or the connection is gone): nothing reads
+     * or writes these regions for this request any more. */
+    for (size_t i = 0; i < rq->n_held; i++)
+        shmreg_release(rq->held[i]);
+    free(rq->held);
+    free(rq->body);
+    free(rq->method);
+    free(rq->url);
+    free(rq);
+}

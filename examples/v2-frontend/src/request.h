@@ -1,0 +1,41 @@
+/*
+ * One HTTP request in flight: its body as it arrives, and the region
+ * references it holds.
+ *
+ * The lifetime rule of libshmreg, in one place: every region a request names
+ * is acquired while the request is parsed (request_hold) and released only
+ * when its response has been sent or the connection has failed
+ * (request_finish, from libmicrohttpd's completion callback). Between the two,
+ * the mapping cannot go away, whatever unregister does meanwhile.
+ */
+#ifndef FRONTEND_REQUEST_H
+#define FRONTEND_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <shmreg/shmreg.h>
+
+typedef struct request {
+    char *body;            /* the bytes uploaded so far (not NUL-terminated) */
+    size_t body_len, body_cap;
+    int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
+    int64_t header_length; /* Inference-Header-Content-Length, or -1 */
+    shmreg_region **held;  /* references acquired for this request */
+    size_t n_held, cap_held;
+    struct timespec started;
+    char *method, *url;    /* copies, for the log line */
+    unsigned status;       /* the status queued, for the log line */
+} request;
+
+request *request_new(const char *method, const char *url);
+/* Append uploaded bytes; past max_body the request is marked too large. */
+int request_append(request *rq, const char *data, size_t len, size_t max_body);
+/* Take ownership of ref until request_finish. On failure (out of memory) ref
+ * is released here and -1 returned: the caller must not use it. */
+int request_hold(request *rq, shmreg_region *ref);
+/* Release every held reference and free rq. NULL is a no-op. */
+void request_finish(request *rq);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+ * libmicrohttpd glue. A request's life here:
+ *   access_handler, first call   -> request_new (in_flight + 1)
+ *   access_handler, body chunks  -> request_append
+ *   access_handler, last call    -> route, handle, queue the reply
+ *   request_completed            -> request_finish: releases every region
+ *                                   reference the request took (in_flight - 1)
+ * libmicrohttpd calls request_completed after the response has been sent,
+ * or when the connection fails or the daemon stops: all paths release.
+ */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "endpoints.h"
+#include "infer.h"
+#include "reply.h"
+#include "request.h"
+#include "router.h"
+
+static void dispatch(frontend_server *s, request *rq, const route *rt, reply *out)
+{
+    switch (rt->id) {
+    case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
+    case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, rt, out); break;
+    case ROUTE_SHM_STATUS:
+    case ROUTE_SHM_REGISTER:
+    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, rq, rt, out); break;
+    default: model_endpoints_handle(rt, out); break;
+    }
+}
+
+static void handle(frontend_server *s, request *rq, reply *out)
+{
+    route rt;
+    if (atomic_load(&s->draining)) {
+        reply_error(out, 503, "the server is shutting down");
+    } else if (rq->body_too_large) {
+        reply_error(out, 413, "request body larger than %zu bytes", s->opts->max_body);
+    } else if (route_match(rq->url, &rt) != 0) {
+        reply_error(out, 500, "out of memory");
+    } else {
+        if (rt.id != ROUTE_NONE && rt.post != (strcmp(rq->method, MHD_HTTP_METHOD_POST) == 0))
+            reply_error(out, 405, "%s is not allowed on %s", rq->method, rq->url);
+        else
+            dispatch(s, rq, &rt, out);
+        route_free(&rt);
+    }
+}
+
+/* Hand the reply to libmicrohttpd, which frees its body once sent. */
+static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, reply *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->len, r->body ? r->body : "", r->body ? MHD_RESPMEM_MUST_FREE
+                                                                          : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(r->body);
+        return MHD_NO;
+    }
+    if (r->json_len) {
+        char len[32];
+        snprintf(len, sizeof len, "%zu", r->json_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", len);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    } else if (r->len) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    }
+    rq->status = r->status;
+    enum MHD_Result ok = MHD_queue_response(conn, r->status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+/* A strict decimal header value, or -1 when absent; -2 when malformed. */
+static int64_t header_number(struct MHD_Connection *conn, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+    if (!v)
+        return -1;
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    return (errno || end == v || *end || n < 0) ? -2 : n;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
+{
+    frontend_server *s = cls;
+    request *rq = *con_cls;
+    if (!rq) { /* headers are in: set up, body follows */
+        rq = request_new(method, url);
+        if (!rq)
+            return MHD_NO;
+        atomic_fetch_add(&s->in_flight, 1);
+        rq->header_length = header_number(conn, "Inference-Header-Content-Length");
+        *con_cls = rq;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (request_append(rq, upload_data, *upload_data_size, s->opts->max_body) != 0)
+            return MHD_NO; /* out of memory: drop the connection; completion still runs */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    reply r;
+    if (rq->header_length == -2)
+        reply_error(&r, 400, "Inference-Header-Content-Length must be a non-negative integer");
+    else
+        handle(s, rq, &r);
+    return queue_reply(conn, rq, &r);
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    frontend_server *s = cls;
+    request *rq = *con_cls;
+    if (!rq)
+        return;
+    if (s->opts->verbose)
+        fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->url, rq->status, ms_since(&rq->started),
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    request_finish(rq); /* the lifetime rule: release when the response is done */
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static int bind_address(const char *host, unsigned port, struct sockaddr_storage *ss,
+                        unsigned *flags)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *flags |= MHD_USE_IPv6;
+        return 0;
+    }
+    fprintf(stderr, "error: --host wants a numeric IPv4 or IPv6 address, got '%s'\n", host);
+    return -1;
+}
+
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg)
+{
+    *s = (frontend_server){.registry = reg, .opts = opts};
+    atomic_init(&s->in_flight, 0);
+    atomic_init(&s->draining, 0);
+    struct sockaddr_storage addr;
+    /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (bind_address(opts->host, opts->port, &addr, &flags) != 0)
+        return -1;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, opts->threads,
+                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+    if (!s->daemon) {
+        fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : opts->port;
+    return 0;
+}
+
+void server_stop(frontend_server *s)
+{
+    MHD_socket listener = MHD_quiesce_daemon(s->daemon);
+    atomic_store(&s->draining, 1);
+    /* Requests already running finish and send their responses; requests
+     * arriving on kept-alive connections get 503 meanwhile. */
+    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < s->opts->drain_s * 100;
+         waited++)
+        nanosleep(&tick, NULL);
+    if (atomic_load(&s->in_flight) > 0)
+        fprintf(stderr, "shutdown: %u requests still in flight after %u s; closing them\n",
+                atomic_load(&s->in_flight), s->opts->drain_s);
+    MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
+    if (listener != MHD_INVALID_SOCKET)
+        close(listener);        /* quiesce handed the listening socket to us */
+    s->daemon = NULL;
+}

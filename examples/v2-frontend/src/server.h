@@ -1,0 +1,27 @@
+/* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
+#ifndef FRONTEND_SERVER_H
+#define FRONTEND_SERVER_H
+
+#include <stdatomic.h>
+
+#include <shmreg/shmreg.h>
+
+#include "options.h"
+
+typedef struct frontend_server {
+    struct MHD_Daemon *daemon;
+    shmreg_registry *registry;
+    const frontend_options *opts;
+    atomic_uint in_flight;  /* requests between their first byte and their completion */
+    atomic_bool draining;   /* shutdown began: new requests get 503 */
+    unsigned port;          /* the port actually bound */
+} frontend_server;
+
+/* Start listening; 0 on success, -1 with a message on stderr. */
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg);
+/* Stop accepting, let in-flight requests finish (up to opts->drain_s), then
+ * stop every thread. Every request's references are released when this
+ * returns. */
+void server_stop(frontend_server *s);
+
+#endif
