@@ -41,7 +41,7 @@ const char *shmreg_last_error(void)
     return last_msg;
 }
 
-static void set_msg(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void set_msg(const char *fmt, va_list ap)
 {
     vsnprintf(last_msg, sizeof last_msg, fmt, ap);
 }

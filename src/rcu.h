@@ -5,9 +5,13 @@
  * can still be looking at it.
  *
  * ThreadSanitizer cannot see liburcu's synchronisation (inline assembly in an
- * uninstrumented library), so under TSan the end of each read-side section
- * releases, and each deferred free acquires, one token: that models "every
- * reader finished before the free" without hiding races elsewhere. */
+ * uninstrumented library), so under TSan two edges are annotated by hand:
+ *  - publication: inserting a node releases it, and a lookup that matches the
+ *    node acquires it (rcu_assign_pointer / rcu_dereference);
+ *  - reclamation: the end of each read-side section releases, and each
+ *    deferred free acquires, one token ("every reader finished before the
+ *    free").
+ * Races elsewhere in libshmreg's code are still reported. */
 #ifndef SHMREG_RCU_H
 #define SHMREG_RCU_H
 
@@ -28,9 +32,13 @@ void __tsan_release(void *addr);
 extern char shmreg__rcu_tsan_token;
 #define SHMREG_TSAN_RELEASE() __tsan_release(&shmreg__rcu_tsan_token)
 #define SHMREG_TSAN_ACQUIRE() __tsan_acquire(&shmreg__rcu_tsan_token)
+#define SHMREG_TSAN_PUBLISH(obj) __tsan_release(obj)
+#define SHMREG_TSAN_SUBSCRIBE(obj) __tsan_acquire(obj)
 #else
 #define SHMREG_TSAN_RELEASE() ((void)0)
 #define SHMREG_TSAN_ACQUIRE() ((void)0)
+#define SHMREG_TSAN_PUBLISH(obj) ((void)(obj))
+#define SHMREG_TSAN_SUBSCRIBE(obj) ((void)(obj))
 #endif
 
 static inline void shmreg__rcu_read_lock(void)

@@ -45,8 +45,9 @@ shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__
 
 static void region_free_rcu(struct rcu_head *head)
 {
-    SHMREG_TSAN_ACQUIRE();
     struct shmreg_region *r = caa_container_of(head, struct shmreg_region, rcu);
+    SHMREG_TSAN_ACQUIRE();
+    SHMREG_TSAN_SUBSCRIBE(r); /* the deleter's hand-off through call_rcu */
     shmreg__free(r);
 }
 
@@ -84,6 +85,7 @@ static void region_destroy(struct shmreg_region *r)
     r->key = r->tag = NULL;
     /* Lookups that found this node before the unlink may still be reading
      * its name and count: free the memory only after a grace period. */
+    SHMREG_TSAN_PUBLISH(r);
     urcu_bp_call_rcu(&r->rcu, region_free_rcu);
     shmreg__registry_put(reg);
 }

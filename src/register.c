@@ -115,6 +115,7 @@ static shmreg_err publish(struct shmreg_registry *reg, const struct shmreg__regi
     if (!taken) {
         r->generation = ++reg->next_generation;
         r->linked = true;
+        SHMREG_TSAN_PUBLISH(r);
         cds_lfht_add(reg->table, shmreg__name_hash(reg, name, strlen(name)), &r->node);
     }
     shmreg__rcu_read_unlock();

@@ -23,7 +23,8 @@ unsigned long shmreg__name_hash(const struct shmreg_registry *reg, const char *n
 
 int shmreg__match_name(struct cds_lfht_node *node, const void *name)
 {
-    const struct shmreg_region *r = caa_container_of(node, struct shmreg_region, node);
+    struct shmreg_region *r = caa_container_of(node, struct shmreg_region, node);
+    SHMREG_TSAN_SUBSCRIBE(r);
     return strcmp(r->name, (const char *)name) == 0;
 }
 
