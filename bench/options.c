@@ -22,6 +22,8 @@ static const char usage[] =
     "  --regions LIST          registered regions per table block (default 1,64,4096)\n"
     "  --seconds S             measured time per throughput cell (default 0.3; 0 skips)\n"
     "  --warmup S              warm-up before every measurement (default 0.1)\n"
+    "  --repeat N              run each throughput cell N times, designs alternating,\n"
+    "                          and report the medians (default 1)\n"
     "  --pick random|strided   how threads choose names (default random)\n"
     "  --latency-seconds S     measured time per design under churn (default 1; 0 skips)\n"
     "  --latency-readers N     timed reader threads (default: online CPUs - 2, at least 1)\n"
@@ -86,6 +88,7 @@ static void set_defaults(bench_options *o)
         o->regions[o->nregions++] = regions[i];
     o->seconds = 0.3;
     o->warmup_s = 0.1;
+    o->repeat = 1;
     o->latency_seconds = 1.0;
     /* One CPU for the churn thread and one for everything else (liburcu's
      * call_rcu worker, the main thread), so that readers are not preempted
@@ -96,7 +99,7 @@ static void set_defaults(bench_options *o)
     o->pick = PICK_RANDOM;
 }
 
-enum { OPT_THREADS = 256, OPT_REGIONS, OPT_SECONDS, OPT_WARMUP, OPT_PICK, OPT_LAT_SECONDS,
+enum { OPT_THREADS = 256, OPT_REGIONS, OPT_SECONDS, OPT_WARMUP, OPT_REPEAT, OPT_PICK, OPT_LAT_SECONDS,
        OPT_LAT_READERS, OPT_LAT_REGIONS, OPT_CHURN_MIB, OPT_CSV, OPT_HELP };
 
 static const struct option long_options[] = {
@@ -104,6 +107,7 @@ static const struct option long_options[] = {
     {"regions", required_argument, NULL, OPT_REGIONS},
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
     {"pick", required_argument, NULL, OPT_PICK},
     {"latency-seconds", required_argument, NULL, OPT_LAT_SECONDS},
     {"latency-readers", required_argument, NULL, OPT_LAT_READERS},
@@ -148,6 +152,7 @@ void options_parse(bench_options *o, int argc, char **argv)
         case OPT_REGIONS: apply_list(o, opt, optarg); break;
         case OPT_SECONDS: o->seconds = parse_seconds("--seconds", optarg); break;
         case OPT_WARMUP: o->warmup_s = parse_seconds("--warmup", optarg); break;
+        case OPT_REPEAT: o->repeat = (unsigned)parse_count("--repeat", optarg, 99); break;
         case OPT_PICK: apply_pick(o, optarg); break;
         case OPT_LAT_SECONDS: o->latency_seconds = parse_seconds("--latency-seconds", optarg); break;
         case OPT_LAT_READERS:

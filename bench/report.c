@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -66,6 +67,10 @@ void report_header(const bench_options *o)
             shmreg_version());
     fprintf(tables, "machine: %ld online CPUs, %s, Linux %s\n", sysconf(_SC_NPROCESSORS_ONLN),
             model, u.release);
+    double load[3] = {0, 0, 0};
+    getloadavg(load, 3);
+    fprintf(tables, "load average before the run: %.2f %.2f %.2f (other work skews figures)\n",
+            load[0], load[1], load[2]);
     fprintf(tables, "names picked: %s, from per-thread lists built before timing\n\n",
             o->pick == PICK_RANDOM ? "random" : "strided");
 }
@@ -74,8 +79,9 @@ void report_throughput_begin(const bench_options *o)
 {
     fprintf(tables, "## acquire+release throughput, million pairs/s, all threads together\n\n");
     fprintf(tables,
-            "%.2f s per cell after %.2f s warm-up; regions are %u-byte windows of one shm object\n\n",
-            o->seconds, o->warmup_s, REGION_WINDOW);
+            "%.2f s per cell after %.2f s warm-up, median of %u run(s) per design;\n"
+            "regions are %u-byte windows of one shm object\n\n",
+            o->seconds, o->warmup_s, o->repeat, REGION_WINDOW);
     fprintf(tables, "| regions | threads | shmreg | triton-style | shmreg / triton-style |\n");
     fprintf(tables, "| ---: | ---: | ---: | ---: | ---: |\n");
     fflush(tables);

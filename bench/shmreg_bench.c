@@ -4,6 +4,7 @@
  * like on whatever machine runs it. `shmreg-bench --help` lists the options;
  * docs/performance.md has the figures and how to read them. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "churn_latency.h"
 #include "designs.h"
@@ -24,25 +25,55 @@ static void *design_setup(const bench_design *d, const region_set *set)
     return reg;
 }
 
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, unsigned n)
+{
+    qsort(v, n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One cell for both designs, o->repeat times, alternating which design runs
+ * first so that a change in the machine's load falls on both; the medians go
+ * to mops[0] (shmreg) and mops[1] (baseline). */
+static void throughput_pair(const bench_options *o, throughput_cell *cell, void *regs[2],
+                            double mops[2])
+{
+    static const bench_design *const designs[2] = {&bench_design_shmreg, &bench_design_triton};
+    double runs[2][100];
+    for (unsigned r = 0; r < o->repeat; r++) {
+        for (unsigned k = 0; k < 2; k++) {
+            unsigned d = (k + r) % 2;
+            cell->design = designs[d];
+            cell->reg = regs[d];
+            runs[d][r] = throughput_run(cell);
+        }
+    }
+    mops[0] = median(runs[0], o->repeat);
+    mops[1] = median(runs[1], o->repeat);
+}
+
 /* One block of the throughput table: both designs over `regions` regions, at
- * every thread count, each cell run for both designs back to back. */
+ * every thread count. */
 static void throughput_block(const bench_options *o, FILE *csv, const char *key, size_t regions)
 {
     region_set set;
     region_set_init(&set, regions, key);
-    void *ours = design_setup(&bench_design_shmreg, &set);
-    void *base = design_setup(&bench_design_triton, &set);
+    void *regs[2] = {design_setup(&bench_design_shmreg, &set),
+                     design_setup(&bench_design_triton, &set)};
     for (unsigned i = 0; i < o->nthreads; i++) {
-        throughput_cell cell = {.design = &bench_design_shmreg, .reg = ours, .regions = &set,
-                                .threads = o->threads[i], .pick = o->pick,
+        throughput_cell cell = {.regions = &set, .threads = o->threads[i], .pick = o->pick,
                                 .warmup_s = o->warmup_s, .seconds = o->seconds};
-        double ours_mops = throughput_run(&cell);
-        cell.design = &bench_design_triton;
-        cell.reg = base;
-        report_throughput_row(csv, regions, o->threads[i], ours_mops, throughput_run(&cell));
+        double mops[2];
+        throughput_pair(o, &cell, regs, mops);
+        report_throughput_row(csv, regions, o->threads[i], mops[0], mops[1]);
     }
-    bench_design_triton.destroy(base);
-    bench_design_shmreg.destroy(ours);
+    bench_design_triton.destroy(regs[1]);
+    bench_design_shmreg.destroy(regs[0]);
     region_set_free(&set);
 }
 

@@ -15,7 +15,7 @@ if "$bench" --threads 0 >/dev/null 2>&1; then
   echo "bench-smoke: --threads 0 was accepted"; exit 1
 fi
 
-"$bench" --threads 1,2 --regions 1,64,4096 --seconds 0.02 --warmup 0.01 \
+"$bench" --threads 1,2 --regions 1,64,4096 --seconds 0.02 --warmup 0.01 --repeat 2 \
   --latency-seconds 0.05 --churn-mib 4 --csv "$dir/smoke.csv" | tee "$dir/smoke.txt"
 
 # 3 region counts x 2 thread counts x 2 designs, then 2 latency rows.
