@@ -58,8 +58,10 @@ static shmreg_err status_all_locked(struct shmreg_registry *reg, shmreg_kind kin
         shmreg_status_free(st, i);
         return err;
     }
+    /* A region counted above may have died since: releases do not take the
+     * lock. None can appear (inserts do), so i <= n. */
     *out = st;
-    *count = n;
+    *count = i;
     return SHMREG_OK;
 }
 
