@@ -7,10 +7,13 @@
  *            (their completion releases their region references), stop the
  *            workers, then destroy the registry, which unmaps every region.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <shmreg/shmreg.h>
 
@@ -38,6 +41,35 @@ static shmreg_registry *create_registry(const frontend_options *o)
     if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     return reg;
+}
+
+/* After shutdown, count what still refers to POSIX shared memory in this
+ * process: mappings in /proc/self/maps and descriptors in /proc/self/fd.
+ * Both must be 0 once the registry is destroyed; the tests read this line. */
+static void report_leftovers(void)
+{
+    unsigned mappings = 0, descriptors = 0;
+    char line[4096];
+    FILE *maps = fopen("/proc/self/maps", "r");
+    while (maps && fgets(line, sizeof line, maps))
+        mappings += strstr(line, " /dev/shm/") != NULL;
+    if (maps)
+        fclose(maps);
+    DIR *fds = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (fds && (e = readdir(fds)) != NULL) {
+        char path[300], target[4096];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = 0;
+            descriptors += strncmp(target, "/dev/shm/", 9) == 0;
+        }
+    }
+    if (fds)
+        closedir(fds);
+    fprintf(stderr, "shutdown: done; shm mappings left: %u, shm descriptors left: %u\n", mappings,
+            descriptors);
 }
 
 int main(int argc, char **argv)
@@ -74,6 +106,6 @@ int main(int argc, char **argv)
     server_stop(&server);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
-    fprintf(stderr, "shutdown: done\n");
+    report_leftovers();
     return 0;
 }

@@ -1,0 +1,55 @@
+"""Fixtures: frontends started per test module or per test, always stopped
+with SIGTERM and checked for a clean shutdown (exit 0, nothing left mapped or
+open), and a unique prefix for the /dev/shm objects the tests create."""
+import os
+import uuid
+
+import pytest
+
+from frontend_process import Frontend, leftover_report
+
+# Every shm object a test creates starts with this, so that the check at the
+# end finds ours only (other suites may share /dev/shm).
+SHM_MARKER = f"shmreg_fe_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+def assert_clean_stop(server):
+    rc, err = server.stop()
+    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert leftover_report(err) == (0, 0), err
+
+
+@pytest.fixture
+def start_frontend():
+    """Factory: start_frontend(*args) -> Frontend, stopped cleanly afterwards."""
+    started = []
+
+    def start(*args):
+        server = Frontend(*args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        assert_clean_stop(server)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A frontend with the default (defer) policy, shared by a module."""
+    s = Frontend("--delay-ms", "1500", "--threads", "4")
+    yield s
+    assert_clean_stop(s)
+
+
+@pytest.fixture
+def shm_key():
+    """A factory of unique shm keys: shm_key("in0") -> "/<marker>_in0"."""
+    return lambda suffix: f"/{SHM_MARKER}_{suffix}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_shm_objects_left():
+    yield
+    left = [name for name in os.listdir("/dev/shm") if name.startswith(SHM_MARKER)]
+    assert left == [], f"shm objects left in /dev/shm: {left}"

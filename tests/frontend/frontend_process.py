@@ -1,0 +1,99 @@
+"""Start and stop the shmreg-v2-frontend binary, and speak plain HTTP to it.
+
+The binary comes from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh sets it).
+Each server listens on a free loopback port (--port 0) and prints it first.
+"""
+import http.client
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+
+START_TIMEOUT_S = 10
+STOP_TIMEOUT_S = 30
+
+
+def binary():
+    path = os.environ.get("FRONTEND_BIN")
+    if not path or not os.access(path, os.X_OK):
+        raise RuntimeError("set FRONTEND_BIN to the built shmreg-v2-frontend")
+    return path
+
+
+class Frontend:
+    """One running frontend process."""
+
+    def __init__(self, *args):
+        self.args = [binary(), "--host", "127.0.0.1", "--port", "0", *args]
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
+        line = self.proc.stdout.readline().decode() if ready else ""
+        match = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if not match:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise RuntimeError(f"frontend did not start: {line!r} {err.decode()!r}")
+        self.port = int(match.group(1))
+        self.url = f"127.0.0.1:{self.port}"
+        self.stderr = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def shm_mappings(self, marker):
+        """Lines of the server's /proc/PID/maps that map a /dev/shm object
+        whose name contains marker."""
+        with open(f"/proc/{self.pid}/maps") as maps:
+            return [line for line in maps if "/dev/shm/" in line and marker in line]
+
+    def stop(self, sig=signal.SIGTERM):
+        """Signal the server and wait for it; returns (exit code, stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise AssertionError("frontend did not stop within %d s" % STOP_TIMEOUT_S)
+        self.stderr = err.decode()
+        return self.proc.returncode, self.stderr
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        """(status, headers dict, body bytes). body: bytes, str, or a JSON value."""
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def json(self, method, path, body=None, headers=None):
+        """(status, parsed JSON body or None when empty)."""
+        status, _, data = self.request(method, path, body, headers)
+        return status, (json.loads(data) if data else None)
+
+    def wait_until(self, predicate, timeout=10, what="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def leftover_report(stderr):
+    """The (mappings, descriptors) the server counted after destroying its registry."""
+    match = re.search(r"shm mappings left: (\d+), shm descriptors left: (\d+)", stderr)
+    if not match:
+        raise AssertionError(f"no leftover report in the server's log:\n{stderr}")
+    return int(match.group(1)), int(match.group(2))
