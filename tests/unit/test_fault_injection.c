@@ -1,0 +1,717 @@
+/* Failure injection: for each public operation, fail its N-th failable call
+ * (shm_open, fstat, mmap, munmap, close, malloc, calloc, realloc), for every N
+ * until the operation makes fewer than N calls, with each errno of a list,
+ * and prove that the failure is clean:
+ *  - an operation that can report the failure returns the right code and
+ *    message, and leaves the registry's status, the process's descriptors and
+ *    shm mappings and the library's allocations exactly as they were;
+ *  - a failure inside a deleter (munmap of the last release) is reported once
+ *    through the config's log_fn and frees all bookkeeping; only the mapping
+ *    the failed munmap could not remove is left, and the test removes it;
+ *  - the registry still registers, maps and unregisters afterwards.
+ * Links the static copy of the library to reach its seam (src/sys.h). The
+ * total of injected failures survived is printed at the end. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+#include <urcu/urcu-bp.h>
+
+#include "faultinject.h"
+#include "shmreg/shmreg.h"
+#include "testutil.h"
+
+#define OBJ_SIZE 8192
+#define NOBJECTS 3
+#define MAX_NAMES 4
+
+/* Each injection runs once per errno: the message must carry its text. */
+static const int injected_errnos[] = {EACCES, EIO, ENOMEM, EMFILE, EINTR};
+
+static unsigned long survived;
+static char keys[NOBJECTS][64];
+
+/* ------------------------------------------------------------ fixture */
+
+struct log_capture {
+    int count;
+    shmreg_log_level level;
+    char last[1024];
+};
+
+struct fx {
+    shmreg_policy policy;
+    shmreg_registry *reg;    /* the registry the operations run on */
+    shmreg_registry *other;  /* one a case creates or destroys */
+    shmreg_region *held;     /* a reference the case holds */
+    shmreg_region_status *st;
+    size_t count;
+    struct log_capture log;
+};
+
+/* Must not call into the registry (see shmreg_log_fn). */
+static void capture_log(void *user, shmreg_log_level level, const char *msg)
+{
+    struct log_capture *log = user;
+    log->count++;
+    log->level = level;
+    snprintf(log->last, sizeof log->last, "%s", msg);
+}
+
+/* The fixture's config: its policy, pinning off, two reserved prefixes (so
+ * create has copies to make) and the log captured. */
+static void fill_config(struct fx *f, shmreg_config *cfg)
+{
+    static const char *const prefixes[] = {"triton_", "//internal", NULL};
+    shmreg_config_init(cfg);
+    cfg->busy_policy = f->policy;
+    cfg->pin_policy = SHMREG_PIN_NEVER;
+    cfg->reserved_key_prefixes = prefixes;
+    cfg->log_fn = capture_log;
+    cfg->log_user = &f->log;
+}
+
+static shmreg_registry *new_registry(struct fx *f)
+{
+    shmreg_config cfg;
+    fill_config(f, &cfg);
+    shmreg_registry *reg = NULL;
+    assert_int_equal(shmreg_registry_create(&cfg, &reg), SHMREG_OK);
+    return reg;
+}
+
+static void check_ok(shmreg_err err)
+{
+    if (err != SHMREG_OK)
+        print_error("%s: %s\n", shmreg_err_name(err), shmreg_last_error());
+    assert_string_equal(shmreg_err_name(err), "SHMREG_OK");
+}
+
+/* Allocations still live once every queued RCU free has run. */
+static long settled_allocations(void)
+{
+    urcu_bp_barrier();
+    return fi_live_allocations();
+}
+
+static int group_setup(void **state)
+{
+    fi_install();
+    for (int i = 0; i < NOBJECTS; i++)
+        tu_shm_create(OBJ_SIZE, (uint8_t)(40 + i), keys[i]);
+    /* One whole lifecycle first: liburcu's once-per-process set-up (its
+     * worker thread, the reader registry) is not a leak of any test. */
+    struct fx warm = {.policy = SHMREG_POLICY_DEFER};
+    shmreg_registry *reg = new_registry(&warm);
+    check_ok(shmreg_register_system(reg, "warm-up", keys[0], 0, OBJ_SIZE, 0));
+    shmreg_registry_destroy(reg);
+    (void)shmreg_cuda_available();
+    urcu_bp_barrier();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    for (int i = 0; i < NOBJECTS; i++)
+        tu_shm_unlink(keys[i]);
+    fi_remove();
+    printf("fault injection: %lu injected failures survived\n", survived);
+    return 0;
+}
+
+static int setup_policy(void **state, shmreg_policy policy)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    f->policy = policy;
+    f->reg = new_registry(f);
+    *state = f;
+    return 0;
+}
+
+static int setup_defer(void **state)
+{
+    return setup_policy(state, SHMREG_POLICY_DEFER);
+}
+
+static int setup_detach(void **state)
+{
+    return setup_policy(state, SHMREG_POLICY_DETACH);
+}
+
+static int setup_refuse(void **state)
+{
+    return setup_policy(state, SHMREG_POLICY_REFUSE);
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    (void)fi_disarm();
+    shmreg_release(f->held);
+    shmreg_registry_destroy(f->other);
+    shmreg_registry_destroy(f->reg);
+    free(f);
+    return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static int by_generation(const void *a, const void *b)
+{
+    const shmreg_region_status *x = a, *y = b;
+    return x->generation < y->generation ? -1 : x->generation > y->generation;
+}
+
+/* The registry's status as one comparable string. */
+static void status_text(shmreg_registry *reg, char *buf, size_t cap)
+{
+    shmreg_region_status *st = NULL;
+    size_t n = 0;
+    check_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &n));
+    if (n > 1)
+        qsort(st, n, sizeof *st, by_generation);
+    size_t len = (size_t)snprintf(buf, cap, "%zu regions;", n);
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, " %s=%s@%zu+%zu use %u pend %d gen %llu fl %u;",
+                                st[i].name, st[i].key ? st[i].key : "-", st[i].offset,
+                                st[i].byte_size, st[i].in_use, st[i].pending_unregister,
+                                (unsigned long long)st[i].generation, st[i].flags);
+    shmreg_status_free(st, n);
+}
+
+/* Register, map, read, write and unregister a probe region. */
+static void assert_registry_works(shmreg_registry *reg)
+{
+    shmreg_region *ref = NULL;
+    shmreg_view view;
+    check_ok(shmreg_register_system(reg, "fi-probe", keys[2], 4095, 100, 0));
+    check_ok(shmreg_acquire(reg, "fi-probe", 1, 99, &ref, &view));
+    const uint8_t *bytes = view.addr;
+    for (size_t i = 0; i < 99; i++)
+        assert_int_equal(bytes[i], tu_pattern(42, 4096 + i));
+    shmreg_release(ref);
+    check_ok(shmreg_unregister(reg, "fi-probe", SHMREG_KIND_SYSTEM));
+    assert_int_equal(tu_count_shm_maps(keys[2]), 0);
+}
+
+static void register_idle(shmreg_registry *reg, const char *name, int object)
+{
+    check_ok(shmreg_register_system(reg, name, keys[object], 0, OBJ_SIZE, 0));
+}
+
+/* "resident": a region in use, so that status has something to keep. */
+static void add_resident(struct fx *f)
+{
+    shmreg_view view;
+    check_ok(shmreg_register_system(f->reg, "resident", keys[1], 10, 1000, 0));
+    check_ok(shmreg_acquire(f->reg, "resident", 0, 16, &f->held, &view));
+}
+
+static void drop_resident(struct fx *f)
+{
+    shmreg_release(f->held);
+    f->held = NULL;
+    check_ok(shmreg_unregister(f->reg, "resident", SHMREG_KIND_ANY));
+}
+
+/* ------------------------------------------------------------ the driver */
+
+/* One public operation under injection. prepare builds the state it runs
+ * from; run is the operation; expect says what it must return for a shot
+ * (fired or not) and, for a failure it reports, the message; cleanup undoes
+ * prepare and a successful run. A deleter case's only failable calls run in
+ * deleters: its failures go to the log and the operation completes. */
+struct op_case {
+    void (*prepare)(struct fx *f);
+    shmreg_err (*run)(struct fx *f);
+    shmreg_err (*expect)(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap);
+    void (*cleanup)(struct fx *f);
+    bool deleter;
+    const char *names[MAX_NAMES]; /* deleter cases: the regions that may log */
+};
+
+/* The deleter's log line for a munmap of region `name` that failed. */
+static void deleter_message(const char *name, int errnum, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "releasing shared memory region '%s' (SHMREG_ERR_SYSTEM): munmap of shared memory "
+             "region '%s' failed: %s",
+             name, name, strerror(errnum));
+}
+
+/* One log line, at ERROR, naming one of the case's regions; the mapping the
+ * failed munmap left is removed here. */
+static void check_deleter_failure(struct fx *f, const struct op_case *c, const struct fi_shot *shot)
+{
+    assert_string_equal(fi_call_name(shot->call), "munmap");
+    assert_int_equal(f->log.count, 1);
+    assert_int_equal(f->log.level, SHMREG_LOG_ERROR);
+    bool named = false;
+    for (int i = 0; i < MAX_NAMES && c->names[i] && !named; i++) {
+        char want[1024];
+        deleter_message(c->names[i], shot->errnum, want, sizeof want);
+        named = strcmp(f->log.last, want) == 0;
+    }
+    if (!named)
+        print_error("unexpected log line: %s\n", f->log.last);
+    assert_true(named);
+    assert_int_equal(munmap(shot->addr, shot->len), 0);
+}
+
+/* A failure the operation reports: code, message, and nothing changed. */
+static void check_reported_failure(struct fx *f, shmreg_err err, shmreg_err want,
+                                   const char *want_msg, const char *status_before,
+                                   struct tu_baseline before, long allocations_before)
+{
+    assert_string_equal(shmreg_err_name(err), shmreg_err_name(want));
+    assert_string_equal(shmreg_last_error(), want_msg);
+    char status_after[4096];
+    status_text(f->reg, status_after, sizeof status_after);
+    assert_string_equal(status_after, status_before);
+    tu_check_baseline(before);
+    assert_int_equal(settled_allocations(), allocations_before);
+    assert_int_equal(f->log.count, 0);
+}
+
+/* Run attempt n with errnum; false once the operation made fewer than n
+ * failable calls (nothing was injected: it must then simply succeed). */
+static bool attempt(struct fx *f, const struct op_case *c, unsigned n, int errnum)
+{
+    long allocations_start = settled_allocations();
+    struct tu_baseline start = tu_take_baseline();
+    c->prepare(f);
+    char status_before[4096];
+    status_text(f->reg, status_before, sizeof status_before);
+    struct tu_baseline before = tu_take_baseline();
+    long allocations_before = settled_allocations();
+    f->log.count = 0;
+
+    fi_arm(n, errnum);
+    shmreg_err err = c->run(f);
+    struct fi_shot shot = fi_disarm();
+
+    char want_msg[1024] = "";
+    shmreg_err want = c->expect(f, &shot, want_msg, sizeof want_msg);
+    if (!shot.fired || c->deleter || want == SHMREG_OK) {
+        if (want != err)
+            print_error("%s (%s) with call %u (%s) failing\n", shmreg_err_name(err),
+                        shmreg_last_error(), n, shot.fired ? fi_call_name(shot.call) : "none");
+        assert_string_equal(shmreg_err_name(err), shmreg_err_name(want));
+        if (want_msg[0])
+            assert_string_equal(shmreg_last_error(), want_msg);
+        if (shot.fired && c->deleter)
+            check_deleter_failure(f, c, &shot);
+        else
+            assert_int_equal(f->log.count, 0);
+    } else {
+        check_reported_failure(f, err, want, want_msg, status_before, before, allocations_before);
+    }
+
+    c->cleanup(f);
+    tu_check_baseline(start);
+    assert_int_equal(settled_allocations(), allocations_start);
+    assert_registry_works(f->reg);
+    if (shot.fired)
+        survived++;
+    return shot.fired;
+}
+
+/* Every N, every errno; returns how many calls the operation makes. */
+static unsigned inject_every_call(struct fx *f, const struct op_case *c)
+{
+    unsigned calls = 0;
+    for (size_t e = 0; e < sizeof injected_errnos / sizeof *injected_errnos; e++) {
+        unsigned n = 1;
+        while (attempt(f, c, n, injected_errnos[e]))
+            n++;
+        calls = n - 1;
+    }
+    return calls;
+}
+
+/* ------------------------------------------------------------ create */
+
+static void prepare_nothing(struct fx *f)
+{
+}
+
+static void cleanup_other(struct fx *f)
+{
+    shmreg_registry_destroy(f->other);
+    f->other = NULL;
+}
+
+static shmreg_err run_create(struct fx *f)
+{
+    shmreg_config cfg;
+    fill_config(f, &cfg);
+    return shmreg_registry_create(&cfg, &f->other);
+}
+
+/* Call 1 allocates the registry, the later ones copy the prefixes; the hash
+ * table comes from liburcu's own allocator, outside the seam. */
+static shmreg_err expect_create(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    if (!shot->fired)
+        return SHMREG_OK;
+    assert_null(f->other);
+    snprintf(msg, cap, "%s",
+             shot->calls == 1 ? "out of memory creating a registry"
+                              : "out of memory copying reserved key prefixes");
+    return SHMREG_ERR_NO_MEMORY;
+}
+
+static void test_create(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_nothing,
+                                     .run = run_create,
+                                     .expect = expect_create,
+                                     .cleanup = cleanup_other};
+    /* registry, prefix array, two prefix copies */
+    assert_int_equal(inject_every_call(*state, &c), 4);
+}
+
+/* ------------------------------------------------------------ register */
+
+#define REG_NAME "fi-region"
+#define REG_OFFSET 100
+#define REG_SIZE 5000
+
+static shmreg_err run_register(struct fx *f)
+{
+    return shmreg_register_system(f->reg, REG_NAME, keys[0], REG_OFFSET, REG_SIZE, 0);
+}
+
+/* What each failing call must come back as. A failing close still released
+ * the descriptor, and the mapping does not need it: registration succeeds. */
+static shmreg_err expect_register(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    if (!shot->fired)
+        return SHMREG_OK;
+    const char *why = strerror(shot->errnum);
+    switch (shot->call) {
+    case FI_SHM_OPEN:
+        snprintf(msg, cap, "Unable to open shared memory region: '%s': %s", keys[0], why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_FSTAT:
+        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (key '%s'): %s", REG_NAME,
+                 keys[0], why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_MMAP:
+        snprintf(msg, cap, "Unable to map shared memory region '%s' (key '%s'): %s", REG_NAME,
+                 keys[0], why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_CLOSE:
+        return SHMREG_OK;
+    case FI_MALLOC:
+    case FI_CALLOC:
+    case FI_REALLOC:
+        snprintf(msg, cap, "out of memory registering shared memory region '%s'", REG_NAME);
+        return SHMREG_ERR_NO_MEMORY;
+    default:
+        fail_msg("register called %s", fi_call_name(shot->call));
+    }
+    return SHMREG_ERR_UNSUPPORTED;
+}
+
+static void cleanup_register(struct fx *f)
+{
+    shmreg_err err = shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY);
+    assert_true(err == SHMREG_OK || err == SHMREG_ERR_NOT_FOUND);
+    drop_resident(f);
+}
+
+static void test_register_system(void **state)
+{
+    static const struct op_case c = {.prepare = add_resident,
+                                     .run = run_register,
+                                     .expect = expect_register,
+                                     .cleanup = cleanup_register};
+    /* shm_open, fstat, mmap, close, then the region's allocations */
+    assert_true(inject_every_call(*state, &c) >= 5);
+}
+
+/* ------------------------------------------------------------ status */
+
+static shmreg_err run_status_all(struct fx *f)
+{
+    return shmreg_status(f->reg, NULL, SHMREG_KIND_ANY, &f->st, &f->count);
+}
+
+static shmreg_err run_status_one(struct fx *f)
+{
+    return shmreg_status(f->reg, "resident", SHMREG_KIND_SYSTEM, &f->st, &f->count);
+}
+
+/* The array first, then the copies of the name and key; a failed status
+ * hands back nothing. */
+static shmreg_err expect_status(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    if (!shot->fired)
+        return SHMREG_OK;
+    assert_null(f->st);
+    assert_int_equal(f->count, 0);
+    return SHMREG_ERR_NO_MEMORY;
+}
+
+static shmreg_err expect_status_all(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    shmreg_err want = expect_status(f, shot, msg, cap);
+    if (shot->fired)
+        snprintf(msg, cap, shot->calls == 1 ? "out of memory reporting the status of 1 regions"
+                                            : "out of memory reporting the status of region 'resident'");
+    return want;
+}
+
+static shmreg_err expect_status_one(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    shmreg_err want = expect_status(f, shot, msg, cap);
+    if (shot->fired)
+        snprintf(msg, cap, "out of memory reporting the status of region 'resident'");
+    return want;
+}
+
+static void cleanup_status(struct fx *f)
+{
+    if (f->st) {
+        assert_int_equal(f->count, 1);
+        assert_string_equal(f->st[0].name, "resident");
+        assert_string_equal(f->st[0].key, keys[1]);
+        assert_int_equal(f->st[0].in_use, 1);
+    }
+    shmreg_status_free(f->st, f->count);
+    f->st = NULL;
+    f->count = 0;
+    drop_resident(f);
+}
+
+static void test_status(void **state)
+{
+    static const struct op_case all = {.prepare = add_resident,
+                                       .run = run_status_all,
+                                       .expect = expect_status_all,
+                                       .cleanup = cleanup_status};
+    static const struct op_case one = {.prepare = add_resident,
+                                       .run = run_status_one,
+                                       .expect = expect_status_one,
+                                       .cleanup = cleanup_status};
+    /* the array, the name, the key */
+    assert_int_equal(inject_every_call(*state, &all), 3);
+    assert_int_equal(inject_every_call(*state, &one), 3);
+}
+
+/* ------------------------------------------------------------ acquire */
+
+static shmreg_err run_acquire(struct fx *f)
+{
+    shmreg_region *ref = NULL;
+    shmreg_view view;
+    shmreg_err err = shmreg_acquire(f->reg, "resident", 5, 50, &ref, &view);
+    if (err != SHMREG_OK)
+        return err;
+    assert_int_equal(((uint8_t *)view.addr)[0], tu_pattern(41, 15));
+    shmreg_region *second = shmreg_retain(ref);
+    shmreg_release(ref);
+    assert_int_equal(((uint8_t *)view.addr)[49], tu_pattern(41, 64));
+    shmreg_release(second);
+    return SHMREG_OK;
+}
+
+static shmreg_err expect_success(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    return SHMREG_OK;
+}
+
+/* The hot path makes no system call and no allocation: nothing can fail. */
+static void test_acquire_and_retain(void **state)
+{
+    static const struct op_case c = {.prepare = add_resident,
+                                     .run = run_acquire,
+                                     .expect = expect_success,
+                                     .cleanup = drop_resident};
+    assert_int_equal(inject_every_call(*state, &c), 0);
+}
+
+/* ------------------------------------------------------------ deleters */
+
+static shmreg_err run_unregister(struct fx *f)
+{
+    return shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_SYSTEM);
+}
+
+static void prepare_idle(struct fx *f)
+{
+    register_idle(f->reg, REG_NAME, 0);
+}
+
+static void cleanup_gone(struct fx *f)
+{
+    assert_int_equal(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY), SHMREG_ERR_NOT_FOUND);
+}
+
+/* An idle region is unmapped by unregister itself, under every policy. */
+static void test_unregister_idle(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_idle,
+                                     .run = run_unregister,
+                                     .expect = expect_success,
+                                     .cleanup = cleanup_gone,
+                                     .deleter = true,
+                                     .names = {REG_NAME}};
+    assert_int_equal(inject_every_call(*state, &c), 1);
+}
+
+static void prepare_held(struct fx *f)
+{
+    shmreg_view view;
+    register_idle(f->reg, REG_NAME, 0);
+    check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &f->held, &view));
+}
+
+/* Unregistering a region in use unmaps nothing: no failable call at all. */
+static shmreg_err expect_unregister_busy(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    if (f->policy != SHMREG_POLICY_REFUSE)
+        return SHMREG_OK;
+    snprintf(msg, cap,
+             "Cannot unregister shared memory region '%s', it is currently in use by 1 requests.",
+             REG_NAME);
+    return SHMREG_ERR_BUSY;
+}
+
+static void cleanup_held(struct fx *f)
+{
+    shmreg_release(f->held);
+    f->held = NULL;
+    if (f->policy == SHMREG_POLICY_REFUSE)
+        check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    cleanup_gone(f);
+}
+
+/* The last release runs the deleter: after unregister under DEFER or DETACH;
+ * under REFUSE the release leaves the region idle and unregister unmaps it. */
+static shmreg_err run_release_last(struct fx *f)
+{
+    if (f->policy != SHMREG_POLICY_REFUSE)
+        check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    shmreg_release(f->held);
+    f->held = NULL;
+    if (f->policy == SHMREG_POLICY_REFUSE)
+        return shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY);
+    return SHMREG_OK;
+}
+
+static void test_unregister_busy_then_release_last(void **state)
+{
+    static const struct op_case busy = {.prepare = prepare_held,
+                                        .run = run_unregister,
+                                        .expect = expect_unregister_busy,
+                                        .cleanup = cleanup_held};
+    static const struct op_case last = {.prepare = prepare_held,
+                                        .run = run_release_last,
+                                        .expect = expect_success,
+                                        .cleanup = cleanup_gone,
+                                        .deleter = true,
+                                        .names = {REG_NAME}};
+    assert_int_equal(inject_every_call(*state, &busy), 0);
+    assert_int_equal(inject_every_call(*state, &last), 1);
+}
+
+static void prepare_three_idle(struct fx *f)
+{
+    register_idle(f->reg, "fi-a", 0);
+    register_idle(f->reg, "fi-b", 1);
+    register_idle(f->reg, "fi-c", 0);
+}
+
+static shmreg_err run_unregister_all(struct fx *f)
+{
+    return shmreg_unregister_all(f->reg, SHMREG_KIND_ANY);
+}
+
+static void cleanup_none_left(struct fx *f)
+{
+    char text[4096];
+    status_text(f->reg, text, sizeof text);
+    assert_string_equal(text, "0 regions;");
+}
+
+/* Each of the three unmaps fails in turn; the other two still happen. */
+static void test_unregister_all(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_three_idle,
+                                     .run = run_unregister_all,
+                                     .expect = expect_success,
+                                     .cleanup = cleanup_none_left,
+                                     .deleter = true,
+                                     .names = {"fi-a", "fi-b", "fi-c"}};
+    assert_int_equal(inject_every_call(*state, &c), 3);
+}
+
+/* A second registry with two idle regions and one held: destroy unmaps the
+ * idle ones, the held one waits for its release. */
+static void prepare_other(struct fx *f)
+{
+    shmreg_view view;
+    f->other = new_registry(f);
+    register_idle(f->other, "fi-a", 0);
+    register_idle(f->other, "fi-b", 1);
+    register_idle(f->other, "fi-held", 2);
+    check_ok(shmreg_acquire(f->other, "fi-held", 0, 8, &f->held, &view));
+}
+
+static shmreg_err run_destroy(struct fx *f)
+{
+    shmreg_registry_destroy(f->other);
+    f->other = NULL;
+    return SHMREG_OK;
+}
+
+static void cleanup_destroyed(struct fx *f)
+{
+    assert_int_equal(tu_count_shm_maps(keys[2]), 1);
+    shmreg_release(f->held);
+    f->held = NULL;
+}
+
+static void test_destroy(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_other,
+                                     .run = run_destroy,
+                                     .expect = expect_success,
+                                     .cleanup = cleanup_destroyed,
+                                     .deleter = true,
+                                     .names = {"fi-a", "fi-b"}};
+    assert_int_equal(inject_every_call(*state, &c), 2);
+}
+
+/* ------------------------------------------------------------ main */
+
+#define FOR_EACH_POLICY(fn)                                    \
+    cmocka_unit_test_setup_teardown(fn, setup_defer, teardown),  \
+    cmocka_unit_test_setup_teardown(fn, setup_detach, teardown), \
+    cmocka_unit_test_setup_teardown(fn, setup_refuse, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create, setup_defer, teardown),
+        FOR_EACH_POLICY(test_register_system),
+        cmocka_unit_test_setup_teardown(test_status, setup_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_and_retain, setup_defer, teardown),
+        FOR_EACH_POLICY(test_unregister_idle),
+        FOR_EACH_POLICY(test_unregister_busy_then_release_last),
+        FOR_EACH_POLICY(test_unregister_all),
+        FOR_EACH_POLICY(test_destroy),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
