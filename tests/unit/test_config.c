@@ -13,6 +13,11 @@ static void test_config_init_sets_every_default(void **state)
     assert_int_equal(cfg.pin_policy, SHMREG_PIN_AUTO);
     assert_null(cfg.log_fn);
     assert_null(cfg.log_user);
+    assert_null(cfg.allowed_owner_uids);
+    assert_int_equal(cfg.allowed_owner_uid_count, 0);
+    assert_int_equal(cfg.max_regions, 0);
+    assert_int_equal(cfg.max_mapped_bytes, 0);
+    assert_int_equal(cfg.max_pinned_bytes, 0);
     for (size_t i = 0; i < sizeof cfg.reserved_ / sizeof cfg.reserved_[0]; i++)
         assert_null(cfg.reserved_[i]);
 }
