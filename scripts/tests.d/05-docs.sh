@@ -1,0 +1,12 @@
+# Documentation that must not drift from the code: every error code of the
+# header's X-macro list appears in docs/errors.md.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+missing=0
+codes=$(sed -n '/#define SHMREG_ERR_MAP/,/^$/p' include/shmreg/shmreg.h | grep -o 'X([A-Z_]*' | sed 's/X(/SHMREG_/')
+for code in $codes; do
+  grep -q "\`$code\`" docs/errors.md || { echo "docs/errors.md does not list $code"; missing=$((missing + 1)); }
+done
+n=$(echo "$codes" | wc -w)
+echo "docs: $((n - missing)) passed, $missing failed"
+[ "$missing" -eq 0 ] && [ "$n" -ge 10 ]
