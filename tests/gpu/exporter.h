@@ -1,0 +1,50 @@
+/* A second process that owns GPU memory and exports it, as an inference
+ * client does: legacy CUDA IPC handles (cudaIpcGetMemHandle) or VMM
+ * allocations exported as POSIX descriptors (cuMemCreate +
+ * cuMemExportToShareableHandle), which it sends with shmreg_send_fd.
+ *
+ * CUDA IPC handles cannot be opened by the process that made them, and a
+ * process that forks after initialising CUDA cannot use CUDA in the child, so
+ * gt_exporter_start must run before the calling process makes any CUDA call.
+ * Used by the GPU tests and by shmreg-bench-gpu; no cmocka in here. */
+#ifndef SHMREG_TESTS_GPU_EXPORTER_H
+#define SHMREG_TESTS_GPU_EXPORTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum gt_kind { GT_KIND_IPC = 0, GT_KIND_VMM = 1 };
+
+struct gt_exporter {
+    pid_t pid;
+    int sock; /* SOCK_SEQPACKET to the child */
+};
+
+/* One exported allocation, as this process received it. */
+struct gt_export {
+    int id;                 /* the exporter's name for it */
+    size_t size;            /* bytes allocated (VMM: rounded to granularity) */
+    unsigned char ipc[64];  /* GT_KIND_IPC: the raw cudaIpcMemHandle_t */
+    int fd;                 /* GT_KIND_VMM: a descriptor this process owns; else -1 */
+};
+
+/* Fork the exporter. 0 on success. */
+int gt_exporter_start(struct gt_exporter *ex);
+
+/* Allocate `size` bytes on device 0 in the exporter, fill byte i with
+ * tu_pattern(seed, i) and export it. 0 on success. */
+int gt_exporter_alloc(struct gt_exporter *ex, enum gt_kind kind, size_t size, uint8_t seed,
+                      struct gt_export *out);
+
+/* Whether the exporter reads tu_pattern(seed, offset + i) in [offset,
+ * offset + len) of allocation id: 0 if so, -1 if not or on error. */
+int gt_exporter_check(struct gt_exporter *ex, int id, uint8_t seed, size_t offset, size_t len);
+
+/* Free allocation id in the exporter. 0 on success. */
+int gt_exporter_free(struct gt_exporter *ex, int id);
+
+/* Stop the exporter (it frees what it still holds) and reap it. */
+void gt_exporter_stop(struct gt_exporter *ex);
+
+#endif
