@@ -15,7 +15,7 @@ static void usage(FILE *to, const char *argv0)
             "  --port N                    TCP port, 0 = any free one (default 8000)\n"
             "  --busy-policy P             defer | detach | refuse: unregister of a region in use\n"
             "  --reserved-key-prefix P     refuse shm keys starting with P (repeatable)\n"
-            "  --threads N                 HTTP worker threads (default 4)\n"
+            "  --threads N                 inference worker threads (default 4)\n"
             "  --delay-ms N                sleep of the simple_delayed model (default 1000)\n"
             "  --max-body-mb N             largest request body in MiB (default 256)\n"
             "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"

@@ -11,7 +11,7 @@ typedef struct frontend_options {
     unsigned port;                    /* 0: any free port (printed at start-up) */
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
-    unsigned threads;                 /* HTTP worker threads */
+    unsigned threads;                 /* inference worker threads */
     unsigned delay_ms;                /* how long the simple_delayed model sleeps */
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */

@@ -66,6 +66,8 @@ void request_finish(request *rq)
     for (size_t i = 0; i < rq->n_held; i++)
         shmreg_release(rq->held[i]);
     free(rq->held);
+    route_free(&rq->rt);
+    free(rq->answer.body); /* NULL once handed to libmicrohttpd */
     free(rq->body);
     free(rq->method);
     free(rq->url);

@@ -17,6 +17,9 @@
 
 #include <shmreg/shmreg.h>
 
+#include "reply.h"
+#include "router.h"
+
 typedef struct request {
     char *body;            /* the bytes uploaded so far (not NUL-terminated) */
     size_t body_len, body_cap;
@@ -27,6 +30,10 @@ typedef struct request {
     struct timespec started;
     char *method, *url;    /* copies, for the log line */
     unsigned status;       /* the status queued, for the log line */
+    route rt;              /* what the URL matched (owned) */
+    reply answer;          /* set by a worker for a suspended request */
+    int answered;          /* answer is ready to be queued */
+    void *connection;      /* the MHD connection, while suspended */
 } request;
 
 request *request_new(const char *method, const char *url);

@@ -28,34 +28,50 @@
 #include "request.h"
 #include "router.h"
 
-static void dispatch(frontend_server *s, request *rq, const route *rt, reply *out)
+static void dispatch(frontend_server *s, request *rq, reply *out)
 {
-    switch (rt->id) {
+    switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
-    case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, rt, out); break;
+    case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
-    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, rq, rt, out); break;
-    default: model_endpoints_handle(rt, out); break;
+    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, rq, &rq->rt, out); break;
+    default: model_endpoints_handle(&rq->rt, out); break;
     }
 }
 
-static void handle(frontend_server *s, request *rq, reply *out)
+/* Answer what can be answered at once into out and return 0; return 1 for
+ * an inference, which goes to a worker. */
+static int triage(frontend_server *s, request *rq, reply *out)
 {
-    route rt;
     if (atomic_load(&s->draining)) {
         reply_error(out, 503, "the server is shutting down");
     } else if (rq->body_too_large) {
         reply_error(out, 413, "request body larger than %zu bytes", s->opts->max_body);
-    } else if (route_match(rq->url, &rt) != 0) {
+    } else if (rq->header_length == -2) {
+        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer");
+    } else if (route_match(rq->url, &rq->rt) != 0) {
         reply_error(out, 500, "out of memory");
+    } else if (rq->rt.id != ROUTE_NONE &&
+               rq->rt.post != (strcmp(rq->method, MHD_HTTP_METHOD_POST) == 0)) {
+        reply_error(out, 405, "%s is not allowed on %s", rq->method, rq->url);
+    } else if (rq->rt.id == ROUTE_MODEL_INFER) {
+        return 1;
     } else {
-        if (rt.id != ROUTE_NONE && rt.post != (strcmp(rq->method, MHD_HTTP_METHOD_POST) == 0))
-            reply_error(out, 405, "%s is not allowed on %s", rq->method, rq->url);
-        else
-            dispatch(s, rq, &rt, out);
-        route_free(&rt);
+        dispatch(s, rq, out);
     }
+    return 0;
+}
+
+/* Worker thread: run the inference, then wake the connection so that
+ * libmicrohttpd calls access_handler again to queue the answer. */
+static void run_suspended(void *ctx, void *item)
+{
+    frontend_server *s = ctx;
+    request *rq = item;
+    dispatch(s, rq, &rq->answer);
+    rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
+    MHD_resume_connection(rq->connection);
 }
 
 /* Hand the reply to libmicrohttpd, which frees its body once sent. */
@@ -116,12 +132,22 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (rq->answered) { /* back from a worker */
+        enum MHD_Result ok = queue_reply(conn, rq, &rq->answer);
+        rq->answer.body = NULL; /* libmicrohttpd owns it now */
+        return ok;
+    }
     reply r;
-    if (rq->header_length == -2)
-        reply_error(&r, 400, "Inference-Header-Content-Length must be a non-negative integer");
-    else
-        handle(s, rq, &r);
-    return queue_reply(conn, rq, &r);
+    if (triage(s, rq, &r) == 0)
+        return queue_reply(conn, rq, &r);
+    rq->connection = conn;
+    MHD_suspend_connection(conn); /* before submit: the worker may resume at once */
+    if (worker_pool_submit(s->workers, rq) != 0) {
+        MHD_resume_connection(conn);
+        reply_error(&rq->answer, 503, "cannot queue the request");
+        rq->answered = 1;
+    }
+    return MHD_YES;
 }
 
 static double ms_since(const struct timespec *t0)
@@ -174,16 +200,24 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
     atomic_init(&s->draining, 0);
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (bind_address(opts->host, opts->port, &addr, &flags) != 0)
         return -1;
+    s->workers = worker_pool_start(opts->threads, run_suspended, s);
+    if (!s->workers) {
+        fprintf(stderr, "error: cannot start %u worker threads\n", opts->threads);
+        return -1;
+    }
+    /* One HTTP thread moves bytes and answers the quick endpoints; the
+     * workers run inferences. */
     s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, opts->threads,
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
+        worker_pool_stop(s->workers);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -204,6 +238,10 @@ void server_stop(frontend_server *s)
     if (atomic_load(&s->in_flight) > 0)
         fprintf(stderr, "shutdown: %u requests still in flight after %u s; closing them\n",
                 atomic_load(&s->in_flight), s->opts->drain_s);
+    /* Workers finish what they hold and resume those connections, so that
+     * no connection is left suspended when the daemon stops. */
+    worker_pool_stop(s->workers);
+    s->workers = NULL;
     MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
     if (listener != MHD_INVALID_SOCKET)
         close(listener);        /* quiesce handed the listening socket to us */

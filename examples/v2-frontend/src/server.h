@@ -7,9 +7,11 @@
 #include <shmreg/shmreg.h>
 
 #include "options.h"
+#include "worker_pool.h"
 
 typedef struct frontend_server {
     struct MHD_Daemon *daemon;
+    worker_pool *workers;   /* runs inference off the HTTP thread */
     shmreg_registry *registry;
     const frontend_options *opts;
     atomic_uint in_flight;  /* requests between their first byte and their completion */
