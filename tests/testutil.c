@@ -26,7 +26,9 @@ int tu_count_fds(void)
     return n - 1; /* the directory stream's own descriptor */
 }
 
-int tu_count_shm_maps(const char *key)
+/* Mappings of /dev/shm objects (of `key` only, unless NULL); with
+ * writable_only, only those mapped with PROT_WRITE ("rw" in the perms). */
+static int count_shm_maps(const char *key, int writable_only)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     assert_non_null(f);
@@ -45,10 +47,25 @@ int tu_count_shm_maps(const char *key)
             if (strncmp(path, want, wl) != 0 || (path[wl] != '\0' && path[wl] != ' '))
                 continue;
         }
+        /* "start-end rwxs ...": the second letter after the first space is
+         * 'w' for a writable mapping */
+        const char *perms = strchr(line, ' ');
+        if (writable_only && (!perms || perms[2] != 'w'))
+            continue;
         n++;
     }
     fclose(f);
     return n;
+}
+
+int tu_count_shm_maps(const char *key)
+{
+    return count_shm_maps(key, 0);
+}
+
+int tu_count_writable_shm_maps(const char *key)
+{
+    return count_shm_maps(key, 1);
 }
 
 struct tu_baseline tu_take_baseline(void)

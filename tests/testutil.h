@@ -13,6 +13,9 @@ int tu_count_fds(void);
  * /proc/self/maps); optionally only those of one key (NULL: all). */
 int tu_count_shm_maps(const char *key);
 
+/* As tu_count_shm_maps, counting only mappings that allow writing. */
+int tu_count_writable_shm_maps(const char *key);
+
 /* What a test starts from; tu_check_baseline fails the test (cmocka) if
  * descriptors or shm mappings differ from it. */
 struct tu_baseline {

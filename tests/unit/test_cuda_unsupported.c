@@ -9,16 +9,10 @@
 
 #define IPC_HANDLE_SIZE 64
 
-static bool cuda_usable(void)
-{
-    unsigned need = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
-    return (shmreg_cuda_available() & need) == need;
-}
-
 static void test_cuda_ipc_is_unsupported(void **state)
 {
     struct ut *t = *state;
-    if (cuda_usable())
+    if (ut_cuda_usable())
         skip();
     unsigned char handle[IPC_HANDLE_SIZE];
     memset(handle, 0x11, sizeof handle);
@@ -32,7 +26,7 @@ static void test_cuda_ipc_is_unsupported(void **state)
 static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
 {
     struct ut *t = *state;
-    if (cuda_usable())
+    if (ut_cuda_usable())
         skip();
     int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0);

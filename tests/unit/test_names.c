@@ -3,8 +3,10 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define OBJ_SIZE 4096
@@ -68,10 +70,12 @@ static void test_bad_names_are_refused(void **state)
     assert_null(ref);
 }
 
-static void test_empty_keys_are_invalid(void **state)
+/* Keys that are empty after their leading slashes, or that shm_open could
+ * not name (an inner slash, "." or ".."), are refused before any system call. */
+static void test_invalid_keys_are_refused(void **state)
 {
     struct ut *t = *state;
-    static const char *const keys[] = {"", "/", "///"};
+    static const char *const keys[] = {"", "/", "///", "/a/b", "a/", "/.", "/.."};
 
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         assert_fails(shmreg_register_system(t->reg, "in", keys[i], 0, 1, 0),
@@ -155,6 +159,23 @@ static void test_missing_object_is_a_system_error(void **state)
                         ut_fmt("Unable to open shared memory region: '%s'", key));
     assert_non_null(strstr(shmreg_last_error(), strerror(ENOENT)));
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
+    /* The registry opens objects; it never creates one. */
+    assert_int_equal(shm_open(key, O_RDONLY, 0), -1);
+    assert_int_equal(errno, ENOENT);
+}
+
+/* Nor does it unlink one: the client's object outlives its registration. */
+static void test_unregister_keeps_the_object(void **state)
+{
+    struct ut *t = *state;
+    const char *key = ut_object(t, OBJ_SIZE, 18);
+
+    register_and_read(t->reg, "in", key, 18);
+    assert_ok(shmreg_unregister(t->reg, "in", SHMREG_KIND_SYSTEM));
+    int fd = shm_open(key, O_RDONLY, 0);
+    assert_true(fd >= 0);
+    close(fd);
+    register_and_read(t->reg, "in", key, 18);
 }
 
 static void test_taken_name_already_exists(void **state)
@@ -183,11 +204,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         UT_TEST(test_name_lengths_1_and_255_work),
         UT_TEST(test_bad_names_are_refused),
-        UT_TEST(test_empty_keys_are_invalid),
+        UT_TEST(test_invalid_keys_are_refused),
         UT_TEST(test_leading_slashes_name_the_same_object),
         UT_TEST(test_reserved_prefix_is_refused_with_or_without_slash),
         UT_TEST(test_reserved_prefix_elsewhere_in_key_is_fine),
         UT_TEST(test_missing_object_is_a_system_error),
+        UT_TEST(test_unregister_keeps_the_object),
         UT_TEST(test_taken_name_already_exists),
     };
     return cmocka_run_group_tests(tests, ut_group_setup, NULL);

@@ -8,12 +8,6 @@
 
 #define OBJ_SIZE (3 * 4096 + 100)
 
-static bool cuda_usable(void)
-{
-    unsigned need = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
-    return (shmreg_cuda_available() & need) == need;
-}
-
 static void assert_invalid_args(shmreg_registry *reg, const char *key, size_t offset,
                                 size_t byte_size)
 {
@@ -131,10 +125,21 @@ static void test_readonly_maps_for_reading(void **state)
     assert_ok(shmreg_register_system(t->reg, "ro", key, 10, 100, SHMREG_READONLY));
     assert_ok(shmreg_acquire(t->reg, "ro", 0, 100, &ref, &view));
     ut_assert_pattern(view.addr, 100, 25, 10);
+    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_count_writable_shm_maps(key), 0);
     shmreg_region_status *st = ut_status_of(t->reg, "ro");
     assert_int_equal(st[0].flags, SHMREG_READONLY);
     shmreg_status_free(st, 1);
     shmreg_release(ref);
+}
+
+static void test_default_maps_for_writing(void **state)
+{
+    struct ut *t = *state;
+    const char *key = ut_object(t, OBJ_SIZE, 29);
+
+    assert_ok(shmreg_register_system(t->reg, "rw", key, 0, OBJ_SIZE, 0));
+    assert_int_equal(tu_count_writable_shm_maps(key), 1);
 }
 
 static void test_unknown_flags_are_refused(void **state)
@@ -169,7 +174,7 @@ static void test_null_arguments_are_refused(void **state)
 static void test_pinning_without_cuda(void **state)
 {
     struct ut *t = *state;
-    if (cuda_usable())
+    if (ut_cuda_usable())
         skip();
     const char *key = ut_object(t, OBJ_SIZE, 28);
     shmreg_region *ref = NULL;
@@ -210,6 +215,7 @@ int main(void)
         UT_TEST(test_unaligned_offsets_reach_the_right_bytes),
         UT_TEST(test_several_names_share_one_key),
         UT_TEST(test_readonly_maps_for_reading),
+        UT_TEST(test_default_maps_for_writing),
         UT_TEST(test_unknown_flags_are_refused),
         UT_TEST(test_null_arguments_are_refused),
         UT_TEST(test_pinning_without_cuda),

@@ -82,6 +82,12 @@ shmreg_region_status *ut_status_of(shmreg_registry *reg, const char *name)
     return st;
 }
 
+bool ut_cuda_usable(void)
+{
+    unsigned need = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
+    return (shmreg_cuda_available() & need) == need;
+}
+
 size_t ut_status_count(shmreg_registry *reg, shmreg_kind kind)
 {
     shmreg_region_status *st = NULL;

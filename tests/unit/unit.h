@@ -50,6 +50,10 @@ const char *ut_object(struct ut *t, size_t size, uint8_t seed);
  * shmreg_status_free(st, 1). */
 shmreg_region_status *ut_status_of(shmreg_registry *reg, const char *name);
 
+/* Whether this process can use CUDA (built, driver, device): pinning and
+ * CUDA regions then work, and AUTO pinning pins. */
+bool ut_cuda_usable(void);
+
 /* Number of regions of `kind` that status lists. */
 size_t ut_status_count(shmreg_registry *reg, shmreg_kind kind);
 
