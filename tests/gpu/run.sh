@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Everything the GPU machine runs, in one call: build with the CUDA backends,
+# run every GPU test (and the rest of the suite, now with pinning live), then
+# shmreg-bench-gpu and the core's shmreg-bench. Logs go to $OUT (default
+# build/gpu-out); the summary is printed last.
+#
+# The GPU machine has no network and lacks liburcu, xxhash and cmocka (and
+# maybe pkg-config): bring Debian's packages as .deb files in $SHMREG_CARRY/debs
+# (default .carry/debs; see docs/cuda.md), which are unpacked into
+# $SHMREG_CARRY/prefix, never into /.
+# There is no device code to compile (the library calls the CUDA runtime and
+# driver APIs only), so no CUDA architecture is chosen here.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-build/gpu-out}
+CARRY=$(realpath "${SHMREG_CARRY:-.carry}")
+BUILD=build/gpu
+JOBS=$(nproc)
+mkdir -p "$OUT"
+say() { echo "=== $*"; }
+
+unpack_carried() {
+  local prefix=$CARRY/prefix multiarch=usr/lib/x86_64-linux-gnu
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  for deb in "$CARRY"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  # The .pc files name /usr as their prefix: point them at the unpacked tree.
+  sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$prefix/$multiarch"/pkgconfig/*.pc
+  export PKG_CONFIG_PATH=$prefix/$multiarch/pkgconfig
+  export CMAKE_PREFIX_PATH=$prefix/usr
+  export LD_LIBRARY_PATH=$prefix/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  if ! command -v pkg-config >/dev/null; then
+    export PKG_CONFIG=$prefix/usr/bin/pkgconf
+    export PATH=$prefix/usr/bin:$PATH
+  fi
+}
+
+machine() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+    --format=csv 2>&1
+  nvidia-smi topo -m 2>&1 | head -20
+  nvcc --version 2>&1 | tail -2
+  cmake --version | head -1
+  echo "cpus: $(nproc)"; df -h /dev/shm | tail -1
+}
+
+say "machine"
+machine | tee "$OUT/machine.txt"
+unpack_carried
+
+say "configure + build ($BUILD)"
+rm -rf "$BUILD"
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMREG_WITH_CUDA=ON \
+         -DSHMREG_BUILD_EXAMPLES=OFF &&
+       cmake --build "$BUILD" -j "$JOBS"; } >"$OUT/build.log" 2>&1; then
+  tail -60 "$OUT/build.log"
+  say "BUILD FAILED"
+  exit 1
+fi
+grep -E "shmreg: CUDA backends" "$OUT/build.log"
+
+say "GPU tests"
+ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300 2>&1 | tee "$OUT/ctest-gpu.log" |
+  grep -E "Test +#|tests passed|\[  (FAILED|ERROR|PASSED) |stress:|skipped"
+gpu_rc=${PIPESTATUS[0]}
+
+say "rest of the suite (pinning is live here)"
+ctest --test-dir "$BUILD" -LE gpu --output-on-failure -j 8 --timeout 300 >"$OUT/ctest-rest.log" 2>&1
+rest_rc=$?
+grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest-rest.log" | head -30
+
+say "shmreg-bench-gpu"
+timeout 300 "$BUILD"/bench/gpu/shmreg-bench-gpu 2>&1 | tee "$OUT/bench-gpu.md"
+bench_rc=${PIPESTATUS[0]}
+
+core_rc=0
+if [ -x "$BUILD"/bench/shmreg-bench ]; then
+  say "shmreg-bench --threads 1,2,4,8,16"
+  timeout 240 "$BUILD"/bench/shmreg-bench --threads 1,2,4,8,16 >"$OUT/bench-core.md" 2>&1
+  core_rc=$?
+  tail -40 "$OUT/bench-core.md"
+fi
+
+say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc"
+[ "$gpu_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
