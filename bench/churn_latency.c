@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "latency_histogram.h"
 
 #define CHURN_NAME "churn-region"
 
@@ -89,23 +88,18 @@ static void *churner_main(void *arg)
     return NULL;
 }
 
-static void summarise(reader *readers, unsigned n, churn_result *out)
+void churn_latency_result(const churn_totals *t, churn_result *out)
 {
-    latency_histogram *all = calloc(1, sizeof *all);
-    if (!all)
-        bench_fatal("out of memory for a histogram");
-    for (unsigned i = 0; i < n; i++)
-        latency_histogram_merge(all, &readers[i].hist);
-    out->p50_ns = latency_histogram_percentile(all, 0.50);
-    out->p99_ns = latency_histogram_percentile(all, 0.99);
-    out->p999_ns = latency_histogram_percentile(all, 0.999);
-    out->max_ns = all->max;
-    out->samples = all->count;
-    out->stalls = latency_histogram_count_above(all, CHURN_STALL_NS);
-    free(all);
+    out->p50_ns = latency_histogram_percentile(&t->latency, 0.50);
+    out->p99_ns = latency_histogram_percentile(&t->latency, 0.99);
+    out->p999_ns = latency_histogram_percentile(&t->latency, 0.999);
+    out->max_ns = t->latency.max;
+    out->samples = t->latency.count;
+    out->stalls = latency_histogram_count_above(&t->latency, CHURN_STALL_NS);
+    out->churn_per_s = t->seconds > 0 ? (double)t->cycles / t->seconds : 0;
 }
 
-void churn_latency_run(const churn_setup *s, churn_result *out)
+void churn_latency_run(const churn_setup *s, churn_totals *totals)
 {
     reader *readers = calloc(s->readers, sizeof *readers);
     if (!readers)
@@ -123,11 +117,13 @@ void churn_latency_run(const churn_setup *s, churn_result *out)
     bench_sleep(s->seconds);
     atomic_store_explicit(&phase, PHASE_STOP, memory_order_relaxed);
     uint64_t t1 = bench_now_ns();
-    for (unsigned i = 0; i < s->readers; i++)
+    for (unsigned i = 0; i < s->readers; i++) {
         bench_join(readers[i].thread);
+        latency_histogram_merge(&totals->latency, &readers[i].hist);
+    }
     bench_join(churn.thread);
-    summarise(readers, s->readers, out);
-    out->churn_per_s = (double)churn.cycles * 1e9 / (double)(t1 - t0);
+    totals->cycles += churn.cycles;
+    totals->seconds += (double)(t1 - t0) / 1e9;
     free(readers);
 }
 

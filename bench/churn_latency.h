@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "designs.h"
+#include "latency_histogram.h"
 #include "region_set.h"
 
 typedef struct churn_setup {
@@ -35,8 +36,17 @@ typedef struct churn_result {
     double churn_per_s; /* register+touch+unregister cycles per second */
 } churn_result;
 
-/* Fatal if any registry call fails. */
-void churn_latency_run(const churn_setup *setup, churn_result *out);
+/* What runs of one design add up to. Zero it before the first run. */
+typedef struct churn_totals {
+    latency_histogram latency; /* every timed acquire of every reader */
+    uint64_t cycles;           /* churn cycles completed while measuring */
+    double seconds;            /* time measured */
+} churn_totals;
+
+/* One measurement, added to *totals. Fatal if any registry call fails. */
+void churn_latency_run(const churn_setup *setup, churn_totals *totals);
+
+void churn_latency_result(const churn_totals *totals, churn_result *out);
 
 /* The median cost of the clock read pair around each timed acquire, which
  * every latency figure includes. */

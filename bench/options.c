@@ -23,9 +23,10 @@ static const char usage[] =
     "  --seconds S             measured time per throughput cell (default 0.3; 0 skips)\n"
     "  --warmup S              warm-up before every measurement (default 0.1)\n"
     "  --repeat N              run each throughput cell N times, designs alternating,\n"
-    "                          and report the medians (default 1)\n"
+    "                          and report the medians; under churn, run each design N\n"
+    "                          times, alternating, and count every sample (default 3)\n"
     "  --pick random|strided   how threads choose names (default random)\n"
-    "  --latency-seconds S     measured time per design under churn (default 1; 0 skips)\n"
+    "  --latency-seconds S     measured time per run under churn (default 1; 0 skips)\n"
     "  --latency-readers N     timed reader threads (default: online CPUs - 2, at least 1)\n"
     "  --latency-regions N     regions the readers acquire (default 64)\n"
     "  --churn-mib N           size of the region churned (default 64)\n"
@@ -88,7 +89,7 @@ static void set_defaults(bench_options *o)
         o->regions[o->nregions++] = regions[i];
     o->seconds = 0.3;
     o->warmup_s = 0.1;
-    o->repeat = 1;
+    o->repeat = 3;
     o->latency_seconds = 1.0;
     /* One CPU for the churn thread and one for everything else (liburcu's
      * call_rcu worker, the main thread), so that readers are not preempted

@@ -14,8 +14,9 @@ typedef struct bench_options {
     size_t regions[OPTIONS_LIST_MAX];
     unsigned nregions;
     double seconds, warmup_s;  /* per throughput cell; seconds 0 skips the table */
-    unsigned repeat;           /* runs of each throughput cell; the median is reported */
-    double latency_seconds;    /* per design; 0 skips the latency table */
+    unsigned repeat;           /* runs of each throughput cell (the median is reported)
+                                  and of each design under churn (all samples count) */
+    double latency_seconds;    /* per design and run; 0 skips the latency table */
     unsigned latency_readers;
     size_t latency_regions;
     size_t churn_mib;

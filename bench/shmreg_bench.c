@@ -77,31 +77,39 @@ static void throughput_block(const bench_options *o, FILE *csv, const char *key,
     region_set_free(&set);
 }
 
-static void churn_for(const bench_options *o, const bench_design *d, const char *key,
-                      const char *churn_key, churn_result *out)
-{
-    region_set set;
-    region_set_init(&set, o->latency_regions, key);
-    void *reg = design_setup(d, &set);
-    churn_setup setup = {.design = d, .reg = reg, .regions = &set,
-                         .readers = o->latency_readers, .pick = o->pick,
-                         .warmup_s = o->warmup_s, .seconds = o->latency_seconds,
-                         .churn_key = churn_key, .churn_size = o->churn_mib << 20};
-    churn_latency_run(&setup, out);
-    d->destroy(reg);
-    region_set_free(&set);
-}
-
+/* Both designs under churn, o->repeat times each, alternating which goes
+ * first; every timed acquire of every run counts, so that a burst of load
+ * on the machine falls on both designs alike. */
 static void latency_table(const bench_options *o, FILE *csv, const char *key)
 {
+    static const bench_design *const designs[2] = {&bench_design_shmreg, &bench_design_triton};
     const char *churn_key = shm_object_create("churn", o->churn_mib << 20);
     report_latency_begin(o, churn_timer_overhead_ns());
-    churn_result ours, base;
-    churn_for(o, &bench_design_shmreg, key, churn_key, &ours);
-    report_latency_row(csv, &bench_design_shmreg, o, &ours);
-    churn_for(o, &bench_design_triton, key, churn_key, &base);
-    report_latency_row(csv, &bench_design_triton, o, &base);
-    report_latency_ratio(&ours, &base);
+    region_set set;
+    region_set_init(&set, o->latency_regions, key);
+    void *regs[2] = {design_setup(designs[0], &set), design_setup(designs[1], &set)};
+    churn_totals *totals = calloc(2, sizeof *totals);
+    if (!totals)
+        bench_fatal("out of memory for latency histograms");
+    for (unsigned r = 0; r < o->repeat; r++) {
+        for (unsigned k = 0; k < 2; k++) {
+            unsigned d = (k + r) % 2;
+            churn_setup setup = {.design = designs[d], .reg = regs[d], .regions = &set,
+                                 .readers = o->latency_readers, .pick = o->pick,
+                                 .warmup_s = o->warmup_s, .seconds = o->latency_seconds,
+                                 .churn_key = churn_key, .churn_size = o->churn_mib << 20};
+            churn_latency_run(&setup, &totals[d]);
+        }
+    }
+    churn_result results[2];
+    for (unsigned d = 0; d < 2; d++) {
+        churn_latency_result(&totals[d], &results[d]);
+        report_latency_row(csv, designs[d], o, &results[d]);
+        designs[d]->destroy(regs[d]);
+    }
+    report_latency_ratio(&results[0], &results[1]);
+    free(totals);
+    region_set_free(&set);
 }
 
 /* Enough windows for the largest region set either table registers. */
