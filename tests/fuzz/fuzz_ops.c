@@ -1,0 +1,518 @@
+/* libFuzzer harness: the input is a program of API operations (register,
+ * acquire, retain, release, unregister, unregister_all, status,
+ * destroy/recreate, NULL arguments) run against a real registry and checked,
+ * call by call, against a simple model of the expected state (ops_model.c).
+ *
+ * Three real shm objects are created at start-up (a page, one byte, three
+ * pages and five bytes); the harness keeps its own mapping of each, so every
+ * view the library hands out is checked byte for byte against the object, and
+ * written through where it is writable. Names, keys, offsets and sizes are
+ * drawn from extreme values: empty, 255- and 256-byte and control-character
+ * names, keys with slashes, dots and reserved prefixes, SIZE_MAX and
+ * wrap-around offset/size pairs. At the end of each input every reference is
+ * released and the registry destroyed, and the process must hold no mapping
+ * of the objects but the harness's own. */
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ops_model.h"
+#include "shmreg/shmreg.h"
+
+#define NOBJECTS 3
+#define MAX_OPS 96
+#define MAX_HELD 32
+#define CHECK_BYTES 64
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ------------------------------------------------------------ failures */
+
+#define CHECK(cond, ...)                                                               \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "fuzz_ops: %s:%d: ", __FILE__, __LINE__);                  \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fprintf(stderr, "\n");                                                     \
+            abort();                                                                   \
+        }                                                                              \
+    } while (0)
+
+/* FUZZ_OPS_TRACE=1 in the environment prints every call and its result:
+ * what a crashing input did, step by step. */
+static void check_code(const char *call, shmreg_err got, shmreg_err want)
+{
+    static int trace = -1;
+    if (trace < 0)
+        trace = getenv("FUZZ_OPS_TRACE") != NULL;
+    if (trace)
+        fprintf(stderr, "%s -> %s%s%s\n", call, shmreg_err_name(got), got ? ": " : "",
+                got ? shmreg_last_error() : "");
+    CHECK(got == want, "%s returned %s (%s); the model expects %s", call, shmreg_err_name(got),
+          shmreg_last_error(), shmreg_err_name(want));
+    CHECK(got == SHMREG_OK || shmreg_last_error()[0] != '\0', "%s failed without a message", call);
+}
+
+/* ------------------------------------------------------------ the objects */
+
+static const size_t object_sizes[NOBJECTS] = {4096, 1, 3 * 4096 + 5};
+static char object_keys[NOBJECTS][64];
+static uint8_t *object_maps[NOBJECTS];
+
+static void unlink_objects(void)
+{
+    for (int i = 0; i < NOBJECTS; i++)
+        shm_unlink(object_keys[i]);
+}
+
+static void create_objects(void)
+{
+    for (int i = 0; i < NOBJECTS; i++) {
+        snprintf(object_keys[i], sizeof object_keys[i], "/shmreg-fuzz-%ld-%d", (long)getpid(), i);
+        int fd = shm_open(object_keys[i], O_CREAT | O_EXCL | O_RDWR, 0600);
+        CHECK(fd >= 0, "cannot create %s", object_keys[i]);
+        CHECK(ftruncate(fd, (off_t)object_sizes[i]) == 0, "ftruncate");
+        object_maps[i] = mmap(NULL, object_sizes[i], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CHECK(object_maps[i] != MAP_FAILED, "mmap");
+        close(fd);
+        for (size_t b = 0; b < object_sizes[i]; b++)
+            object_maps[i][b] = (uint8_t)(b * 31 + (size_t)i * 101 + (b >> 9));
+    }
+    atexit(unlink_objects);
+}
+
+/* Mappings of the objects in /proc/self/maps, the harness's own included. */
+static size_t count_object_maps(void)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "/dev/shm/shmreg-fuzz-%ld-", (long)getpid());
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f, "cannot read /proc/self/maps");
+    char line[4096];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, prefix) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* ------------------------------------------------------------ the input */
+
+struct input {
+    const uint8_t *p;
+    size_t n;
+};
+
+static uint8_t take_u8(struct input *in)
+{
+    if (in->n == 0)
+        return 0;
+    in->n--;
+    return *in->p++;
+}
+
+static uint64_t take_u64(struct input *in, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)take_u8(in) << (8 * i);
+    return v;
+}
+
+/* Names: a small pool so that operations meet, plus the extremes. */
+static const char *take_name(struct input *in, char *buf)
+{
+    static const char *const pool[] = {"r0", "r1", "r2", "r3", "in:0", "out/0"};
+    uint8_t sel = take_u8(in) % 16;
+    if (sel < 6)
+        return pool[sel];
+    switch (sel) {
+    case 6:
+        return "";
+    case 7: /* the longest valid name */
+    case 8: /* one byte too long */
+        memset(buf, 'n', 256);
+        buf[sel == 7 ? 255 : 256] = '\0';
+        return buf;
+    case 9:
+        return "bell\a";
+    case 10:
+        return "del\x7f";
+    case 11:
+        return NULL;
+    case 12:
+        return "line\nforged: 'x'";
+    case 13: { /* raw bytes from the input, up to a NUL */
+        size_t len = take_u8(in) % 40;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (char)take_u8(in);
+        buf[len] = '\0';
+        return buf;
+    }
+    case 14:
+        return "\xc3\xa9t\xc3\xa9";
+    default:
+        return "r0";
+    }
+}
+
+/* A key and which object it names (-1: none). */
+static const char *take_key(struct input *in, char *buf, int *object)
+{
+    uint8_t sel = take_u8(in) % 20;
+    *object = -1;
+    if (sel < 9) {
+        int i = sel % NOBJECTS;
+        const char *body = object_keys[i] + 1;
+        *object = i;
+        switch (sel / NOBJECTS) {
+        case 0:
+            return object_keys[i];
+        case 1:
+            snprintf(buf, 300, "///%s", body);
+            return buf;
+        default:
+            return body;
+        }
+    }
+    static const char *const odd[] = {"", "/", "//", ".", "/..", "a/b", "triton_x", "//triton_y",
+                                      "/internal_z", "ctl\x05"};
+    if (sel < 19)
+        return odd[sel - 9];
+    /* valid to glibc and to the library, but naming nothing */
+    memset(buf, 'k', 253);
+    buf[253] = '\0';
+    buf[take_u8(in) % 2 ? 253 : 200] = '\0';
+    return buf;
+}
+
+/* Offsets and sizes: the edges of `limit` and of size_t. */
+static size_t take_extent(struct input *in, size_t limit)
+{
+    switch (take_u8(in) % 12) {
+    case 0:
+        return 0;
+    case 1:
+        return 1;
+    case 2:
+        return limit;
+    case 3:
+        return limit - 1;
+    case 4:
+        return limit + 1;
+    case 5:
+        return SIZE_MAX;
+    case 6:
+        return SIZE_MAX - 4095; /* with an offset of 4096: wraps to 0 */
+    case 7:
+        return 4096;
+    case 8:
+        return 4095;
+    case 9:
+        return (size_t)take_u64(in, 2);
+    case 10:
+        return (size_t)take_u64(in, 8);
+    default:
+        return take_u8(in);
+    }
+}
+
+static shmreg_kind take_kind(struct input *in)
+{
+    static const shmreg_kind kinds[] = {SHMREG_KIND_ANY, SHMREG_KIND_SYSTEM, SHMREG_KIND_CUDA,
+                                        (shmreg_kind)7};
+    return kinds[take_u8(in) % 4];
+}
+
+/* ------------------------------------------------------------ the world */
+
+struct held {
+    shmreg_region *ref;
+    struct model_region *region;
+    shmreg_view view;
+    size_t offset; /* of the view, inside the region */
+};
+
+static const char *const reserved_prefixes[] = {"triton_", "/internal_", NULL};
+
+struct world {
+    shmreg_registry *reg;
+    struct model model;
+    struct held held[MAX_HELD];
+    size_t nheld;
+    unsigned logged;
+    bool pin_usable;
+};
+
+static void count_log(void *user, shmreg_log_level level, const char *msg)
+{
+    struct world *w = user;
+    w->logged++;
+    fprintf(stderr, "fuzz_ops: library logged: %s\n", msg);
+}
+
+static void create_registry(struct world *w, shmreg_policy policy)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.busy_policy = policy;
+    cfg.pin_policy = SHMREG_PIN_NEVER;
+    cfg.reserved_key_prefixes = reserved_prefixes;
+    cfg.log_fn = count_log;
+    cfg.log_user = w;
+    check_code("registry_create", shmreg_registry_create(&cfg, &w->reg), SHMREG_OK);
+    w->model.policy = policy;
+}
+
+/* The view shows the object's bytes at its place, and writes go through. */
+static void check_view(const struct held *h)
+{
+    const struct model_region *r = h->region;
+    const uint8_t *object = object_maps[r->object] + r->offset + h->offset;
+    const uint8_t *view = h->view.addr;
+    size_t n = h->view.byte_size;
+    size_t head = n < CHECK_BYTES ? n : CHECK_BYTES;
+    CHECK(memcmp(view, object, head) == 0, "view of '%s' +%zu differs from the object", r->name,
+          h->offset);
+    CHECK(memcmp(view + n - head, object + n - head, head) == 0, "tail of the view of '%s' differs",
+          r->name);
+    if (n == 0 || (r->flags & SHMREG_READONLY))
+        return;
+    uint8_t *last = (uint8_t *)h->view.addr + n - 1;
+    uint8_t saved = *last, flipped = (uint8_t)(saved ^ 0xff);
+    *last = flipped;
+    CHECK(object[n - 1] == flipped, "a write through the view of '%s' did not reach the object",
+          r->name);
+    *last = saved;
+}
+
+static void hold(struct world *w, shmreg_region *ref, struct model_region *r, const shmreg_view *view,
+                 size_t offset)
+{
+    struct held h = {ref, r, *view, offset};
+    check_view(&h);
+    if (w->nheld == MAX_HELD) { /* no room: give it back at once */
+        shmreg_release(ref);
+        model_release(r);
+        return;
+    }
+    w->held[w->nheld++] = h;
+}
+
+static void release_held(struct world *w, size_t i)
+{
+    struct held h = w->held[i];
+    check_view(&h);
+    w->held[i] = w->held[--w->nheld];
+    shmreg_release(h.ref);
+    model_release(h.region);
+}
+
+/* ------------------------------------------------------------ operations */
+
+static void op_register(struct world *w, struct input *in)
+{
+    char name_buf[300], key_buf[300];
+    struct model_register_args a = {.name = take_name(in, name_buf)};
+    a.key = take_key(in, key_buf, &a.object);
+    a.object_size = a.object >= 0 ? object_sizes[a.object] : 4096;
+    a.offset = take_extent(in, a.object_size);
+    a.size = take_extent(in, a.object_size);
+    a.flags = take_u8(in) & 0xf;
+    a.pin_usable = w->pin_usable;
+    if (w->model.nregions == MODEL_MAX_REGIONS)
+        return;
+    struct model_region *r = NULL;
+    shmreg_err want = model_register(&w->model, &a, &r);
+    shmreg_err got = shmreg_register_system(w->reg, a.name, a.key, a.offset, a.size, a.flags);
+    check_code("register_system", got, want);
+}
+
+static void op_acquire(struct world *w, struct input *in)
+{
+    char name_buf[300];
+    const char *name = take_name(in, name_buf);
+    struct model_region *known = name ? model_find(&w->model, name) : NULL;
+    size_t limit = known ? known->size : 4096;
+    size_t offset = take_extent(in, limit);
+    size_t size = take_extent(in, limit);
+    struct model_region *r = NULL;
+    shmreg_err want = model_acquire(&w->model, name, offset, size, &r);
+    shmreg_region *ref = (shmreg_region *)&ref; /* must be reset to NULL on failure */
+    shmreg_view view;
+    shmreg_err got = shmreg_acquire(w->reg, name, offset, size, &ref, &view);
+    check_code("acquire", got, want);
+    if (got != SHMREG_OK) {
+        CHECK(ref == NULL, "a failed acquire left *out set");
+        return;
+    }
+    CHECK(view.byte_size == size && view.kind == SHMREG_KIND_SYSTEM && view.device_id == -1 &&
+              view.pinned == 0,
+          "acquire of '%s': view fields wrong", name);
+    hold(w, ref, r, &view, offset);
+}
+
+static void op_retain(struct world *w, struct input *in)
+{
+    uint8_t pick = take_u8(in);
+    if (w->nheld == 0)
+        return;
+    struct held *h = &w->held[pick % w->nheld];
+    shmreg_region *again = shmreg_retain(h->ref);
+    CHECK(again == h->ref, "retain returned another reference");
+    model_retain(h->region);
+    hold(w, again, h->region, &h->view, h->offset);
+}
+
+static void op_release(struct world *w, struct input *in)
+{
+    uint8_t pick = take_u8(in);
+    if (w->nheld > 0)
+        release_held(w, pick % w->nheld);
+}
+
+static void op_unregister(struct world *w, struct input *in)
+{
+    char name_buf[300];
+    const char *name = take_name(in, name_buf);
+    shmreg_kind kind = take_kind(in);
+    shmreg_err want = model_unregister(&w->model, name, kind);
+    check_code("unregister", shmreg_unregister(w->reg, name, kind), want);
+}
+
+static void op_unregister_all(struct world *w, struct input *in)
+{
+    shmreg_kind kind = take_kind(in);
+    shmreg_err want = model_unregister_all(&w->model, kind);
+    check_code("unregister_all", shmreg_unregister_all(w->reg, kind), want);
+}
+
+/* One status entry against its model region. */
+static void check_entry(struct world *w, const shmreg_region_status *st)
+{
+    struct model_region *r = model_find(&w->model, st->name);
+    CHECK(r, "status lists '%s', which the model does not", st->name);
+    CHECK(strcmp(st->key, r->key) == 0 && st->offset == r->offset && st->byte_size == r->size &&
+              st->flags == r->flags && st->kind == SHMREG_KIND_SYSTEM && st->device_id == -1,
+          "status of '%s' does not describe its registration", st->name);
+    CHECK(st->in_use == r->refs, "status of '%s': in_use %u, the harness holds %u", st->name,
+          st->in_use, r->refs);
+    CHECK(st->pending_unregister == (r->state == MODEL_PENDING), "status of '%s': pending %d",
+          st->name, st->pending_unregister);
+}
+
+static void op_status(struct world *w, struct input *in)
+{
+    char name_buf[300];
+    const char *name = take_u8(in) % 2 ? take_name(in, name_buf) : NULL;
+    shmreg_kind kind = take_kind(in);
+    size_t want_count;
+    shmreg_err want = model_status(&w->model, name, kind, &want_count);
+    shmreg_region_status *st = NULL;
+    size_t count = 0;
+    check_code("status", shmreg_status(w->reg, name, kind, &st, &count), want);
+    CHECK(count == want_count, "status lists %zu regions, the model %zu", count, want_count);
+    CHECK((st == NULL) == (count == 0), "status array and count disagree");
+    for (size_t i = 0; i < count; i++) {
+        check_entry(w, &st[i]);
+        for (size_t j = 0; j < i; j++)
+            CHECK(st[i].generation != st[j].generation, "two regions share generation %llu",
+                  (unsigned long long)st[i].generation);
+    }
+    shmreg_status_free(st, count);
+}
+
+/* Destroy with references held (they stay valid), then a fresh registry. */
+static void op_recreate(struct world *w, struct input *in)
+{
+    shmreg_policy policy = (shmreg_policy)(take_u8(in) % 3);
+    shmreg_registry_destroy(w->reg);
+    model_destroy(&w->model);
+    for (size_t i = 0; i < w->nheld; i++)
+        check_view(&w->held[i]);
+    CHECK(count_object_maps() == NOBJECTS + model_mapped(&w->model),
+          "after destroy: %zu mappings of the objects, the model has %zu", count_object_maps(),
+          NOBJECTS + model_mapped(&w->model));
+    create_registry(w, policy);
+}
+
+/* NULL where the header says a pointer is required, and NULL no-ops. */
+static void op_null_arguments(struct world *w, struct input *in)
+{
+    shmreg_region *ref;
+    shmreg_view view;
+    size_t count;
+    shmreg_region_status *st;
+    switch (take_u8(in) % 6) {
+    case 0:
+        check_code("register(NULL reg)", shmreg_register_system(NULL, "r0", object_keys[0], 0, 1, 0),
+                   SHMREG_ERR_INVALID_ARG);
+        break;
+    case 1:
+        check_code("acquire(NULL out)", shmreg_acquire(w->reg, "r0", 0, 0, NULL, &view),
+                   SHMREG_ERR_INVALID_ARG);
+        break;
+    case 2:
+        check_code("acquire(NULL view)", shmreg_acquire(w->reg, "r0", 0, 0, &ref, NULL),
+                   SHMREG_ERR_INVALID_ARG);
+        break;
+    case 3:
+        check_code("status(NULL count)", shmreg_status(w->reg, NULL, SHMREG_KIND_ANY, &st, NULL),
+                   SHMREG_ERR_INVALID_ARG);
+        break;
+    case 4:
+        check_code("unregister_all(NULL reg)", shmreg_unregister_all(NULL, SHMREG_KIND_ANY),
+                   SHMREG_ERR_INVALID_ARG);
+        break;
+    default:
+        shmreg_release(NULL);
+        CHECK(shmreg_retain(NULL) == NULL, "retain(NULL) is not NULL");
+        shmreg_status_free(NULL, 3);
+        shmreg_registry_destroy(NULL);
+        check_code("status(NULL reg)", shmreg_status(NULL, NULL, SHMREG_KIND_ANY, &st, &count),
+                   SHMREG_ERR_INVALID_ARG);
+    }
+}
+
+typedef void (*operation)(struct world *w, struct input *in);
+
+static const operation operations[] = {
+    op_register, op_register, op_acquire, op_acquire, op_retain, op_release,
+    op_unregister, op_unregister_all, op_status, op_recreate, op_null_arguments,
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool started;
+    static struct world w;
+    if (!started) {
+        create_objects();
+        const unsigned usable = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
+        w.pin_usable = (shmreg_cuda_available() & usable) == usable;
+        started = true;
+    }
+    struct input in = {data, size};
+    shmreg_policy policy = (shmreg_policy)(take_u8(&in) % 3);
+    model_reset(&w.model, policy, reserved_prefixes);
+    w.nheld = 0;
+    w.logged = 0;
+    create_registry(&w, policy);
+
+    for (int ops = 0; ops < MAX_OPS && in.n > 0; ops++)
+        operations[take_u8(&in) % (sizeof operations / sizeof *operations)](&w, &in);
+
+    while (w.nheld > 0)
+        release_held(&w, w.nheld - 1);
+    shmreg_registry_destroy(w.reg);
+    model_destroy(&w.model);
+    CHECK(model_mapped(&w.model) == 0, "the model still maps regions");
+    CHECK(count_object_maps() == NOBJECTS, "%zu mappings of the objects left, expected only the "
+          "harness's %d", count_object_maps() - NOBJECTS, NOBJECTS);
+    CHECK(w.logged == 0, "the library logged %u failures", w.logged);
+    return 0;
+}

@@ -1,0 +1,191 @@
+/* See ops_model.h. */
+#include "ops_model.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shm_rules.h"
+
+#define KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
+
+void model_reset(struct model *m, shmreg_policy policy, const char *const *reserved_prefixes)
+{
+    m->policy = policy;
+    m->reserved_prefixes = reserved_prefixes;
+    m->nregions = 0;
+}
+
+bool model_listed(const struct model_region *r)
+{
+    return r->state == MODEL_REGISTERED || r->state == MODEL_PENDING;
+}
+
+struct model_region *model_find(struct model *m, const char *name)
+{
+    for (size_t i = 0; i < m->nregions; i++)
+        if (model_listed(&m->regions[i]) && strcmp(m->regions[i].name, name) == 0)
+            return &m->regions[i];
+    return NULL;
+}
+
+static bool kind_valid(shmreg_kind kind)
+{
+    return kind == SHMREG_KIND_ANY || kind == SHMREG_KIND_SYSTEM || kind == SHMREG_KIND_CUDA;
+}
+
+/* [offset, offset + size) inside [0, limit), with no wrap-around. */
+static bool window_fits(size_t offset, size_t size, size_t limit)
+{
+    return offset <= SIZE_MAX - size && offset + size <= limit;
+}
+
+static shmreg_err check_register(struct model *m, const struct model_register_args *a)
+{
+    if (!a->name || !rule_name_valid(a->name))
+        return SHMREG_ERR_INVALID_ARG;
+    if ((a->flags & ~KNOWN_FLAGS) || ((a->flags & SHMREG_PIN) && (a->flags & SHMREG_NO_PIN)))
+        return SHMREG_ERR_INVALID_ARG;
+    if (!a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
+        return SHMREG_ERR_INVALID_ARG;
+    if (model_find(m, a->name))
+        return SHMREG_ERR_ALREADY_EXISTS;
+    if (a->object < 0)
+        return SHMREG_ERR_SYSTEM; /* shm_open: no such object */
+    if (a->size == 0 || !window_fits(a->offset, a->size, a->object_size))
+        return SHMREG_ERR_OUT_OF_BOUNDS;
+    if ((a->flags & SHMREG_PIN) && !a->pin_usable)
+        return SHMREG_ERR_UNSUPPORTED;
+    if (m->nregions == MODEL_MAX_REGIONS)
+        return SHMREG_ERR_NO_MEMORY; /* the harness never gets here */
+    return SHMREG_OK;
+}
+
+shmreg_err model_register(struct model *m, const struct model_register_args *a,
+                          struct model_region **out)
+{
+    shmreg_err err = check_register(m, a);
+    if (err != SHMREG_OK)
+        return err;
+    struct model_region *r = &m->regions[m->nregions++];
+    memset(r, 0, sizeof *r);
+    strcpy(r->name, a->name);
+    snprintf(r->key, sizeof r->key, "%s", a->key);
+    r->object = a->object;
+    r->offset = a->offset;
+    r->size = a->size;
+    r->flags = a->flags;
+    r->state = MODEL_REGISTERED;
+    *out = r;
+    return SHMREG_OK;
+}
+
+shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_t size,
+                         struct model_region **out)
+{
+    /* acquire checks the length only: a name with a control character can
+     * never have been registered, so it is simply not found. */
+    if (!name || strlen(name) == 0 || strlen(name) > 255)
+        return SHMREG_ERR_INVALID_ARG;
+    struct model_region *r = model_find(m, name);
+    if (!r)
+        return SHMREG_ERR_NOT_FOUND;
+    if (offset >= r->size || !window_fits(offset, size, r->size))
+        return SHMREG_ERR_OUT_OF_BOUNDS;
+    r->refs++;
+    *out = r;
+    return SHMREG_OK;
+}
+
+void model_retain(struct model_region *r)
+{
+    r->refs++;
+}
+
+void model_release(struct model_region *r)
+{
+    r->refs--;
+    if (r->refs == 0 && r->state != MODEL_REGISTERED)
+        r->state = MODEL_GONE;
+}
+
+/* The busy policy applied to one listed region; false: REFUSE kept it. */
+static bool unregister_one(struct model *m, struct model_region *r)
+{
+    if (r->state == MODEL_PENDING)
+        return true;
+    if (r->refs == 0) {
+        r->state = MODEL_GONE;
+        return true;
+    }
+    switch (m->policy) {
+    case SHMREG_POLICY_REFUSE:
+        return false;
+    case SHMREG_POLICY_DETACH:
+        r->state = MODEL_DETACHED;
+        return true;
+    case SHMREG_POLICY_DEFER:
+        break;
+    }
+    r->state = MODEL_PENDING;
+    return true;
+}
+
+shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind)
+{
+    if (!name || !rule_name_valid(name) || !kind_valid(kind))
+        return SHMREG_ERR_INVALID_ARG;
+    struct model_region *r = model_find(m, name);
+    if (!r || kind == SHMREG_KIND_CUDA)
+        return SHMREG_ERR_NOT_FOUND;
+    return unregister_one(m, r) ? SHMREG_OK : SHMREG_ERR_BUSY;
+}
+
+shmreg_err model_unregister_all(struct model *m, shmreg_kind kind)
+{
+    if (!kind_valid(kind))
+        return SHMREG_ERR_INVALID_ARG;
+    if (kind == SHMREG_KIND_CUDA)
+        return SHMREG_OK;
+    bool busy = false;
+    for (size_t i = 0; i < m->nregions; i++)
+        if (model_listed(&m->regions[i]) && !unregister_one(m, &m->regions[i]))
+            busy = true;
+    return busy ? SHMREG_ERR_BUSY : SHMREG_OK;
+}
+
+shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, size_t *count)
+{
+    *count = 0;
+    if (!kind_valid(kind) || (name && !rule_name_valid(name)))
+        return SHMREG_ERR_INVALID_ARG;
+    if (name) {
+        if (!model_find(m, name) || kind == SHMREG_KIND_CUDA)
+            return SHMREG_ERR_NOT_FOUND;
+        *count = 1;
+        return SHMREG_OK;
+    }
+    if (kind == SHMREG_KIND_CUDA)
+        return SHMREG_OK;
+    for (size_t i = 0; i < m->nregions; i++)
+        *count += model_listed(&m->regions[i]);
+    return SHMREG_OK;
+}
+
+void model_destroy(struct model *m)
+{
+    for (size_t i = 0; i < m->nregions; i++) {
+        struct model_region *r = &m->regions[i];
+        if (r->state == MODEL_GONE)
+            continue;
+        r->state = r->refs > 0 ? MODEL_ORPHANED : MODEL_GONE;
+    }
+}
+
+size_t model_mapped(const struct model *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nregions; i++)
+        n += m->regions[i].state != MODEL_GONE;
+    return n;
+}

@@ -1,0 +1,80 @@
+/* A simple model of what a registry should hold, for the operations fuzzer:
+ * which names are registered, pending or detached, how many references each
+ * region has, and which error code each call must return. It follows the
+ * public header's contract (and the order in which it says arguments are
+ * checked), not the library's code. System regions only: no CUDA here. */
+#ifndef SHMREG_TESTS_OPS_MODEL_H
+#define SHMREG_TESTS_OPS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "shmreg/shmreg.h"
+
+#define MODEL_MAX_REGIONS 128
+
+enum model_state {
+    MODEL_REGISTERED, /* listed, acquirable */
+    MODEL_PENDING,    /* DEFER-unregistered while in use: listed, acquirable */
+    MODEL_DETACHED,   /* DETACH-unregistered while in use: name free, mapped */
+    MODEL_ORPHANED,   /* its registry was destroyed while it was in use */
+    MODEL_GONE        /* unmapped */
+};
+
+struct model_region {
+    char name[256];
+    char key[300];   /* as registered */
+    int object;      /* which of the harness's shm objects */
+    size_t offset, size;
+    unsigned flags;
+    enum model_state state;
+    unsigned refs; /* references held by the harness */
+};
+
+struct model {
+    shmreg_policy policy;
+    const char *const *reserved_prefixes;
+    struct model_region regions[MODEL_MAX_REGIONS];
+    size_t nregions;
+};
+
+/* What register_system is given; object is -1 for a key naming no object. */
+struct model_register_args {
+    const char *name, *key;
+    int object;
+    size_t object_size;
+    size_t offset, size;
+    unsigned flags;
+    bool pin_usable; /* CUDA pinning works in this process */
+};
+
+void model_reset(struct model *m, shmreg_policy policy, const char *const *reserved_prefixes);
+
+/* The registered or pending region called name, or NULL. */
+struct model_region *model_find(struct model *m, const char *name);
+
+/* Each returns the code the call must return and applies its effect;
+ * *out is the region concerned when the call succeeds. */
+shmreg_err model_register(struct model *m, const struct model_register_args *a,
+                          struct model_region **out);
+shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_t size,
+                         struct model_region **out);
+shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind);
+shmreg_err model_unregister_all(struct model *m, shmreg_kind kind);
+shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, size_t *count);
+
+/* A held reference taken (retain) or dropped (release). */
+void model_retain(struct model_region *r);
+void model_release(struct model_region *r);
+
+/* The registry is destroyed: idle regions go, regions in use stay mapped
+ * until their last release. */
+void model_destroy(struct model *m);
+
+/* Regions still mapped (every state but GONE). */
+size_t model_mapped(const struct model *m);
+
+/* Whether the region is listed by status (registered or pending). */
+bool model_listed(const struct model_region *r);
+
+#endif
