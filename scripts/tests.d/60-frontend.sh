@@ -1,0 +1,45 @@
+# The v2 frontend, consumed as a user would: install the library to a prefix
+# under build/, build examples/v2-frontend against it with find_package, then
+# drive it with plain HTTP, the official tritonclient and perf_analyzer from
+# PyPI (in a venv under build/). Exit 0 only if every test passed.
+source "$(dirname "$0")/lib.sh"
+dir=build/frontend-ci
+prefix=$PWD/$dir/prefix
+mkdir -p "$dir"
+
+# configure_and_build SOURCE BUILD [cmake args...]
+configure_and_build() {
+  local src=$1 out=$2; shift 2
+  cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$out.configure.log" 2>&1 \
+    || { cat "$out.configure.log"; return 1; }
+  cmake --build "$out" -j "$JOBS"
+}
+
+configure_and_build . "$dir/lib" -DSHMREG_WERROR=ON -DBUILD_TESTING=OFF \
+  -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix"
+rm -rf "$prefix"
+cmake --install "$dir/lib" >/dev/null
+configure_and_build examples/v2-frontend "$dir/app" -DFRONTEND_WERROR=ON -DCMAKE_PREFIX_PATH="$prefix"
+
+[ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
+"$dir/venv/bin/pip" install -q 'tritonclient[http]' pytest perf-analyzer
+
+# On a glibc older than 2.38 pip resolves perf-analyzer to a placeholder with
+# no executable, because every real wheel is tagged manylinux_2_38. Fetch the
+# real wheel anyway, so that the test can try it and report the loader's
+# exact reason instead of a guess.
+if [ ! -x "$dir/venv/bin/perf_analyzer" ]; then
+  wheels=$dir/perf-analyzer-wheel
+  rm -rf "$wheels" && mkdir -p "$wheels"
+  if "$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: \
+       --platform "manylinux_2_38_$(uname -m)" -d "$wheels" perf-analyzer \
+     && "$dir/venv/bin/python" -m zipfile -e "$wheels"/perf_analyzer-*.whl "$wheels/x"; then
+    chmod +x "$wheels/x/perf_analyzer/bin/perf_analyzer"
+    export PERF_ANALYZER=$PWD/$wheels/x/perf_analyzer/bin/perf_analyzer
+  else
+    export PERF_ANALYZER_MISSING="pip found no perf-analyzer wheel with a perf_analyzer executable for this platform"
+  fi
+fi
+
+export FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend
+"$dir/venv/bin/python" -m pytest -v -rs -p no:cacheprovider tests/frontend || exit 1
