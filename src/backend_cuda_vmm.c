@@ -24,7 +24,8 @@ static const struct shmreg__backend cuda_vmm_backend = {
 struct vmm_import {
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va;
-    size_t length; /* bytes reserved and mapped: byte_size rounded up to granularity */
+    size_t granularity; /* the allocation's minimum mapping granularity */
+    size_t length;      /* bytes reserved and mapped: byte_size rounded up to granularity */
     int reserved, mapped;
 };
 
@@ -60,8 +61,7 @@ static shmreg_err require_vmm_fd(const char *what, int device_id)
 
 /* The mapping length: byte_size rounded up to the allocation's granularity,
  * since cuMemMap works in whole granules. */
-static shmreg_err mapping_length(const char *what, const struct vmm_import *imp,
-                                 size_t byte_size, size_t *out)
+static shmreg_err mapping_length(const char *what, struct vmm_import *imp, size_t byte_size)
 {
     CUmemAllocationProp prop = {0};
     size_t granularity = 0;
@@ -74,8 +74,26 @@ static shmreg_err mapping_length(const char *what, const struct vmm_import *imp,
     if (granularity == 0 || byte_size > SIZE_MAX - (granularity - 1))
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: byte_size %zu overflows", what,
                             byte_size);
-    *out = (byte_size + granularity - 1) / granularity * granularity;
+    imp->granularity = granularity;
+    imp->length = (byte_size + granularity - 1) / granularity * granularity;
     return SHMREG_OK;
+}
+
+/* The driver says nothing of an imported allocation's size, and a map past
+ * its end fails like any other bad map. Tell the two apart: if one granule
+ * maps, the allocation exists and the window was too large. */
+static shmreg_err map_failure(const char *what, const char *name, struct vmm_import *imp,
+                              size_t byte_size, CUresult err)
+{
+    if (imp->length > imp->granularity &&
+        shmreg__cuda.cuMemMap(imp->va, imp->granularity, 0, imp->handle, 0) == CUDA_SUCCESS) {
+        (void)shmreg__cuda.cuMemUnmap(imp->va, imp->granularity);
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                            "failed to register shared memory region '%s': invalid args "
+                            "(byte_size %zu is larger than the allocation)",
+                            name, byte_size);
+    }
+    return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
 }
 
 /* Reserve a range, map the allocation into it and grant device_id access. */
@@ -87,14 +105,8 @@ static shmreg_err map_import(const char *what, const char *name, struct vmm_impo
         return shmreg__cu_fail(err, "%s: cuMemAddressReserve(%zu)", what, imp->length);
     imp->reserved = 1;
     err = shmreg__cuda.cuMemMap(imp->va, imp->length, 0, imp->handle, 0);
-    if (err == CUDA_ERROR_INVALID_VALUE)
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
-                            "failed to register shared memory region '%s': invalid args "
-                            "(the driver refused to map %zu bytes for byte_size %zu: larger "
-                            "than the allocation)",
-                            name, imp->length, byte_size);
     if (err != CUDA_SUCCESS)
-        return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
+        return map_failure(what, name, imp, byte_size, err);
     imp->mapped = 1;
     CUmemAccessDesc access = {
         .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device_id},
@@ -118,7 +130,7 @@ static shmreg_err import_and_map(const char *what, const char *name, int fd, int
                                "%s: descriptor %d is not a CUDA VMM shareable handle "
                                "(cuMemImportFromShareableHandle)",
                                what, fd);
-    shmreg_err rc = mapping_length(what, imp, byte_size, &imp->length);
+    shmreg_err rc = mapping_length(what, imp, byte_size);
     if (rc == SHMREG_OK)
         rc = map_import(what, name, imp, byte_size, device_id, flags);
     if (rc != SHMREG_OK)

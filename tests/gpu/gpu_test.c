@@ -54,17 +54,6 @@ void gt_write_device_pattern(void *dev, size_t n, uint8_t seed, size_t first)
     gt_cuda_ok(err);
 }
 
-int gt_count_maps(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    assert_non_null(f);
-    int n = 0, c;
-    while ((c = fgetc(f)) != EOF)
-        n += c == '\n';
-    fclose(f);
-    return n;
-}
-
 size_t gt_device_free(void)
 {
     size_t free_bytes = 0, total = 0;
@@ -74,14 +63,14 @@ size_t gt_device_free(void)
 
 struct gt_baseline gt_take_baseline(void)
 {
-    struct gt_baseline b = {tu_count_fds(), gt_count_maps(), gt_device_free()};
+    struct gt_baseline b = {tu_count_fds(), tu_count_shm_maps(NULL), gt_device_free()};
     return b;
 }
 
 void gt_check_baseline(struct gt_baseline b, size_t slack)
 {
     assert_int_equal(tu_count_fds(), b.fds);
-    assert_int_equal(gt_count_maps(), b.maps);
+    assert_int_equal(tu_count_shm_maps(NULL), b.shm_maps);
     size_t now = gt_device_free();
     size_t diff = now > b.device_free ? now - b.device_free : b.device_free - now;
     if (diff > slack)

@@ -49,18 +49,18 @@ void gt_assert_device_pattern(const void *dev, size_t n, uint8_t seed, size_t fi
 /* Write tu_pattern(seed, first + i) to n bytes of device memory at dev. */
 void gt_write_device_pattern(void *dev, size_t n, uint8_t seed, size_t first);
 
-/* Lines of /proc/self/maps: every mapping of this process. */
-int gt_count_maps(void);
-
 /* Free device memory of device 0, in bytes. */
 size_t gt_device_free(void);
 
-/* What a test starts from. Device memory is compared within `slack` bytes:
- * the driver's own bookkeeping moves it a little; a leaked region moves it
- * by the region's size. */
+/* What a test starts from: descriptors, shm mappings and free device
+ * memory. Device memory is compared within `slack` bytes: the driver's own
+ * bookkeeping moves it a little; a leaked region moves it by the region's
+ * size. Device mappings are checked per region with gt_device_mapped; the
+ * total of /proc/self/maps is not compared, since CUDA grows its own
+ * mappings (staging buffers, thread stacks) as a process uses it. */
 struct gt_baseline {
     int fds;
-    int maps;
+    int shm_maps;
     size_t device_free;
 };
 struct gt_baseline gt_take_baseline(void);

@@ -24,8 +24,9 @@ unpack_carried() {
   rm -rf "$prefix"
   mkdir -p "$prefix"
   for deb in "$CARRY"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
-  # The .pc files name /usr as their prefix: point them at the unpacked tree.
-  sed -i "s|^prefix=.*|prefix=$prefix/usr|" "$prefix/$multiarch"/pkgconfig/*.pc
+  # The .pc files name /usr (as prefix, includedir or in -I/-L flags): point
+  # them at the unpacked tree.
+  sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$prefix/$multiarch"/pkgconfig/*.pc
   export PKG_CONFIG_PATH=$prefix/$multiarch/pkgconfig
   export CMAKE_PREFIX_PATH=$prefix/usr
   export LD_LIBRARY_PATH=$prefix/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

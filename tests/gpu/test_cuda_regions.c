@@ -75,19 +75,28 @@ static int teardown(void **state)
     return 0;
 }
 
-/* One whole lifecycle before the tests, so that what CUDA sets up once per
- * process (context, IPC and UVM bookkeeping) is not counted against one. */
+/* One whole lifecycle on every device before the tests, so that what CUDA
+ * sets up once per process and device (contexts and their descriptors, IPC
+ * and UVM bookkeeping, copy staging buffers) is not counted against one. */
 static int group_setup(void **state)
 {
     void *fstate = NULL;
     setup(&fstate);
     struct fixture *f = fstate;
-    gt_assert_ok(register_export(f->reg, "warmup", &f->ex, 0, SIZE, 0));
-    shmreg_region *ref = NULL;
-    shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "warmup", 0, 64, &ref, &view));
-    gt_assert_device_pattern(view.addr, 64, SEED, 0);
-    shmreg_release(ref);
+    int devices = 0;
+    gt_cuda_ok(cudaGetDeviceCount(&devices));
+    for (int d = 0; d < devices; d++) {
+        gt_assert_ok(register_export(f->reg, "warmup", &f->ex, d, SIZE, 0));
+        shmreg_region *ref = NULL;
+        shmreg_view view;
+        gt_assert_ok(shmreg_acquire(f->reg, "warmup", 0, (size_t)1 << 20, &ref, &view));
+        gt_cuda_ok(cudaSetDevice(d));
+        gt_assert_device_pattern(view.addr, (size_t)1 << 20, SEED, 0);
+        gt_write_device_pattern(view.addr, 64, SEED, 0);
+        shmreg_release(ref);
+        gt_assert_ok(shmreg_unregister(f->reg, "warmup", SHMREG_KIND_CUDA));
+    }
+    gt_cuda_ok(cudaSetDevice(0));
     shmreg_registry_destroy(f->reg);
     f->reg = NULL;
     if (f->ex.fd >= 0)
@@ -170,6 +179,33 @@ static void test_bounds(void **state)
     gt_assert_device_pattern(view.addr, 64, SEED, part - 64);
     shmreg_release(ref);
     gt_assert_ok(shmreg_unregister(f->reg, "part", SHMREG_KIND_CUDA));
+}
+
+static void test_read_only(void **state)
+{
+    struct fixture *f = *state;
+    gt_assert_ok(register_export(f->reg, "ro", &f->ex, 0, SIZE, SHMREG_READONLY));
+    shmreg_region_status *st = NULL;
+    size_t n = 0;
+    gt_assert_ok(shmreg_status(f->reg, "ro", SHMREG_KIND_CUDA, &st, &n));
+    assert_int_equal(st[0].flags & SHMREG_READONLY, SHMREG_READONLY);
+    shmreg_status_free(st, n);
+    shmreg_region *ref = NULL;
+    shmreg_view view;
+    gt_assert_ok(shmreg_acquire(f->reg, "ro", 0, SIZE, &ref, &view));
+    gt_assert_device_pattern(view.addr, 4096, SEED, 0);
+    if (GT_KIND == GT_KIND_VMM) {
+        /* VMM enforces it: the device may only read the range. (Legacy IPC
+         * has no read-only open; there the flag is the caller's promise.) */
+        unsigned long long access = 0;
+        CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+        assert_int_equal(gt_cu.cuMemGetAccess(&access, &loc, (CUdeviceptr)(uintptr_t)view.addr),
+                         CUDA_SUCCESS);
+        assert_int_equal(access, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    }
+    shmreg_release(ref);
+    gt_assert_ok(shmreg_unregister(f->reg, "ro", SHMREG_KIND_CUDA));
+    assert_false(gt_device_mapped(view.addr));
 }
 
 static void test_bad_handles(void **state)
@@ -435,6 +471,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TEST(test_read_write_across_processes),
         TEST(test_bounds),
+        TEST(test_read_only),
         TEST(test_bad_handles),
         TEST(test_registered_twice),
         TEST(test_policy_defer),
