@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The main job: build the library and run the example that walks one region
-# through its lifecycle (register, acquire, unregister while held, release).
+# The main job: build libshmreg, install it to a local prefix (build/run/prefix),
+# build the KServe v2 frontend example against that installed package, and
+# start it in the foreground. Ctrl-C stops it cleanly (in-flight requests
+# finish, every region is unmapped).
+# Arguments go to the frontend, e.g.: bash scripts/run.sh --port 8001 -v
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build/run -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build/run -j "$(nproc)" --target shmreg-example-lifecycle >/dev/null
-exec build/run/examples/shmreg-example-lifecycle "$@"
+jobs=$(nproc)
+prefix=$PWD/build/run/prefix
+cmake -S . -B build/run/lib -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+  -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+cmake --build build/run/lib -j "$jobs" >/dev/null
+cmake --install build/run/lib >/dev/null
+cmake -S examples/v2-frontend -B build/run/frontend -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/run/frontend -j "$jobs" >/dev/null
+exec build/run/frontend/shmreg-v2-frontend "$@"

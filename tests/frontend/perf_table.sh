@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The perf_analyzer table of docs/performance.md, in one run: the identity
+# model with seed 003's FP16 3x384x640 input (1474560 bytes), through system
+# shared memory and through inline binary tensor data, at concurrency 1, 4
+# and 16, over HTTP. Afterwards the server must report zero failed requests
+# and no region in use, and must shut down with nothing left mapped.
+#
+# Usage: FRONTEND_BIN=... PERF_ANALYZER=... tests/frontend/perf_table.sh [OUTDIR]
+# Needs python3 (parses perf_analyzer's CSV and the server's JSON).
+set -euo pipefail
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+: "${FRONTEND_BIN:?set FRONTEND_BIN to the built shmreg-v2-frontend}"
+pa=${PERF_ANALYZER:-perf_analyzer}
+bytes=$((3 * 384 * 640 * 2))
+
+"$FRONTEND_BIN" --port 0 --threads "${FRONTEND_THREADS:-16}" >"$out/frontend.out" 2>"$out/frontend.err" &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q listening "$out/frontend.out" && break; sleep 0.1; done
+url=$(sed -n 's/^listening on \([0-9.]*:[0-9]*\).*/\1/p' "$out/frontend.out")
+[ -n "$url" ] || { cat "$out/frontend.err"; exit 1; }
+
+for mode in system none; do
+  for c in 1 4 16; do
+    args=(-m identity -u "$url" -i http --shape INPUT0:3,384,640 --concurrency-range "$c"
+          --percentile 99 --measurement-interval 4000 -f "$out/$mode-c$c.csv")
+    [ "$mode" = system ] && args+=(--shared-memory system --output-shared-memory-size "$bytes")
+    echo "=== perf_analyzer ${args[*]}"
+    "$pa" "${args[@]}" | tee "$out/$mode-c$c.txt"
+  done
+done
+
+python3 - "$url" "$out" <<'PY'
+import csv, json, sys, urllib.request
+url, out = sys.argv[1], sys.argv[2]
+get = lambda path: json.load(urllib.request.urlopen(f"http://{url}{path}"))
+print("| path | concurrency | throughput (infer/s) | p99 latency (us) | avg latency (us) |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for mode, label in (("system", "system shm"), ("none", "inline binary")):
+    for c in (1, 4, 16):
+        row = next(csv.DictReader(open(f"{out}/{mode}-c{c}.csv")))
+        print(f"| {label} | {c} | {float(row['Inferences/Second']):.1f} | "
+              f"{row['p99 latency']} | {row['Avg latency']} |")
+stats = get("/v2/models/identity/stats")["model_stats"][0]["inference_stats"]
+regions = get("/v2/systemsharedmemory/status")
+print(f"server: {stats['success']['count']} succeeded, {stats['fail']['count']} failed; "
+      f"regions registered after the runs: {len(regions)}, in use: {sum(r['in_use'] for r in regions)}")
+assert stats["fail"]["count"] == 0 and all(r["in_use"] == 0 for r in regions)
+PY
+kill -TERM "$server"
+wait "$server"
+trap - EXIT
+grep 'shm mappings left: 0, shm descriptors left: 0' "$out/frontend.err"
