@@ -1,0 +1,27 @@
+# libFuzzer harnesses built with clang -fsanitize=fuzzer,address,undefined:
+# replay the seed corpora, then fuzz each harness for a bounded time (about a
+# minute in all; SHMREG_FUZZ_SECONDS per harness) on a scratch corpus seeded
+# from the repository's, so the repository's corpus only changes by hand.
+# A long run is the same command with a larger SHMREG_FUZZ_SECONDS (see
+# docs/reliability.md).
+source "$(dirname "$0")/lib.sh"
+mkdir -p build
+seconds=${SHMREG_FUZZ_SECONDS:-30}
+dir=build/fuzz
+build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+  -DSHMREG_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
+  -DSHMREG_WITH_CUDA=OFF -DSHMREG_BUILD_BENCH=OFF -DSHMREG_BUILD_EXAMPLES=OFF
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+test_tier "$dir" -L 'fuzz|fault'
+
+for harness in ops names; do
+  fuzzer=$dir/tests/fuzz/fuzz-$harness
+  [ -x "$fuzzer" ] || { echo "70-fuzz: $fuzzer was not built (no libFuzzer?)"; exit 1; }
+  scratch=$dir/corpus-$harness
+  rm -rf "$scratch" && mkdir -p "$scratch"
+  echo "--- fuzz-$harness for ${seconds} s"
+  "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$dir/crash-$harness-" "$scratch" "tests/fuzz/corpus/$harness" 2>&1 |
+    grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|INFO: Seed)|ERROR|SUMMARY|==[0-9]+==|fuzz_' || true
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "70-fuzz: fuzz-$harness failed; the input is in $dir/crash-$harness-*"; exit 1; }
+done
