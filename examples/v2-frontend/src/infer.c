@@ -38,7 +38,6 @@ typedef struct infer_ctx {
     size_t n_in;
     tensor out[MODEL_MAX_OUTPUTS];
     placement out_place[MODEL_MAX_OUTPUTS];
-    const char *out_region[MODEL_MAX_OUTPUTS];
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
     char err[1024];
@@ -271,7 +270,6 @@ static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_
                         t->name, w->byte_size, t->byte_size);
         /* Acquire only the bytes the output fills. */
         shm_window exact = {.region = w->region, .offset = w->offset, .byte_size = t->byte_size};
-        c->out_region[i] = w->region;
         c->out_place[i] = PLACE_SHM;
         return acquire_window(c, &exact, t->name, &t->data);
     }
@@ -349,15 +347,14 @@ static json_t *output_json(const infer_ctx *c, size_t i)
                           tensor_shape_to_json(t));
     if (!o)
         return NULL;
+    /* An output in shared memory gets nothing more: its bytes are in the
+     * region the client named. No "parameters" either, as from Triton:
+     * Triton's C++ client (under perf_analyzer) reads them as binary data. */
     int bad = 0;
-    if (c->out_place[i] == PLACE_SHM) {
-        bad = json_object_set_new(o, "parameters",
-                                  json_pack("{s:s,s:I}", "shared_memory_region", c->out_region[i],
-                                            "shared_memory_byte_size", (json_int_t)t->byte_size));
-    } else if (c->out_place[i] == PLACE_BINARY) {
+    if (c->out_place[i] == PLACE_BINARY) {
         bad = json_object_set_new(o, "parameters",
                                   json_pack("{s:I}", "binary_data_size", (json_int_t)t->byte_size));
-    } else {
+    } else if (c->out_place[i] == PLACE_JSON) {
         json_t *data = json_array();
         size_t n = t->byte_size / (size_t)datatype_size(t->datatype);
         for (size_t e = 0; data && e < n && !bad; e++)
