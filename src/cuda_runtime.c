@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -234,6 +235,29 @@ void shmreg__cuda_device_leave(struct shmreg__cuda_device_guard *g)
 
 /* ---- pinning of system memory */
 
+/* Whether the mapping holding addr is read-only (no 'w' in its
+ * /proc/self/maps permissions). The pin call does not carry the region's
+ * flags, and a read-only mapping must be locked read-only. Unknown: no. */
+static int mapping_is_read_only(const void *addr)
+{
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (maps == NULL)
+        return 0;
+    uintptr_t a = (uintptr_t)addr;
+    unsigned long start, end;
+    char perms[8];
+    int read_only = 0;
+    char line[512];
+    while (fgets(line, sizeof line, maps) != NULL) {
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && a >= start && a < end) {
+            read_only = perms[1] != 'w';
+            break;
+        }
+    }
+    fclose(maps);
+    return read_only;
+}
+
 shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len)
 {
     if ((shmreg__cuda_load() & SHMREG_CUDA_USABLE_) != SHMREG_CUDA_USABLE_)
@@ -242,18 +266,20 @@ shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len)
                             probe.reason);
     /* Portable: pinned for every device and context, so any GPU copies from
      * the region at the pinned rate. */
-    cudaError_t err = shmreg__cuda.HostRegister(addr, len, cudaHostRegisterPortable);
-    if (err == cudaSuccess)
+    unsigned flags = cudaHostRegisterPortable;
+    int read_only = mapping_is_read_only(addr);
+    if (read_only)
+        flags |= cudaHostRegisterReadOnly;
+    cudaError_t err = shmreg__cuda.HostRegister(addr, len, flags);
+    /* A device without read-only registration may still lock the pages for
+     * reading alone. */
+    if (err != cudaSuccess && read_only &&
+        shmreg__cuda.HostRegister(addr, len, cudaHostRegisterPortable) == cudaSuccess)
         return SHMREG_OK;
-    /* A read-only mapping cannot be locked for device writes; where the
-     * device supports it, lock it read-only instead. Overlap with a range
-     * already pinned fails the same way read-only, so it is not retried. */
-    if (err != cudaErrorHostMemoryAlreadyRegistered &&
-        shmreg__cuda.HostRegister(addr, len, cudaHostRegisterPortable |
-                                                 cudaHostRegisterReadOnly) == cudaSuccess)
-        return SHMREG_OK;
-    return shmreg__cuda_fail(err, "cannot pin system shared memory region '%s' (%zu bytes)",
-                             name, len);
+    if (err != cudaSuccess)
+        return shmreg__cuda_fail(err, "cannot pin system shared memory region '%s' (%zu bytes%s)",
+                                 name, len, read_only ? ", read-only" : "");
+    return SHMREG_OK;
 }
 
 shmreg_err shmreg__cuda_unpin(const char *name, void *addr)
