@@ -171,6 +171,8 @@ shmreg_err shmreg__cuda_require_device(const char *what, int device_id)
 }
 
 static shmreg_err fail_with(const char *err_name, const char *err_string, const char *fmt,
+                            va_list ap) __attribute__((format(printf, 3, 0)));
+static shmreg_err fail_with(const char *err_name, const char *err_string, const char *fmt,
                             va_list ap)
 {
     char context[512];
