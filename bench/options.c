@@ -153,7 +153,7 @@ void options_parse(bench_options *o, int argc, char **argv)
         case OPT_REGIONS: apply_list(o, opt, optarg); break;
         case OPT_SECONDS: o->seconds = parse_seconds("--seconds", optarg); break;
         case OPT_WARMUP: o->warmup_s = parse_seconds("--warmup", optarg); break;
-        case OPT_REPEAT: o->repeat = (unsigned)parse_count("--repeat", optarg, 99); break;
+        case OPT_REPEAT: o->repeat = (unsigned)parse_count("--repeat", optarg, OPTIONS_REPEAT_MAX); break;
         case OPT_PICK: apply_pick(o, optarg); break;
         case OPT_LAT_SECONDS: o->latency_seconds = parse_seconds("--latency-seconds", optarg); break;
         case OPT_LAT_READERS:

@@ -7,6 +7,7 @@
 #include "region_set.h"
 
 #define OPTIONS_LIST_MAX 32
+#define OPTIONS_REPEAT_MAX 99
 
 typedef struct bench_options {
     unsigned threads[OPTIONS_LIST_MAX];

@@ -15,6 +15,10 @@
 #include "shm_objects.h"
 #include "throughput.h"
 
+/* The designs compared, in the order of every pair of figures: 0 is
+ * libshmreg, 1 the baseline. */
+static const bench_design *const designs[2] = {&bench_design_shmreg, &bench_design_triton};
+
 /* A registry of the design with every region of the set registered. */
 static void *design_setup(const bench_design *d, const region_set *set)
 {
@@ -43,8 +47,7 @@ static double median(double *v, unsigned n)
 static void throughput_pair(const bench_options *o, throughput_cell *cell, void *regs[2],
                             double mops[2])
 {
-    static const bench_design *const designs[2] = {&bench_design_shmreg, &bench_design_triton};
-    double runs[2][100];
+    double runs[2][OPTIONS_REPEAT_MAX];
     for (unsigned r = 0; r < o->repeat; r++) {
         for (unsigned k = 0; k < 2; k++) {
             unsigned d = (k + r) % 2;
@@ -63,8 +66,7 @@ static void throughput_block(const bench_options *o, FILE *csv, const char *key,
 {
     region_set set;
     region_set_init(&set, regions, key);
-    void *regs[2] = {design_setup(&bench_design_shmreg, &set),
-                     design_setup(&bench_design_triton, &set)};
+    void *regs[2] = {design_setup(designs[0], &set), design_setup(designs[1], &set)};
     for (unsigned i = 0; i < o->nthreads; i++) {
         throughput_cell cell = {.regions = &set, .threads = o->threads[i], .pick = o->pick,
                                 .warmup_s = o->warmup_s, .seconds = o->seconds};
@@ -72,8 +74,8 @@ static void throughput_block(const bench_options *o, FILE *csv, const char *key,
         throughput_pair(o, &cell, regs, mops);
         report_throughput_row(csv, regions, o->threads[i], mops[0], mops[1]);
     }
-    bench_design_triton.destroy(regs[1]);
-    bench_design_shmreg.destroy(regs[0]);
+    designs[1]->destroy(regs[1]);
+    designs[0]->destroy(regs[0]);
     region_set_free(&set);
 }
 
@@ -82,7 +84,6 @@ static void throughput_block(const bench_options *o, FILE *csv, const char *key,
  * on the machine falls on both designs alike. */
 static void latency_table(const bench_options *o, FILE *csv, const char *key)
 {
-    static const bench_design *const designs[2] = {&bench_design_shmreg, &bench_design_triton};
     const char *churn_key = shm_object_create("churn", o->churn_mib << 20);
     report_latency_begin(o, churn_timer_overhead_ns());
     region_set set;
