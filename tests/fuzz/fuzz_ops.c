@@ -1,7 +1,9 @@
 /* libFuzzer harness: the input is a program of API operations (register,
  * acquire, retain, release, unregister, unregister_all, status,
- * destroy/recreate, NULL arguments) run against a real registry and checked,
- * call by call, against a simple model of the expected state (ops_model.c).
+ * destroy/recreate, NULL arguments), with and without owner tags, run against
+ * a real registry (with or without limits and an owner allow-list) and
+ * checked, call by call, against a simple model of the expected state
+ * (ops_model.c).
  *
  * Three real shm objects are created at start-up (a page, one byte, three
  * pages and five bytes); the harness keeps its own mapping of each, so every
@@ -222,6 +224,13 @@ static size_t take_extent(struct input *in, size_t limit)
     }
 }
 
+/* Owner tags: two tenants, none, and invalid ones. */
+static const char *take_tag(struct input *in)
+{
+    static const char *const tags[] = {NULL, NULL, "tenant-a", "tenant-b", "", "t\x1b[31m"};
+    return tags[take_u8(in) % 6];
+}
+
 static shmreg_kind take_kind(struct input *in)
 {
     static const shmreg_kind kinds[] = {SHMREG_KIND_ANY, SHMREG_KIND_SYSTEM, SHMREG_KIND_CUDA,
@@ -256,17 +265,44 @@ static void count_log(void *user, shmreg_log_level level, const char *msg)
     fprintf(stderr, "fuzz_ops: library logged: %s\n", msg);
 }
 
-static void create_registry(struct world *w, shmreg_policy policy)
+/* A registry whose policy, limits and owner allow-list the input chooses. */
+static void create_registry(struct world *w, struct input *in)
 {
+    static const size_t max_mapped[] = {0, 0, 0, 1, 4096, 5000, 3 * 4096 + 5, 20000};
+    uid_t me = geteuid();
+    const uid_t owners[] = {me + 1, me};
+    uint8_t choice = take_u8(in);
+    struct model_config mc = {
+        .policy = (shmreg_policy)((choice & 3) % 3),
+        .reserved_prefixes = reserved_prefixes,
+        .max_regions = (choice >> 2) % 8 < 4 ? 0 : (choice >> 2) % 8 - 3,
+        .max_mapped_bytes = max_mapped[(choice >> 5) % 8],
+    };
     shmreg_config cfg;
     shmreg_config_init(&cfg);
-    cfg.busy_policy = policy;
+    cfg.busy_policy = mc.policy;
     cfg.pin_policy = SHMREG_PIN_NEVER;
     cfg.reserved_key_prefixes = reserved_prefixes;
     cfg.log_fn = count_log;
     cfg.log_user = w;
+    cfg.max_regions = mc.max_regions;
+    cfg.max_mapped_bytes = mc.max_mapped_bytes;
+    /* none; only another uid (every object refused); another and ours */
+    switch (take_u8(in) % 4) {
+    case 1:
+        cfg.allowed_owner_uids = owners;
+        cfg.allowed_owner_uid_count = 1;
+        break;
+    case 2:
+        cfg.allowed_owner_uids = owners;
+        cfg.allowed_owner_uid_count = 2;
+        break;
+    default:
+        break;
+    }
+    mc.owner_accepted = cfg.allowed_owner_uid_count != 1;
     check_code("registry_create", shmreg_registry_create(&cfg, &w->reg), SHMREG_OK);
-    w->model.policy = policy;
+    model_create(&w->model, &mc);
 }
 
 /* The view shows the object's bytes at its place, and writes go through. */
@@ -324,12 +360,15 @@ static void op_register(struct world *w, struct input *in)
     a.offset = take_extent(in, a.object_size);
     a.size = take_extent(in, a.object_size);
     a.flags = take_u8(in) & 0xf;
+    a.tag = take_tag(in);
     a.pin_usable = w->pin_usable;
     if (w->model.nregions == MODEL_MAX_REGIONS)
         return;
     struct model_region *r = NULL;
     shmreg_err want = model_register(&w->model, &a, &r);
-    shmreg_err got = shmreg_register_system(w->reg, a.name, a.key, a.offset, a.size, a.flags);
+    shmreg_register_opts opts = {.tag = a.tag};
+    shmreg_err got = shmreg_register_system_opts(w->reg, a.name, a.key, a.offset, a.size, a.flags,
+                                                 a.tag || take_u8(in) % 2 ? &opts : NULL);
     check_code("register_system", got, want);
 }
 
@@ -381,15 +420,17 @@ static void op_unregister(struct world *w, struct input *in)
     char name_buf[300];
     const char *name = take_name(in, name_buf);
     shmreg_kind kind = take_kind(in);
-    shmreg_err want = model_unregister(&w->model, name, kind);
-    check_code("unregister", shmreg_unregister(w->reg, name, kind), want);
+    const char *tag = take_tag(in);
+    shmreg_err want = model_unregister(&w->model, name, kind, tag);
+    check_code("unregister", shmreg_unregister_tagged(w->reg, name, kind, tag), want);
 }
 
 static void op_unregister_all(struct world *w, struct input *in)
 {
     shmreg_kind kind = take_kind(in);
-    shmreg_err want = model_unregister_all(&w->model, kind);
-    check_code("unregister_all", shmreg_unregister_all(w->reg, kind), want);
+    const char *tag = take_tag(in);
+    shmreg_err want = model_unregister_all(&w->model, kind, tag);
+    check_code("unregister_all", shmreg_unregister_all_tagged(w->reg, kind, tag), want);
 }
 
 /* One status entry against its model region. */
@@ -404,6 +445,9 @@ static void check_entry(struct world *w, const shmreg_region_status *st)
           st->in_use, r->refs);
     CHECK(st->pending_unregister == (r->state == MODEL_PENDING), "status of '%s': pending %d",
           st->name, st->pending_unregister);
+    CHECK(r->tagged ? st->tag && strcmp(st->tag, r->tag) == 0 : st->tag == NULL,
+          "status of '%s': tag '%s', registered with '%s'", st->name, st->tag ? st->tag : "(none)",
+          r->tagged ? r->tag : "(none)");
 }
 
 static void op_status(struct world *w, struct input *in)
@@ -411,15 +455,18 @@ static void op_status(struct world *w, struct input *in)
     char name_buf[300];
     const char *name = take_u8(in) % 2 ? take_name(in, name_buf) : NULL;
     shmreg_kind kind = take_kind(in);
+    const char *tag = take_tag(in);
     size_t want_count;
-    shmreg_err want = model_status(&w->model, name, kind, &want_count);
+    shmreg_err want = model_status(&w->model, name, kind, tag, &want_count);
     shmreg_region_status *st = NULL;
     size_t count = 0;
-    check_code("status", shmreg_status(w->reg, name, kind, &st, &count), want);
+    check_code("status", shmreg_status_tagged(w->reg, name, kind, tag, &st, &count), want);
     CHECK(count == want_count, "status lists %zu regions, the model %zu", count, want_count);
     CHECK((st == NULL) == (count == 0), "status array and count disagree");
     for (size_t i = 0; i < count; i++) {
         check_entry(w, &st[i]);
+        CHECK(model_tag_matches(model_find(&w->model, st[i].name), tag), "status for tag '%s' lists '%s'",
+              tag, st[i].name);
         for (size_t j = 0; j < i; j++)
             CHECK(st[i].generation != st[j].generation, "two regions share generation %llu",
                   (unsigned long long)st[i].generation);
@@ -430,7 +477,6 @@ static void op_status(struct world *w, struct input *in)
 /* Destroy with references held (they stay valid), then a fresh registry. */
 static void op_recreate(struct world *w, struct input *in)
 {
-    shmreg_policy policy = (shmreg_policy)(take_u8(in) % 3);
     shmreg_registry_destroy(w->reg);
     model_destroy(&w->model);
     for (size_t i = 0; i < w->nheld; i++)
@@ -438,7 +484,7 @@ static void op_recreate(struct world *w, struct input *in)
     CHECK(count_object_maps() == NOBJECTS + model_mapped(&w->model),
           "after destroy: %zu mappings of the objects, the model has %zu", count_object_maps(),
           NOBJECTS + model_mapped(&w->model));
-    create_registry(w, policy);
+    create_registry(w, in);
 }
 
 /* NULL where the header says a pointer is required, and NULL no-ops. */
@@ -497,11 +543,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         started = true;
     }
     struct input in = {data, size};
-    shmreg_policy policy = (shmreg_policy)(take_u8(&in) % 3);
-    model_reset(&w.model, policy, reserved_prefixes);
+    model_reset(&w.model);
     w.nheld = 0;
     w.logged = 0;
-    create_registry(&w, policy);
+    create_registry(&w, &in);
 
     for (int ops = 0; ops < MAX_OPS && in.n > 0; ops++)
         operations[take_u8(&in) % (sizeof operations / sizeof *operations)](&w, &in);

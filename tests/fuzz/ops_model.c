@@ -9,11 +9,24 @@
 
 #define KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
-void model_reset(struct model *m, shmreg_policy policy, const char *const *reserved_prefixes)
+void model_reset(struct model *m)
 {
-    m->policy = policy;
-    m->reserved_prefixes = reserved_prefixes;
     m->nregions = 0;
+}
+
+void model_create(struct model *m, const struct model_config *cfg)
+{
+    m->policy = cfg->policy;
+    m->reserved_prefixes = cfg->reserved_prefixes;
+    m->max_regions = cfg->max_regions;
+    m->max_mapped_bytes = cfg->max_mapped_bytes;
+    m->owner_accepted = cfg->owner_accepted;
+    m->registry++;
+}
+
+bool model_tag_matches(const struct model_region *r, const char *tag)
+{
+    return !tag || (r->tagged && strcmp(r->tag, tag) == 0);
 }
 
 bool model_listed(const struct model_region *r)
@@ -34,6 +47,27 @@ static bool kind_valid(shmreg_kind kind)
     return kind == SHMREG_KIND_ANY || kind == SHMREG_KIND_SYSTEM || kind == SHMREG_KIND_CUDA;
 }
 
+/* want more on top of used stays within limit (0: no limit), without overflow. */
+static bool within(size_t used, size_t want, size_t limit)
+{
+    return limit == 0 || (used <= limit && want <= limit - used);
+}
+
+/* The limits count every region of this registry still mapped, pending and
+ * detached ones included. */
+static bool limits_allow(const struct model *m, size_t size)
+{
+    size_t regions = 0, mapped = 0;
+    for (size_t i = 0; i < m->nregions; i++) {
+        const struct model_region *r = &m->regions[i];
+        if (r->registry == m->registry && r->state != MODEL_GONE) {
+            regions++;
+            mapped += r->size;
+        }
+    }
+    return within(regions, 1, m->max_regions) && within(mapped, size, m->max_mapped_bytes);
+}
+
 /* [offset, offset + size) inside [0, limit), with no wrap-around. */
 static bool window_fits(size_t offset, size_t size, size_t limit)
 {
@@ -46,12 +80,18 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_INVALID_ARG;
     if ((a->flags & ~KNOWN_FLAGS) || ((a->flags & SHMREG_PIN) && (a->flags & SHMREG_NO_PIN)))
         return SHMREG_ERR_INVALID_ARG;
+    if (a->tag && !rule_name_valid(a->tag))
+        return SHMREG_ERR_INVALID_ARG;
     if (!a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
         return SHMREG_ERR_INVALID_ARG;
     if (model_find(m, a->name))
         return SHMREG_ERR_ALREADY_EXISTS;
+    if (!limits_allow(m, a->size))
+        return SHMREG_ERR_NO_MEMORY;
     if (a->object < 0)
         return SHMREG_ERR_SYSTEM; /* shm_open: no such object */
+    if (!m->owner_accepted)
+        return SHMREG_ERR_INVALID_ARG;
     if (a->size == 0 || !window_fits(a->offset, a->size, a->object_size))
         return SHMREG_ERR_OUT_OF_BOUNDS;
     if ((a->flags & SHMREG_PIN) && !a->pin_usable)
@@ -71,6 +111,9 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
     memset(r, 0, sizeof *r);
     strcpy(r->name, a->name);
     snprintf(r->key, sizeof r->key, "%s", a->key);
+    r->tagged = a->tag != NULL;
+    snprintf(r->tag, sizeof r->tag, "%s", a->tag ? a->tag : "");
+    r->registry = m->registry;
     r->object = a->object;
     r->offset = a->offset;
     r->size = a->size;
@@ -131,36 +174,46 @@ static bool unregister_one(struct model *m, struct model_region *r)
     return true;
 }
 
-shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind)
+static bool tag_valid(const char *tag)
 {
-    if (!name || !rule_name_valid(name) || !kind_valid(kind))
+    return !tag || rule_name_valid(tag);
+}
+
+shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind, const char *tag)
+{
+    if (!name || !rule_name_valid(name) || !kind_valid(kind) || !tag_valid(tag))
         return SHMREG_ERR_INVALID_ARG;
     struct model_region *r = model_find(m, name);
-    if (!r || kind == SHMREG_KIND_CUDA)
+    /* another tenant's region is as absent as a missing one */
+    if (!r || !model_tag_matches(r, tag) || kind == SHMREG_KIND_CUDA)
         return SHMREG_ERR_NOT_FOUND;
     return unregister_one(m, r) ? SHMREG_OK : SHMREG_ERR_BUSY;
 }
 
-shmreg_err model_unregister_all(struct model *m, shmreg_kind kind)
+shmreg_err model_unregister_all(struct model *m, shmreg_kind kind, const char *tag)
 {
-    if (!kind_valid(kind))
+    if (!kind_valid(kind) || !tag_valid(tag))
         return SHMREG_ERR_INVALID_ARG;
     if (kind == SHMREG_KIND_CUDA)
         return SHMREG_OK;
     bool busy = false;
-    for (size_t i = 0; i < m->nregions; i++)
-        if (model_listed(&m->regions[i]) && !unregister_one(m, &m->regions[i]))
+    for (size_t i = 0; i < m->nregions; i++) {
+        struct model_region *r = &m->regions[i];
+        if (model_listed(r) && model_tag_matches(r, tag) && !unregister_one(m, r))
             busy = true;
+    }
     return busy ? SHMREG_ERR_BUSY : SHMREG_OK;
 }
 
-shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, size_t *count)
+shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, const char *tag,
+                        size_t *count)
 {
     *count = 0;
-    if (!kind_valid(kind) || (name && !rule_name_valid(name)))
+    if (!kind_valid(kind) || !tag_valid(tag) || (name && !rule_name_valid(name)))
         return SHMREG_ERR_INVALID_ARG;
     if (name) {
-        if (!model_find(m, name) || kind == SHMREG_KIND_CUDA)
+        struct model_region *r = model_find(m, name);
+        if (!r || !model_tag_matches(r, tag) || kind == SHMREG_KIND_CUDA)
             return SHMREG_ERR_NOT_FOUND;
         *count = 1;
         return SHMREG_OK;
@@ -168,7 +221,7 @@ shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, siz
     if (kind == SHMREG_KIND_CUDA)
         return SHMREG_OK;
     for (size_t i = 0; i < m->nregions; i++)
-        *count += model_listed(&m->regions[i]);
+        *count += model_listed(&m->regions[i]) && model_tag_matches(&m->regions[i], tag);
     return SHMREG_OK;
 }
 

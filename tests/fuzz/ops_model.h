@@ -1,8 +1,10 @@
 /* A simple model of what a registry should hold, for the operations fuzzer:
- * which names are registered, pending or detached, how many references each
- * region has, and which error code each call must return. It follows the
- * public header's contract (and the order in which it says arguments are
- * checked), not the library's code. System regions only: no CUDA here. */
+ * which names are registered, pending or detached, with which owner tag, how
+ * many references each region has, what the limits leave room for, and which
+ * error code each call must return. It follows the public header's contract,
+ * not the library's code; where several checks could fail at once it takes
+ * the library's documented order (arguments, name taken, limits, then the
+ * object: existence, owner, bounds, pinning). System regions only. */
 #ifndef SHMREG_TESTS_OPS_MODEL_H
 #define SHMREG_TESTS_OPS_MODEL_H
 
@@ -23,6 +25,9 @@ enum model_state {
 
 struct model_region {
     char name[256];
+    char tag[256];   /* owner tag ("" with tagged false: none) */
+    bool tagged;
+    unsigned registry; /* which registry (incarnation) it belongs to */
     char key[300];   /* as registered */
     int object;      /* which of the harness's shm objects */
     size_t offset, size;
@@ -34,13 +39,16 @@ struct model_region {
 struct model {
     shmreg_policy policy;
     const char *const *reserved_prefixes;
+    size_t max_regions, max_mapped_bytes; /* 0: unlimited */
+    bool owner_accepted; /* the owner allow-list (if any) accepts the objects' owner */
+    unsigned registry;   /* incarnation of the current registry */
     struct model_region regions[MODEL_MAX_REGIONS];
     size_t nregions;
 };
 
 /* What register_system is given; object is -1 for a key naming no object. */
 struct model_register_args {
-    const char *name, *key;
+    const char *name, *key, *tag;
     int object;
     size_t object_size;
     size_t offset, size;
@@ -48,7 +56,19 @@ struct model_register_args {
     bool pin_usable; /* CUDA pinning works in this process */
 };
 
-void model_reset(struct model *m, shmreg_policy policy, const char *const *reserved_prefixes);
+/* What a registry is created with. */
+struct model_config {
+    shmreg_policy policy;
+    const char *const *reserved_prefixes;
+    size_t max_regions, max_mapped_bytes;
+    bool owner_accepted;
+};
+
+/* Forget every region (a new input). */
+void model_reset(struct model *m);
+
+/* A new registry replaces the current one (after model_destroy). */
+void model_create(struct model *m, const struct model_config *cfg);
 
 /* The registered or pending region called name, or NULL. */
 struct model_region *model_find(struct model *m, const char *name);
@@ -59,9 +79,14 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
                           struct model_region **out);
 shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_t size,
                          struct model_region **out);
-shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind);
-shmreg_err model_unregister_all(struct model *m, shmreg_kind kind);
-shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, size_t *count);
+/* tag NULL: no restriction; otherwise only regions registered with it. */
+shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind, const char *tag);
+shmreg_err model_unregister_all(struct model *m, shmreg_kind kind, const char *tag);
+shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, const char *tag,
+                        size_t *count);
+
+/* Whether r passes the tag filter. */
+bool model_tag_matches(const struct model_region *r, const char *tag);
 
 /* A held reference taken (retain) or dropped (release). */
 void model_retain(struct model_region *r);

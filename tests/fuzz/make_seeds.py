@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz harnesses (corpus/ops, corpus/names).
+
+Each ops seed is a short program in fuzz_ops.c's encoding, one scenario a
+fuzzer should start from; the fuzzer mutates them. Run it from anywhere after
+changing that encoding: python3 tests/fuzz/make_seeds.py
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# fuzz_ops.c: operations[] indices
+REG, ACQ, RET, REL, UNR, UALL, STAT, RECR, NUL = 0, 2, 4, 5, 6, 7, 8, 9, 10
+# take_kind: ANY, SYSTEM, CUDA, invalid
+ANY, SYSTEM, CUDA, BADKIND = 0, 1, 2, 3
+# take_tag: 0 none, 2 tenant-a, 3 tenant-b, 4 "", 5 control characters
+NOTAG, TA, TB, TEMPTY, TCTL = 0, 2, 3, 4, 5
+# take_extent selectors, some followed by their bytes
+ZERO, ONE, LIMIT, LIMIT_1, LIMIT1, SMAX, SMAX_4095, PAGE, PAGE_1 = ([i] for i in range(9))
+def U16(v): return [9, v & 0xff, v >> 8]
+def U8(v): return [11, v]
+
+
+def config(policy, max_regions=0, mapped_sel=0, owners=0):
+    """create_registry's two bytes: policy and limits, then the owner list."""
+    regions_sel = 0 if max_regions == 0 else max_regions + 3
+    return [policy | regions_sel << 2 | mapped_sel << 5, owners]
+
+
+def reg(name, key, off, size, flags=0, tag=NOTAG, null_opts=1):
+    b = [REG, name, key] + off + size + [flags, tag]
+    return b + ([null_opts] if tag in (0, 1) else [])
+
+
+def acq(name, off, size): return [ACQ, name] + off + size
+def unr(name, kind=ANY, tag=NOTAG): return [UNR, name, kind, tag]
+def uall(kind=ANY, tag=NOTAG): return [UALL, kind, tag]
+def st(name=None, kind=ANY, tag=NOTAG):
+    return [STAT, 0, kind, tag] if name is None else [STAT, 1, name, kind, tag]
+
+
+OPS = {
+    'defer-pending': config(0) + reg(0, 0, ZERO, LIMIT) + acq(0, ZERO, LIMIT) + st() + unr(0) + st()
+        + acq(0, U8(5), U16(9)) + [REL, 0, REL, 0] + st(),
+    'detach-reregister': config(1) + reg(0, 0, U8(7), U8(100)) + acq(0, ZERO, ONE) + unr(0)
+        + reg(0, 6, ZERO, LIMIT) + st() + acq(0, ZERO, LIMIT) + [REL, 1, REL, 0] + st(0, SYSTEM),
+    'refuse-busy': config(2) + reg(1, 2, U16(16), PAGE_1) + reg(2, 2, ZERO, LIMIT) + acq(1, ZERO, ZERO)
+        + unr(1) + uall() + st() + [REL, 0] + uall(SYSTEM) + uall(CUDA) + uall(BADKIND),
+    'extreme-names': config(0) + sum((reg(n, 0, ZERO, ONE) for n in (7, 8, 6, 9, 10, 11, 12, 14)), [])
+        + [REG, 13, 5] + list(b'r\x00x1') + [0, 0, ZERO[0], ONE[0], 0, 0, 1]
+        + acq(7, ZERO, ONE) + st(7) + st(8) + unr(7, SYSTEM) + unr(8) + unr(9),
+    'extreme-keys': config(0) + sum((reg(k % 6, k, ZERO, ONE) for k in range(9, 19)), [])
+        + [REG, 3, 19, 1, ZERO[0], ONE[0], 0, 0, 1] + st(),
+    'extreme-extents': config(0) + reg(0, 0, SMAX, ONE) + reg(0, 0, PAGE, SMAX_4095) + reg(0, 0, ONE, SMAX)
+        + reg(0, 0, LIMIT, ZERO) + reg(0, 0, LIMIT_1, ONE) + reg(0, 0, LIMIT_1, LIMIT)
+        + reg(1, 2, PAGE_1, U8(2)) + acq(0, ONE, ONE) + acq(0, PAGE, SMAX_4095) + acq(0, SMAX, ONE)
+        + acq(0, ZERO, LIMIT_1) + acq(0, ZERO, LIMIT1) + acq(0, LIMIT_1, ONE) + reg(2, 1, ZERO, ONE)
+        + acq(2, ZERO, ZERO) + acq(2, ONE, ZERO) + reg(3, 2, U16(4099), U8(200), 1)
+        + acq(3, U8(1), U8(50)),
+    'recreate-held': config(0) + reg(0, 0, ZERO, LIMIT) + reg(1, 1, ZERO, ONE) + acq(0, ZERO, LIMIT)
+        + acq(1, ZERO, ONE) + [RET, 0, RECR] + config(1) + reg(0, 0, ZERO, LIMIT) + acq(0, ZERO, LIMIT)
+        + unr(0) + [RECR] + config(2) + [REL, 0, REL, 0] + st(),
+    'null-arguments': config(0) + reg(0, 0, ZERO, LIMIT) + [NUL, 0, NUL, 1, NUL, 2, NUL, 3, NUL, 4, NUL, 5]
+        + acq(11, ZERO, ZERO) + unr(11) + st(11),
+    'readonly-and-pin': config(0) + reg(0, 0, ZERO, LIMIT, 1) + acq(0, ZERO, LIMIT)
+        + reg(1, 1, ZERO, ONE, 2) + reg(2, 1, ZERO, ONE, 4) + reg(3, 1, ZERO, ONE, 6)
+        + reg(4, 1, ZERO, ONE, 8) + st(),
+    'unregister-kinds': config(0) + reg(0, 0, ZERO, LIMIT) + unr(0, CUDA) + unr(0, BADKIND) + unr(0, SYSTEM)
+        + reg(0, 0, ZERO, LIMIT) + st(0, CUDA) + uall(CUDA) + st(None, SYSTEM) + uall() + st(),
+    'tenants': config(0) + reg(0, 0, ZERO, LIMIT, tag=TA) + reg(1, 1, ZERO, ONE, tag=TB)
+        + reg(2, 2, ZERO, ONE) + reg(3, 0, ZERO, ONE, tag=TEMPTY) + reg(3, 0, ZERO, ONE, tag=TCTL)
+        + st(tag=TA) + st(1, tag=TA) + unr(1, tag=TA) + acq(0, ZERO, ONE) + uall(tag=TA)
+        + st(tag=TB) + uall(tag=TCTL) + st() + uall(tag=TB) + st(),
+    'limits-regions': config(1, max_regions=2) + reg(0, 0, ZERO, ONE) + reg(1, 1, ZERO, ONE)
+        + reg(2, 2, ZERO, ONE) + acq(0, ZERO, ONE) + unr(0) + reg(0, 0, ZERO, ONE) + [REL, 0]
+        + reg(0, 0, ZERO, ONE) + st(),
+    'limits-bytes': config(0, mapped_sel=5) + reg(0, 0, ZERO, LIMIT) + reg(1, 0, ZERO, U8(200))
+        + reg(2, 2, ZERO, U16(1000)) + reg(3, 2, ZERO, SMAX) + acq(0, ZERO, ONE) + unr(0)
+        + reg(0, 1, ZERO, ONE) + [REL, 0] + reg(0, 2, ZERO, U16(904)) + st(),
+    'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
+        + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
+}
+
+NAMES = {
+    'plain': b'region0\x00/shmreg-seed\x00triton_',
+    'reserved-slashes': b'r\x00//triton_x\x00/triton_',
+    'reserved-bare-prefix': b'r\x00triton_x\x00///triton_',
+    'dots': b'.\x00/..\x00',
+    'dot': b'..\x00.\x00',
+    'inner-slash': b'a/b\x00/a/b\x00',
+    'empty': b'\x00\x00',
+    'only-slashes': b'/\x00///\x00',
+    'control': b'bell\x07\x00key\x1f\x00',
+    'del': b'\x7f\x00k\x7f\x00',
+    'name-255': b'n' * 255 + b'\x00' + b'k' * 253,
+    'name-256': b'n' * 256 + b'\x00/' + b'k' * 254,
+    'key-255': b'x\x00' + b'k' * 255,
+    'high-bytes': '\u00e9t\u00e9'.encode() + b'\x00/\xc3\xa9\x00',
+    'empty-prefix': b'r\x00key\x00//\x00',
+    'many-prefixes': b'r\x00/internal_data\x00a\x00b\x00/internal_\x00c',
+}
+
+
+def write(subdir, seeds):
+    path = os.path.join(HERE, 'corpus', subdir)
+    os.makedirs(path, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(path, name), 'wb') as f:
+            f.write(bytes(data))
+
+
+write('ops', {k: [b & 0xff for b in v] for k, v in OPS.items()})
+write('names', NAMES)
