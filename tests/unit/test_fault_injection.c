@@ -9,6 +9,10 @@
  *    through the config's log_fn and frees all bookkeeping; only the mapping
  *    the failed munmap could not remove is left, and the test removes it;
  *  - the registry still registers, maps and unregisters afterwards.
+ * The registries run with the tenancy settings on (an owner allow-list, owner
+ * tags, and limits just large enough for each case), so those copies are
+ * failed too, and a failure path that kept its reservation against the limits
+ * would make a later registration of the same case fail.
  * Links the static copy of the library to reach its seam (src/sys.h). The
  * total of injected failures survived is printed at the end. */
 #include <errno.h>
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <urcu/urcu-bp.h>
@@ -31,6 +36,8 @@
 #define OBJ_SIZE 8192
 #define NOBJECTS 3
 #define MAX_NAMES 4
+#define MAX_REGIONS 3 /* the most any case holds at once */
+#define TAG "tenant-a"
 
 /* Each injection runs once per errno: the message must carry its text. */
 static const int injected_errnos[] = {EACCES, EIO, ENOMEM, EMFILE, EINTR};
@@ -65,12 +72,19 @@ static void capture_log(void *user, shmreg_log_level level, const char *msg)
     snprintf(log->last, sizeof log->last, "%s", msg);
 }
 
-/* The fixture's config: its policy, pinning off, two reserved prefixes (so
- * create has copies to make) and the log captured. */
+/* The fixture's config: its policy, pinning off, two reserved prefixes and
+ * an owner allow-list (so create has copies to make), tight limits, and the
+ * log captured. */
 static void fill_config(struct fx *f, shmreg_config *cfg)
 {
     static const char *const prefixes[] = {"triton_", "//internal", NULL};
+    static uid_t owners[1];
+    owners[0] = geteuid();
     shmreg_config_init(cfg);
+    cfg->allowed_owner_uids = owners;
+    cfg->allowed_owner_uid_count = 1;
+    cfg->max_regions = MAX_REGIONS;
+    cfg->max_mapped_bytes = MAX_REGIONS * OBJ_SIZE;
     cfg->busy_policy = f->policy;
     cfg->pin_policy = SHMREG_PIN_NEVER;
     cfg->reserved_key_prefixes = prefixes;
@@ -208,11 +222,12 @@ static void register_idle(shmreg_registry *reg, const char *name, int object)
     check_ok(shmreg_register_system(reg, name, keys[object], 0, OBJ_SIZE, 0));
 }
 
-/* "resident": a region in use, so that status has something to keep. */
+/* "resident": a tagged region in use, so that status has something to keep. */
 static void add_resident(struct fx *f)
 {
     shmreg_view view;
-    check_ok(shmreg_register_system(f->reg, "resident", keys[1], 10, 1000, 0));
+    const shmreg_register_opts opts = {.tag = TAG};
+    check_ok(shmreg_register_system_opts(f->reg, "resident", keys[1], 10, 1000, 0, &opts));
     check_ok(shmreg_acquire(f->reg, "resident", 0, 16, &f->held, &view));
 }
 
@@ -357,16 +372,17 @@ static shmreg_err run_create(struct fx *f)
     return shmreg_registry_create(&cfg, &f->other);
 }
 
-/* Call 1 allocates the registry, the later ones copy the prefixes; the hash
- * table comes from liburcu's own allocator, outside the seam. */
+/* Call 1 allocates the registry, 2-4 copy the prefixes, 5 the allow-list;
+ * the hash table comes from liburcu's own allocator, outside the seam. */
 static shmreg_err expect_create(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
 {
     if (!shot->fired)
         return SHMREG_OK;
     assert_null(f->other);
     snprintf(msg, cap, "%s",
-             shot->calls == 1 ? "out of memory creating a registry"
-                              : "out of memory copying reserved key prefixes");
+             shot->calls == 1   ? "out of memory creating a registry"
+             : shot->calls <= 4 ? "out of memory copying reserved key prefixes"
+                                : "out of memory copying the owner allow-list");
     return SHMREG_ERR_NO_MEMORY;
 }
 
@@ -376,8 +392,8 @@ static void test_create(void **state)
                                      .run = run_create,
                                      .expect = expect_create,
                                      .cleanup = cleanup_other};
-    /* registry, prefix array, two prefix copies */
-    assert_int_equal(inject_every_call(*state, &c), 4);
+    /* registry, prefix array, two prefix copies, allow-list */
+    assert_int_equal(inject_every_call(*state, &c), 5);
 }
 
 /* ------------------------------------------------------------ register */
@@ -388,7 +404,8 @@ static void test_create(void **state)
 
 static shmreg_err run_register(struct fx *f)
 {
-    return shmreg_register_system(f->reg, REG_NAME, keys[0], REG_OFFSET, REG_SIZE, 0);
+    const shmreg_register_opts opts = {.tag = TAG};
+    return shmreg_register_system_opts(f->reg, REG_NAME, keys[0], REG_OFFSET, REG_SIZE, 0, &opts);
 }
 
 /* What each failing call must come back as. A failing close still released
@@ -436,8 +453,8 @@ static void test_register_system(void **state)
                                      .run = run_register,
                                      .expect = expect_register,
                                      .cleanup = cleanup_register};
-    /* shm_open, fstat, mmap, close, then the region's allocations */
-    assert_true(inject_every_call(*state, &c) >= 5);
+    /* shm_open, fstat, mmap, close, then the region, its key and its tag */
+    assert_true(inject_every_call(*state, &c) >= 7);
 }
 
 /* ------------------------------------------------------------ status */
@@ -449,10 +466,10 @@ static shmreg_err run_status_all(struct fx *f)
 
 static shmreg_err run_status_one(struct fx *f)
 {
-    return shmreg_status(f->reg, "resident", SHMREG_KIND_SYSTEM, &f->st, &f->count);
+    return shmreg_status_tagged(f->reg, "resident", SHMREG_KIND_SYSTEM, TAG, &f->st, &f->count);
 }
 
-/* The array first, then the copies of the name and key; a failed status
+/* The array first, then the copies of the name, key and tag; a failed status
  * hands back nothing. */
 static shmreg_err expect_status(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
 {
@@ -486,6 +503,7 @@ static void cleanup_status(struct fx *f)
         assert_int_equal(f->count, 1);
         assert_string_equal(f->st[0].name, "resident");
         assert_string_equal(f->st[0].key, keys[1]);
+        assert_string_equal(f->st[0].tag, TAG);
         assert_int_equal(f->st[0].in_use, 1);
     }
     shmreg_status_free(f->st, f->count);
@@ -504,9 +522,9 @@ static void test_status(void **state)
                                        .run = run_status_one,
                                        .expect = expect_status_one,
                                        .cleanup = cleanup_status};
-    /* the array, the name, the key */
-    assert_int_equal(inject_every_call(*state, &all), 3);
-    assert_int_equal(inject_every_call(*state, &one), 3);
+    /* the array, the name, the key, the tag */
+    assert_int_equal(inject_every_call(*state, &all), 4);
+    assert_int_equal(inject_every_call(*state, &one), 4);
 }
 
 /* ------------------------------------------------------------ acquire */
