@@ -11,7 +11,8 @@
  *    without its own leading slashes), so "//triton_x" cannot dodge
  *    "triton_" nor "triton_x" dodge "/triton_".
  * glibc is the second oracle: a key the library accepts must never be one
- * that shm_open refuses as invalid (EINVAL or ENAMETOOLONG). */
+ * that shm_open refuses as invalid (EINVAL or ENAMETOOLONG). A refusal's
+ * message must not carry the input's control characters into a log. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -43,6 +44,11 @@ static bool glibc_refuses(const char *key)
 static void expect(bool ok, shmreg_err got, const char *what, const char *input)
 {
     shmreg_err want = ok ? SHMREG_OK : SHMREG_ERR_INVALID_ARG;
+    if (got == SHMREG_ERR_INVALID_ARG && !rule_text_loggable(shmreg_last_error())) {
+        fprintf(stderr, "%s: the message carries a control character from the input: \"%s\"\n",
+                what, shmreg_last_error());
+        abort();
+    }
     if (got == want && (ok || shmreg_last_error()[0] != '\0'))
         return;
     fprintf(stderr, "%s of \"%.300s\": got %s (%s), the rules say %s\n", what, input,

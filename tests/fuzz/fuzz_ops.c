@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ops_model.h"
+#include "shm_rules.h"
 #include "shmreg/shmreg.h"
 
 #define NOBJECTS 3
@@ -58,6 +59,9 @@ static void check_code(const char *call, shmreg_err got, shmreg_err want)
     CHECK(got == want, "%s returned %s (%s); the model expects %s", call, shmreg_err_name(got),
           shmreg_last_error(), shmreg_err_name(want));
     CHECK(got == SHMREG_OK || shmreg_last_error()[0] != '\0', "%s failed without a message", call);
+    CHECK(got == SHMREG_OK || rule_text_loggable(shmreg_last_error()),
+          "%s: the message carries a control character from the input: \"%s\"", call,
+          shmreg_last_error());
 }
 
 /* ------------------------------------------------------------ the objects */
@@ -262,6 +266,7 @@ static void count_log(void *user, shmreg_log_level level, const char *msg)
 {
     struct world *w = user;
     w->logged++;
+    CHECK(rule_text_loggable(msg), "a log line carries a control character");
     fprintf(stderr, "fuzz_ops: library logged: %s\n", msg);
 }
 
@@ -385,6 +390,10 @@ static void op_acquire(struct world *w, struct input *in)
     shmreg_region *ref = (shmreg_region *)&ref; /* must be reset to NULL on failure */
     shmreg_view view;
     shmreg_err got = shmreg_acquire(w->reg, name, offset, size, &ref, &view);
+    /* A name with a control character was never registered: the lookup may
+     * miss (NOT_FOUND) or refuse the name outright (INVALID_ARG). */
+    if (want == SHMREG_ERR_NOT_FOUND && got == SHMREG_ERR_INVALID_ARG && !rule_name_valid(name))
+        want = got;
     check_code("acquire", got, want);
     if (got != SHMREG_OK) {
         CHECK(ref == NULL, "a failed acquire left *out set");

@@ -77,6 +77,10 @@ OPS = {
     'limits-bytes': config(0, mapped_sel=5) + reg(0, 0, ZERO, LIMIT) + reg(1, 0, ZERO, U8(200))
         + reg(2, 2, ZERO, U16(1000)) + reg(3, 2, ZERO, SMAX) + acq(0, ZERO, ONE) + unr(0)
         + reg(0, 1, ZERO, ONE) + [REL, 0] + reg(0, 2, ZERO, U16(904)) + st(),
+    # The message of a failed acquire must not echo a name's control
+    # characters (here a newline that would forge a log line).
+    'control-in-messages': config(0) + acq(12, ZERO, ZERO) + acq(9, ZERO, ZERO)
+        + reg(0, 18, ZERO, ONE) + st(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }

@@ -41,6 +41,14 @@ bool rule_key_valid(const char *key)
     return true;
 }
 
+bool rule_text_loggable(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if (is_control(*p))
+            return false;
+    return true;
+}
+
 bool rule_key_reserved(const char *key, const char *const *prefixes)
 {
     const char *body = rule_body(key);

@@ -20,4 +20,9 @@ bool rule_key_valid(const char *key);
  * (NULL-terminated list). */
 bool rule_key_reserved(const char *key, const char *const *prefixes);
 
+/* Text with no control character: safe to put in a log line. Every message
+ * the library leaves must be, whatever the client sent, or a client could
+ * forge log lines (the reason names refuse control characters at all). */
+bool rule_text_loggable(const char *text);
+
 #endif
