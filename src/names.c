@@ -1,5 +1,6 @@
 /* Region names and shm keys come from clients; nothing reaches shm_open or
  * the table before passing these checks. */
+#include <stdio.h>
 #include <string.h>
 
 #include "err.h"
@@ -31,6 +32,23 @@ shmreg_err shmreg__check_name(const char *name)
     return SHMREG_OK;
 }
 
+const char *shmreg__printable(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    if (*s)
+        snprintf(out + (o + 4 <= cap ? o : cap - 4), 4, "...");
+    else
+        out[o] = '\0';
+    return out;
+}
+
 const char *shmreg__key_body(const char *key)
 {
     return key + strspn(key, "/");
@@ -56,10 +74,12 @@ shmreg_err shmreg__check_key(const char *region_name, const char *key,
                             "cannot register shared memory region '%s' - shm key is NULL",
                             region_name);
     const char *body = shmreg__key_body(key);
-    if (!key_body_valid(body))
+    if (!key_body_valid(body)) {
+        char shown[320];
         return shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                            "cannot register shared memory region '%s' - invalid shm key '%.300s'",
-                            region_name, key);
+                            "cannot register shared memory region '%s' - invalid shm key '%s'", region_name,
+                            shmreg__printable(key, shown, sizeof shown));
+    }
     for (const char *const *p = reserved_prefixes; p && *p; p++) {
         const char *prefix = shmreg__key_body(*p);
         if (strncmp(body, prefix, strlen(prefix)) == 0)

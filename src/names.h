@@ -11,6 +11,11 @@
 /* A region name: 1..255 bytes, no control characters. */
 shmreg_err shmreg__check_name(const char *name);
 
+/* Copy s into out (cap bytes, NUL-terminated, truncated with "...") with
+ * control characters written as \xNN, so that a client's string quoted in a
+ * message cannot forge log lines. Returns out. */
+const char *shmreg__printable(const char *s, char *out, size_t cap);
+
 /* The key as glibc resolves it: without its leading slashes. */
 const char *shmreg__key_body(const char *key);
 

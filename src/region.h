@@ -35,6 +35,20 @@ struct shmreg_region {
     char name[];  /* the lookup key, immutable */
 };
 
+/* The region a table node belongs to, or NULL for no node. */
+static inline struct shmreg_region *shmreg__region_of(struct cds_lfht_node *node)
+{
+    return node ? caa_container_of(node, struct shmreg_region, node) : NULL;
+}
+
+/* Walk every region in reg's table (RCU read side held). liburcu's own
+ * cds_lfht_for_each_entry takes container_of the NULL that ends the walk,
+ * which is undefined behaviour (UBSan reports it). */
+#define shmreg__for_each_region(reg, iter, r)                                            \
+    for (cds_lfht_first((reg)->table, (iter)), (r) = shmreg__region_of(cds_lfht_iter_get_node(iter)); \
+         (r) != NULL;                                                                    \
+         cds_lfht_next((reg)->table, (iter)), (r) = shmreg__region_of(cds_lfht_iter_get_node(iter)))
+
 /* What a new region is made of. */
 struct shmreg__region_args {
     const char *name, *key, *tag; /* key and tag may be NULL */

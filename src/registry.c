@@ -282,7 +282,7 @@ void shmreg_registry_destroy(shmreg_registry *reg)
     struct shmreg_region *r;
     pthread_mutex_lock(&reg->lock);
     shmreg__rcu_read_lock();
-    cds_lfht_for_each_entry(reg->table, &iter, r, node) {
+    shmreg__for_each_region(reg, &iter, r) {
         shmreg__unlink_locked(reg, r);
         /* Pending regions already gave up the registry's reference, and a
          * dead node (count zero) is its deleter's business. */
@@ -355,8 +355,12 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
         return shmreg__check_name(name);
 
     struct shmreg_region *r = lookup_and_get(reg, name, len);
-    if (!r)
-        return not_found(name, SHMREG_KIND_ANY);
+    if (!r) {
+        /* Not found: now, off the hot path, refuse a name that could not
+         * have been registered before quoting it in the message. */
+        shmreg_err err = shmreg__check_name(name);
+        return err != SHMREG_OK ? err : not_found(name, SHMREG_KIND_ANY);
+    }
     shmreg_err err = check_view(name, r->map.byte_size, offset, byte_size);
     if (err != SHMREG_OK) {
         shmreg__region_put(r);

@@ -39,7 +39,7 @@ static shmreg_err status_all_locked(struct shmreg_registry *reg, shmreg_kind kin
     struct cds_lfht_iter iter;
     struct shmreg_region *r;
     size_t n = 0;
-    cds_lfht_for_each_entry(reg->table, &iter, r, node) {
+    shmreg__for_each_region(reg, &iter, r) {
         if (wanted(r, kind, tag))
             n++;
     }
@@ -50,7 +50,7 @@ static shmreg_err status_all_locked(struct shmreg_registry *reg, shmreg_kind kin
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory reporting the status of %zu regions", n);
     size_t i = 0;
     shmreg_err err = SHMREG_OK;
-    cds_lfht_for_each_entry(reg->table, &iter, r, node) {
+    shmreg__for_each_region(reg, &iter, r) {
         if (wanted(r, kind, tag) && (err = fill_status(r, &st[i++])) != SHMREG_OK)
             break;
     }

@@ -108,7 +108,7 @@ shmreg_err shmreg_unregister_all_tagged(shmreg_registry *reg, shmreg_kind kind, 
     struct shmreg_region *r;
     pthread_mutex_lock(&reg->lock);
     shmreg__rcu_read_lock();
-    cds_lfht_for_each_entry(reg->table, &iter, r, node) {
+    shmreg__for_each_region(reg, &iter, r) {
         if (!shmreg__region_alive(r) || !shmreg__region_matches(r, kind, tag))
             continue;
         if (unregister_locked(reg, r)) {
