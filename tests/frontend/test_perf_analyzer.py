@@ -27,7 +27,7 @@ def perf_analyzer_path():
     if not path:
         pytest.skip(os.environ.get("PERF_ANALYZER_MISSING",
                                    "no perf_analyzer executable (PyPI perf-analyzer not installed)"))
-    probe = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
+    probe = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     loader_error = [l for l in probe.stderr.splitlines() if "not found (required by" in l]
     if loader_error:
         pytest.skip(f"perf_analyzer cannot execute on this machine ({platform.libc_ver()[0]} "
