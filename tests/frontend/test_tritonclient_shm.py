@@ -287,7 +287,7 @@ def test_unregister_while_in_use_refuse(start_frontend, shm_key, n_requests):
         wait_in_use(server, client, "input1", n_requests)
         with pytest.raises(InferenceServerException) as e:
             client.unregister_system_shared_memory("input1")
-        assert e.value.status() == "409"
+        assert e.value.status() == "400"
         assert (f"Cannot unregister shared memory region 'input1', it is currently in use by "
                 f"{n_requests} requests.") in e.value.message()
         with pytest.raises(InferenceServerException,

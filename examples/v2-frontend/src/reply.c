@@ -8,17 +8,19 @@
 
 unsigned http_status_from_shmreg(shmreg_err err)
 {
+    /* The table of docs/errors.md, with Triton's statuses where Triton has
+     * one: clients test for them. */
     switch (err) {
     case SHMREG_OK: return 200;
     case SHMREG_ERR_INVALID_ARG:
     case SHMREG_ERR_ALREADY_EXISTS:
-    case SHMREG_ERR_OUT_OF_BOUNDS: return 400; /* the client's request is wrong */
+    case SHMREG_ERR_OUT_OF_BOUNDS:
+    case SHMREG_ERR_BUSY: return 400; /* the request cannot be done as asked */
     case SHMREG_ERR_NOT_FOUND: return 404;
-    case SHMREG_ERR_BUSY: return 409;          /* valid, but the region's state refuses it now */
     case SHMREG_ERR_UNSUPPORTED: return 501;
+    case SHMREG_ERR_NO_MEMORY: return 507;
     case SHMREG_ERR_SYSTEM:
-    case SHMREG_ERR_CUDA:
-    case SHMREG_ERR_NO_MEMORY: break;
+    case SHMREG_ERR_CUDA: break;
     }
     return 500;
 }
