@@ -28,7 +28,9 @@ configure_and_build examples/v2-frontend "$dir/app" -DFRONTEND_WERROR=ON -DCMAKE
 # no executable, because every real wheel is tagged manylinux_2_38. Fetch the
 # real wheel anyway, so that the test can try it and report the loader's
 # exact reason instead of a guess.
-if [ ! -x "$dir/venv/bin/perf_analyzer" ]; then
+if [ -x "$dir/venv/bin/perf_analyzer" ]; then
+  export PERF_ANALYZER=$PWD/$dir/venv/bin/perf_analyzer
+else
   wheels=$dir/perf-analyzer-wheel
   rm -rf "$wheels" && mkdir -p "$wheels"
   if "$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: \
