@@ -50,6 +50,11 @@ void gt_write_device_pattern(void *dev, size_t n, uint8_t seed, size_t first)
     for (size_t i = 0; i < n; i++)
         host[i] = tu_pattern(seed, first + i);
     cudaError_t err = cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice);
+    /* From pageable memory, cudaMemcpy returns once the bytes are staged, not
+     * once they landed: wait, so that a release right after this cannot unmap
+     * the region under a DMA still in flight (the context would be lost). */
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
     free(host);
     gt_cuda_ok(err);
 }

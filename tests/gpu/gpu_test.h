@@ -46,7 +46,8 @@ int gt_device_mapped(const void *ptr);
  * tu_pattern(seed, first + i). */
 void gt_assert_device_pattern(const void *dev, size_t n, uint8_t seed, size_t first);
 
-/* Write tu_pattern(seed, first + i) to n bytes of device memory at dev. */
+/* Write tu_pattern(seed, first + i) to n bytes of device memory at dev, and
+ * wait until the device has them. */
 void gt_write_device_pattern(void *dev, size_t n, uint8_t seed, size_t first);
 
 /* Free device memory of device 0, in bytes. */
