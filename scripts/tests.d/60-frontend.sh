@@ -20,6 +20,11 @@ configure_and_build . "$dir/lib" -DSHMREG_WERROR=ON -DBUILD_TESTING=OFF \
 rm -rf "$prefix"
 cmake --install "$dir/lib" >/dev/null
 configure_and_build examples/v2-frontend "$dir/app" -DFRONTEND_WERROR=ON -DCMAKE_PREFIX_PATH="$prefix"
+# The same frontend under ASan+UBSan: a leak, an overflow or undefined
+# behaviour on any request path makes the server exit non-zero, which every
+# test's teardown checks.
+configure_and_build examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/pip" install -q 'tritonclient[http]' pytest perf-analyzer
@@ -43,5 +48,10 @@ else
   fi
 fi
 
-export FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend
-"$dir/venv/bin/python" -m pytest -v -rs -p no:cacheprovider tests/frontend || exit 1
+pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
+echo "--- release build"
+FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "${pytest[@]}" -v tests/frontend || exit 1
+echo "--- ASan+UBSan build (perf_analyzer left to the release build)"
+FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  "${pytest[@]}" -q tests/frontend --deselect tests/frontend/test_perf_analyzer.py || exit 1
