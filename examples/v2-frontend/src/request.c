@@ -4,14 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A copy for the log line, with control characters (a percent-decoded
+ * newline, say) shown as '?', so that a client cannot forge log lines. */
+static char *printable_copy(const char *s)
+{
+    char *copy = strdup(s);
+    for (char *p = copy; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return copy;
+}
+
 request *request_new(const char *method, const char *url)
 {
     request *rq = calloc(1, sizeof *rq);
     if (!rq)
         return NULL;
-    rq->method = strdup(method);
+    rq->method = printable_copy(method);
     rq->url = strdup(url);
-    if (!rq->method || !rq->url) {
+    rq->log_url = printable_copy(url);
+    if (!rq->method || !rq->url || !rq->log_url) {
         request_finish(rq);
         return NULL;
     }
@@ -71,5 +83,6 @@ void request_finish(request *rq)
     free(rq->body);
     free(rq->method);
     free(rq->url);
+    free(rq->log_url);
     free(rq);
 }

@@ -28,7 +28,8 @@ typedef struct request {
     shmreg_region **held;  /* references acquired for this request */
     size_t n_held, cap_held;
     struct timespec started;
-    char *method, *url;    /* copies, for the log line */
+    char *method, *url;    /* copies: method made printable, url as decoded */
+    char *log_url;         /* url made printable, for the log line */
     unsigned status;       /* the status queued, for the log line */
     route rt;              /* what the URL matched (owned) */
     reply answer;          /* set by a worker for a suspended request */

@@ -165,7 +165,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     if (!rq)
         return;
     if (s->opts->verbose)
-        fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->url, rq->status, ms_since(&rq->started),
+        fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->log_url, rq->status, ms_since(&rq->started),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     request_finish(rq); /* the lifetime rule: release when the response is done */
     *con_cls = NULL;
