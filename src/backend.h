@@ -61,8 +61,9 @@ shmreg_err shmreg__cuda_vmm_open(const char *name, int fd, int device_id, size_t
                                  unsigned flags, struct shmreg__mapping *out);
 
 /* Page-lock [addr, addr+len) of host memory for DMA from every device
- * (cudaHostRegister, portable). Undo with shmreg__cuda_unpin before munmap. */
-shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len);
+ * (cudaHostRegister, portable; read-only for a PROT_READ mapping). Undo with
+ * shmreg__cuda_unpin before munmap. */
+shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_only);
 shmreg_err shmreg__cuda_unpin(const char *name, void *addr);
 
 /* The SHMREG_CUDA_* bits of shmreg_cuda_available(). */

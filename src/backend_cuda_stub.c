@@ -21,7 +21,7 @@ shmreg_err shmreg__cuda_vmm_open(const char *name, int fd, int device_id, size_t
                         name, SHMREG_NO_CUDA_);
 }
 
-shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len)
+shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_only)
 {
     return shmreg__fail(SHMREG_ERR_UNSUPPORTED,
                         "cannot pin system shared memory region '%s': %s", name,

@@ -112,7 +112,7 @@ shmreg_err shmreg__system_open(const struct shmreg__system_args *a, struct shmre
         return err;
     if (a->pin) {
         /* Pin the whole mapped window: pages are the unit of page-locking. */
-        err = shmreg__cuda_pin(a->name, m.base, m.length);
+        err = shmreg__cuda_pin(a->name, m.base, m.length, (a->flags & SHMREG_READONLY) != 0);
         if (err != SHMREG_OK) {
             shmreg__sys.munmap(m.base, m.length);
             return err;

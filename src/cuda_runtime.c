@@ -237,30 +237,7 @@ void shmreg__cuda_device_leave(struct shmreg__cuda_device_guard *g)
 
 /* ---- pinning of system memory */
 
-/* Whether the mapping holding addr is read-only (no 'w' in its
- * /proc/self/maps permissions). The pin call does not carry the region's
- * flags, and a read-only mapping must be locked read-only. Unknown: no. */
-static int mapping_is_read_only(const void *addr)
-{
-    FILE *maps = fopen("/proc/self/maps", "re");
-    if (maps == NULL)
-        return 0;
-    uintptr_t a = (uintptr_t)addr;
-    unsigned long start, end;
-    char perms[8];
-    int read_only = 0;
-    char line[512];
-    while (fgets(line, sizeof line, maps) != NULL) {
-        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && a >= start && a < end) {
-            read_only = perms[1] != 'w';
-            break;
-        }
-    }
-    fclose(maps);
-    return read_only;
-}
-
-shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len)
+shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_only)
 {
     if ((shmreg__cuda_load() & SHMREG_CUDA_USABLE_) != SHMREG_CUDA_USABLE_)
         return shmreg__fail(SHMREG_ERR_UNSUPPORTED,
@@ -269,7 +246,6 @@ shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len)
     /* Portable: pinned for every device and context, so any GPU copies from
      * the region at the pinned rate. */
     unsigned flags = cudaHostRegisterPortable;
-    int read_only = mapping_is_read_only(addr);
     if (read_only)
         flags |= cudaHostRegisterReadOnly;
     cudaError_t err = shmreg__cuda.HostRegister(addr, len, flags);
