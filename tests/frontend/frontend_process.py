@@ -51,7 +51,10 @@ class Frontend:
             return [line for line in maps if "/dev/shm/" in line and marker in line]
 
     def stop(self, sig=signal.SIGTERM):
-        """Signal the server and wait for it; returns (exit code, stderr)."""
+        """Signal the server and wait for it; returns (exit code, stderr).
+        A second call returns the first call's answer."""
+        if self.stderr is not None:
+            return self.proc.returncode, self.stderr
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:

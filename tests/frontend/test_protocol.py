@@ -1,6 +1,7 @@
 """Every endpoint and every error status, over plain HTTP (http.client)."""
 import base64
 import json
+import re
 import struct
 from multiprocessing import shared_memory
 
@@ -356,3 +357,15 @@ def test_infer_shm_errors(server, shm):
     status, regions = server.json("GET", "/v2/systemsharedmemory/status")
     assert status == 200 and regions[0]["in_use"] == 0  # every error path released
     assert server.json("POST", "/v2/systemsharedmemory/unregister") == (200, None)
+
+
+def test_verbose_logs_one_line_per_request(start_frontend):
+    logged = start_frontend("-v")
+    assert logged.request("GET", "/v2/health/live")[0] == 200
+    assert logged.request("GET", "/v2/models/a%0Aforged/ready")[0] == 404
+    _, err = logged.stop()
+    lines = [l for l in err.splitlines() if not l.startswith("shutdown:")]
+    assert len(lines) == 2, err
+    assert re.match(r"GET /v2/health/live 200 [0-9.]+ ms$", lines[0])
+    # A percent-encoded newline must not start a line of its own in the log.
+    assert re.match(r"GET /v2/models/a\?forged/ready 404 [0-9.]+ ms$", lines[1])
