@@ -86,6 +86,9 @@ def test_unknown_model_and_version_are_404(server):
     assert_error(server.json("GET", "/v2/models/nope/ready"), 404, "nope")
     assert_error(server.json("GET", "/v2/models/simple/versions/7"), 404, "version 7")
     assert_error(server.json("POST", "/v2/models/nope/infer", simple_json_request()), 404, "nope")
+    assert_error(server.json("POST", "/v2/models/simple/versions/2/infer", simple_json_request()),
+                 404, "version 2")
+    assert server.json("POST", "/v2/models/simple/versions/1/infer", simple_json_request())[0] == 200
 
 
 def test_unknown_route_is_404_and_wrong_method_405(server):

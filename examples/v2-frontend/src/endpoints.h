@@ -11,6 +11,9 @@
 /* v2/health/{live,ready}, v2, v2/models/{m}[/ready|/config|/stats], v2/models/stats */
 void model_endpoints_handle(const route *rt, reply *out);
 
+/* 404 for a model (or version) that is not served, in Triton's words. */
+void reply_unknown_model(reply *out, const route *rt);
+
 /* v2/{system,cuda}sharedmemory/...: status, register, unregister */
 void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *out);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "datatype.h"
+#include "endpoints.h"
 #include "models.h"
 #include "tensor.h"
 
@@ -453,9 +454,9 @@ static unsigned run(infer_ctx *c, reply *out)
 
 void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
 {
-    infer_ctx c = {.reg = reg, .rq = rq, .m = model_find(rt->model)};
+    infer_ctx c = {.reg = reg, .rq = rq, .m = model_find_version(rt->model, rt->version)};
     if (!c.m) {
-        reply_error(out, 404, "Request for unknown model: '%s' is not found", rt->model);
+        reply_unknown_model(out, rt);
         return;
     }
     unsigned st = run(&c, out);

@@ -1,8 +1,6 @@
 /* Health, server metadata and the models' metadata, config and statistics. */
 #include "endpoints.h"
 
-#include <string.h>
-
 #include "models.h"
 
 static void server_metadata(reply *out)
@@ -22,6 +20,12 @@ static void model_stats(const model *m, reply *out)
     reply_json(out, 200, json_pack("{s:o}", "model_stats", list));
 }
 
+void reply_unknown_model(reply *out, const route *rt)
+{
+    reply_error(out, 404, "Request for unknown model: '%s'%s%s is not found", rt->model,
+                rt->version ? " version " : "", rt->version ? rt->version : "");
+}
+
 void model_endpoints_handle(const route *rt, reply *out)
 {
     if (rt->id == ROUTE_HEALTH_LIVE || rt->id == ROUTE_HEALTH_READY) {
@@ -32,10 +36,9 @@ void model_endpoints_handle(const route *rt, reply *out)
         server_metadata(out);
         return;
     }
-    const model *m = rt->model ? model_find(rt->model) : NULL;
-    if (rt->model && (!m || (rt->version && rt->version[0] && strcmp(rt->version, "1") != 0))) {
-        reply_error(out, 404, "Request for unknown model: '%s'%s%s is not found", rt->model,
-                    rt->version ? " version " : "", rt->version ? rt->version : "");
+    const model *m = rt->model ? model_find_version(rt->model, rt->version) : NULL;
+    if (rt->model && !m) {
+        reply_unknown_model(out, rt);
         return;
     }
     switch (rt->id) {

@@ -94,6 +94,13 @@ const model *model_find(const char *name)
     return NULL;
 }
 
+const model *model_find_version(const char *name, const char *version)
+{
+    if (version && version[0] && strcmp(version, "1") != 0)
+        return NULL;
+    return model_find(name);
+}
+
 const char *model_name(const model *m)
 {
     return m->name;

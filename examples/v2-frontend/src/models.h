@@ -21,6 +21,9 @@ typedef struct model model;
 
 void models_set_delay(unsigned delay_ms);
 const model *model_find(const char *name);
+/* model_find, for a request naming version (NULL or "" for any): every
+ * built-in model has exactly version "1". */
+const model *model_find_version(const char *name, const char *version);
 size_t model_count(void);
 const model *model_at(size_t i);
 const char *model_name(const model *m);
