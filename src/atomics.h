@@ -1,58 +1,96 @@
-/* The few atomic patterns the library uses, over C11 <stdatomic.h>, each with
- * its memory order chosen and explained once here. Modelled on the kernel's
- * kref and liburcu's urcu_ref. */
+/* The reference count, over C11 <stdatomic.h>, each memory order chosen and
+ * explained once here.
+ *
+ * Modelled on the kernel's kref for its rules (an object starts with one
+ * reference, a count that reached zero is never raised again, the last put
+ * runs the deleter once) and on the kernel's rcuref for its encoding, which
+ * lets a lookup take a reference with one fetch_add instead of a
+ * compare-and-swap loop: under contention on a hot region a CAS loop retries,
+ * a fetch_add never does.
+ *
+ * The stored value is the number of references minus one:
+ *
+ *      >= 0   that many references plus one: alive
+ *        -1   NOREF: the last reference was just dropped; its dropper is about
+ *             to mark the object dead, unless a lookup takes a reference
+ *             first, which is allowed (see shmreg__ref_get_unless_dead)
+ *   near DEAD the deleter was chosen; nothing raises it back above -1
+ *
+ * DEAD sits 2^62 below zero, so no number of lookups racing a teardown can
+ * carry it back to a valid count. */
 #ifndef SHMREG_ATOMICS_H
 #define SHMREG_ATOMICS_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
-typedef atomic_ulong shmreg__refcount;
+typedef atomic_long shmreg__refcount;
 
-static inline void shmreg__ref_init(shmreg__refcount *r, unsigned long v)
+#define SHMREG__REF_NOREF (-1L)
+#define SHMREG__REF_DEAD (LONG_MIN / 2)
+
+static inline void shmreg__ref_init(shmreg__refcount *r, long refs)
 {
     /* Relaxed: the object is not yet published; publication (the hash-table
      * insert) carries the release ordering. */
-    atomic_store_explicit(r, v, memory_order_relaxed);
+    atomic_store_explicit(r, refs - 1, memory_order_relaxed);
 }
 
-/* Take a reference unless the count already reached zero: an object whose
- * count hit zero is being torn down and must never be resurrected. Acquire on
- * success so the caller sees everything written before the object was
- * published or last handed on. */
-static inline bool shmreg__ref_get_unless_zero(shmreg__refcount *r)
+/* A lookup's reference: fails once the object is dead. Acquire on success, so
+ * the caller sees everything written before the object was published or last
+ * handed on.
+ *
+ * Taking a reference at NOREF, between the last put's decrement and its
+ * marking the object dead, succeeds and cancels the teardown (that put's
+ * compare-and-swap then fails). The lookup found the object still in the
+ * table, so this orders as if it had come just before the last put. */
+static inline bool shmreg__ref_get_unless_dead(shmreg__refcount *r)
 {
-    unsigned long old = atomic_load_explicit(r, memory_order_relaxed);
-    do {
-        if (old == 0)
-            return false;
-    } while (!atomic_compare_exchange_weak_explicit(r, &old, old + 1, memory_order_acquire,
-                                                    memory_order_relaxed));
-    return true;
+    long old = atomic_fetch_add_explicit(r, 1, memory_order_acquire);
+    if (old >= SHMREG__REF_NOREF)
+        return true;
+    /* Dead: undo our increment's drift so racing lookups stay far below 0.
+     * Relaxed: the value carries no data, and a dead count is final. */
+    atomic_store_explicit(r, SHMREG__REF_DEAD, memory_order_relaxed);
+    return false;
 }
 
-/* Take another reference when the caller already holds one: the count cannot
- * be zero, and no ordering is needed because no data is handed over. */
+/* Another reference when the caller already holds one: the object is alive,
+ * and no ordering is needed because no data is handed over. */
 static inline void shmreg__ref_get(shmreg__refcount *r)
 {
     atomic_fetch_add_explicit(r, 1, memory_order_relaxed);
 }
 
-/* Drop a reference; true when it was the last. Release so this holder's
- * accesses to the object happen before the teardown; acquire so the last
- * dropper (the deleter) sees every other holder's accesses. acq_rel on the
- * operation rather than kref's release plus an acquire fence on the last
- * drop: the same single locked instruction on x86, and ThreadSanitizer does
- * not model stand-alone fences. */
+/* Drop a reference; true for exactly one caller, the one that must run the
+ * deleter. Release so this holder's accesses happen before the teardown; the
+ * compare-and-swap to DEAD is acquire, so the deleter sees every other
+ * holder's accesses (all changes are read-modify-writes, one release
+ * sequence). */
 static inline bool shmreg__ref_put(shmreg__refcount *r)
 {
-    return atomic_fetch_sub_explicit(r, 1, memory_order_acq_rel) == 1;
+    long old = atomic_fetch_sub_explicit(r, 1, memory_order_release);
+    if (old != 0)
+        return false; /* others still hold it (old > 0) */
+    long expected = SHMREG__REF_NOREF;
+    return atomic_compare_exchange_strong_explicit(r, &expected, SHMREG__REF_DEAD, memory_order_acq_rel,
+                                                   memory_order_relaxed);
 }
 
-/* A racy snapshot for status reporting only. */
-static inline unsigned long shmreg__ref_read(shmreg__refcount *r)
+/* References held right now (0 once dropped or dead): a racy snapshot, for
+ * status reporting and liveness checks under the registry lock. */
+static inline unsigned long shmreg__ref_count(shmreg__refcount *r)
 {
-    return atomic_load_explicit(r, memory_order_relaxed);
+    long v = atomic_load_explicit(r, memory_order_relaxed);
+    return v >= 0 ? (unsigned long)v + 1 : 0;
+}
+
+/* Whether the deleter has been chosen: a dead object never comes back. A
+ * NOREF object is not dead yet: a lookup may still take it. */
+static inline bool shmreg__ref_dead(shmreg__refcount *r)
+{
+    return atomic_load_explicit(r, memory_order_relaxed) < SHMREG__REF_NOREF;
 }
 
 #endif

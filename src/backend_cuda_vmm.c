@@ -79,20 +79,31 @@ static shmreg_err mapping_length(const char *what, struct vmm_import *imp, size_
     return SHMREG_OK;
 }
 
+/* Whether one granule of the allocation maps, in a reservation of its own:
+ * the failed map may have left the first range in a state we cannot know. */
+static int first_granule_maps(struct vmm_import *imp)
+{
+    CUdeviceptr va = 0;
+    if (shmreg__cuda.cuMemAddressReserve(&va, imp->granularity, 0, 0, 0) != CUDA_SUCCESS)
+        return 0;
+    int ok = shmreg__cuda.cuMemMap(va, imp->granularity, 0, imp->handle, 0) == CUDA_SUCCESS;
+    if (ok)
+        (void)shmreg__cuda.cuMemUnmap(va, imp->granularity);
+    (void)shmreg__cuda.cuMemAddressFree(va, imp->granularity);
+    return ok;
+}
+
 /* The driver says nothing of an imported allocation's size, and a map past
  * its end fails like any other bad map. Tell the two apart: if one granule
  * maps, the allocation exists and the window was too large. */
 static shmreg_err map_failure(const char *what, const char *name, struct vmm_import *imp,
                               size_t byte_size, CUresult err)
 {
-    if (imp->length > imp->granularity &&
-        shmreg__cuda.cuMemMap(imp->va, imp->granularity, 0, imp->handle, 0) == CUDA_SUCCESS) {
-        (void)shmreg__cuda.cuMemUnmap(imp->va, imp->granularity);
+    if (imp->length > imp->granularity && first_granule_maps(imp))
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
                             "failed to register shared memory region '%s': invalid args "
                             "(byte_size %zu is larger than the allocation)",
                             name, byte_size);
-    }
     return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
 }
 

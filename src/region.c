@@ -70,8 +70,8 @@ static void region_retire(struct shmreg_region *r)
     pthread_mutex_unlock(&reg->lock);
 }
 
-/* The deleter: refs reached zero, so no caller holds the region and no lookup
- * can take a new reference (get refuses a zero count). */
+/* The deleter: the count is dead, so no caller holds the region and no
+ * lookup can take a new reference. */
 static void region_destroy(struct shmreg_region *r)
 {
     struct shmreg_registry *reg = r->reg;
@@ -98,7 +98,7 @@ void shmreg__region_put(struct shmreg_region *r)
 
 unsigned long shmreg__region_in_use(struct shmreg_region *r)
 {
-    unsigned long refs = shmreg__ref_read(&r->refs);
+    unsigned long refs = shmreg__ref_count(&r->refs);
     bool registry_holds = r->linked && !r->pending;
     if (registry_holds)
         return refs > 0 ? refs - 1 : 0;

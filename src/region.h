@@ -2,7 +2,7 @@
  *
  * refs counts the registry's reference (held while the region is registered
  * and not pending) plus one per reference handed to callers. The deleter runs
- * exactly once, when refs reaches zero, in that releaser's thread, outside
+ * exactly once, when the last reference goes, in that releaser's thread, outside
  * every lock except the short one that unlinks the name. See docs/design.md. */
 #ifndef SHMREG_REGION_H
 #define SHMREG_REGION_H

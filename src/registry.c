@@ -53,7 +53,7 @@ static const char *kind_title(shmreg_kind kind)
 
 bool shmreg__region_alive(struct shmreg_region *r)
 {
-    return shmreg__ref_read(&r->refs) > 0;
+    return !shmreg__ref_dead(&r->refs);
 }
 
 static bool tag_matches(const struct shmreg_region *r, const char *tag)
@@ -271,6 +271,11 @@ void shmreg__registry_put(struct shmreg_registry *reg)
         shmreg__log(reg, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
     pthread_mutex_destroy(&reg->lock);
     registry_free(reg);
+    /* Wait for the regions' deferred frees, so that once a registry and its
+     * last reference are gone none of its memory remains (leak checkers, and
+     * servers that create and destroy registries). Teardown only: a grace
+     * period costs milliseconds. */
+    urcu_bp_barrier();
 }
 
 void shmreg_registry_destroy(shmreg_registry *reg)
@@ -285,7 +290,7 @@ void shmreg_registry_destroy(shmreg_registry *reg)
     shmreg__for_each_region(reg, &iter, r) {
         shmreg__unlink_locked(reg, r);
         /* Pending regions already gave up the registry's reference, and a
-         * dead node (count zero) is its deleter's business. */
+         * dead node is its deleter's business. */
         if (!r->pending && shmreg__region_alive(r)) {
             r->next_batch = batch;
             batch = r;
@@ -318,9 +323,9 @@ static shmreg_err check_view(const char *name, size_t size, size_t offset, size_
     return SHMREG_OK;
 }
 
-/* The hot path: no lock, one RCU read-side section, one CAS on the region's
- * own count. Duplicates of a name exist only while a dead node waits to be
- * unlinked; they are skipped because their count is zero. */
+/* The hot path: no lock, one RCU read-side section, one fetch_add on the
+ * region's own count. Duplicates of a name exist only while a dead node waits
+ * to be unlinked; they are skipped because their count is dead. */
 static struct shmreg_region *lookup_and_get(struct shmreg_registry *reg, const char *name, size_t len)
 {
     struct shmreg_region *found = NULL;
@@ -331,7 +336,7 @@ static struct shmreg_region *lookup_and_get(struct shmreg_registry *reg, const c
          cds_lfht_next_duplicate(reg->table, shmreg__match_name, name, &iter),
                                n = cds_lfht_iter_get_node(&iter)) {
         struct shmreg_region *r = caa_container_of(n, struct shmreg_region, node);
-        if (shmreg__ref_get_unless_zero(&r->refs)) {
+        if (shmreg__ref_get_unless_dead(&r->refs)) {
             found = r;
             break;
         }

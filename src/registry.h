@@ -63,8 +63,8 @@ int shmreg__match_name(struct cds_lfht_node *node, const void *name);
 bool shmreg__kind_valid(shmreg_kind kind);
 const char *shmreg__kind_word(shmreg_kind kind); /* "system ", "cuda " or "" for ANY */
 
-/* A region counts while someone holds it: a node whose count reached zero is
- * being torn down and is about to leave the table. */
+/* A region counts until its count is dead: a dead node is being torn down
+ * and is about to leave the table. */
 bool shmreg__region_alive(struct shmreg_region *r);
 
 /* Whether r passes the kind and tag filters (ANY and NULL pass everything). */
