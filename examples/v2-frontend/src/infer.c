@@ -6,7 +6,8 @@
  *      window it names and hand the reference to the request (request_hold):
  *      from here on the bytes stay mapped until the response has been sent,
  *      whatever unregister does meanwhile;
- *   3. run the model straight from and into those views;
+ *   3. run the model straight from and into those views (a CUDA region is
+ *      staged through a host buffer: device_copy.h);
  *   4. build the response; server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
  *
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "datatype.h"
+#include "device_copy.h"
 #include "endpoints.h"
 #include "models.h"
 #include "tensor.h"
@@ -39,6 +41,10 @@ typedef struct infer_ctx {
     size_t n_in;
     tensor out[MODEL_MAX_OUTPUTS];
     placement out_place[MODEL_MAX_OUTPUTS];
+    /* An output in a CUDA region: its region's name (NULL for any other
+     * output) and the device window its host buffer is copied to. */
+    const char *out_region[MODEL_MAX_OUTPUTS];
+    shmreg_view out_device[MODEL_MAX_OUTPUTS];
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
     char err[1024];
@@ -109,21 +115,46 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_t *params, const
 }
 
 /* Acquire the window for this request: the reference belongs to the request
- * from here on, and *addr stays valid until its response has been sent. */
-static unsigned acquire_window(infer_ctx *c, const shm_window *w, const char *name, void **addr)
+ * from here on, and view->addr stays valid until its response has been sent. */
+static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view)
 {
     shmreg_region *ref;
-    shmreg_view view;
-    shmreg_err e = shmreg_acquire(c->reg, w->region, w->offset, w->byte_size, &ref, &view);
+    shmreg_err e = shmreg_acquire(c->reg, w->region, w->offset, w->byte_size, &ref, view);
     if (e != SHMREG_OK)
         return fail_shmreg(c, e);
     if (request_hold(c->rq, ref) != 0)
         return fail(c, 500, "out of memory holding region '%s'", w->region);
-    if (view.kind != SHMREG_KIND_SYSTEM)
-        return fail(c, 501, "tensor '%s' is in CUDA shared memory region '%s': this frontend "
-                            "runs its models on the CPU and was built without a device copy",
-                    name, w->region);
-    *addr = view.addr;
+    return 0;
+}
+
+/* A device copy's failure, with the tensor and region named in the message. */
+static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const char *region,
+                          const char *why)
+{
+    return fail(c, status, "tensor '%s' in CUDA shared memory region '%s': %s", name, region, why);
+}
+
+/* An input in shared memory: a system region is read where it lies; a CUDA
+ * one is copied to a host buffer first, since the models run on the CPU. */
+static unsigned input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
+{
+    shmreg_view view;
+    unsigned st = acquire_window(c, w, &view);
+    if (st)
+        return st;
+    t->byte_size = w->byte_size;
+    if (view.kind == SHMREG_KIND_SYSTEM) {
+        t->data = view.addr;
+        return 0;
+    }
+    t->owned = malloc(t->byte_size ? t->byte_size : 1);
+    if (!t->owned)
+        return fail(c, 500, "out of memory staging input '%s'", t->name);
+    char why[512];
+    st = device_copy_to_host(t->owned, view.addr, t->byte_size, view.device_id, why, sizeof why);
+    if (st)
+        return fail_copy(c, st, t->name, w->region, why);
+    t->data = t->owned;
     return 0;
 }
 
@@ -210,8 +241,7 @@ static unsigned parse_input(infer_ctx *c, const json_t *j, tensor *t)
     if (w.region) {
         if ((st = check_input_size(c, t, w.byte_size)) != 0)
             return st;
-        t->byte_size = w.byte_size;
-        return acquire_window(c, &w, t->name, &t->data);
+        return input_from_window(c, t, &w);
     }
     size_t n;
     if (json_size(binary_size, &n) != 0)
@@ -260,7 +290,9 @@ static int output_index(const infer_ctx *c, const char *name)
     return -1;
 }
 
-/* Place output i in shared memory (checking it fits) or in a buffer. */
+/* Place output i in shared memory (checking it fits) or in a buffer. An
+ * output in a CUDA region is computed into a buffer (allocate_outputs) and
+ * copied to the device after the model has run (outputs_to_device). */
 static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
 {
     tensor *t = &c->out[i];
@@ -271,8 +303,18 @@ static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_
                         t->name, w->byte_size, t->byte_size);
         /* Acquire only the bytes the output fills. */
         shm_window exact = {.region = w->region, .offset = w->offset, .byte_size = t->byte_size};
+        shmreg_view view;
         c->out_place[i] = PLACE_SHM;
-        return acquire_window(c, &exact, t->name, &t->data);
+        unsigned st = acquire_window(c, &exact, &view);
+        if (st)
+            return st;
+        if (view.kind == SHMREG_KIND_SYSTEM)
+            t->data = view.addr;
+        else {
+            c->out_device[i] = view;
+            c->out_region[i] = w->region;
+        }
+        return 0;
     }
     if (place == PLACE_JSON && !datatype_has_json(t->datatype))
         return fail(c, 400, "output '%s' is %s: request it as binary data or in shared memory",
@@ -324,17 +366,36 @@ static unsigned parse_outputs(infer_ctx *c)
     return 0;
 }
 
-/* Outputs not in shared memory (and those not requested) get a buffer. */
+/* Outputs not in a system region (those in a CUDA region, in the response
+ * or not requested) get a buffer. */
 static unsigned allocate_outputs(infer_ctx *c)
 {
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         tensor *t = &c->out[i];
-        if (c->out_place[i] == PLACE_SHM)
+        if (c->out_place[i] == PLACE_SHM && !c->out_region[i])
             continue;
         t->owned = malloc(t->byte_size ? t->byte_size : 1);
         if (!t->owned)
             return fail(c, 500, "out of memory for output '%s'", t->name);
         t->data = t->owned;
+    }
+    return 0;
+}
+
+/* Copy the outputs placed in CUDA regions to the device. Each copy has
+ * finished when this returns: the response that follows tells the client the
+ * bytes are there, and the references are released once it has been sent. */
+static unsigned outputs_to_device(infer_ctx *c)
+{
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        const shmreg_view *v = &c->out_device[i];
+        if (!c->out_region[i])
+            continue;
+        char why[512];
+        unsigned st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
+                                            v->device_id, why, sizeof why);
+        if (st)
+            return fail_copy(c, st, c->out[i].name, c->out_region[i], why);
     }
     return 0;
 }
@@ -449,6 +510,8 @@ static unsigned run(infer_ctx *c, reply *out)
     if ((st = parse_outputs(c)) || (st = allocate_outputs(c)))
         return st;
     model_run(c->m, ordered, c->out);
+    if ((st = outputs_to_device(c)) != 0)
+        return st;
     return build_response(c, out);
 }
 

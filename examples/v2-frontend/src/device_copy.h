@@ -1,0 +1,27 @@
+/*
+ * Copies between a model's host buffers and CUDA regions.
+ *
+ * The built-in models run on the CPU, so a tensor in a CUDA region is staged:
+ * an input is copied device-to-host into a buffer the model reads, an output
+ * is computed into a host buffer and copied host-to-device afterwards. Both
+ * copies finish before the call returns, so by the time the response is
+ * queued (and the region's reference can be released) the device memory
+ * holds what the response promises.
+ *
+ * Built without CUDA (device_copy_none.c) or run where no device can be
+ * reached, every call answers 501 with the reason; nothing crashes. The
+ * calling thread's current device is the same after a call as before it.
+ */
+#ifndef FRONTEND_DEVICE_COPY_H
+#define FRONTEND_DEVICE_COPY_H
+
+#include <stddef.h>
+
+/* Each returns 0, or an HTTP status (501: no device copy in this build or on
+ * this machine; 500: the copy itself failed) with a message in err. */
+unsigned device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
+                             char *err, size_t errlen);
+unsigned device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
+                               char *err, size_t errlen);
+
+#endif
