@@ -43,38 +43,42 @@ static unsigned unavailable(int device_id, char *err, size_t errlen)
     return 0;
 }
 
-/* Copy on device_id and wait for the copy, then put the thread's current
- * device back: worker threads are shared by every request, and the next one
- * may be on another device. The copy goes on this thread's own stream, so
- * concurrent requests do not wait for each other's copies; synchronizing it
- * matters for host-to-device, where cudaMemcpy* from pageable memory may
- * return before the bytes have reached the device. */
+/* The copy on this thread's own stream, waited for. The own stream keeps
+ * concurrent requests from waiting for each other's copies; the wait matters
+ * for host-to-device, where cudaMemcpy* from pageable memory may return
+ * before the bytes have reached the device. */
+static cudaError_t copy_and_wait(void *dst, const void *src, size_t n, enum cudaMemcpyKind dir,
+                                 const char **what)
+{
+    *what = "cudaMemcpyAsync";
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, dir, cudaStreamPerThread);
+    if (e != cudaSuccess)
+        return e;
+    *what = "cudaStreamSynchronize";
+    return cudaStreamSynchronize(cudaStreamPerThread);
+}
+
+/* Copy on device_id, then put the thread's current device back: worker
+ * threads serve every request, and the next one may be on another device. */
 static unsigned copy_on(int device_id, void *dst, const void *src, size_t n,
                         enum cudaMemcpyKind dir, char *err, size_t errlen)
 {
     unsigned st = unavailable(device_id, err, errlen);
-    if (st)
+    if (st || n == 0)
         return st;
-    if (n == 0)
-        return 0;
     int previous;
-    cudaError_t e = cudaGetDevice(&previous);
     const char *what = "cudaGetDevice";
+    cudaError_t e = cudaGetDevice(&previous);
     if (e == cudaSuccess) {
         what = "cudaSetDevice";
         e = cudaSetDevice(device_id);
-        if (e == cudaSuccess) {
-            what = "cudaMemcpyAsync";
-            e = cudaMemcpyAsync(dst, src, n, dir, cudaStreamPerThread);
-            if (e == cudaSuccess) {
-                what = "cudaStreamSynchronize";
-                e = cudaStreamSynchronize(cudaStreamPerThread);
-            }
-            cudaError_t restore = cudaSetDevice(previous);
-            if (e == cudaSuccess && restore != cudaSuccess) {
-                what = "cudaSetDevice (restoring the thread's device)";
-                e = restore;
-            }
+    }
+    if (e == cudaSuccess) {
+        e = copy_and_wait(dst, src, n, dir, &what);
+        cudaError_t restore = cudaSetDevice(previous);
+        if (e == cudaSuccess && restore != cudaSuccess) {
+            what = "cudaSetDevice (restoring the thread's device)";
+            e = restore;
         }
     }
     if (e == cudaSuccess)

@@ -89,7 +89,7 @@ class DeviceRegion:
 
     def __init__(self, server, name, nbytes):
         self.name, self.nbytes = name, nbytes
-        self.mem = cp.cuda.Memory(nbytes)
+        self.mem = cp.cuda.memory.Memory(nbytes)
         handle = bytes(cp.cuda.runtime.ipcGetMemHandle(self.mem.ptr))
         ok(server, "POST", f"v2/cudasharedmemory/region/{name}/register",
            {"raw_handle": {"b64": base64.b64encode(handle).decode()}, "device_id": 0,
@@ -97,7 +97,7 @@ class DeviceRegion:
 
     def array(self, dtype, shape, offset=0):
         """A CuPy view of the buffer at offset."""
-        ptr = cp.cuda.MemoryPointer(self.mem, offset)
+        ptr = cp.cuda.memory.MemoryPointer(self.mem, offset)
         return cp.ndarray(shape, dtype=dtype, memptr=ptr)
 
 
