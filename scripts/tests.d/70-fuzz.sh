@@ -24,7 +24,7 @@ for harness in ops names; do
   rc=0
   "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$dir/crash-$harness-" "$scratch" "tests/fuzz/corpus/$harness" >"$log" 2>&1 || rc=$?
-  grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|average_exec_per_sec)' "$log" || true
+  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec)' "$log" || true
   if [ "$rc" -ne 0 ]; then
     tail -40 "$log"
     echo "70-fuzz: fuzz-$harness failed; the input is in $dir/crash-$harness-*"
