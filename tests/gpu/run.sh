@@ -77,10 +77,14 @@ bench_rc=${PIPESTATUS[0]}
 core_rc=0
 if [ -x "$BUILD"/bench/shmreg-bench ]; then
   say "shmreg-bench --threads 1,2,4,8,16"
-  timeout 240 "$BUILD"/bench/shmreg-bench --threads 1,2,4,8,16 >"$OUT/bench-core.md" 2>&1
+  timeout 240 "$BUILD"/bench/shmreg-bench --threads 1,2,4,8,16 --repeat 5 >"$OUT/bench-core.md" 2>&1
   core_rc=$?
   tail -40 "$OUT/bench-core.md"
 fi
 
-say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc"
-[ "$gpu_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+say "frontend device copy"
+bash tests/frontend/gpu/run.sh
+fe_rc=$?
+
+say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc, frontend-gpu rc=$fe_rc"
+[ "$gpu_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$rest_rc" -eq 0 ] && [ "$fe_rc" -eq 0 ]
