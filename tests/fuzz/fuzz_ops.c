@@ -1,6 +1,7 @@
 /* libFuzzer harness: the input is a program of API operations (register,
  * acquire, retain, release, unregister, unregister_all, status,
- * destroy/recreate, NULL arguments), with and without owner tags, run against
+ * destroy/recreate, NULL arguments, CUDA registrations that cannot open),
+ * with and without owner tags, run against
  * a real registry (with or without limits and an owner allow-list) and
  * checked, call by call, against a simple model of the expected state
  * (ops_model.c).
@@ -377,6 +378,41 @@ static void op_register(struct world *w, struct input *in)
     check_code("register_system", got, want);
 }
 
+/* The ways a CUDA open may fail: no CUDA in this build or process, the
+ * driver's refusal, a device or size it refuses. */
+static bool cuda_open_failure(shmreg_err err)
+{
+    return err == SHMREG_ERR_UNSUPPORTED || err == SHMREG_ERR_CUDA || err == SHMREG_ERR_INVALID_ARG ||
+           err == SHMREG_ERR_OUT_OF_BOUNDS;
+}
+
+/* CUDA registrations with handles no driver accepts: arguments, name and
+ * limits are checked as for system regions, then the open must fail and give
+ * back the reservation it took (a later registration would show it). */
+static void op_register_cuda(struct world *w, struct input *in)
+{
+    char name_buf[300];
+    const char *name = take_name(in, name_buf);
+    size_t size = take_extent(in, 4096);
+    unsigned flags = take_u8(in) & 0xf;
+    const char *tag = take_tag(in);
+    uint8_t how = take_u8(in);
+    int device = (int)(take_u8(in) % 3) - 1;
+    uint8_t handle[64];
+    for (size_t i = 0; i < sizeof handle; i++)
+        handle[i] = take_u8(in);
+    bool ipc = how % 4 != 3, null_handle = how % 4 == 0;
+    shmreg_err want = model_register_cuda(&w->model, name, size, flags, tag, ipc && null_handle);
+    const shmreg_register_opts opts = {.tag = tag};
+    shmreg_err got =
+        ipc ? shmreg_register_cuda_ipc_opts(w->reg, name, null_handle ? NULL : handle,
+                                            how % 4 == 1 ? sizeof handle : how, device, size, flags, &opts)
+            : shmreg_register_cuda_fd_opts(w->reg, name, how & 4 ? -1 : 0, device, size, flags, &opts);
+    if (want == SHMREG_ERR_UNSUPPORTED && cuda_open_failure(got))
+        want = got;
+    check_code(ipc ? "register_cuda_ipc" : "register_cuda_fd", got, want);
+}
+
 static void op_acquire(struct world *w, struct input *in)
 {
     char name_buf[300];
@@ -538,7 +574,7 @@ typedef void (*operation)(struct world *w, struct input *in);
 
 static const operation operations[] = {
     op_register, op_register, op_acquire, op_acquire, op_retain, op_release,
-    op_unregister, op_unregister_all, op_status, op_recreate, op_null_arguments,
+    op_unregister, op_unregister_all, op_status, op_recreate, op_null_arguments, op_register_cuda,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

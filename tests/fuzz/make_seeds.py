@@ -10,7 +10,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # fuzz_ops.c: operations[] indices
-REG, ACQ, RET, REL, UNR, UALL, STAT, RECR, NUL = 0, 2, 4, 5, 6, 7, 8, 9, 10
+REG, ACQ, RET, REL, UNR, UALL, STAT, RECR, NUL, REG_CUDA = 0, 2, 4, 5, 6, 7, 8, 9, 10, 11
 # take_kind: ANY, SYSTEM, CUDA, invalid
 ANY, SYSTEM, CUDA, BADKIND = 0, 1, 2, 3
 # take_tag: 0 none, 2 tenant-a, 3 tenant-b, 4 "", 5 control characters
@@ -30,6 +30,12 @@ def config(policy, max_regions=0, mapped_sel=0, owners=0):
 def reg(name, key, off, size, flags=0, tag=NOTAG, null_opts=1):
     b = [REG, name, key] + off + size + [flags, tag]
     return b + ([null_opts] if tag in (0, 1) else [])
+
+
+def cuda(name, size, flags=0, tag=NOTAG, how=1, device=1):
+    """op_register_cuda: how % 4 is 0 NULL handle, 1 IPC, 2 IPC of a wrong
+    handle size, 3 VMM fd; device is -1 + device."""
+    return [REG_CUDA, name] + size + [flags, tag, how, device] + [7] * 64
 
 
 def acq(name, off, size): return [ACQ, name] + off + size
@@ -81,6 +87,12 @@ OPS = {
     # characters (here a newline that would forge a log line).
     'control-in-messages': config(0) + acq(12, ZERO, ZERO) + acq(9, ZERO, ZERO)
         + reg(0, 18, ZERO, ONE) + st(),
+    # CUDA registrations that cannot open (no CUDA here): the name, the
+    # limits and the reservation behave as for system regions.
+    'cuda-cannot-open': config(0, max_regions=2) + reg(0, 0, ZERO, ONE)
+        + cuda(1, U8(64), how=1) + cuda(0, U8(64), how=0) + cuda(1, U8(64), how=3, device=0)
+        + cuda(1, U8(64), flags=6) + cuda(2, U8(64), how=7) + cuda(1, U8(64), how=2, tag=TA)
+        + reg(1, 1, ZERO, ONE) + reg(2, 1, ZERO, ONE) + st(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }

@@ -123,6 +123,20 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
     return SHMREG_OK;
 }
 
+shmreg_err model_register_cuda(struct model *m, const char *name, size_t size, unsigned flags,
+                               const char *tag, bool null_handle)
+{
+    if (!name || !rule_name_valid(name) || (flags & ~KNOWN_FLAGS) ||
+        ((flags & SHMREG_PIN) && (flags & SHMREG_NO_PIN)) || (tag && !rule_name_valid(tag)) ||
+        null_handle)
+        return SHMREG_ERR_INVALID_ARG;
+    if (model_find(m, name))
+        return SHMREG_ERR_ALREADY_EXISTS;
+    if (!limits_allow(m, size))
+        return SHMREG_ERR_NO_MEMORY;
+    return SHMREG_ERR_UNSUPPORTED;
+}
+
 shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_t size,
                          struct model_region **out)
 {
