@@ -26,6 +26,8 @@
 #define gt_assert_fails(expr, code, part)                                                    \
     do {                                                                                     \
         shmreg_err gt_e_ = (expr);                                                           \
+        if (gt_e_ != (code))                                                                 \
+            print_error("%s: %s\n", shmreg_err_name(gt_e_), shmreg_last_error());            \
         assert_string_equal(shmreg_err_name(gt_e_), shmreg_err_name(code));                  \
         if (strstr(shmreg_last_error(), (part)) == NULL)                                     \
             fail_msg("message '%s' lacks '%s'", shmreg_last_error(), (part));                \
