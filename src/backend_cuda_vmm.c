@@ -79,32 +79,23 @@ static shmreg_err mapping_length(const char *what, struct vmm_import *imp, size_
     return SHMREG_OK;
 }
 
-/* Whether one granule of the allocation maps, in a reservation of its own:
- * the failed map may have left the first range in a state we cannot know. */
-static int first_granule_maps(struct vmm_import *imp)
-{
-    CUdeviceptr va = 0;
-    if (shmreg__cuda.cuMemAddressReserve(&va, imp->granularity, 0, 0, 0) != CUDA_SUCCESS)
-        return 0;
-    int ok = shmreg__cuda.cuMemMap(va, imp->granularity, 0, imp->handle, 0) == CUDA_SUCCESS;
-    if (ok)
-        (void)shmreg__cuda.cuMemUnmap(va, imp->granularity);
-    (void)shmreg__cuda.cuMemAddressFree(va, imp->granularity);
-    return ok;
-}
-
-/* The driver says nothing of an imported allocation's size, and a map past
- * its end fails like any other bad map. Tell the two apart: if one granule
- * maps, the allocation exists and the window was too large. */
+/* cuMemMap maps a whole allocation: on an H200 with driver 580 it refused,
+ * with CUDA_ERROR_NOT_SUPPORTED, every length but the allocation's own (half
+ * of it, a granule of it, or more than it), and no call tells an importer the
+ * allocation's size. So byte_size, rounded up to the granularity, must be
+ * that size; a refused length is the caller's bounds error. */
 static shmreg_err map_failure(const char *what, const char *name, struct vmm_import *imp,
                               size_t byte_size, CUresult err)
 {
-    if (imp->length > imp->granularity && first_granule_maps(imp))
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
-                            "failed to register shared memory region '%s': invalid args "
-                            "(byte_size %zu is larger than the allocation)",
-                            name, byte_size);
-    return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
+    if (err != CUDA_ERROR_NOT_SUPPORTED && err != CUDA_ERROR_INVALID_VALUE)
+        return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
+    /* Keep the driver's error name and string in the message, not its code. */
+    (void)shmreg__cu_fail(err,
+                          "failed to register shared memory region '%s': invalid args: byte_size %zu "
+                          "rounds up to %zu bytes, not the size of the allocation, and a CUDA VMM "
+                          "region maps its whole allocation; cuMemMap",
+                          name, byte_size, imp->length);
+    return SHMREG_ERR_OUT_OF_BOUNDS;
 }
 
 /* Reserve a range, map the allocation into it and grant device_id access. */
