@@ -9,7 +9,7 @@ bash scripts/install-deps.sh || exit 1
 
 export SHMREG_JOBS=${SHMREG_JOBS:-$(nproc)}
 passed=0 failed=0 skipped=0 failed_names=()
-for tier in scripts/tests.d/*.sh; do
+for tier in scripts/tests.d/[0-9][0-9]-*.sh; do
   name=$(basename "$tier" .sh)
   if [ $# -gt 0 ]; then
     match=0
