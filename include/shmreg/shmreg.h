@@ -233,6 +233,9 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * reserved virtual range and made accessible from device_id (read-only with
  * SHMREG_READONLY). The caller keeps ownership of fd: the registry never
  * closes it, and the caller may close it as soon as this returns.
+ * The whole allocation is mapped: byte_size, rounded up to the allocation
+ * granularity, must be the allocation's size (the driver maps no other
+ * length; OUT_OF_BOUNDS otherwise). The view covers byte_size bytes.
  *
  * Errors: as shmreg_register_cuda_ipc; a descriptor that is not a CUDA
  * shareable handle is CUDA (or INVALID_ARG when negative).
