@@ -114,7 +114,10 @@ shmreg_err shmreg__system_open(const struct shmreg__system_args *a, struct shmre
         /* Pin the whole mapped window: pages are the unit of page-locking. */
         err = shmreg__cuda_pin(a->name, m.base, m.length, (a->flags & SHMREG_READONLY) != 0);
         if (err != SHMREG_OK) {
-            shmreg__sys.munmap(m.base, m.length);
+            /* munmap of a mapping made a moment ago, with its own address and
+             * length, has no way to fail but EINVAL; the pin error is the
+             * one to report. */
+            (void)shmreg__sys.munmap(m.base, m.length);
             return err;
         }
         m.pinned = 1;

@@ -262,20 +262,18 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     return SHMREG_OK;
 }
 
-void shmreg__registry_put(struct shmreg_registry *reg)
+bool shmreg__destroy_waits = true;
+
+bool shmreg__registry_put(struct shmreg_registry *reg)
 {
     if (!shmreg__ref_put(&reg->refs))
-        return;
+        return false;
     /* Every region is gone and the handle was destroyed: no lookup can run. */
     if (cds_lfht_destroy(reg->table, NULL) != 0)
         shmreg__log(reg, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
     pthread_mutex_destroy(&reg->lock);
     registry_free(reg);
-    /* Wait for the regions' deferred frees, so that once a registry and its
-     * last reference are gone none of its memory remains (leak checkers, and
-     * servers that create and destroy registries). Teardown only: a grace
-     * period costs milliseconds. */
-    urcu_bp_barrier();
+    return true;
 }
 
 void shmreg_registry_destroy(shmreg_registry *reg)
@@ -301,7 +299,13 @@ void shmreg_registry_destroy(shmreg_registry *reg)
     /* The registry's references: idle regions are unmapped here, busy ones by
      * their last release. */
     shmreg__put_batch(batch);
-    shmreg__registry_put(reg);
+    /* When this was the last reference, wait for the regions' deferred
+     * frees, so that nothing of the registry outlives its destroy (leak
+     * checkers, servers that create and destroy registries). Only here, in
+     * the caller's explicit teardown: a grace period costs milliseconds, and
+     * a last release after destroy may run in a request thread. */
+    if (shmreg__registry_put(reg) && shmreg__destroy_waits)
+        urcu_bp_barrier();
 }
 
 /* -------------------------------------------------------------- acquire */

@@ -46,9 +46,14 @@ struct shmreg_registry {
     struct shmreg__usage limits; /* 0 = unlimited */
 };
 
-/* Drop a registry reference; the last frees it. Never call it holding lock
- * or inside an RCU read-side section. */
-void shmreg__registry_put(struct shmreg_registry *reg);
+/* Drop a registry reference; the last frees it (returns true). Never call it
+ * holding lock or inside an RCU read-side section. */
+bool shmreg__registry_put(struct shmreg_registry *reg);
+
+/* Whether shmreg_registry_destroy, when it frees the registry, waits for the
+ * RCU-deferred frees of its regions (true). Harnesses that destroy a registry
+ * per input turn it off and wait once at exit (urcu_bp_barrier). */
+extern bool shmreg__destroy_waits;
 
 /* Hand a message to the configured log callback (or drop it). Never call it
  * holding lock. */

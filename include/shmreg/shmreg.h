@@ -184,8 +184,10 @@ SHMREG_API shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_re
 /* Server shutdown: unregister every region whatever the busy policy, then free
  * the registry handle. References that requests still hold stay valid; each
  * region is unmapped by its own last shmreg_release, which may come after this
- * call returns. No other call may use reg after this one starts. NULL is a
- * no-op. */
+ * call returns. No other call may use reg after this one starts. When no
+ * reference is outstanding it also waits (milliseconds) until the library
+ * holds none of the registry's memory, so it must not be called inside a
+ * liburcu-bp read-side section of the caller's own. NULL is a no-op. */
 SHMREG_API void shmreg_registry_destroy(shmreg_registry *reg);
 
 /*

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <urcu/urcu-bp.h>
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int replay_file(const char *path)
@@ -81,5 +83,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc && rc == 0; i++)
         rc = replay_path(argv[i], &count);
     printf("replayed %u inputs\n", count);
+    /* Let RCU-deferred frees finish, so leak checkers see none pending. */
+    urcu_bp_barrier();
     return rc == 0 && count > 0 ? 0 : 1;
 }
