@@ -18,12 +18,11 @@ static const struct shmreg__backend system_backend = {
     .close = system_close,
 };
 
+/* Not cached in a static: registrations run in many threads at once, and
+ * sysconf reads a value the kernel gave the process at start. */
 static size_t page_size(void)
 {
-    static size_t cached;
-    if (!cached)
-        cached = (size_t)sysconf(_SC_PAGESIZE);
-    return cached;
+    return (size_t)sysconf(_SC_PAGESIZE);
 }
 
 static shmreg_err bounds_error(const char *name)
