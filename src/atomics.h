@@ -64,7 +64,9 @@ static inline void shmreg__ref_get(shmreg__refcount *r)
 }
 
 /* Drop a reference; true for exactly one caller, the one that must run the
- * deleter. Release so this holder's accesses happen before the teardown; the
+ * deleter. For an object that lookups can revive, call it inside an RCU
+ * read-side section: after the decrement to NOREF, a reviver's own put may
+ * win the swap and free the object while this one has yet to try its swap. Release so this holder's accesses happen before the teardown; the
  * compare-and-swap to DEAD is acquire, so the deleter sees every other
  * holder's accesses (all changes are read-modify-writes, one release
  * sequence). */

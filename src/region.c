@@ -92,7 +92,15 @@ static void region_destroy(struct shmreg_region *r)
 
 void shmreg__region_put(struct shmreg_region *r)
 {
-    if (shmreg__ref_put(&r->refs))
+    /* Between this put's decrement and its swap to DEAD, a lookup may revive
+     * the count, and the reviver's own last put may then run the deleter,
+     * which frees the region after a grace period. The read-side section,
+     * entered before the decrement, holds that free back until this put's
+     * swap is done. (ThreadSanitizer found the use-after-free without it.) */
+    shmreg__rcu_read_lock();
+    bool last = shmreg__ref_put(&r->refs);
+    shmreg__rcu_read_unlock();
+    if (last)
         region_destroy(r);
 }
 
