@@ -7,6 +7,9 @@
 source "$(dirname "$0")/lib.sh"
 mkdir -p build
 seconds=${SHMREG_FUZZ_SECONDS:-30}
+# A fixed seed by default, so that what CI explores, and any failure it finds,
+# can be replayed; SHMREG_FUZZ_SEED=0 lets libFuzzer pick one.
+seed=${SHMREG_FUZZ_SEED:-1}
 dir=build/fuzz
 build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
   -DSHMREG_SANITIZE=address,undefined -DCMAKE_C_FLAGS=-fsanitize=fuzzer-no-link \
@@ -22,7 +25,7 @@ for harness in ops names; do
   echo "--- fuzz-$harness for ${seconds} s"
   log=$dir/fuzz-$harness.log
   rc=0
-  "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$fuzzer" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$dir/crash-$harness-" "$scratch" "tests/fuzz/corpus/$harness" >"$log" 2>&1 || rc=$?
   grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec)' "$log" || true
   if [ "$rc" -ne 0 ]; then
