@@ -64,9 +64,7 @@ static void region_retire(struct shmreg_region *r)
         shmreg__unlink_locked(reg, r);
         shmreg__rcu_read_unlock();
     }
-    reg->usage.regions -= r->charged.regions;
-    reg->usage.mapped_bytes -= r->charged.mapped_bytes;
-    reg->usage.pinned_bytes -= r->charged.pinned_bytes;
+    shmreg__usage_release_locked(reg, &r->charged);
     pthread_mutex_unlock(&reg->lock);
 }
 

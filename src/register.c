@@ -89,9 +89,7 @@ static shmreg_err reserve(struct shmreg_registry *reg, const char *name, const s
 static void unreserve(struct shmreg_registry *reg, const struct shmreg__usage *want)
 {
     pthread_mutex_lock(&reg->lock);
-    reg->usage.regions -= want->regions;
-    reg->usage.mapped_bytes -= want->mapped_bytes;
-    reg->usage.pinned_bytes -= want->pinned_bytes;
+    shmreg__usage_release_locked(reg, want);
     pthread_mutex_unlock(&reg->lock);
 }
 

@@ -117,6 +117,13 @@ void shmreg__put_batch(struct shmreg_region *batch)
     }
 }
 
+void shmreg__usage_release_locked(struct shmreg_registry *reg, const struct shmreg__usage *u)
+{
+    reg->usage.regions -= u->regions;
+    reg->usage.mapped_bytes -= u->mapped_bytes;
+    reg->usage.pinned_bytes -= u->pinned_bytes;
+}
+
 shmreg_err shmreg__check_tag(const char *tag)
 {
     if (!tag)

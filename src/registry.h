@@ -89,6 +89,10 @@ void shmreg__unlink_locked(struct shmreg_registry *reg, struct shmreg_region *r)
 /* Drop, outside the lock, the references of a list chained by next_batch. */
 void shmreg__put_batch(struct shmreg_region *batch);
 
+/* Give back what a registration reserved against the limits (its region's
+ * charge, once that region is gone). Caller holds reg->lock. */
+void shmreg__usage_release_locked(struct shmreg_registry *reg, const struct shmreg__usage *u);
+
 /* Validate an optional owner tag (NULL is fine). */
 shmreg_err shmreg__check_tag(const char *tag);
 
