@@ -16,24 +16,13 @@ struct fixture {
     shmreg_registry *reg;
 };
 
-static shmreg_registry *new_registry(shmreg_pin_policy pin, shmreg_policy busy)
-{
-    shmreg_config cfg;
-    shmreg_config_init(&cfg);
-    cfg.pin_policy = pin;
-    cfg.busy_policy = busy;
-    shmreg_registry *reg = NULL;
-    gt_assert_ok(shmreg_registry_create(&cfg, &reg));
-    return reg;
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->base = gt_take_baseline();
     tu_shm_create(SIZE, SEED, f->key);
-    f->reg = new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
+    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -107,14 +96,14 @@ static void test_flags_and_policies(void **state)
     shmreg_release(ref);
 
     shmreg_registry_destroy(f->reg);
-    f->reg = new_registry(SHMREG_PIN_NEVER, SHMREG_POLICY_DEFER);
+    f->reg = gt_registry(SHMREG_PIN_NEVER, SHMREG_POLICY_DEFER);
     assert_int_equal(pinned_after_register(f, "never", 0, &ref, &view), 0);
     shmreg_release(ref);
     assert_int_equal(pinned_after_register(f, "demanded", SHMREG_PIN, &ref, &view), 1);
     shmreg_release(ref);
 
     shmreg_registry_destroy(f->reg);
-    f->reg = new_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
+    f->reg = gt_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
     assert_int_equal(pinned_after_register(f, "always", 0, &ref, &view), 1);
     shmreg_release(ref);
 }

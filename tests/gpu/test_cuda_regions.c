@@ -29,16 +29,6 @@ struct fixture {
     shmreg_registry *reg;
 };
 
-static shmreg_registry *new_registry(shmreg_policy policy)
-{
-    shmreg_config cfg;
-    shmreg_config_init(&cfg);
-    cfg.busy_policy = policy;
-    shmreg_registry *reg = NULL;
-    gt_assert_ok(shmreg_registry_create(&cfg, &reg));
-    return reg;
-}
-
 /* Register the fixture's allocation under name, the way its kind is
  * registered. */
 static shmreg_err register_export(shmreg_registry *reg, const char *name,
@@ -57,7 +47,7 @@ static int setup(void **state)
     assert_non_null(f);
     f->base = gt_take_baseline();
     assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND, SIZE, SEED, &f->ex), 0);
-    f->reg = new_registry(SHMREG_POLICY_DEFER);
+    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -104,15 +94,6 @@ static int group_setup(void **state)
     gt_exporter_free(&exporter, f->ex.id);
     free(f);
     return 0;
-}
-
-static size_t status_count(shmreg_registry *reg)
-{
-    shmreg_region_status *st = NULL;
-    size_t n = 0;
-    gt_assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &n));
-    shmreg_status_free(st, n);
-    return n;
 }
 
 static void test_read_write_across_processes(void **state)
@@ -162,7 +143,7 @@ static void test_bounds(void **state)
                     "failed to register shared memory region 'big': invalid args");
     gt_assert_fails(register_export(f->reg, "zero", &f->ex, 0, 0, 0), SHMREG_ERR_OUT_OF_BOUNDS,
                     "byte_size is 0");
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 
     /* A window smaller than the allocation, not a whole number of pages or
      * granules: the view ends where the caller said. A VMM region maps its
@@ -244,7 +225,7 @@ static void test_bad_handles(void **state)
         gt_assert_fails(shmreg_register_cuda_fd(f->reg, "closed", p[0], 0, SIZE, 0),
                         SHMREG_ERR_CUDA, "CUDA_ERROR");
     }
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 }
 
 static void test_registered_twice(void **state)
@@ -279,7 +260,7 @@ static shmreg_region *hold_and_unregister(struct fixture *f, shmreg_policy polic
                                           shmreg_err expect, shmreg_view *view)
 {
     shmreg_registry_destroy(f->reg);
-    f->reg = new_registry(policy);
+    f->reg = gt_registry(SHMREG_PIN_AUTO, policy);
     gt_assert_ok(register_export(f->reg, "p", &f->ex, 0, SIZE, 0));
     shmreg_region *ref = NULL;
     gt_assert_ok(shmreg_acquire(f->reg, "p", 0, SIZE, &ref, view));
@@ -309,7 +290,7 @@ static void test_policy_defer(void **state)
     shmreg_release(again);
     shmreg_release(ref); /* the last one: unmaps */
     assert_false(gt_device_mapped(view.addr));
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 }
 
 static void test_policy_detach(void **state)
@@ -409,7 +390,7 @@ static void test_stress_acquire_release_unregister(void **state)
 {
     struct fixture *f = *state;
     shmreg_registry_destroy(f->reg);
-    f->reg = new_registry(SHMREG_POLICY_DETACH);
+    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DETACH);
     gt_assert_ok(register_export(f->reg, "s", &f->ex, 0, SIZE, 0));
     struct stress s = {.f = f};
     pthread_t readers[STRESS_READERS];

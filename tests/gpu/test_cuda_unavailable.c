@@ -28,23 +28,13 @@ struct fixture {
     shmreg_registry *reg;
 };
 
-static shmreg_registry *new_registry(shmreg_pin_policy pin)
-{
-    shmreg_config cfg;
-    shmreg_config_init(&cfg);
-    cfg.pin_policy = pin;
-    shmreg_registry *reg = NULL;
-    gt_assert_ok(shmreg_registry_create(&cfg, &reg));
-    return reg;
-}
-
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->base = tu_take_baseline();
     tu_shm_create(SIZE, SEED, f->key);
-    f->reg = new_registry(SHMREG_PIN_AUTO);
+    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -57,15 +47,6 @@ static int teardown(void **state)
     tu_check_baseline(f->base);
     free(f);
     return 0;
-}
-
-static size_t status_count(shmreg_registry *reg)
-{
-    shmreg_region_status *st = NULL;
-    size_t n = 0;
-    gt_assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &n));
-    shmreg_status_free(st, n);
-    return n;
 }
 
 static void test_capabilities(void **state)
@@ -83,7 +64,7 @@ static void test_cuda_ipc_is_unsupported(void **state)
     gt_assert_fails(shmreg_register_cuda_ipc(f->reg, "ipc", handle, sizeof handle, 0, 4096, 0),
                     SHMREG_ERR_UNSUPPORTED, "failed to register CUDA IPC region 'ipc': ");
     assert_non_null(strstr(shmreg_last_error(), WHY));
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 }
 
 static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
@@ -97,7 +78,7 @@ static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
     assert_int_not_equal(fcntl(p[0], F_GETFD), -1); /* never closed by the registry */
     close(p[0]);
     close(p[1]);
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 }
 
 static void test_system_region_works_unpinned(void **state)
@@ -127,14 +108,14 @@ static void test_demanded_pinning_is_unsupported(void **state)
     gt_assert_fails(shmreg_register_system(f->reg, "pin", f->key, 0, SIZE, SHMREG_PIN),
                     SHMREG_ERR_UNSUPPORTED, "pin");
     assert_non_null(strstr(shmreg_last_error(), WHY));
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
     assert_int_equal(tu_count_shm_maps(f->key), 0); /* the mapping was undone */
 
     shmreg_registry_destroy(f->reg);
-    f->reg = new_registry(SHMREG_PIN_ALWAYS);
+    f->reg = gt_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
     gt_assert_fails(shmreg_register_system(f->reg, "always", f->key, 0, SIZE, 0),
                     SHMREG_ERR_UNSUPPORTED, "pin");
-    assert_int_equal(status_count(f->reg), 0);
+    assert_int_equal(gt_status_count(f->reg), 0);
 }
 
 static void test_no_cuda_runtime_library_is_loaded(void **state)
