@@ -7,11 +7,10 @@
 #include "sys.h"
 
 /* Both tables start as libc; a C initializer cannot copy one into the other. */
-#define SHMREG_SYS_LIBC                                                         \
-    {                                                                           \
-        .shm_open = shm_open, .fstat = fstat, .mmap = mmap, .munmap = munmap,   \
-        .close = close, .malloc = malloc, .calloc = calloc, .realloc = realloc, \
-        .free = free,                                                           \
+#define SHMREG_SYS_LIBC                                                       \
+    {                                                                         \
+        .shm_open = shm_open, .fstat = fstat, .mmap = mmap, .munmap = munmap, \
+        .close = close, .malloc = malloc, .calloc = calloc, .free = free,     \
     }
 
 const struct shmreg__sys shmreg__sys_default = SHMREG_SYS_LIBC;
@@ -25,11 +24,6 @@ void *shmreg__malloc(size_t size)
 void *shmreg__calloc(size_t n, size_t size)
 {
     return shmreg__sys.calloc(n, size);
-}
-
-void *shmreg__realloc(void *p, size_t size)
-{
-    return shmreg__sys.realloc(p, size);
 }
 
 void shmreg__free(void *p)

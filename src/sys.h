@@ -19,7 +19,6 @@ struct shmreg__sys {
     int (*close)(int fd);
     void *(*malloc)(size_t size);
     void *(*calloc)(size_t n, size_t size);
-    void *(*realloc)(void *p, size_t size);
     void (*free)(void *p);
 };
 
@@ -33,7 +32,6 @@ extern const struct shmreg__sys shmreg__sys_default;
  * allocation failure without setting an error message. */
 void *shmreg__malloc(size_t size);
 void *shmreg__calloc(size_t n, size_t size);
-void *shmreg__realloc(void *p, size_t size);
 void shmreg__free(void *p);
 char *shmreg__strdup(const char *s);
 

@@ -10,7 +10,7 @@
 static const char *const call_names[FI_NCALLS] = {
     [FI_SHM_OPEN] = "shm_open", [FI_FSTAT] = "fstat",   [FI_MMAP] = "mmap",
     [FI_MUNMAP] = "munmap",     [FI_CLOSE] = "close",   [FI_MALLOC] = "malloc",
-    [FI_CALLOC] = "calloc",     [FI_REALLOC] = "realloc",
+    [FI_CALLOC] = "calloc",
 };
 
 /* The arming thread's state: other threads see armed == false. */
@@ -91,15 +91,6 @@ static void *fi_calloc(size_t n, size_t size)
     return should_fail(FI_CALLOC) ? NULL : counted(shmreg__sys_default.calloc(n, size));
 }
 
-static void *fi_realloc(void *p, size_t size)
-{
-    if (should_fail(FI_REALLOC))
-        return NULL;
-    void *q = shmreg__sys_default.realloc(p, size);
-    /* Only a realloc of NULL creates an allocation; a moved one is the same. */
-    return p ? q : counted(q);
-}
-
 static void fi_free(void *p)
 {
     if (p)
@@ -112,7 +103,7 @@ void fi_install(void)
     shmreg__sys = (struct shmreg__sys){
         .shm_open = fi_shm_open, .fstat = fi_fstat,   .mmap = fi_mmap,
         .munmap = fi_munmap,     .close = fi_close,   .malloc = fi_malloc,
-        .calloc = fi_calloc,     .realloc = fi_realloc, .free = fi_free,
+        .calloc = fi_calloc,     .free = fi_free,
     };
 }
 

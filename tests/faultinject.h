@@ -7,7 +7,7 @@
  * frees regions after a grace period) never consumes the injected failure.
  *
  * How each injected failure behaves, as the real call would:
- *  - shm_open, fstat, mmap, malloc, calloc, realloc: nothing is done; the
+ *  - shm_open, fstat, mmap, malloc, calloc: nothing is done; the
  *    call returns its failure value with errno set.
  *  - munmap: nothing is unmapped (the mapping stays, as after a real EINVAL);
  *    the shot records addr and length so that the test can unmap it itself.
@@ -28,7 +28,6 @@ enum fi_call {
     FI_CLOSE,
     FI_MALLOC,
     FI_CALLOC,
-    FI_REALLOC,
     FI_NCALLS
 };
 

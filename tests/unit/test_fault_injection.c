@@ -1,5 +1,5 @@
 /* Failure injection: for each public operation, fail its N-th failable call
- * (shm_open, fstat, mmap, munmap, close, malloc, calloc, realloc), for every N
+ * (shm_open, fstat, mmap, munmap, close, malloc, calloc), for every N
  * until the operation makes fewer than N calls, with each errno of a list,
  * and prove that the failure is clean:
  *  - an operation that can report the failure returns the right code and
@@ -431,7 +431,6 @@ static shmreg_err expect_register(struct fx *f, const struct fi_shot *shot, char
         return SHMREG_OK;
     case FI_MALLOC:
     case FI_CALLOC:
-    case FI_REALLOC:
         snprintf(msg, cap, "out of memory registering shared memory region '%s'", REG_NAME);
         return SHMREG_ERR_NO_MEMORY;
     default:
