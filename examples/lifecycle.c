@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <shmreg/shmreg.h>
@@ -101,8 +102,13 @@ static int run(shmreg_registry *reg, const char *key)
 
 int main(void)
 {
+    /* A random part as well as the pid: an object that a killed earlier run
+     * left in /dev/shm must not make this run's O_EXCL create fail. */
+    unsigned long long token = 0;
+    if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token)
+        return EXIT_FAILURE;
     char key[64];
-    snprintf(key, sizeof key, "/shmreg-example-%ld", (long)getpid());
+    snprintf(key, sizeof key, "/shmreg-example-%ld-%016llx", (long)getpid(), token);
     printf("libshmreg %s: lifecycle of one region (key %s)\n", shmreg_version(), key);
     if (client_create_object(key) != 0)
         return EXIT_FAILURE;

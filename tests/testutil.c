@@ -4,11 +4,11 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -80,11 +80,17 @@ void tu_check_baseline(struct tu_baseline b)
     assert_int_equal(tu_count_shm_maps(NULL), b.shm_maps);
 }
 
+void tu_unique_key(const char *prefix, char *out)
+{
+    uint64_t token;
+    if (getrandom(&token, sizeof token, 0) != (ssize_t)sizeof token)
+        abort(); /* no entropy at all: nothing the test could trust */
+    snprintf(out, 64, "/%s-%ld-%016llx", prefix, (long)getpid(), (unsigned long long)token);
+}
+
 void tu_shm_create(size_t size, uint8_t seed, char *key_out)
 {
-    static atomic_uint counter;
-    snprintf(key_out, 64, "/shmreg-test-%ld-%u", (long)getpid(),
-             atomic_fetch_add(&counter, 1u));
+    tu_unique_key("shmreg-test", key_out);
     int fd = shm_open(key_out, O_CREAT | O_EXCL | O_RDWR, 0600);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, (off_t)size), 0);

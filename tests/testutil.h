@@ -25,6 +25,12 @@ struct tu_baseline {
 struct tu_baseline tu_take_baseline(void);
 void tu_check_baseline(struct tu_baseline b);
 
+/* A shm key no other process, alive or dead, has used:
+ * "/<prefix>-<pid>-<16 random hex digits>". A key made of the pid and a
+ * counter alone collides, under a reused pid, with an object that a crashed
+ * earlier run left in /dev/shm. out must hold >= 64 bytes. */
+void tu_unique_key(const char *prefix, char *out);
+
 /* Create a new POSIX shm object of `size` bytes with a key unique to this
  * process ("/shmreg-test-<pid>-<n>"), fill byte i with tu_pattern(seed, i),
  * and copy the key (with its slash) to key_out (>= 64 bytes). Aborts the test

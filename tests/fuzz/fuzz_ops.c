@@ -28,6 +28,7 @@
 #include "registry.h"
 #include "shm_rules.h"
 #include "shmreg/shmreg.h"
+#include "testutil.h"
 
 #define NOBJECTS 3
 #define MAX_OPS 96
@@ -69,7 +70,7 @@ static void check_code(const char *call, shmreg_err got, shmreg_err want)
 /* ------------------------------------------------------------ the objects */
 
 static const size_t object_sizes[NOBJECTS] = {4096, 1, 3 * 4096 + 5};
-static char object_keys[NOBJECTS][64];
+static char object_keys[NOBJECTS][80];
 static uint8_t *object_maps[NOBJECTS];
 
 static void unlink_objects(void)
@@ -78,10 +79,14 @@ static void unlink_objects(void)
         shm_unlink(object_keys[i]);
 }
 
+/* "/shmreg-fuzz-<pid>-<random>": every object of this process starts so. */
+static char object_prefix[64];
+
 static void create_objects(void)
 {
+    tu_unique_key("shmreg-fuzz", object_prefix);
     for (int i = 0; i < NOBJECTS; i++) {
-        snprintf(object_keys[i], sizeof object_keys[i], "/shmreg-fuzz-%ld-%d", (long)getpid(), i);
+        snprintf(object_keys[i], sizeof object_keys[i], "%s-%d", object_prefix, i);
         int fd = shm_open(object_keys[i], O_CREAT | O_EXCL | O_RDWR, 0600);
         CHECK(fd >= 0, "cannot create %s", object_keys[i]);
         CHECK(ftruncate(fd, (off_t)object_sizes[i]) == 0, "ftruncate");
@@ -97,8 +102,8 @@ static void create_objects(void)
 /* Mappings of the objects in /proc/self/maps, the harness's own included. */
 static size_t count_object_maps(void)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "/dev/shm/shmreg-fuzz-%ld-", (long)getpid());
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "/dev/shm%s-", object_prefix);
     FILE *f = fopen("/proc/self/maps", "r");
     CHECK(f, "cannot read /proc/self/maps");
     char line[4096];

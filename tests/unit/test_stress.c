@@ -108,7 +108,7 @@ static uint64_t stamp_of(unsigned id, unsigned name)
 static bool object_create(struct stress *s, unsigned id, unsigned name, char *key_out)
 {
     size_t off = window_offset(id), size = off + STRESS_REGION;
-    snprintf(key_out, 64, "/shmreg-stress-%ld-%u", (long)getpid(), id);
+    tu_unique_key("shmreg-stress", key_out);
     int fd = shm_open(key_out, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
         stress_fail(s, "shm_open %s: %s", key_out, strerror(errno));
