@@ -21,8 +21,13 @@ build/consumer/pc-static
 # The static binary must not need libshmreg.so at run time.
 ! ldd build/consumer/pc-static | grep -q libshmreg
 
+# Loaded at run time, with neither libshmreg nor liburcu loaded at startup.
+gcc -o build/consumer/dlopen tests/consumer/consumer_dlopen.c $(pkg-config --cflags shmreg) -ldl
+! ldd build/consumer/dlopen | grep -qE 'libshmreg|liburcu'
+build/consumer/dlopen "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)"
+
 cmake -S tests/consumer -B build/consumer-find -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/consumer-find -j "$JOBS" >/dev/null
 build/consumer-find/consumer-shared
 build/consumer-find/consumer-static
-echo "consumer: pkg-config and find_package, shared and static: 4 passed, 0 failed"
+echo "consumer: pkg-config and find_package, shared and static, and dlopen: 5 passed, 0 failed"
