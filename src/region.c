@@ -26,6 +26,8 @@ shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__
                             a->name);
     }
     memcpy(r->name, a->name, name_len + 1);
+    r->name_len = name_len;
+    r->hash = shmreg__name_hash(reg, a->name, name_len);
     r->key = key;
     r->tag = tag;
     r->offset = a->offset;

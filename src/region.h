@@ -32,6 +32,8 @@ struct shmreg_region {
     struct shmreg__usage charged; /* what this region counts against the limits */
     char *key;    /* SYSTEM: as registered; CUDA: NULL */
     char *tag;    /* owner tag, or NULL */
+    unsigned long hash; /* of name, with the registry's seed */
+    size_t name_len;
     char name[];  /* the lookup key, immutable */
 };
 

@@ -112,9 +112,7 @@ static shmreg_err publish(struct shmreg_registry *reg, const struct shmreg__regi
     bool taken = shmreg__find_locked(reg, name) != NULL;
     if (!taken) {
         r->generation = ++reg->next_generation;
-        r->linked = true;
-        SHMREG_TSAN_PUBLISH(r);
-        cds_lfht_add(reg->table, shmreg__name_hash(reg, name, strlen(name)), &r->node);
+        shmreg__link_locked(reg, r);
     }
     shmreg__rcu_read_unlock();
     pthread_mutex_unlock(&reg->lock);

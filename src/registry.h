@@ -21,6 +21,9 @@ struct shmreg__usage {
     size_t pinned_bytes;
 };
 
+/* Slots of the registry's front, a power of two (see shmreg__link_locked). */
+#define SHMREG__FRONT_SLOTS 1024u
+
 struct shmreg_registry {
     /* Lookups traverse the table under RCU only. Every change to it, to the
      * usage counters, and every read of the regions' linked/pending flags,
@@ -31,6 +34,11 @@ struct shmreg_registry {
     /* One reference for the handle, one per region not yet torn down: the
      * lock and table outlive every region, even after destroy. */
     shmreg__refcount refs;
+    /* A direct-mapped front for the table: slot hash % SLOTS holds the first
+     * live region registered with a hash there, so that acquire usually
+     * finds its region without a call into liburcu. Written under lock,
+     * read under RCU; a region leaves its slot when it leaves the table. */
+    _Atomic(struct shmreg_region *) front[SHMREG__FRONT_SLOTS];
     uint64_t next_generation; /* under lock */
     uint64_t hash_seed;       /* random per registry: names come from clients */
     struct shmreg__usage usage; /* under lock: every region still mapped */
@@ -83,7 +91,10 @@ struct shmreg_region *shmreg__find_locked(struct shmreg_registry *reg, const cha
 shmreg_err shmreg__lookup_locked(struct shmreg_registry *reg, const char *name, shmreg_kind kind,
                                  const char *tag, struct shmreg_region **out);
 
-/* Take r out of the table (this node only). */
+/* Publish r in the table (and in the front, when its slot is free). */
+void shmreg__link_locked(struct shmreg_registry *reg, struct shmreg_region *r);
+
+/* Take r out of the table and the front (this node only). */
 void shmreg__unlink_locked(struct shmreg_registry *reg, struct shmreg_region *r);
 
 /* Drop, outside the lock, the references of a list chained by next_batch. */

@@ -173,6 +173,69 @@ static void test_release_from_another_thread(void **state)
     assert_int_equal(in_use_of(t->reg, "in"), 0);
 }
 
+/* Thousands of names, more than the registry's front has slots (1024), so that
+ * many share a slot: each still finds its own window, after neighbours leave
+ * and come back, and a name re-registered while a reference to its old region
+ * is held finds the new region. */
+#define MANY 3000
+#define WINDOW 8
+
+static void register_many(shmreg_registry *reg, const char *key, size_t shift, int first, int step)
+{
+    for (int i = first; i < MANY; i += step)
+        assert_ok(shmreg_register_system(reg, ut_fmt("region-%d", i), key, (size_t)i * WINDOW + shift, WINDOW,
+                                         SHMREG_NO_PIN));
+}
+
+static void assert_window(shmreg_registry *reg, int i, size_t shift)
+{
+    shmreg_region *ref = NULL;
+    shmreg_view view;
+    assert_ok(shmreg_acquire(reg, ut_fmt("region-%d", i), 0, WINDOW, &ref, &view));
+    ut_assert_pattern(view.addr, WINDOW, 47, (size_t)i * WINDOW + shift);
+    shmreg_release(ref);
+}
+
+static void test_every_name_finds_its_own_window(void **state)
+{
+    struct ut *t = *state;
+    shmreg_registry *reg = ut_registry(t, SHMREG_POLICY_DETACH);
+    const char *key = ut_object(t, MANY * WINDOW + WINDOW, 47);
+    register_many(reg, key, 0, 0, 1);
+    for (int i = 0; i < MANY; i++)
+        assert_window(reg, i, 0);
+
+    /* The even ones leave; the odd ones are unaffected. */
+    for (int i = 0; i < MANY; i += 2)
+        assert_ok(shmreg_unregister(reg, ut_fmt("region-%d", i), SHMREG_KIND_SYSTEM));
+    for (int i = 0; i < MANY; i++) {
+        shmreg_region *ref = NULL;
+        shmreg_view view;
+        if (i % 2 == 0)
+            assert_fails(shmreg_acquire(reg, ut_fmt("region-%d", i), 0, 1, &ref, &view), SHMREG_ERR_NOT_FOUND,
+                         ut_fmt("Unable to find shared memory region: 'region-%d'", i));
+        else
+            assert_window(reg, i, 0);
+    }
+
+    /* They come back one window byte later. */
+    register_many(reg, key, 1, 0, 2);
+    for (int i = 0; i < MANY; i++)
+        assert_window(reg, i, i % 2 == 0 ? 1 : 0);
+
+    /* Detached while held, then registered again: the holder keeps the old
+     * bytes, a new acquire gets the new region. */
+    shmreg_region *old = NULL;
+    shmreg_view old_view;
+    assert_ok(shmreg_acquire(reg, "region-7", 0, WINDOW, &old, &old_view));
+    assert_ok(shmreg_unregister(reg, "region-7", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_register_system(reg, "region-7", key, 7 * WINDOW + 3, WINDOW, SHMREG_NO_PIN));
+    assert_window(reg, 7, 3);
+    ut_assert_pattern(old_view.addr, WINDOW, 47, 7 * WINDOW);
+    shmreg_release(old);
+    assert_int_equal(ut_status_count(reg, SHMREG_KIND_SYSTEM), MANY);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +245,7 @@ int main(void)
         UT_TEST(test_null_arguments_are_refused),
         UT_TEST(test_every_reference_is_counted),
         UT_TEST(test_release_from_another_thread),
+        UT_TEST(test_every_name_finds_its_own_window),
     };
     return cmocka_run_group_tests(tests, ut_group_setup, NULL);
 }
