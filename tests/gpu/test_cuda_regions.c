@@ -439,6 +439,48 @@ static void test_second_device(void **state)
     assert_int_equal(current, 0);
 }
 
+/* ---- two devices, one VMM allocation mapped for each (docs/cuda.md: one
+ * registration per device, from the same descriptor): what device 1 writes
+ * through its mapping, device 0 reads through its own. */
+
+static void test_both_devices(void **state)
+{
+    struct fixture *f = *state;
+    int count = 0;
+    gt_cuda_ok(cudaGetDeviceCount(&count));
+    if (GT_KIND != GT_KIND_VMM || count < 2) {
+        print_message("needs a VMM region and two devices\n");
+        skip();
+    }
+    gt_cuda_ok(cudaSetDevice(0));
+    gt_assert_ok(register_export(f->reg, "on0", &f->ex, 0, SIZE, 0));
+    gt_assert_ok(register_export(f->reg, "on1", &f->ex, 1, SIZE, 0));
+    shmreg_region *ref0 = NULL, *ref1 = NULL;
+    shmreg_view view0, view1;
+    gt_assert_ok(shmreg_acquire(f->reg, "on0", 0, SIZE, &ref0, &view0));
+    gt_assert_ok(shmreg_acquire(f->reg, "on1", 0, SIZE, &ref1, &view1));
+    assert_int_equal(view0.device_id, 0);
+    assert_int_equal(view1.device_id, 1);
+    assert_ptr_not_equal(view0.addr, view1.addr); /* a virtual range each */
+
+    gt_cuda_ok(cudaSetDevice(1));
+    gt_assert_device_pattern(view1.addr, 4096, SEED, 0);
+    gt_write_device_pattern((char *)view1.addr + SIZE - 4096, 4096, SEED2, 0);
+    gt_cuda_ok(cudaSetDevice(0));
+    gt_assert_device_pattern((char *)view0.addr + SIZE - 4096, 4096, SEED2, 0);
+    gt_assert_device_pattern(view0.addr, 4096, SEED, 0);
+
+    shmreg_release(ref0);
+    shmreg_release(ref1);
+    gt_assert_ok(shmreg_unregister(f->reg, "on0", SHMREG_KIND_CUDA));
+    gt_assert_ok(shmreg_unregister(f->reg, "on1", SHMREG_KIND_CUDA));
+    assert_false(gt_device_mapped(view0.addr));
+    assert_false(gt_device_mapped(view1.addr));
+    int current = -1;
+    gt_cuda_ok(cudaGetDevice(&current));
+    assert_int_equal(current, 0);
+}
+
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -469,6 +511,7 @@ int main(void)
         TEST(test_destroy_with_references),
         TEST(test_stress_acquire_release_unregister),
         TEST(test_second_device),
+        TEST(test_both_devices),
     };
     int failed = cmocka_run_group_tests_name(GT_KIND == GT_KIND_IPC ? "cuda_ipc" : "cuda_vmm",
                                              tests, group_setup, NULL);
