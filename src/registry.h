@@ -21,7 +21,7 @@ struct shmreg__usage {
     size_t pinned_bytes;
 };
 
-/* Slots of the registry's front, a power of two (see shmreg__link_locked). */
+/* Slots of the registry's front, a power of two ("the front" in registry.c). */
 #define SHMREG__FRONT_SLOTS 1024u
 
 struct shmreg_registry {
