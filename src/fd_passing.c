@@ -129,26 +129,28 @@ static shmreg_err take_fd(struct msghdr *msg, int *fd_out)
     return SHMREG_OK;
 }
 
-/* Receive into buf with room for one descriptor. Returns the byte count, 0
- * when the peer closed, -1 with the error set. */
-static ssize_t receive(int sock, void *buf, size_t len, int flags, struct msghdr *msg,
-                       union one_fd_control *control)
+/* Receive into buf with room for one descriptor, and take that descriptor
+ * (take_fd's rules). On OK, *got is the byte count (at least 1) and
+ * *msg_flags the message's flags. */
+static shmreg_err receive_with_fd(int sock, void *buf, size_t len, int flags, size_t *got,
+                                  int *msg_flags, int *fd_out)
 {
-    memset(control, 0, sizeof *control);
-    ssize_t n;
+    union one_fd_control control;
+    memset(&control, 0, sizeof control);
     struct iovec one = {.iov_base = buf, .iov_len = len};
-    *msg = (struct msghdr){.msg_iov = &one, .msg_iovlen = 1, .msg_control = control->buf,
-                           .msg_controllen = sizeof control->buf};
+    struct msghdr msg = {.msg_iov = &one, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = sizeof control.buf};
+    ssize_t n;
     do
-        n = recvmsg(sock, msg, flags | MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
-    msg->msg_iov = NULL; /* `one` dies here; only the control part is read later */
-    msg->msg_iovlen = 0;
     if (n < 0)
-        shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "shmreg_recv_fd: recvmsg");
-    else if (n == 0)
-        shmreg__fail(SHMREG_ERR_SYSTEM, "shmreg_recv_fd: connection closed");
-    return n;
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "shmreg_recv_fd: recvmsg");
+    if (n == 0)
+        return shmreg__fail(SHMREG_ERR_SYSTEM, "shmreg_recv_fd: connection closed");
+    *got = (size_t)n;
+    *msg_flags = msg.msg_flags;
+    return take_fd(&msg, fd_out);
 }
 
 static shmreg_err malformed(int fd, const char *why)
@@ -183,27 +185,24 @@ static shmreg_err recv_record(int sock, int *fd_out, void *payload, size_t cap,
                               size_t *payload_size)
 {
     struct frame f;
-    struct msghdr msg;
-    union one_fd_control control;
-    ssize_t n = receive(sock, &f, sizeof f, 0, &msg, &control);
-    if (n <= 0)
-        return SHMREG_ERR_SYSTEM;
+    size_t n;
+    int msg_flags;
     int fd = -1;
-    shmreg_err rc = take_fd(&msg, &fd);
+    shmreg_err rc = receive_with_fd(sock, &f, sizeof f, 0, &n, &msg_flags, &fd);
     if (rc != SHMREG_OK)
         return rc;
-    if (msg.msg_flags & MSG_TRUNC) {
+    if (msg_flags & MSG_TRUNC) {
         shmreg__sys.close(fd);
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
                             "shmreg_recv_fd: payload truncated: the message is longer than a "
                             "frame of %d payload bytes; the descriptor received was closed",
                             SHMREG_FD_PAYLOAD_MAX);
     }
-    if ((size_t)n < sizeof f.h)
+    if (n < sizeof f.h)
         return malformed(fd, "shorter than its header");
     if ((rc = check_header(&f.h, fd)) != SHMREG_OK)
         return rc;
-    if ((size_t)n != sizeof f.h + f.h.size)
+    if (n != sizeof f.h + f.h.size)
         return malformed(fd, "payload size does not match the header");
     if (f.h.size > cap)
         return payload_too_large(fd, f.h.size, cap);
@@ -238,16 +237,13 @@ static shmreg_err recv_stream(int sock, int *fd_out, void *payload, size_t cap,
                               size_t *payload_size)
 {
     struct frame f;
-    struct msghdr msg;
-    union one_fd_control control;
-    ssize_t n = receive(sock, &f.h, sizeof f.h, MSG_WAITALL, &msg, &control);
-    if (n <= 0)
-        return SHMREG_ERR_SYSTEM;
+    size_t n;
+    int msg_flags;
     int fd = -1;
-    shmreg_err rc = take_fd(&msg, &fd);
+    shmreg_err rc = receive_with_fd(sock, &f.h, sizeof f.h, MSG_WAITALL, &n, &msg_flags, &fd);
     if (rc != SHMREG_OK)
         return rc;
-    if ((size_t)n < sizeof f.h) {
+    if (n < sizeof f.h) {
         shmreg__sys.close(fd);
         return shmreg__fail(SHMREG_ERR_SYSTEM,
                             "shmreg_recv_fd: connection closed in the middle of a message");
