@@ -114,8 +114,9 @@ static void test_truncated_payload(void **state)
     close(fd);
 }
 
-/* Send `n` descriptors (the pipe's ends, in turn) in one message of 10 bytes. */
-static void send_descriptors(struct fixture *f, int n)
+/* Send `n` descriptors (the pipe's ends, in turn) with the `len` bytes at
+ * `bytes`, in one message that is not shmreg_send_fd's framing. */
+static void send_raw(struct fixture *f, const char *bytes, size_t len, int n)
 {
     int fds[4];
     for (int i = 0; i < n; i++)
@@ -125,7 +126,7 @@ static void send_descriptors(struct fixture *f, int n)
         char buf[CMSG_SPACE(sizeof fds)];
     } control;
     memset(&control, 0, sizeof control);
-    struct iovec iov = {.iov_base = "xxxxxxxxxx", .iov_len = 10};
+    struct iovec iov = {.iov_base = (void *)bytes, .iov_len = len};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
                          .msg_controllen = CMSG_SPACE(n * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
@@ -133,7 +134,13 @@ static void send_descriptors(struct fixture *f, int n)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(n * sizeof(int));
     memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-    assert_int_equal(sendmsg(f->sv[0], &msg, 0), 10);
+    assert_int_equal(sendmsg(f->sv[0], &msg, 0), (ssize_t)len);
+}
+
+/* `n` descriptors in one message of 10 bytes. */
+static void send_descriptors(struct fixture *f, int n)
+{
+    send_raw(f, "xxxxxxxxxx", 10, n);
 }
 
 /* More descriptors than one: two fit the control buffer's padding, four
@@ -172,20 +179,7 @@ static void test_missing_descriptor(void **state)
 static void test_foreign_message_is_refused(void **state)
 {
     struct fixture *f = *state;
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } control;
-    memset(&control, 0, sizeof control);
-    struct iovec iov = {.iov_base = "garbage!garbage!", .iov_len = 16};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = sizeof control.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &f->pipe[1], sizeof(int));
-    assert_int_equal(sendmsg(f->sv[0], &msg, 0), 16);
+    send_raw(f, "garbage!garbage!", 16, 1);
     char got[64];
     size_t len = 0;
     int fd = -1;
