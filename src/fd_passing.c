@@ -7,6 +7,7 @@
  * message boundaries, and tell a truncated payload from a short one on any
  * socket type. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -146,8 +147,16 @@ static shmreg_err receive_with_fd(int sock, void *buf, size_t len, int flags, si
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "shmreg_recv_fd: recvmsg");
-    if (n == 0)
+    if (n == 0) {
+        /* End of stream, or an empty record or datagram, which can still
+         * carry descriptors: they must not stay open in this process. */
+        bool carried = CMSG_FIRSTHDR(&msg) != NULL;
+        close_received(&msg);
+        if (carried)
+            return shmreg__fail(SHMREG_ERR_SYSTEM, "shmreg_recv_fd: not a shmreg_send_fd message (empty); "
+                                                   "the descriptors received were closed");
         return shmreg__fail(SHMREG_ERR_SYSTEM, "shmreg_recv_fd: connection closed");
+    }
     *got = (size_t)n;
     *msg_flags = msg.msg_flags;
     return take_fd(&msg, fd_out);

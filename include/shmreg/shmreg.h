@@ -391,8 +391,9 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
 /*
  * Receive what shmreg_send_fd sent: *fd_out becomes a new descriptor the
  * caller owns, and up to cap payload bytes land in payload (*payload_size set).
- * Errors: INVALID_ARG, SYSTEM (recvmsg failed, or the peer closed: "connection
- * closed"), OUT_OF_BOUNDS (payload or control data truncated; any descriptor
+ * Errors: INVALID_ARG, SYSTEM (recvmsg failed, the peer closed: "connection
+ * closed", or a message that is not shmreg_send_fd's, whose descriptor is
+ * closed), OUT_OF_BOUNDS (payload or control data truncated; any descriptor
  * received is closed), NOT_FOUND (a message carrying no descriptor).
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,

@@ -143,6 +143,17 @@ static void send_descriptors(struct fixture *f, int n)
     send_raw(f, "xxxxxxxxxx", 10, n);
 }
 
+/* The next message is refused with code and a message containing part, and
+ * no descriptor is handed out (the teardown checks none stayed open). */
+static void assert_recv_refused(struct fixture *f, shmreg_err code, const char *part)
+{
+    char got[64];
+    size_t len = 0;
+    int fd = -1;
+    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), code, part);
+    assert_int_equal(fd, -1);
+}
+
 /* More descriptors than one: two fit the control buffer's padding, four
  * overflow it (MSG_CTRUNC). Either way all that arrived are closed. */
 static void test_truncated_control_data(void **state)
@@ -150,12 +161,7 @@ static void test_truncated_control_data(void **state)
     struct fixture *f = *state;
     for (int n = 2; n <= 4; n += 2) {
         send_descriptors(f, n);
-        char got[64];
-        size_t len = 0;
-        int fd = -1;
-        gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len),
-                        SHMREG_ERR_OUT_OF_BOUNDS, "control data truncated");
-        assert_int_equal(fd, -1); /* and the teardown finds no descriptor left */
+        assert_recv_refused(f, SHMREG_ERR_OUT_OF_BOUNDS, "control data truncated");
         if (n == 2) {
             char rest[8]; /* a stream keeps the 2 bytes past the header: drop them */
             (void)recv(f->sv[1], rest, sizeof rest, MSG_DONTWAIT);
@@ -167,12 +173,7 @@ static void test_missing_descriptor(void **state)
 {
     struct fixture *f = *state;
     assert_int_equal(send(f->sv[0], "no descriptor here", 18, 0), 18);
-    char got[64];
-    size_t len = 0;
-    int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), SHMREG_ERR_NOT_FOUND,
-                    "the message carries no descriptor");
-    assert_int_equal(fd, -1);
+    assert_recv_refused(f, SHMREG_ERR_NOT_FOUND, "the message carries no descriptor");
 }
 
 /* A descriptor with bytes that are not shmreg_send_fd's framing. */
@@ -180,12 +181,17 @@ static void test_foreign_message_is_refused(void **state)
 {
     struct fixture *f = *state;
     send_raw(f, "garbage!garbage!", 16, 1);
-    char got[64];
-    size_t len = 0;
-    int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), SHMREG_ERR_SYSTEM,
-                    "not a shmreg_send_fd message");
-    assert_int_equal(fd, -1);
+    assert_recv_refused(f, SHMREG_ERR_SYSTEM, "not a shmreg_send_fd message");
+}
+
+/* A record or datagram of no bytes can still carry a descriptor; it is
+ * refused and the descriptor closed (the teardown counts them). A stream
+ * sends nothing for no bytes, so this is for the other two types. */
+static void test_empty_message_with_a_descriptor(void **state)
+{
+    struct fixture *f = *state;
+    send_raw(f, "", 0, 1);
+    assert_recv_refused(f, SHMREG_ERR_SYSTEM, "not a shmreg_send_fd message (empty)");
 }
 
 static void test_closed_peer(void **state)
@@ -193,11 +199,7 @@ static void test_closed_peer(void **state)
     struct fixture *f = *state;
     close(f->sv[0]);
     f->sv[0] = -1;
-    char got[64];
-    size_t len = 0;
-    int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), SHMREG_ERR_SYSTEM,
-                    "connection closed");
+    assert_recv_refused(f, SHMREG_ERR_SYSTEM, "connection closed");
     gt_assert_fails(shmreg_send_fd(f->sv[1], f->pipe[1], "x", 1), SHMREG_ERR_SYSTEM,
                     "sendmsg");
 }
@@ -282,6 +284,8 @@ int main(void)
         ALL_TYPES(test_truncated_control_data),
         ALL_TYPES(test_missing_descriptor),
         ALL_TYPES(test_foreign_message_is_refused),
+        cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_seqpacket, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_dgram, teardown),
         cmocka_unit_test_setup_teardown(test_closed_peer, setup_stream, teardown),
         cmocka_unit_test_setup_teardown(test_closed_peer, setup_seqpacket, teardown),
         cmocka_unit_test_setup_teardown(test_peer_closes_mid_message, setup_stream, teardown),
