@@ -135,34 +135,17 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
 }
 
 /* Unregistering a name that nothing holds is success, as in Triton (whose
- * clients and tests rely on it); a name held by the other kind is reported. */
+ * clients and tests rely on it); a name registered as the other kind is
+ * WRONG_KIND, reported with the library's message. One call tells the two
+ * apart. */
 static void unregister(shmreg_registry *reg, const route *rt, reply *r)
 {
-    if (!rt->region) {
-        shmreg_err e = shmreg_unregister_all(reg, rt->kind);
-        if (e != SHMREG_OK)
-            reply_shmreg_error(r, e);
-        else
-            reply_empty(r);
-        return;
-    }
-    shmreg_err e = shmreg_unregister(reg, rt->region, rt->kind);
-    if (e == SHMREG_ERR_NOT_FOUND) {
-        reply_shmreg_error(r, e); /* keeps the library's message before the next call */
-        shmreg_region_status *st;
-        size_t count;
-        if (shmreg_status(reg, rt->region, SHMREG_KIND_ANY, &st, &count) == SHMREG_ERR_NOT_FOUND) {
-            free(r->body);
-            reply_empty(r);
-            return;
-        }
-        shmreg_status_free(st, count);
-        return;
-    }
-    if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
-    else
+    shmreg_err e = rt->region ? shmreg_unregister(reg, rt->region, rt->kind)
+                              : shmreg_unregister_all(reg, rt->kind);
+    if (e == SHMREG_OK || e == SHMREG_ERR_NOT_FOUND)
         reply_empty(r);
+    else
+        reply_shmreg_error(r, e);
 }
 
 void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *r)
