@@ -98,8 +98,11 @@ static void register_cuda(shmreg_registry *reg, const char *name, const json_t *
 
 static json_t *status_entry(const shmreg_region_status *s)
 {
+    /* "in_use" is the key clients of this frontend read; its value is the
+     * references callers hold (a request holds one per tensor it places in
+     * the region), which is what the library counts. */
     json_t *e = json_pack("{s:s,s:I,s:I,s:b}", "name", s->name, "byte_size",
-                          (json_int_t)s->byte_size, "in_use", (json_int_t)s->in_use,
+                          (json_int_t)s->byte_size, "in_use", (json_int_t)s->references,
                           "pending_unregister", s->pending_unregister);
     if (!e)
         return NULL;
