@@ -25,8 +25,8 @@
  * last release, say) go to stderr. */
 static void log_to_stderr(void *user, shmreg_log_level level, const char *msg)
 {
-    static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "shmreg %s: %s\n", level <= SHMREG_LOG_INFO ? names[level] : "?", msg);
+    static const char *const names[] = {"error", "warning"};
+    fprintf(stderr, "shmreg %s: %s\n", level <= SHMREG_LOG_WARNING ? names[level] : "?", msg);
 }
 
 static shmreg_registry *create_registry(const frontend_options *o)
