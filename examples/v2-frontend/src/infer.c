@@ -5,7 +5,8 @@
  *   2. for every input and output placed in shared memory, shmreg_acquire the
  *      window it names and hand the reference to the request (request_hold):
  *      from here on the bytes stay mapped until the response has been sent,
- *      whatever unregister does meanwhile;
+ *      whatever unregister does meanwhile; an output's view must be writable
+ *      (a region registered SHMREG_READONLY is refused with 400);
  *   3. run the model straight from and into those views (a CUDA region is
  *      staged through a host buffer: device_copy.h);
  *   4. build the response; server.c queues it, and libmicrohttpd's completion
@@ -308,6 +309,13 @@ static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_
         unsigned st = acquire_window(c, &exact, &view);
         if (st)
             return st;
+        /* The model would write through a mapping without write access: a
+         * SIGSEGV for a system region, a failed copy for a CUDA one. Refused
+         * here, before any model runs; the reference just taken is the
+         * request's and is released with the others when the reply is sent. */
+        if (!view.writable)
+            return fail(c, 400, "output '%s' cannot be written to shared memory region '%s': "
+                                "it was registered read-only", t->name, w->region);
         if (view.kind == SHMREG_KIND_SYSTEM)
             t->data = view.addr;
         else {
