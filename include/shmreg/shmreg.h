@@ -7,6 +7,24 @@
  * without a shared lock on every request, and hands out counted references
  * so that a region is never unmapped while a request still reads or writes it.
  *
+ * Start here: the ten calls a server of system shared memory needs.
+ *
+ *   shmreg_registry_create(NULL, &reg)             once, at start (NULL: defaults)
+ *   shmreg_register_system(reg, name, key, off, size, 0)      client's register
+ *   shmreg_acquire(reg, name, off, size, &ref, &view)  per tensor of a request
+ *   shmreg_release(ref)                        when the response is sent
+ *   shmreg_unregister(reg, name, SHMREG_KIND_SYSTEM)        client's unregister
+ *   shmreg_unregister_all(reg, SHMREG_KIND_SYSTEM)    client's unregister-all
+ *   shmreg_status(reg, name_or_NULL, kind, &st, &n) then shmreg_status_free(st, n)
+ *   shmreg_last_error()                        the message of a failed call
+ *   shmreg_registry_destroy(reg)               once, at shutdown
+ *
+ * Names, keys and tags are copied: the caller's strings need not outlive a
+ * call. A view is valid from shmreg_acquire until its reference is
+ * released; touching view.addr after shmreg_release is a use-after-unmap.
+ * A view of a read-only region (SHMREG_READONLY) has writable == 0: a write
+ * through it faults.
+ *
  * This header is the whole public API. Everything else under src/ is private.
  *
  * Conventions used throughout:
@@ -16,6 +34,14 @@
  *    range or CUDA handle is kept.
  *  - Every call is safe from any thread at any time, unless it says otherwise.
  *  - Functions that free or drop something accept NULL and then do nothing.
+ *  - One extension idiom: where a verb takes more than its plain arguments,
+ *    it takes a struct (shmreg_config, shmreg_registration, shmreg_filter)
+ *    that the caller fills after calling the struct's _init function. New
+ *    fields are only ever carved out of a struct's reserved tail, with the
+ *    _init value meaning "as before", so a struct's size is fixed within a
+ *    major version and a program built against an older header keeps
+ *    working. Structs the library fills (shmreg_view, shmreg_region_status,
+ *    shmreg_stats) keep a reserved tail for the same reason.
  *  - A child of fork() must not use a registry created before the fork.
  *
  * SPDX-License-Identifier: Apache-2.0
@@ -41,10 +67,14 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
-#define SHMREG_VERSION_MAJOR 0
-#define SHMREG_VERSION_MINOR 1
+#define SHMREG_VERSION_MAJOR 1
+#define SHMREG_VERSION_MINOR 0
 #define SHMREG_VERSION_PATCH 0
-#define SHMREG_VERSION_STRING "0.1.0"
+#define SHMREG_VERSION_STR_(x) #x
+#define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)
+#define SHMREG_VERSION_STRING                                                          \
+    SHMREG_VERSION_XSTR_(SHMREG_VERSION_MAJOR)                                         \
+    "." SHMREG_VERSION_XSTR_(SHMREG_VERSION_MINOR) "." SHMREG_VERSION_XSTR_(SHMREG_VERSION_PATCH)
 
 /* The version of the library loaded at run time, "MAJOR.MINOR.PATCH".
  * Static storage; never NULL. */
@@ -60,14 +90,15 @@ SHMREG_API const char *shmreg_version(void);
 #define SHMREG_ERR_MAP(X)                                                              \
     X(OK, 0, "success")                                                                \
     X(ERR_INVALID_ARG, 1, "invalid argument: a NULL pointer, bad name, key or flags")  \
-    X(ERR_NOT_FOUND, 2, "no region of that name (and kind) is registered")             \
+    X(ERR_NOT_FOUND, 2, "no region of that name is registered (or visible to that tag)") \
     X(ERR_ALREADY_EXISTS, 3, "a region of that name is already registered")            \
     X(ERR_OUT_OF_BOUNDS, 4, "offset or size outside the region or the object")         \
     X(ERR_BUSY, 5, "the region is in use and the busy policy refuses")                  \
     X(ERR_SYSTEM, 6, "an operating-system call failed (errno in the message)")         \
     X(ERR_CUDA, 7, "a CUDA call failed (CUDA error name and string in the message)")   \
     X(ERR_UNSUPPORTED, 8, "not available in this build or on this machine")            \
-    X(ERR_NO_MEMORY, 9, "out of memory, or a configured limit was reached")
+    X(ERR_NO_MEMORY, 9, "out of memory, or a configured limit was reached")            \
+    X(ERR_WRONG_KIND, 10, "the name is registered, but as the other kind of memory")
 
 typedef enum shmreg_err {
 #define SHMREG_ERR_ENUM_(name, value, desc) SHMREG_##name = value,
@@ -94,7 +125,7 @@ SHMREG_API const char *shmreg_last_error(void);
 /* The memory a region lives in. ANY is accepted where a call filters by kind. */
 typedef enum shmreg_kind {
     SHMREG_KIND_ANY = 0,
-    SHMREG_KIND_SYSTEM = 1, /* POSIX shared memory object, mapped into this process */
+    SHMREG_KIND_SYSTEM = 1, /* host memory: a POSIX shared memory object, mapped */
     SHMREG_KIND_CUDA = 2    /* GPU memory: a CUDA IPC handle or a VMM descriptor */
 } shmreg_kind;
 
@@ -105,7 +136,8 @@ typedef enum shmreg_policy {
      * reference is released. This is what Triton users observe. */
     SHMREG_POLICY_DEFER = 0,
     /* Free the name at once (new acquires fail, the name can be registered
-     * again); the old mapping lives until its last reference is released. */
+     * again); the old mapping lives until its last reference is released.
+     * Status no longer lists it; shmreg_registry_stats counts it. */
     SHMREG_POLICY_DETACH = 1,
     /* Fail with SHMREG_ERR_BUSY and change nothing. */
     SHMREG_POLICY_REFUSE = 2
@@ -119,10 +151,13 @@ typedef enum shmreg_pin_policy {
     SHMREG_PIN_ALWAYS = 2 /* every system region must be pinned, or register fails */
 } shmreg_pin_policy;
 
+/* The levels the library logs at. ERROR: something could not be undone
+ * (a munmap, unpin or CUDA close failed in a deleter). WARNING: the
+ * server's own use looks wrong but nothing was lost (a registry destroyed
+ * while callers still held references to its regions). */
 typedef enum shmreg_log_level {
     SHMREG_LOG_ERROR = 0,
-    SHMREG_LOG_WARNING = 1,
-    SHMREG_LOG_INFO = 2
+    SHMREG_LOG_WARNING = 1
 } shmreg_log_level;
 
 /* Receives messages the library cannot return to a caller, such as a munmap
@@ -139,10 +174,8 @@ typedef void (*shmreg_log_fn)(void *user, shmreg_log_level level, const char *ms
 /* ----------------------------------------------------------------- config */
 
 /*
- * Registry settings. Always start from shmreg_config_init(), then set fields:
- * new fields are only ever carved out of the reserved tail, with zero meaning
- * "default", so the size of this struct is fixed within a major version and a
- * program built against an older header keeps working.
+ * Registry settings. Always start from shmreg_config_init(), then set fields
+ * (see "One extension idiom" above).
  */
 typedef struct shmreg_config {
     shmreg_policy busy_policy;                /* default SHMREG_POLICY_DEFER */
@@ -167,7 +200,7 @@ typedef struct shmreg_config {
 } shmreg_config;
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
- * pinning, no log). cfg must not be NULL. */
+ * pinning, no log, no limits). NULL is a no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -184,28 +217,107 @@ SHMREG_API shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_re
 /* Server shutdown: unregister every region whatever the busy policy, then free
  * the registry handle. References that requests still hold stay valid; each
  * region is unmapped by its own last shmreg_release, which may come after this
- * call returns. No other call may use reg after this one starts. When no
- * reference is outstanding it also waits (milliseconds) until the library
- * holds none of the registry's memory, so it must not be called inside a
- * liburcu-bp read-side section of the caller's own. NULL is a no-op. */
+ * call returns (the log callback, if any, gets a WARNING naming how many).
+ * No other call may use reg after this one starts. When no reference is
+ * outstanding it also waits (milliseconds) until the library holds none of
+ * the registry's memory, so it must not be called inside a liburcu-bp
+ * read-side section of the caller's own. NULL is a no-op. */
 SHMREG_API void shmreg_registry_destroy(shmreg_registry *reg);
+
+/* Counters of a whole registry, filled by shmreg_registry_stats. */
+typedef struct shmreg_stats {
+    size_t regions;          /* listed by status: registered or pending */
+    size_t pending_regions;  /* of those, DEFER-unregistered and still referenced */
+    size_t detached_regions; /* DETACH-unregistered (or destroyed) and still mapped
+                                for references callers hold: listed nowhere else */
+    size_t references;       /* references callers hold on listed regions */
+    size_t mapped_regions;   /* every region still mapped: listed + detached */
+    size_t mapped_bytes;     /* what max_mapped_bytes counts */
+    size_t pinned_bytes;     /* what max_pinned_bytes counts */
+    uint64_t registrations;  /* successful registrations since create */
+    uint64_t refusals;       /* registrations refused for any reason since create */
+    uint64_t reserved_[16];  /* zero; room for later counters */
+} shmreg_stats;
+
+/* A snapshot of reg's counters (taken under the registry's lock; the
+ * counters are consistent with each other). Errors: INVALID_ARG. */
+SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
+
+/* -------------------------------------------------------------- register */
+
+/* Where a registration's memory comes from. */
+typedef enum shmreg_source {
+    /* A POSIX shared memory object, by key: the window [offset, offset +
+     * byte_size) of it, mapped MAP_SHARED. Kind SYSTEM. */
+    SHMREG_SOURCE_SHM = 0,
+    /* GPU memory exported by another process as a legacy CUDA IPC handle
+     * (the 64 bytes of a cudaIpcMemHandle_t). Kind CUDA. */
+    SHMREG_SOURCE_CUDA_IPC = 1,
+    /* A CUDA VMM allocation (cuMemCreate) exported as a POSIX file
+     * descriptor. Kind CUDA. */
+    SHMREG_SOURCE_CUDA_FD = 2
+} shmreg_source;
+
+/*
+ * One registration, whatever its source: what shmreg_register takes. Always
+ * start from shmreg_registration_init(), then set the fields the source
+ * needs (see the three plain verbs below for what each field means).
+ */
+typedef struct shmreg_registration {
+    shmreg_source source;  /* default SHMREG_SOURCE_SHM */
+    const char *name;      /* 1..255 bytes, no control characters; copied */
+    size_t byte_size;      /* > 0 */
+    unsigned flags;        /* SHMREG_READONLY, SHMREG_PIN, SHMREG_NO_PIN */
+    /* Owner tag, 1..255 bytes without control characters, or NULL (default).
+     * A filter with a tag (shmreg_unregister_matching, shmreg_status_matching)
+     * sees only the regions registered with that tag, so one client's cleanup
+     * cannot remove another client's regions. Copied. */
+    const char *tag;
+    /* SHMREG_SOURCE_SHM */
+    const char *key;       /* POSIX shm key; copied */
+    size_t offset;         /* of the window in the object; any value */
+    /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
+    int device_id;         /* default 0 */
+    const void *raw_handle;   /* _CUDA_IPC: the handle's bytes */
+    size_t raw_handle_size;   /* _CUDA_IPC: must be 64 */
+    int fd;                /* _CUDA_FD: the caller keeps it; default -1 */
+    void *reserved_[8];    /* zero; room for later fields */
+} shmreg_registration;
+
+/* Fill r with the defaults (SHM source, device 0, fd -1, everything else
+ * zero or NULL). NULL is a no-op. */
+SHMREG_API void shmreg_registration_init(shmreg_registration *r);
+
+/*
+ * Register r->name as the memory r describes. What is checked, in order:
+ * the name, the flags and the tag; the source's own arguments (key, handle,
+ * descriptor); that the name is free and the configured limits leave room;
+ * then the memory is opened (outside every lock) and the region published.
+ *
+ * Errors: INVALID_ARG (NULL or bad name, tag, key or flags, a reserved key,
+ * an unknown source, an object owned by a uid the allow-list refuses),
+ * ALREADY_EXISTS (the name is taken, or pending unregister: the message says
+ * which), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
+ * or allocation: the message gives the sizes), SYSTEM, CUDA, UNSUPPORTED,
+ * NO_MEMORY (out of memory or over a configured limit).
+ */
+SHMREG_API shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r);
 
 /*
  * Register the POSIX shared memory object `key` (opened read-write, or
  * read-only with SHMREG_READONLY; never created or unlinked) under `name`, as
  * the window [offset, offset + byte_size) of the object. Any offset works,
- * page-aligned or not. Several names may map the same key.
+ * page-aligned or not. Several names may map the same key. The same as
+ * shmreg_register with SHMREG_SOURCE_SHM and no tag.
  *
- * name: 1..255 bytes, one namespace for all kinds. key: POSIX shm naming;
- * leading slashes are ignored as glibc ignores them. The object's descriptor
- * is closed before this returns, on every path. Pinning follows the config's
- * pin_policy and the SHMREG_PIN / SHMREG_NO_PIN flags.
+ * key: POSIX shm naming; leading slashes are ignored as glibc ignores them.
+ * The object's descriptor is closed before this returns, on every path.
+ * Pinning follows the config's pin_policy and the SHMREG_PIN / SHMREG_NO_PIN
+ * flags.
  *
- * Errors: INVALID_ARG (NULL or bad name, invalid or reserved key, bad flags),
- * ALREADY_EXISTS (name taken), OUT_OF_BOUNDS (byte_size 0, offset + byte_size
- * overflows or ends past the object), SYSTEM (shm_open, fstat or mmap failed),
- * UNSUPPORTED (pinning demanded but CUDA unusable), CUDA (pinning failed),
- * NO_MEMORY.
+ * Errors: as shmreg_register; SYSTEM when shm_open, fstat or mmap failed,
+ * UNSUPPORTED when pinning is demanded but CUDA is unusable, CUDA when
+ * pinning failed.
  */
 SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name,
                                              const char *key, size_t offset,
@@ -218,11 +330,11 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  * as it was; byte_size must not exceed the allocation. The same handle may be
  * registered under several names; each registration holds its own open. The
  * exporting process must keep the allocation alive while it is registered.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_IPC and no tag.
  *
- * Errors: INVALID_ARG, ALREADY_EXISTS, OUT_OF_BOUNDS (byte_size 0 or larger
- * than the allocation), CUDA (the driver rejected the handle: its error name
- * and string are in the message), UNSUPPORTED (no CUDA in this build, no
- * driver or no device), NO_MEMORY.
+ * Errors: as shmreg_register; CUDA when the driver rejected the handle (its
+ * error name and string are in the message), UNSUPPORTED with no CUDA in this
+ * build, no driver or no device.
  */
 SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char *name,
                                                const void *raw_handle, size_t raw_handle_size,
@@ -238,35 +350,13 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * The whole allocation is mapped: byte_size, rounded up to the allocation
  * granularity, must be the allocation's size (the driver maps no other
  * length; OUT_OF_BOUNDS otherwise). The view covers byte_size bytes.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_FD and no tag.
  *
  * Errors: as shmreg_register_cuda_ipc; a descriptor that is not a CUDA
  * shareable handle is CUDA (or INVALID_ARG when negative).
  */
 SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd,
                                               int device_id, size_t byte_size, unsigned flags);
-
-/* What a registration may carry beyond the positional arguments. Zero it
- * (or use NULL) for none; later fields come out of the reserved tail. */
-typedef struct shmreg_register_opts {
-    /* Owner tag, 1..255 bytes without control characters, or NULL. Calls
-     * given a tag (shmreg_unregister_tagged, shmreg_unregister_all_tagged,
-     * shmreg_status_tagged) see only the regions registered with that tag,
-     * so one client's cleanup cannot remove another client's regions. */
-    const char *tag;
-    void *reserved_[7];
-} shmreg_register_opts;
-
-/* The three registrations above, with options (opts may be NULL). */
-SHMREG_API shmreg_err shmreg_register_system_opts(shmreg_registry *reg, const char *name,
-                                                  const char *key, size_t offset, size_t byte_size,
-                                                  unsigned flags, const shmreg_register_opts *opts);
-SHMREG_API shmreg_err shmreg_register_cuda_ipc_opts(shmreg_registry *reg, const char *name,
-                                                    const void *raw_handle, size_t raw_handle_size,
-                                                    int device_id, size_t byte_size, unsigned flags,
-                                                    const shmreg_register_opts *opts);
-SHMREG_API shmreg_err shmreg_register_cuda_fd_opts(shmreg_registry *reg, const char *name, int fd,
-                                                   int device_id, size_t byte_size, unsigned flags,
-                                                   const shmreg_register_opts *opts);
 
 /* Bits of shmreg_cuda_available()'s answer. */
 #define SHMREG_CUDA_BUILT 0x1u   /* this library was built with the CUDA backends */
@@ -283,13 +373,16 @@ SHMREG_API unsigned shmreg_cuda_available(void);
 
 /* What an acquired reference lets the caller touch: byte_size bytes at addr.
  * For SYSTEM, addr is a host pointer; for CUDA, a device pointer valid on
- * device_id (-1 for SYSTEM). pinned: a SYSTEM region page-locked for DMA. */
+ * device_id (-1 for SYSTEM). Valid until the reference is released. */
 typedef struct shmreg_view {
     void *addr;
     size_t byte_size;
     shmreg_kind kind;
     int device_id;
-    int pinned;
+    int pinned;   /* a SYSTEM region page-locked for DMA */
+    int writable; /* 0: registered SHMREG_READONLY, mapped without write access;
+                     writing through addr faults (SIGSEGV for SYSTEM) */
+    void *reserved_[4]; /* not written by this version; room for later fields */
 } shmreg_view;
 
 /*
@@ -308,7 +401,8 @@ SHMREG_API shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, siz
 
 /* Drop one reference. The last one (the registry's included) unmaps the
  * region, exactly once, in the calling thread, and may do so after the
- * registry was destroyed. NULL is a no-op. Any thread. */
+ * registry was destroyed. The view it gave is invalid from this call on.
+ * NULL is a no-op. Any thread. */
 SHMREG_API void shmreg_release(shmreg_region *ref);
 
 /* Take another reference to the region ref refers to (for a second owner,
@@ -317,30 +411,46 @@ SHMREG_API void shmreg_release(shmreg_region *ref);
  * returns NULL. */
 SHMREG_API shmreg_region *shmreg_retain(shmreg_region *ref);
 
+/* ---------------------------------------------------- which regions: filter */
+
+/* Which regions shmreg_unregister_matching and shmreg_status_matching act
+ * on. Always start from shmreg_filter_init(), then set fields. */
+typedef struct shmreg_filter {
+    const char *name;  /* one region by name, or NULL (default): every region */
+    shmreg_kind kind;  /* SYSTEM or CUDA; ANY (default) passes both */
+    /* Only regions registered with this owner tag, or NULL (default): no
+     * restriction. A region of another tag is treated exactly as an absent
+     * one (NOT_FOUND when named), so a tenant learns nothing of others. */
+    const char *tag;
+    void *reserved_[5]; /* zero; room for later fields */
+} shmreg_filter;
+
+/* Fill f with the defaults (every region of every kind and tag). NULL is a
+ * no-op. */
+SHMREG_API void shmreg_filter_init(shmreg_filter *f);
+
 /* ----------------------------------------------------------- unregister */
 
 /*
- * Unregister `name`. kind SYSTEM or CUDA must match the region's kind (a
- * mismatch is NOT_FOUND and says which kind it is); ANY matches either. An
- * idle region is unmapped before this returns; a region in use follows the
- * busy policy (see shmreg_policy). Unregistering a region already pending is
- * OK and changes nothing.
- * Errors: INVALID_ARG, NOT_FOUND, BUSY (REFUSE policy, region in use).
+ * Unregister the regions f selects. With a name: that region, or NOT_FOUND
+ * when no region of that name passes the tag, or WRONG_KIND when it is
+ * registered as the other kind (the message says which kind it is). An idle
+ * region is unmapped before this returns; a region in use follows the busy
+ * policy (see shmreg_policy): under REFUSE, BUSY says how many references
+ * callers hold. Unregistering a region already pending is OK and changes
+ * nothing. Without a name: every region passing kind and tag; under REFUSE
+ * the idle ones are unregistered and BUSY names the busy ones; other
+ * policies never fail on busy regions.
+ * f may be NULL (every region). Errors: INVALID_ARG, NOT_FOUND, WRONG_KIND,
+ * BUSY.
  */
+SHMREG_API shmreg_err shmreg_unregister_matching(shmreg_registry *reg, const shmreg_filter *f);
+
+/* shmreg_unregister_matching for one name and kind (ANY matches either). */
 SHMREG_API shmreg_err shmreg_unregister(shmreg_registry *reg, const char *name, shmreg_kind kind);
 
-/* Unregister every region of `kind` (ANY: all). Under REFUSE, the idle ones
- * are unregistered and BUSY names the busy ones; other policies never fail on
- * busy regions. Errors: INVALID_ARG, BUSY. */
+/* shmreg_unregister_matching for every region of `kind` (ANY: all). */
 SHMREG_API shmreg_err shmreg_unregister_all(shmreg_registry *reg, shmreg_kind kind);
-
-/* As shmreg_unregister and shmreg_unregister_all, restricted to regions
- * registered with owner tag `tag` (NULL: no restriction). A region of another
- * tag is NOT_FOUND for shmreg_unregister_tagged, as if absent. */
-SHMREG_API shmreg_err shmreg_unregister_tagged(shmreg_registry *reg, const char *name,
-                                               shmreg_kind kind, const char *tag);
-SHMREG_API shmreg_err shmreg_unregister_all_tagged(shmreg_registry *reg, shmreg_kind kind,
-                                                   const char *tag);
 
 /* --------------------------------------------------------------- status */
 
@@ -350,32 +460,36 @@ typedef struct shmreg_region_status {
     shmreg_kind kind;
     size_t offset, byte_size;
     int device_id;          /* -1 for SYSTEM */
-    unsigned in_use;        /* references held by requests right now */
-    int pending_unregister; /* DEFER: unregistered, waiting for in_use to reach 0 */
+    /* Counted references callers hold right now: one per shmreg_acquire or
+     * shmreg_retain not yet released. Not a count of requests: a request
+     * that reads an input and writes an output in the same region holds 2. */
+    unsigned references;
+    int pending_unregister; /* DEFER: unregistered, waiting for references to reach 0 */
     uint64_t generation;    /* unique per registration in this registry */
     int pinned;             /* SYSTEM region page-locked for DMA */
     unsigned flags;         /* the flags it was registered with */
     const char *tag;        /* owner tag, or NULL */
+    void *reserved_[6];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
- * A snapshot of the regions of `kind` (ANY: all), or only of `name` if not
- * NULL. Regions appear while registered or pending; a detached region does
- * not. On success *out is an array of *count entries (NULL when 0) that the
- * caller owns and frees with shmreg_status_free; strings live in it.
- * Errors: INVALID_ARG, NOT_FOUND ("Unable to find system shared memory
- * region: 'X'", or the kind-mismatch message), NO_MEMORY.
+ * A snapshot of the regions f selects (f NULL: all). Regions appear while
+ * registered or pending; a detached region does not (shmreg_registry_stats
+ * counts those). With a name: that one region, or NOT_FOUND ("Unable to
+ * find system shared memory region: 'X'") or WRONG_KIND. On success *out is
+ * an array of *count entries (NULL when 0) that the caller owns and frees
+ * with shmreg_status_free; strings live in it.
+ * Errors: INVALID_ARG, NOT_FOUND, WRONG_KIND, NO_MEMORY.
  */
+SHMREG_API shmreg_err shmreg_status_matching(shmreg_registry *reg, const shmreg_filter *f,
+                                             shmreg_region_status **out, size_t *count);
+
+/* shmreg_status_matching for one name (or every region when name is NULL)
+ * of `kind` (ANY: both). */
 SHMREG_API shmreg_err shmreg_status(shmreg_registry *reg, const char *name, shmreg_kind kind,
                                     shmreg_region_status **out, size_t *count);
 
-/* As shmreg_status, restricted to regions registered with owner tag `tag`
- * (NULL: no restriction); a named region of another tag is NOT_FOUND. */
-SHMREG_API shmreg_err shmreg_status_tagged(shmreg_registry *reg, const char *name, shmreg_kind kind,
-                                           const char *tag, shmreg_region_status **out,
-                                           size_t *count);
-
-/* Free what shmreg_status returned. NULL is a no-op. */
+/* Free what shmreg_status or shmreg_status_matching returned. NULL is a no-op. */
 SHMREG_API void shmreg_status_free(shmreg_region_status *st, size_t count);
 
 /* ------------------------------------------- descriptor passing (VMM fds) */
