@@ -1,9 +1,16 @@
-/* Backends: one per memory kind (system shm, CUDA IPC, CUDA VMM fd).
+/* Backends: one per source of memory (shmreg_source), behind one table.
  *
- * The core never knows which kind it holds. A backend's open function fills a
- * shmreg__mapping; its ops table knows how to undo that. Open functions run
- * outside every registry lock (they may take milliseconds: mmap, pinning,
- * cudaIpcOpenMemHandle) and leave nothing behind on failure. */
+ * The core never knows which kind of memory it holds. register.c checks the
+ * arguments every source shares (name, flags, tag, byte_size) once, then
+ * hands the same shmreg__open_args to the source's backend: `prepare`
+ * checks the source's own arguments and says what the registration will
+ * count against the limits, `open` fills a shmreg__mapping, and `close`
+ * undoes it. A new source needs a backend file and one entry in backend.c's
+ * table, nothing else.
+ *
+ * prepare is cheap and does no I/O. open runs outside every registry lock
+ * (it may take milliseconds: mmap, pinning, cudaIpcOpenMemHandle) and leaves
+ * nothing behind on failure. */
 #ifndef SHMREG_BACKEND_H
 #define SHMREG_BACKEND_H
 
@@ -16,14 +23,42 @@
 
 struct shmreg__mapping;
 
+/* One registration as a backend sees it. */
+struct shmreg__open_args {
+    const shmreg_registration *r; /* name, byte_size > 0, flags and tag already checked */
+    /* From the registry's configuration. */
+    shmreg_pin_policy pin_policy;
+    const char *const *reserved_key_prefixes;
+    const uid_t *allowed_uids; /* a system object's owner must be one of these, */
+    size_t allowed_uid_count;  /* unless the count is 0 */
+    /* Set by prepare: page-lock the mapping, and the bytes that pins. */
+    bool pin;
+    size_t pinned_bytes;
+};
+
 struct shmreg__backend {
     const char *name; /* "system", "cuda_ipc", "cuda_vmm": used in messages */
     shmreg_kind kind;
+    shmreg_err (*prepare)(struct shmreg__open_args *a);
+    shmreg_err (*open)(const struct shmreg__open_args *a, struct shmreg__mapping *out);
     /* Undo everything open did. Runs once, in the last releaser's thread,
      * outside every lock. On failure it still releases all it can, sets the
      * thread's error message and returns the code; the caller logs it. */
     shmreg_err (*close)(struct shmreg__mapping *m, const char *region_name);
 };
+
+/* The backend of a source, or NULL for a value no backend serves. */
+const struct shmreg__backend *shmreg__backend_of(shmreg_source source);
+
+/* The entries of the table: backend_system.c, and backend_cuda_*.c or, in a
+ * build without CUDA, backend_cuda_stub.c. */
+extern const struct shmreg__backend shmreg__backend_system;
+extern const struct shmreg__backend shmreg__backend_cuda_ipc;
+extern const struct shmreg__backend shmreg__backend_cuda_fd;
+
+/* The CUDA sources' prepare, the same in every build (cuda_args.c). */
+shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);
+shmreg_err shmreg__cuda_fd_prepare(struct shmreg__open_args *a);
 
 /* What a backend opened; owned by the region that holds it. */
 struct shmreg__mapping {
@@ -37,36 +72,18 @@ struct shmreg__mapping {
     uint64_t priv[4]; /* backend bookkeeping: handles (CUDA allocation handle...) */
 };
 
-/* ---- system shared memory: backend_system.c */
+/* ---- capabilities of the CUDA layer (cuda_calls.c, or backend_cuda_stub.c
+ * where every answer is UNSUPPORTED) */
 
-struct shmreg__system_args {
-    const char *name; /* region name, for messages */
-    const char *key;  /* as the caller gave it; already validated */
-    size_t offset, byte_size;
-    unsigned flags; /* SHMREG_READONLY honoured here */
-    bool pin;       /* page-lock the mapping (the registry decided, see register.c) */
-    const uid_t *allowed_uids; /* the object's owner must be one of these, */
-    size_t allowed_uid_count;  /* unless the count is 0 */
+/* Page-locking host memory for DMA from every device. */
+struct shmreg__host_pinning {
+    /* Whether pinning can work in this process (a driver and a device). */
+    bool (*usable)(void);
+    /* Page-lock [addr, addr+len) (read-only for a PROT_READ mapping); undo
+     * with unpin before munmap. name is the region's, for messages. */
+    shmreg_err (*pin)(const char *name, void *addr, size_t len, bool read_only);
+    shmreg_err (*unpin)(const char *name, void *addr);
 };
-shmreg_err shmreg__system_open(const struct shmreg__system_args *args, struct shmreg__mapping *out);
-
-/* ---- CUDA: backend_cuda_*.c when built with CUDA, backend_cuda_stub.c otherwise.
- * Every function here returns SHMREG_ERR_UNSUPPORTED, with a message that says
- * why, where the build has no CUDA or the process has no driver or device. */
-
-shmreg_err shmreg__cuda_ipc_open(const char *name, const void *raw_handle, size_t raw_handle_size,
-                                 int device_id, size_t byte_size, unsigned flags,
-                                 struct shmreg__mapping *out);
-shmreg_err shmreg__cuda_vmm_open(const char *name, int fd, int device_id, size_t byte_size,
-                                 unsigned flags, struct shmreg__mapping *out);
-
-/* Page-lock [addr, addr+len) of host memory for DMA from every device
- * (cudaHostRegister, portable; read-only for a PROT_READ mapping). Undo with
- * shmreg__cuda_unpin before munmap. */
-shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_only);
-shmreg_err shmreg__cuda_unpin(const char *name, void *addr);
-
-/* The SHMREG_CUDA_* bits of shmreg_cuda_available(). */
-unsigned shmreg__cuda_caps(void);
+extern const struct shmreg__host_pinning shmreg__host_pinning;
 
 #endif

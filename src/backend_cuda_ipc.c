@@ -10,21 +10,24 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cuda_runtime.h"
+#include "cuda_calls.h"
 #include "err.h"
 
 #define SHMREG_CUDA_IPC_HANDLE_SIZE 64
 
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
 static shmreg_err cuda_ipc_close(struct shmreg__mapping *m, const char *region_name);
 
-static const struct shmreg__backend cuda_ipc_backend = {
+const struct shmreg__backend shmreg__backend_cuda_ipc = {
     .name = "cuda_ipc",
     .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_ipc_prepare,
+    .open = cuda_ipc_open,
     .close = cuda_ipc_close,
 };
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == SHMREG_CUDA_IPC_HANDLE_SIZE,
-               "the public API documents a 64-byte CUDA IPC handle");
+               "the public API documents a 64-byte CUDA IPC handle (cuda_args.c checks that size)");
 
 /* How many bytes of the allocation lie at and after ptr. */
 static shmreg_err bytes_after(const char *what, void *ptr, size_t *out)
@@ -65,25 +68,19 @@ static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemH
     return SHMREG_OK;
 }
 
-shmreg_err shmreg__cuda_ipc_open(const char *name, const void *raw_handle, size_t raw_handle_size,
-                                 int device_id, size_t byte_size, unsigned flags,
-                                 struct shmreg__mapping *out)
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
 {
+    const char *name = a->r->name;
+    int device_id = a->r->device_id;
+    size_t byte_size = a->r->byte_size;
     char what[320];
     snprintf(what, sizeof what, "failed to register CUDA IPC region '%s'", name);
-    if (raw_handle == NULL || raw_handle_size != SHMREG_CUDA_IPC_HANDLE_SIZE)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                            "%s: a CUDA IPC handle is %d bytes, got %zu%s", what,
-                            SHMREG_CUDA_IPC_HANDLE_SIZE, raw_handle_size,
-                            raw_handle == NULL ? " at NULL" : "");
-    if (byte_size == 0)
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: byte_size is 0", what);
     shmreg_err rc = shmreg__cuda_require_device(what, device_id);
     if (rc != SHMREG_OK)
         return rc;
 
     cudaIpcMemHandle_t handle;
-    memcpy(&handle, raw_handle, sizeof handle);
+    memcpy(&handle, a->r->raw_handle, sizeof handle);
     struct shmreg__cuda_device_guard guard;
     rc = shmreg__cuda_device_enter(&guard, device_id, what);
     if (rc != SHMREG_OK)
@@ -97,9 +94,8 @@ shmreg_err shmreg__cuda_ipc_open(const char *name, const void *raw_handle, size_
 
     /* Legacy IPC has no read-only mapping: SHMREG_READONLY is recorded in
      * the region's flags and is the caller's promise, not enforced here. */
-    (void)flags;
     *out = (struct shmreg__mapping){
-        .backend = &cuda_ipc_backend,
+        .backend = &shmreg__backend_cuda_ipc,
         .addr = ptr,
         .byte_size = byte_size,
         .device_id = device_id,

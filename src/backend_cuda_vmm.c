@@ -9,14 +9,17 @@
 #include <stdio.h>
 
 #include "backend.h"
-#include "cuda_runtime.h"
+#include "cuda_calls.h"
 #include "err.h"
 
+static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
 static shmreg_err cuda_vmm_close(struct shmreg__mapping *m, const char *region_name);
 
-static const struct shmreg__backend cuda_vmm_backend = {
+const struct shmreg__backend shmreg__backend_cuda_fd = {
     .name = "cuda_vmm",
     .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_fd_prepare,
+    .open = cuda_vmm_open,
     .close = cuda_vmm_close,
 };
 
@@ -140,15 +143,14 @@ static shmreg_err import_and_map(const char *what, const char *name, int fd, int
     return rc;
 }
 
-shmreg_err shmreg__cuda_vmm_open(const char *name, int fd, int device_id, size_t byte_size,
-                                 unsigned flags, struct shmreg__mapping *out)
+static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
 {
+    const char *name = a->r->name;
+    int fd = a->r->fd, device_id = a->r->device_id;
+    size_t byte_size = a->r->byte_size;
+    unsigned flags = a->r->flags;
     char what[320];
     snprintf(what, sizeof what, "failed to register CUDA VMM region '%s'", name);
-    if (fd < 0)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: descriptor %d is negative", what, fd);
-    if (byte_size == 0)
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: byte_size is 0", what);
     shmreg_err rc = shmreg__cuda_require_device(what, device_id);
     if (rc == SHMREG_OK)
         rc = require_vmm_fd(what, device_id);
@@ -166,7 +168,7 @@ shmreg_err shmreg__cuda_vmm_open(const char *name, int fd, int device_id, size_t
         return rc;
 
     *out = (struct shmreg__mapping){
-        .backend = &cuda_vmm_backend,
+        .backend = &shmreg__backend_cuda_fd,
         .addr = (void *)(uintptr_t)imp.va,
         .byte_size = byte_size,
         .device_id = device_id,

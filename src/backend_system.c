@@ -10,11 +10,17 @@
 #include "err.h"
 #include "sys.h"
 
+#include "names.h"
+
+static shmreg_err system_prepare(struct shmreg__open_args *a);
+static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
 static shmreg_err system_close(struct shmreg__mapping *m, const char *region_name);
 
-static const struct shmreg__backend system_backend = {
+const struct shmreg__backend shmreg__backend_system = {
     .name = "system",
     .kind = SHMREG_KIND_SYSTEM,
+    .prepare = system_prepare,
+    .open = system_open,
     .close = system_close,
 };
 
@@ -25,25 +31,54 @@ static size_t page_size(void)
     return (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static shmreg_err bounds_error(const char *name)
+/* Whether to page-lock a new system region: a flag decides, else the
+ * policy; AUTO pins only where the CUDA layer says pinning can work. */
+static bool decide_pin(shmreg_pin_policy policy, unsigned flags)
 {
-    return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "failed to register shared memory region '%s': invalid args",
-                        name);
+    if (flags & (SHMREG_PIN | SHMREG_NO_PIN))
+        return (flags & SHMREG_PIN) != 0;
+    switch (policy) {
+    case SHMREG_PIN_ALWAYS:
+        return true;
+    case SHMREG_PIN_NEVER:
+        return false;
+    case SHMREG_PIN_AUTO:
+        break;
+    }
+    return shmreg__host_pinning.usable();
 }
 
-/* byte_size > 0 and [offset, offset + byte_size) inside an object of
- * object_size bytes, without overflow. */
-static shmreg_err check_window(const struct shmreg__system_args *a, size_t object_size)
+static shmreg_err system_prepare(struct shmreg__open_args *a)
 {
-    if (a->byte_size == 0 || a->offset > SIZE_MAX - a->byte_size)
-        return bounds_error(a->name);
-    if (a->offset + a->byte_size > object_size)
-        return bounds_error(a->name);
+    const shmreg_registration *r = a->r;
+    shmreg_err err = shmreg__check_key(r->name, r->key, a->reserved_key_prefixes);
+    if (err != SHMREG_OK)
+        return err;
+    a->pin = decide_pin(a->pin_policy, r->flags);
+    a->pinned_bytes = a->pin ? r->byte_size : 0;
+    return SHMREG_OK;
+}
+
+/* [offset, offset + byte_size) inside an object of object_size bytes,
+ * without overflow (byte_size > 0 was checked by register.c). The message
+ * starts as Triton's, which its clients match, and gives the sizes. */
+static shmreg_err check_window(const shmreg_registration *r, size_t object_size)
+{
+    if (r->offset > SIZE_MAX - r->byte_size)
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                            "failed to register shared memory region '%s': invalid args (offset %zu + byte_size "
+                            "%zu overflows)",
+                            r->name, r->offset, r->byte_size);
+    if (r->offset + r->byte_size > object_size)
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                            "failed to register shared memory region '%s': invalid args (offset %zu + byte_size "
+                            "%zu is past the end of the %zu-byte object '%s')",
+                            r->name, r->offset, r->byte_size, object_size, r->key);
     return SHMREG_OK;
 }
 
 /* The tenancy rule: with an allow-list, only objects its uids own. */
-static shmreg_err check_owner(const struct shmreg__system_args *a, const struct stat *st)
+static shmreg_err check_owner(const struct shmreg__open_args *a, const struct stat *st)
 {
     if (a->allowed_uid_count == 0)
         return SHMREG_OK;
@@ -53,49 +88,48 @@ static shmreg_err check_owner(const struct shmreg__system_args *a, const struct 
     return shmreg__fail(SHMREG_ERR_INVALID_ARG,
                         "cannot register shared memory region '%s': shm key '%s' is owned by uid %u, "
                         "which this registry does not accept",
-                        a->name, a->key, (unsigned)st->st_uid);
+                        a->r->name, a->r->key, (unsigned)st->st_uid);
 }
 
 /* Open, size-check and map; the descriptor is closed on every path, since a
  * MAP_SHARED mapping does not need it. */
-static shmreg_err map_window(const struct shmreg__system_args *a, struct shmreg__mapping *m)
+static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__mapping *m)
 {
-    int ro = (a->flags & SHMREG_READONLY) != 0;
-    int fd = shmreg__sys.shm_open(a->key, ro ? O_RDONLY : O_RDWR, 0);
+    const shmreg_registration *r = a->r;
+    int ro = (r->flags & SHMREG_READONLY) != 0;
+    int fd = shmreg__sys.shm_open(r->key, ro ? O_RDONLY : O_RDWR, 0);
     if (fd < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to open shared memory region: '%s'",
-                                  a->key);
+                                  r->key);
 
     shmreg_err err = SHMREG_OK;
     struct stat st;
     if (shmreg__sys.fstat(fd, &st) != 0) {
         err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                 "Unable to fstat shared memory region '%s' (key '%s')", a->name, a->key);
+                                 "Unable to fstat shared memory region '%s' (key '%s')", r->name, r->key);
         goto out;
     }
     if ((err = check_owner(a, &st)) != SHMREG_OK)
         goto out;
-    if (st.st_size < 0 || (err = check_window(a, (size_t)st.st_size)) != SHMREG_OK) {
-        if (err == SHMREG_OK)
-            err = bounds_error(a->name);
+    /* fstat never reports a negative size for a shm object; 0 refuses any window. */
+    if ((err = check_window(r, st.st_size < 0 ? 0 : (size_t)st.st_size)) != SHMREG_OK)
         goto out;
-    }
 
     /* mmap wants a page-aligned file offset: map from the page holding the
      * first byte and point inside it, so any offset works. */
-    size_t delta = a->offset % page_size();
-    size_t length = a->byte_size + delta;
+    size_t delta = r->offset % page_size();
+    size_t length = r->byte_size + delta;
     void *base = shmreg__sys.mmap(NULL, length, ro ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-                                  fd, (off_t)(a->offset - delta));
+                                  fd, (off_t)(r->offset - delta));
     if (base == MAP_FAILED) {
         err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                 "Unable to map shared memory region '%s' (key '%s')", a->name, a->key);
+                                 "Unable to map shared memory region '%s' (key '%s')", r->name, r->key);
         goto out;
     }
     m->base = base;
     m->length = length;
     m->addr = (char *)base + delta;
-    m->byte_size = a->byte_size;
+    m->byte_size = r->byte_size;
 out:
     /* A failing close on a read-only path loses nothing; the mapping (if any)
      * stands on its own. */
@@ -103,15 +137,15 @@ out:
     return err;
 }
 
-shmreg_err shmreg__system_open(const struct shmreg__system_args *a, struct shmreg__mapping *out)
+static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
 {
-    struct shmreg__mapping m = {.backend = &system_backend, .device_id = -1};
+    struct shmreg__mapping m = {.backend = &shmreg__backend_system, .device_id = -1};
     shmreg_err err = map_window(a, &m);
     if (err != SHMREG_OK)
         return err;
     if (a->pin) {
         /* Pin the whole mapped window: pages are the unit of page-locking. */
-        err = shmreg__cuda_pin(a->name, m.base, m.length, (a->flags & SHMREG_READONLY) != 0);
+        err = shmreg__host_pinning.pin(a->r->name, m.base, m.length, (a->r->flags & SHMREG_READONLY) != 0);
         if (err != SHMREG_OK) {
             /* munmap of a mapping made a moment ago, with its own address and
              * length, has no way to fail but EINVAL; the pin error is the
@@ -131,7 +165,7 @@ static shmreg_err system_close(struct shmreg__mapping *m, const char *region_nam
     /* Unpin before unmapping: after munmap the driver no longer reports an
      * error for the stale range, and the pages would stay locked. */
     if (m->pinned)
-        err = shmreg__cuda_unpin(region_name, m->base);
+        err = shmreg__host_pinning.unpin(region_name, m->base);
     if (shmreg__sys.munmap(m->base, m->length) != 0 && err == SHMREG_OK)
         err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "munmap of shared memory region '%s' failed",
                                  region_name);

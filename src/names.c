@@ -32,6 +32,16 @@ shmreg_err shmreg__check_name(const char *name)
     return SHMREG_OK;
 }
 
+shmreg_err shmreg__check_tag(const char *tag)
+{
+    if (!tag)
+        return SHMREG_OK;
+    shmreg_err err = shmreg__check_name(tag);
+    if (err != SHMREG_OK)
+        shmreg__error_prefix("invalid owner tag");
+    return err;
+}
+
 const char *shmreg__printable(const char *s, char *out, size_t cap)
 {
     size_t o = 0;

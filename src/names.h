@@ -11,6 +11,9 @@
 /* A region name: 1..255 bytes, no control characters. */
 shmreg_err shmreg__check_name(const char *name);
 
+/* An owner tag: NULL (none), or 1..255 bytes without control characters. */
+shmreg_err shmreg__check_tag(const char *tag);
+
 /* Copy s into out (cap bytes, NUL-terminated, truncated with "...") with
  * control characters written as \xNN, so that a client's string quoted in a
  * message cannot forge log lines. Returns out. */

@@ -4,14 +4,13 @@
 
 #include "err.h"
 #include "region.h"
-#include "registry.h"
 #include "sys.h"
 
 #ifdef SHMREG_TSAN
 char shmreg__rcu_tsan_token;
 #endif
 
-shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__region_args *a,
+shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__region_args *a,
                               const struct shmreg__mapping *map, struct shmreg_region **out)
 {
     size_t name_len = strlen(a->name);
@@ -26,21 +25,22 @@ shmreg_err shmreg__region_new(struct shmreg_registry *reg, const struct shmreg__
                             a->name);
     }
     memcpy(r->name, a->name, name_len + 1);
-    r->name_len = name_len;
-    r->hash = shmreg__name_hash(reg, a->name, name_len);
+    shmreg__entry_init(t, &r->entry, r->name, name_len);
     r->key = key;
     r->tag = tag;
     r->offset = a->offset;
     r->flags = a->flags;
     r->charged = a->charged;
     r->map = *map;
-    r->reg = reg;
-    cds_lfht_node_init(&r->node);
-    /* The registry's reference; the insert under reg->lock publishes it. */
-    shmreg__ref_init(&r->refs, 1);
-    /* Hand-off: this region now keeps reg (its lock and table) alive until
-     * its own deleter has run. */
-    shmreg__ref_get(&reg->refs);
+    r->table = t;
+    /* The registry's reference; the insert under the lock publishes it. */
+    shmreg__ref_init(&r->entry.refs, 1);
+    /* Hand-off: this region now keeps the table (its lock, hash table and
+     * counters) alive until its own deleter has run. */
+    shmreg__table_get(t);
+    pthread_mutex_lock(&t->lock);
+    t->regions_alive++;
+    pthread_mutex_unlock(&t->lock);
     *out = r;
     return SHMREG_OK;
 }
@@ -55,39 +55,37 @@ static void region_free_rcu(struct rcu_head *head)
 
 /* Take the name out of the table if it is still there (a DEFER-pending
  * region leaves it on its last release) and give back what the region
- * counted against the limits. Removal is of this node only, so a region
+ * counted against the limits. Removal is of this entry only, so a region
  * re-registered under the same name is never touched. */
 static void region_retire(struct shmreg_region *r)
 {
-    struct shmreg_registry *reg = r->reg;
-    pthread_mutex_lock(&reg->lock);
-    if (r->linked) {
-        shmreg__rcu_read_lock();
-        shmreg__unlink_locked(reg, r);
-        shmreg__rcu_read_unlock();
-    }
-    shmreg__usage_release_locked(reg, &r->charged);
-    pthread_mutex_unlock(&reg->lock);
+    struct shmreg__table *t = r->table;
+    shmreg__table_lock(t);
+    if (r->entry.linked)
+        shmreg__table_unlink_locked(t, &r->entry);
+    shmreg__usage_give_back_locked(t, &r->charged);
+    t->regions_alive--;
+    shmreg__table_unlock(t);
 }
 
 /* The deleter: the count is dead, so no caller holds the region and no
  * lookup can take a new reference. */
 static void region_destroy(struct shmreg_region *r)
 {
-    struct shmreg_registry *reg = r->reg;
+    struct shmreg__table *t = r->table;
     region_retire(r);
     shmreg_err err = r->map.backend->close(&r->map, r->name);
     if (err != SHMREG_OK)
-        shmreg__log(reg, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
-                    shmreg_err_name(err), shmreg_last_error());
+        shmreg__table_log(t, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
+                          shmreg_err_name(err), shmreg_last_error());
     shmreg__free(r->key);
     shmreg__free(r->tag);
     r->key = r->tag = NULL;
-    /* Lookups that found this node before the unlink may still be reading
+    /* Lookups that found this entry before the unlink may still be reading
      * its name and count: free the memory only after a grace period. */
     SHMREG_TSAN_PUBLISH(r);
     urcu_bp_call_rcu(&r->rcu, region_free_rcu);
-    shmreg__registry_put(reg);
+    shmreg__table_put(t);
 }
 
 void shmreg__region_put(struct shmreg_region *r)
@@ -98,19 +96,35 @@ void shmreg__region_put(struct shmreg_region *r)
      * entered before the decrement, holds that free back until this put's
      * swap is done. (ThreadSanitizer found the use-after-free without it.) */
     shmreg__rcu_read_lock();
-    bool last = shmreg__ref_put(&r->refs);
+    bool last = shmreg__ref_put(&r->entry.refs);
     shmreg__rcu_read_unlock();
     if (last)
         region_destroy(r);
 }
 
+void shmreg__region_put_batch(struct shmreg_region *batch)
+{
+    while (batch) {
+        struct shmreg_region *next = batch->next_batch;
+        shmreg__region_put(batch);
+        batch = next;
+    }
+}
+
 unsigned long shmreg__region_in_use(struct shmreg_region *r)
 {
-    unsigned long refs = shmreg__ref_count(&r->refs);
-    bool registry_holds = r->linked && !r->pending;
+    unsigned long refs = shmreg__ref_count(&r->entry.refs);
+    bool registry_holds = r->entry.linked && !r->pending;
     if (registry_holds)
         return refs > 0 ? refs - 1 : 0;
     return refs;
+}
+
+bool shmreg__region_matches(const struct shmreg_region *r, shmreg_kind kind, const char *tag)
+{
+    bool kind_ok = kind == SHMREG_KIND_ANY || shmreg__region_kind(r) == kind;
+    bool tag_ok = !tag || (r->tag && strcmp(r->tag, tag) == 0);
+    return kind_ok && tag_ok;
 }
 
 /* ---- the public reference API */
@@ -126,6 +140,6 @@ shmreg_region *shmreg_retain(shmreg_region *ref)
     /* Hand-off: the caller holds ref, so the count is not zero; the new
      * reference belongs to whoever the caller gives it to. */
     if (ref)
-        shmreg__ref_get(&ref->refs);
+        shmreg__ref_get(&ref->entry.refs);
     return ref;
 }

@@ -1,5 +1,6 @@
-/* Registration: validate, reserve against the limits, let a backend open the
- * memory (outside every lock), then publish the region under its name. */
+/* Registration, in a straight line: validate, reserve against the limits,
+ * let the source's backend open the memory (outside every lock), publish
+ * the region under its name. */
 #include <string.h>
 
 #include "backend.h"
@@ -10,268 +11,194 @@
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
-/* One registration in flight, whatever its kind. */
-struct registration {
-    struct shmreg__region_args region;
-    /* The backend's open, given ctx; it must leave nothing behind on failure. */
-    shmreg_err (*open)(const void *ctx, struct shmreg__mapping *out);
-    const void *ctx;
-};
-
-static shmreg_err check_common(shmreg_registry *reg, const char *name, unsigned flags,
-                               const shmreg_register_opts *opts)
+void shmreg_registration_init(shmreg_registration *r)
 {
-    if (!reg)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "registry is NULL");
-    shmreg_err err = shmreg__check_name(name);
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->source = SHMREG_SOURCE_SHM;
+    r->fd = -1;
+}
+
+/* What every source shares, checked once: the name, flags, tag, size and a
+ * source some backend serves. */
+static shmreg_err validate(const shmreg_registration *r, const struct shmreg__backend **backend)
+{
+    shmreg_err err = shmreg__check_name(r->name);
     if (err != SHMREG_OK)
         return err;
-    if (flags & ~SHMREG_KNOWN_FLAGS)
+    if (r->flags & ~SHMREG_KNOWN_FLAGS)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "cannot register shared memory region '%s': unknown flags 0x%x",
-                            name, flags & ~SHMREG_KNOWN_FLAGS);
-    if ((flags & SHMREG_PIN) && (flags & SHMREG_NO_PIN))
+                            r->name, r->flags & ~SHMREG_KNOWN_FLAGS);
+    if ((r->flags & SHMREG_PIN) && (r->flags & SHMREG_NO_PIN))
         return shmreg__fail(SHMREG_ERR_INVALID_ARG,
                             "cannot register shared memory region '%s': SHMREG_PIN and SHMREG_NO_PIN together",
-                            name);
-    return shmreg__check_tag(opts ? opts->tag : NULL);
-}
-
-static shmreg_err already_exists(const char *name)
-{
-    return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
-}
-
-static shmreg_err over_limit(const char *name, const char *what, size_t want, size_t limit, size_t used)
-{
-    return shmreg__fail(SHMREG_ERR_NO_MEMORY,
-                        "cannot register shared memory region '%s': %zu more %s would pass this registry's "
-                        "limit of %zu (%zu in use)",
-                        name, want, what, limit, used);
-}
-
-static bool passes(size_t used, size_t want, size_t limit)
-{
-    return limit == 0 || (used <= limit && want <= limit - used);
-}
-
-/* Under reg->lock: the name must be free and the limits must leave room;
- * then the usage is taken, so concurrent registrations cannot together map
- * more than the limits allow. */
-static shmreg_err reserve_locked(struct shmreg_registry *reg, const char *name, const struct shmreg__usage *want)
-{
-    const struct shmreg__usage *used = &reg->usage, *lim = &reg->limits;
-    if (shmreg__find_locked(reg, name))
-        return already_exists(name);
-    if (!passes(used->regions, want->regions, lim->regions))
-        return shmreg__fail(SHMREG_ERR_NO_MEMORY,
-                            "cannot register shared memory region '%s': this registry holds its limit of %zu regions",
-                            name, lim->regions);
-    if (!passes(used->mapped_bytes, want->mapped_bytes, lim->mapped_bytes))
-        return over_limit(name, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
-    if (!passes(used->pinned_bytes, want->pinned_bytes, lim->pinned_bytes))
-        return over_limit(name, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
-    reg->usage.regions += want->regions;
-    reg->usage.mapped_bytes += want->mapped_bytes;
-    reg->usage.pinned_bytes += want->pinned_bytes;
+                            r->name);
+    if ((err = shmreg__check_tag(r->tag)) != SHMREG_OK)
+        return err;
+    if (!(*backend = shmreg__backend_of(r->source)))
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "cannot register shared memory region '%s': unknown source %d",
+                            r->name, (int)r->source);
+    if (r->byte_size == 0)
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                            "failed to register shared memory region '%s': invalid args (byte_size is 0)", r->name);
     return SHMREG_OK;
 }
 
-static shmreg_err reserve(struct shmreg_registry *reg, const char *name, const struct shmreg__usage *want)
+/* The name is free, in the message Triton's clients know; a pending name
+ * says so, since it frees itself when its last reference is released. */
+static shmreg_err name_free_locked(struct shmreg__table *t, const char *name)
 {
-    pthread_mutex_lock(&reg->lock);
-    shmreg__rcu_read_lock();
-    shmreg_err err = reserve_locked(reg, name, want);
-    shmreg__rcu_read_unlock();
-    pthread_mutex_unlock(&reg->lock);
+    struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
+    if (!r)
+        return SHMREG_OK;
+    if (r->pending) {
+        unsigned long held = shmreg__region_in_use(r);
+        return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS,
+                            "shared memory region '%s' already in manager (pending unregister: the name is freed "
+                            "when the %lu reference%s still held %s released)",
+                            name, held, held == 1 ? "" : "s", held == 1 ? "is" : "are");
+    }
+    return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
+}
+
+/* Under the lock, so that concurrent registrations cannot together map more
+ * than the limits allow: the name must be free, then the usage is taken. */
+static shmreg_err reserve(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
+{
+    shmreg__table_lock(t);
+    shmreg_err err = name_free_locked(t, name);
+    if (err == SHMREG_OK)
+        err = shmreg__usage_take_locked(t, name, want);
+    shmreg__table_unlock(t);
     return err;
 }
 
-static void unreserve(struct shmreg_registry *reg, const struct shmreg__usage *want)
+static void unreserve(struct shmreg__table *t, const struct shmreg__usage *want)
 {
-    pthread_mutex_lock(&reg->lock);
-    shmreg__usage_release_locked(reg, want);
-    pthread_mutex_unlock(&reg->lock);
+    shmreg__table_lock(t);
+    shmreg__usage_give_back_locked(t, want);
+    shmreg__table_unlock(t);
 }
 
 /* Publish the region under its name, checking the name again: another
  * registration may have taken it while the backend was opening. On failure
  * the mapping is closed and the reservation returned. */
-static shmreg_err publish(struct shmreg_registry *reg, const struct shmreg__region_args *args,
+static shmreg_err publish(struct shmreg__table *t, const struct shmreg__region_args *args,
                           struct shmreg__mapping *map)
 {
     struct shmreg_region *r;
-    shmreg_err err = shmreg__region_new(reg, args, map, &r);
+    shmreg_err err = shmreg__region_new(t, args, map, &r);
     if (err != SHMREG_OK) {
         map->backend->close(map, args->name);
-        unreserve(reg, &args->charged);
+        unreserve(t, &args->charged);
         return shmreg__fail(err, "out of memory registering shared memory region '%s'", args->name);
     }
-    const char *name = args->name;
-    pthread_mutex_lock(&reg->lock);
-    shmreg__rcu_read_lock();
-    bool taken = shmreg__find_locked(reg, name) != NULL;
-    if (!taken) {
-        r->generation = ++reg->next_generation;
-        shmreg__link_locked(reg, r);
+    shmreg__table_lock(t);
+    err = name_free_locked(t, args->name);
+    if (err == SHMREG_OK) {
+        r->generation = ++t->next_generation;
+        shmreg__table_link_locked(t, &r->entry);
     }
-    shmreg__rcu_read_unlock();
-    pthread_mutex_unlock(&reg->lock);
-    if (taken) {
-        /* Never published: its deleter closes the mapping and returns the
-         * reservation it was charged with. */
+    shmreg__table_unlock(t);
+    /* Never published: its deleter closes the mapping and returns the
+     * reservation it was charged with. */
+    if (err != SHMREG_OK)
         shmreg__region_put(r);
-        return already_exists(name);
-    }
-    return SHMREG_OK;
+    return err;
 }
 
-static shmreg_err register_region(struct shmreg_registry *reg, const struct registration *rg)
+static shmreg_err register_region(shmreg_registry *reg, const shmreg_registration *r)
 {
-    const struct shmreg__region_args *args = &rg->region;
-    shmreg_err err = reserve(reg, args->name, &args->charged);
+    const struct shmreg__backend *backend = NULL;
+    shmreg_err err = validate(r, &backend);
     if (err != SHMREG_OK)
+        return err;
+    struct shmreg__open_args a = {
+        .r = r,
+        .pin_policy = reg->pin_policy,
+        .reserved_key_prefixes = (const char *const *)reg->reserved_prefixes,
+        .allowed_uids = reg->allowed_uids,
+        .allowed_uid_count = reg->allowed_uid_count,
+    };
+    if ((err = backend->prepare(&a)) != SHMREG_OK)
+        return err;
+
+    const struct shmreg__region_args args = {
+        .name = r->name, .key = backend->kind == SHMREG_KIND_SYSTEM ? r->key : NULL, .tag = r->tag,
+        .offset = backend->kind == SHMREG_KIND_SYSTEM ? r->offset : 0, .flags = r->flags,
+        .charged = {1, r->byte_size, a.pinned_bytes},
+    };
+    if ((err = reserve(reg->table, r->name, &args.charged)) != SHMREG_OK)
         return err;
     struct shmreg__mapping map;
-    if ((err = rg->open(rg->ctx, &map)) != SHMREG_OK) {
-        unreserve(reg, &args->charged);
+    if ((err = backend->open(&a, &map)) != SHMREG_OK) {
+        unreserve(reg->table, &args.charged);
         return err;
     }
-    return publish(reg, args, &map);
+    return publish(reg->table, &args, &map);
 }
 
-/* ---------------------------------------------------------------- system */
-
-/* Whether to page-lock a new system region: a flag decides, else the
- * policy; AUTO pins only where CUDA is usable in this process. */
-static bool decide_pin(const struct shmreg_registry *reg, unsigned flags)
+static void count(struct shmreg__table *t, shmreg_err err)
 {
-    if (flags & (SHMREG_PIN | SHMREG_NO_PIN))
-        return (flags & SHMREG_PIN) != 0;
-    switch (reg->pin_policy) {
-    case SHMREG_PIN_ALWAYS:
-        return true;
-    case SHMREG_PIN_NEVER:
-        return false;
-    case SHMREG_PIN_AUTO:
-        break;
-    }
-    const unsigned usable = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
-    return (shmreg__cuda_caps() & usable) == usable;
-}
-
-static shmreg_err open_system(const void *ctx, struct shmreg__mapping *out)
-{
-    return shmreg__system_open(ctx, out);
-}
-
-shmreg_err shmreg_register_system_opts(shmreg_registry *reg, const char *name, const char *key,
-                                       size_t offset, size_t byte_size, unsigned flags,
-                                       const shmreg_register_opts *opts)
-{
-    shmreg_err err = check_common(reg, name, flags, opts);
+    pthread_mutex_lock(&t->lock);
     if (err == SHMREG_OK)
-        err = shmreg__check_key(name, key, (const char *const *)reg->reserved_prefixes);
-    if (err != SHMREG_OK)
-        return err;
-    struct shmreg__system_args sys = {
-        .name = name, .key = key, .offset = offset, .byte_size = byte_size, .flags = flags,
-        .pin = decide_pin(reg, flags),
-        .allowed_uids = reg->allowed_uids, .allowed_uid_count = reg->allowed_uid_count,
-    };
-    struct registration rg = {
-        .region = {.name = name, .key = key, .tag = opts ? opts->tag : NULL, .offset = offset,
-                   .flags = flags,
-                   .charged = {1, byte_size, sys.pin ? byte_size : 0}},
-        .open = open_system,
-        .ctx = &sys,
-    };
-    return register_region(reg, &rg);
+        t->registrations++;
+    else
+        t->refusals++;
+    pthread_mutex_unlock(&t->lock);
 }
 
-shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key,
-                                  size_t offset, size_t byte_size, unsigned flags)
+shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 {
-    return shmreg_register_system_opts(reg, name, key, offset, byte_size, flags, NULL);
+    if (!reg || !r)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "register: %s is NULL", !reg ? "registry" : "registration");
+    shmreg_err err = register_region(reg, r);
+    count(reg->table, err);
+    return err;
 }
 
-/* ------------------------------------------------------------------ CUDA */
+/* ---- the plain verbs: one registration each */
 
-struct cuda_ipc_args {
-    const char *name;
-    const void *handle;
-    size_t handle_size;
-    int device_id;
-    size_t byte_size;
-    unsigned flags;
-};
-
-static shmreg_err open_cuda_ipc(const void *ctx, struct shmreg__mapping *out)
+shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key, size_t offset,
+                                  size_t byte_size, unsigned flags)
 {
-    const struct cuda_ipc_args *a = ctx;
-    return shmreg__cuda_ipc_open(a->name, a->handle, a->handle_size, a->device_id, a->byte_size, a->flags,
-                                 out);
-}
-
-shmreg_err shmreg_register_cuda_ipc_opts(shmreg_registry *reg, const char *name, const void *raw_handle,
-                                         size_t raw_handle_size, int device_id, size_t byte_size,
-                                         unsigned flags, const shmreg_register_opts *opts)
-{
-    shmreg_err err = check_common(reg, name, flags, opts);
-    if (err == SHMREG_OK && !raw_handle)
-        err = shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                           "cannot register CUDA shared memory region '%s': raw handle is NULL", name);
-    if (err != SHMREG_OK)
-        return err;
-    struct cuda_ipc_args ipc = {name, raw_handle, raw_handle_size, device_id, byte_size, flags};
-    struct registration rg = {
-        .region = {.name = name, .tag = opts ? opts->tag : NULL, .flags = flags,
-                   .charged = {1, byte_size, 0}},
-        .open = open_cuda_ipc,
-        .ctx = &ipc,
-    };
-    return register_region(reg, &rg);
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_SHM;
+    r.name = name;
+    r.key = key;
+    r.offset = offset;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char *name, const void *raw_handle,
-                                    size_t raw_handle_size, int device_id, size_t byte_size,
-                                    unsigned flags)
+                                    size_t raw_handle_size, int device_id, size_t byte_size, unsigned flags)
 {
-    return shmreg_register_cuda_ipc_opts(reg, name, raw_handle, raw_handle_size, device_id, byte_size,
-                                         flags, NULL);
-}
-
-struct cuda_fd_args {
-    const char *name;
-    int fd;
-    int device_id;
-    size_t byte_size;
-    unsigned flags;
-};
-
-static shmreg_err open_cuda_fd(const void *ctx, struct shmreg__mapping *out)
-{
-    const struct cuda_fd_args *a = ctx;
-    return shmreg__cuda_vmm_open(a->name, a->fd, a->device_id, a->byte_size, a->flags, out);
-}
-
-shmreg_err shmreg_register_cuda_fd_opts(shmreg_registry *reg, const char *name, int fd, int device_id,
-                                        size_t byte_size, unsigned flags, const shmreg_register_opts *opts)
-{
-    shmreg_err err = check_common(reg, name, flags, opts);
-    if (err != SHMREG_OK)
-        return err;
-    struct cuda_fd_args vmm = {name, fd, device_id, byte_size, flags};
-    struct registration rg = {
-        .region = {.name = name, .tag = opts ? opts->tag : NULL, .flags = flags,
-                   .charged = {1, byte_size, 0}},
-        .open = open_cuda_fd,
-        .ctx = &vmm,
-    };
-    return register_region(reg, &rg);
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_CUDA_IPC;
+    r.name = name;
+    r.raw_handle = raw_handle;
+    r.raw_handle_size = raw_handle_size;
+    r.device_id = device_id;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd, int device_id,
                                    size_t byte_size, unsigned flags)
 {
-    return shmreg_register_cuda_fd_opts(reg, name, fd, device_id, byte_size, flags, NULL);
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_CUDA_FD;
+    r.name = name;
+    r.fd = fd;
+    r.device_id = device_id;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    return shmreg_register(reg, &r);
 }

@@ -1,12 +1,5 @@
-/* The registry: its table of names, create and destroy, and acquire. */
-#include <stdarg.h>
-#include <stdio.h>
+/* The registry handle: its configuration, create and destroy, and acquire. */
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "err.h"
 #include "names.h"
@@ -14,19 +7,7 @@
 #include "registry.h"
 #include "sys.h"
 
-/* ------------------------------------------------------ shared internals */
-
-unsigned long shmreg__name_hash(const struct shmreg_registry *reg, const char *name, size_t len)
-{
-    return (unsigned long)XXH3_64bits_withSeed(name, len, reg->hash_seed);
-}
-
-int shmreg__match_name(struct cds_lfht_node *node, const void *name)
-{
-    struct shmreg_region *r = caa_container_of(node, struct shmreg_region, node);
-    SHMREG_TSAN_SUBSCRIBE(r);
-    return strcmp(r->name, (const char *)name) == 0;
-}
+/* ------------------------------------------------ shared by the verbs */
 
 bool shmreg__kind_valid(shmreg_kind kind)
 {
@@ -51,34 +32,25 @@ static const char *kind_title(shmreg_kind kind)
     return kind == SHMREG_KIND_CUDA ? "CUDA" : "system";
 }
 
-bool shmreg__region_alive(struct shmreg_region *r)
+void shmreg_filter_init(shmreg_filter *f)
 {
-    return !shmreg__ref_dead(&r->refs);
+    if (f)
+        memset(f, 0, sizeof *f);
 }
 
-static bool tag_matches(const struct shmreg_region *r, const char *tag)
+shmreg_err shmreg__filter_check(const shmreg_filter *f, shmreg_filter *out)
 {
-    return !tag || (r->tag && strcmp(r->tag, tag) == 0);
-}
-
-bool shmreg__region_matches(struct shmreg_region *r, shmreg_kind kind, const char *tag)
-{
-    return (kind == SHMREG_KIND_ANY || r->map.backend->kind == kind) && tag_matches(r, tag);
-}
-
-struct shmreg_region *shmreg__find_locked(struct shmreg_registry *reg, const char *name)
-{
-    struct cds_lfht_iter iter;
-    unsigned long hash = shmreg__name_hash(reg, name, strlen(name));
-    cds_lfht_lookup(reg->table, hash, shmreg__match_name, name, &iter);
-    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
-         cds_lfht_next_duplicate(reg->table, shmreg__match_name, name, &iter),
-                               n = cds_lfht_iter_get_node(&iter)) {
-        struct shmreg_region *r = caa_container_of(n, struct shmreg_region, node);
-        if (shmreg__region_alive(r))
-            return r;
-    }
-    return NULL;
+    shmreg_filter_init(out);
+    if (!f)
+        return SHMREG_OK;
+    if (!shmreg__kind_valid(f->kind))
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "invalid region kind %d", (int)f->kind);
+    shmreg_err err = shmreg__check_tag(f->tag);
+    if (err == SHMREG_OK && f->name)
+        err = shmreg__check_name(f->name);
+    if (err == SHMREG_OK)
+        *out = *f;
+    return err;
 }
 
 static shmreg_err not_found(const char *name, shmreg_kind kind)
@@ -87,122 +59,19 @@ static shmreg_err not_found(const char *name, shmreg_kind kind)
                         shmreg__kind_word(kind), name);
 }
 
-shmreg_err shmreg__lookup_locked(struct shmreg_registry *reg, const char *name, shmreg_kind kind,
-                                 const char *tag, struct shmreg_region **out)
+shmreg_err shmreg__lookup_locked(struct shmreg__table *t, const char *name, shmreg_kind kind, const char *tag,
+                                 struct shmreg_region **out)
 {
-    struct shmreg_region *r = shmreg__find_locked(reg, name);
+    struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
     /* Another tenant's region is reported exactly as an absent one. */
-    if (!r || !tag_matches(r, tag))
+    if (!r || !shmreg__region_matches(r, SHMREG_KIND_ANY, tag))
         return not_found(name, kind);
-    if (kind != SHMREG_KIND_ANY && r->map.backend->kind != kind)
-        return shmreg__fail(SHMREG_ERR_NOT_FOUND,
+    if (!shmreg__region_matches(r, kind, NULL))
+        return shmreg__fail(SHMREG_ERR_WRONG_KIND,
                             "The region named '%s' is registered as %s shared memory, not %s shared memory",
-                            name, kind_title(r->map.backend->kind), kind_title(kind));
+                            name, kind_title(shmreg__region_kind(r)), kind_title(kind));
     *out = r;
     return SHMREG_OK;
-}
-
-/* ---- the front
- *
- * Why a second index: an uncontended acquire+release is a few tens of
- * nanoseconds, and a lookup through cds_lfht_lookup (an out-of-line call, a
- * match callback through a function pointer, strcmp) was about a fifth of
- * it. The front is an array that acquire reads inline: one load, then the
- * region's own hash, length and name.
- *
- * It is only an accelerator: the table stays the authority, and a lookup that
- * misses the front (an empty slot, another name, a dead region) walks the
- * table. A region takes its slot at link time if the slot is free or holds a
- * dead region, and gives it up at unlink; both happen under reg->lock. So a
- * slot only ever holds a region that is in the table, or was until a moment
- * ago, and a region's memory is freed a grace period after its unlink: a
- * reader inside a read-side section can always dereference what it loads.
- * The release store publishes the region's fields (hash, length, name) to the
- * acquire load. */
-
-static _Atomic(struct shmreg_region *) *front_slot(struct shmreg_registry *reg, unsigned long hash)
-{
-    return &reg->front[hash & (SHMREG__FRONT_SLOTS - 1)];
-}
-
-static void front_claim_locked(struct shmreg_registry *reg, struct shmreg_region *r)
-{
-    _Atomic(struct shmreg_region *) *slot = front_slot(reg, r->hash);
-    struct shmreg_region *cur = atomic_load_explicit(slot, memory_order_relaxed);
-    if (!cur || !shmreg__region_alive(cur))
-        atomic_store_explicit(slot, r, memory_order_release);
-}
-
-static void front_leave_locked(struct shmreg_registry *reg, struct shmreg_region *r)
-{
-    _Atomic(struct shmreg_region *) *slot = front_slot(reg, r->hash);
-    if (atomic_load_explicit(slot, memory_order_relaxed) == r)
-        atomic_store_explicit(slot, NULL, memory_order_relaxed);
-}
-
-/* The live region called name through the front, with a reference taken, or
- * NULL (then the table decides). Inside a read-side section. */
-static struct shmreg_region *front_get(struct shmreg_registry *reg, unsigned long hash, const char *name,
-                                       size_t len)
-{
-    struct shmreg_region *r = atomic_load_explicit(front_slot(reg, hash), memory_order_acquire);
-    if (r && r->hash == hash && r->name_len == len && memcmp(r->name, name, len) == 0 &&
-        shmreg__ref_get_unless_dead(&r->refs))
-        return r;
-    return NULL;
-}
-
-void shmreg__link_locked(struct shmreg_registry *reg, struct shmreg_region *r)
-{
-    r->linked = true;
-    SHMREG_TSAN_PUBLISH(r);
-    cds_lfht_add(reg->table, r->hash, &r->node);
-    front_claim_locked(reg, r);
-}
-
-void shmreg__unlink_locked(struct shmreg_registry *reg, struct shmreg_region *r)
-{
-    front_leave_locked(reg, r);
-    cds_lfht_del(reg->table, &r->node);
-    r->linked = false;
-}
-
-void shmreg__put_batch(struct shmreg_region *batch)
-{
-    while (batch) {
-        struct shmreg_region *next = batch->next_batch;
-        shmreg__region_put(batch);
-        batch = next;
-    }
-}
-
-void shmreg__usage_release_locked(struct shmreg_registry *reg, const struct shmreg__usage *u)
-{
-    reg->usage.regions -= u->regions;
-    reg->usage.mapped_bytes -= u->mapped_bytes;
-    reg->usage.pinned_bytes -= u->pinned_bytes;
-}
-
-shmreg_err shmreg__check_tag(const char *tag)
-{
-    if (!tag)
-        return SHMREG_OK;
-    shmreg_err err = shmreg__check_name(tag);
-    if (err != SHMREG_OK)
-        shmreg__error_prefix("invalid owner tag");
-    return err;
-}
-
-void shmreg__log(struct shmreg_registry *reg, shmreg_log_level level, const char *fmt, ...)
-{
-    if (!reg->log_fn)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    reg->log_fn(reg->log_user, level, msg);
 }
 
 /* ------------------------------------------------------ create, destroy */
@@ -269,18 +138,8 @@ static shmreg_err check_config(const shmreg_config *cfg)
     return SHMREG_OK;
 }
 
-static uint64_t random_seed(void)
-{
-    uint64_t seed;
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
-        return seed;
-    /* No entropy yet (early boot): still differ per registry and run. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&seed;
-}
-
-static void registry_free(struct shmreg_registry *reg)
+/* The handle's own memory (the table is released separately). */
+static void handle_free(struct shmreg_registry *reg)
 {
     free_prefixes(reg->reserved_prefixes);
     shmreg__free(reg->allowed_uids);
@@ -303,76 +162,61 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     struct shmreg_registry *reg = shmreg__calloc(1, sizeof *reg);
     if (!reg)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
+    const struct shmreg__usage limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes};
     if ((err = copy_prefixes(cfg->reserved_key_prefixes, &reg->reserved_prefixes)) != SHMREG_OK ||
-        (err = copy_uids(cfg, reg)) != SHMREG_OK) {
-        registry_free(reg);
+        (err = copy_uids(cfg, reg)) != SHMREG_OK ||
+        (err = shmreg__table_new(&limits, cfg->log_fn, cfg->log_user, &reg->table)) != SHMREG_OK) {
+        handle_free(reg);
         return err;
     }
-    reg->table = cds_lfht_new_flavor(64, 64, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
-                                     &urcu_bp_flavor, NULL);
-    if (!reg->table) {
-        registry_free(reg);
-        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating the registry's hash table");
-    }
-    pthread_mutex_init(&reg->lock, NULL);
-    for (size_t i = 0; i < SHMREG__FRONT_SLOTS; i++)
-        atomic_init(&reg->front[i], NULL);
-    shmreg__ref_init(&reg->refs, 1); /* the handle's reference */
-    reg->hash_seed = random_seed();
     reg->busy_policy = cfg->busy_policy;
     reg->pin_policy = cfg->pin_policy;
-    reg->log_fn = cfg->log_fn;
-    reg->log_user = cfg->log_user;
-    reg->limits.regions = cfg->max_regions;
-    reg->limits.mapped_bytes = cfg->max_mapped_bytes;
-    reg->limits.pinned_bytes = cfg->max_pinned_bytes;
     *out = reg;
     return SHMREG_OK;
 }
 
 bool shmreg__destroy_waits = true;
 
-bool shmreg__registry_put(struct shmreg_registry *reg)
-{
-    if (!shmreg__ref_put(&reg->refs))
-        return false;
-    /* Every region is gone and the handle was destroyed: no lookup can run. */
-    if (cds_lfht_destroy(reg->table, NULL) != 0)
-        shmreg__log(reg, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
-    pthread_mutex_destroy(&reg->lock);
-    registry_free(reg);
-    return true;
-}
-
 void shmreg_registry_destroy(shmreg_registry *reg)
 {
     if (!reg)
         return;
+    struct shmreg__table *t = reg->table;
     struct shmreg_region *batch = NULL;
+    size_t busy = 0;
     struct cds_lfht_iter iter;
-    struct shmreg_region *r;
-    pthread_mutex_lock(&reg->lock);
-    shmreg__rcu_read_lock();
-    shmreg__for_each_region(reg, &iter, r) {
-        shmreg__unlink_locked(reg, r);
-        /* Pending regions already gave up the registry's reference, and a
-         * dead node is its deleter's business. */
-        if (!r->pending && shmreg__region_alive(r)) {
+    struct shmreg__entry *e;
+    shmreg__table_lock(t);
+    shmreg__table_for_each(t, &iter, e) {
+        struct shmreg_region *r = shmreg__region_of(e);
+        /* A dead entry is its deleter's business. */
+        if (!shmreg__entry_alive(e))
+            continue;
+        if (shmreg__region_in_use(r) > 0)
+            busy++;
+        shmreg__table_unlink_locked(t, e);
+        /* Pending regions already gave up the registry's reference. */
+        if (!r->pending) {
             r->next_batch = batch;
             batch = r;
         }
     }
-    shmreg__rcu_read_unlock();
-    pthread_mutex_unlock(&reg->lock);
+    shmreg__table_unlock(t);
     /* The registry's references: idle regions are unmapped here, busy ones by
      * their last release. */
-    shmreg__put_batch(batch);
+    shmreg__region_put_batch(batch);
+    if (busy > 0)
+        shmreg__table_log(t, SHMREG_LOG_WARNING,
+                          "registry destroyed while callers still hold references to %zu regions: each is "
+                          "unmapped by its last shmreg_release",
+                          busy);
+    handle_free(reg);
     /* When this was the last reference, wait for the regions' deferred
      * frees, so that nothing of the registry outlives its destroy (leak
      * checkers, servers that create and destroy registries). Only here, in
      * the caller's explicit teardown: a grace period costs milliseconds, and
      * a last release after destroy may run in a request thread. */
-    if (shmreg__registry_put(reg) && shmreg__destroy_waits)
+    if (shmreg__table_put(t) && shmreg__destroy_waits)
         urcu_bp_barrier();
 }
 
@@ -395,34 +239,6 @@ static shmreg_err check_view(const char *name, size_t size, size_t offset, size_
     return SHMREG_OK;
 }
 
-/* The hot path: no lock, one RCU read-side section, one fetch_add on the
- * region's own count; the front first, the table when it misses. Duplicates
- * of a name exist only while a dead node waits to be unlinked; they are
- * skipped because their count is dead. */
-static struct shmreg_region *lookup_and_get(struct shmreg_registry *reg, const char *name, size_t len)
-{
-    unsigned long hash = shmreg__name_hash(reg, name, len);
-    shmreg__rcu_read_lock();
-    struct shmreg_region *found = front_get(reg, hash, name, len);
-    if (found) {
-        shmreg__rcu_read_unlock();
-        return found;
-    }
-    struct cds_lfht_iter iter;
-    cds_lfht_lookup(reg->table, hash, shmreg__match_name, name, &iter);
-    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
-         cds_lfht_next_duplicate(reg->table, shmreg__match_name, name, &iter),
-                               n = cds_lfht_iter_get_node(&iter)) {
-        struct shmreg_region *r = caa_container_of(n, struct shmreg_region, node);
-        if (shmreg__ref_get_unless_dead(&r->refs)) {
-            found = r;
-            break;
-        }
-    }
-    shmreg__rcu_read_unlock();
-    return found;
-}
-
 shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset, size_t byte_size,
                           shmreg_region **out, shmreg_view *view)
 {
@@ -437,7 +253,7 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
     if (len == 0 || len > SHMREG_NAME_MAX)
         return shmreg__check_name(name);
 
-    struct shmreg_region *r = lookup_and_get(reg, name, len);
+    struct shmreg_region *r = shmreg__region_of(shmreg__table_acquire(reg->table, name, len));
     if (!r) {
         /* Not found: now, off the hot path, refuse a name that could not
          * have been registered before quoting it in the message. */
@@ -451,11 +267,12 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
     }
     view->addr = (char *)r->map.addr + offset;
     view->byte_size = byte_size;
-    view->kind = r->map.backend->kind;
+    view->kind = shmreg__region_kind(r);
     view->device_id = r->map.device_id;
     view->pinned = r->map.pinned;
-    /* Hand-off: the reference taken in lookup_and_get now belongs to the
-     * caller, who drops it with shmreg_release. */
+    view->writable = !(r->flags & SHMREG_READONLY);
+    /* Hand-off: the reference the table took now belongs to the caller, who
+     * drops it with shmreg_release. */
     *out = r;
     return SHMREG_OK;
 }

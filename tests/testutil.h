@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <shmreg/shmreg.h>
+
 /* Open descriptors of this process (entries of /proc/self/fd). */
 int tu_count_fds(void);
 
@@ -45,5 +47,46 @@ static inline uint8_t tu_pattern(uint8_t seed, size_t i)
 /* Map the whole object `key` read-write in this process (the test's own view
  * of the bytes, independent of the registry). Unmap with munmap. */
 void *tu_shm_map(const char *key, size_t size);
+
+/* The tagged calls of the 1.0 idiom, in one line each (inline: the tests
+ * link either the shared or the static library). */
+static inline shmreg_err tu_register_system_tagged(shmreg_registry *reg, const char *name, const char *key,
+                                                   size_t offset, size_t byte_size, unsigned flags,
+                                                   const char *tag)
+{
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.name = name;
+    r.key = key;
+    r.offset = offset;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    r.tag = tag;
+    return shmreg_register(reg, &r);
+}
+
+static inline shmreg_filter tu_filter(const char *name, shmreg_kind kind, const char *tag)
+{
+    shmreg_filter f;
+    shmreg_filter_init(&f);
+    f.name = name;
+    f.kind = kind;
+    f.tag = tag;
+    return f;
+}
+
+static inline shmreg_err tu_unregister_tagged(shmreg_registry *reg, const char *name, shmreg_kind kind,
+                                              const char *tag)
+{
+    shmreg_filter f = tu_filter(name, kind, tag);
+    return shmreg_unregister_matching(reg, &f);
+}
+
+static inline shmreg_err tu_status_tagged(shmreg_registry *reg, const char *name, shmreg_kind kind,
+                                          const char *tag, shmreg_region_status **out, size_t *count)
+{
+    shmreg_filter f = tu_filter(name, kind, tag);
+    return shmreg_status_matching(reg, &f, out, count);
+}
 
 #endif

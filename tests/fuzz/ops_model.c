@@ -82,6 +82,8 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_INVALID_ARG;
     if (a->tag && !rule_name_valid(a->tag))
         return SHMREG_ERR_INVALID_ARG;
+    if (a->size == 0)
+        return SHMREG_ERR_OUT_OF_BOUNDS;
     if (!a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
         return SHMREG_ERR_INVALID_ARG;
     if (model_find(m, a->name))
@@ -92,7 +94,7 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_SYSTEM; /* shm_open: no such object */
     if (!m->owner_accepted)
         return SHMREG_ERR_INVALID_ARG;
-    if (a->size == 0 || !window_fits(a->offset, a->size, a->object_size))
+    if (!window_fits(a->offset, a->size, a->object_size))
         return SHMREG_ERR_OUT_OF_BOUNDS;
     if ((a->flags & SHMREG_PIN) && !a->pin_usable)
         return SHMREG_ERR_UNSUPPORTED;
@@ -124,11 +126,14 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
 }
 
 shmreg_err model_register_cuda(struct model *m, const char *name, size_t size, unsigned flags,
-                               const char *tag, bool null_handle)
+                               const char *tag, bool bad_source)
 {
     if (!name || !rule_name_valid(name) || (flags & ~KNOWN_FLAGS) ||
-        ((flags & SHMREG_PIN) && (flags & SHMREG_NO_PIN)) || (tag && !rule_name_valid(tag)) ||
-        null_handle)
+        ((flags & SHMREG_PIN) && (flags & SHMREG_NO_PIN)) || (tag && !rule_name_valid(tag)))
+        return SHMREG_ERR_INVALID_ARG;
+    if (size == 0)
+        return SHMREG_ERR_OUT_OF_BOUNDS;
+    if (bad_source)
         return SHMREG_ERR_INVALID_ARG;
     if (model_find(m, name))
         return SHMREG_ERR_ALREADY_EXISTS;
@@ -199,8 +204,10 @@ shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind,
         return SHMREG_ERR_INVALID_ARG;
     struct model_region *r = model_find(m, name);
     /* another tenant's region is as absent as a missing one */
-    if (!r || !model_tag_matches(r, tag) || kind == SHMREG_KIND_CUDA)
+    if (!r || !model_tag_matches(r, tag))
         return SHMREG_ERR_NOT_FOUND;
+    if (kind == SHMREG_KIND_CUDA)
+        return SHMREG_ERR_WRONG_KIND;
     return unregister_one(m, r) ? SHMREG_OK : SHMREG_ERR_BUSY;
 }
 
@@ -227,8 +234,10 @@ shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, con
         return SHMREG_ERR_INVALID_ARG;
     if (name) {
         struct model_region *r = model_find(m, name);
-        if (!r || !model_tag_matches(r, tag) || kind == SHMREG_KIND_CUDA)
+        if (!r || !model_tag_matches(r, tag))
             return SHMREG_ERR_NOT_FOUND;
+        if (kind == SHMREG_KIND_CUDA)
+            return SHMREG_ERR_WRONG_KIND;
         *count = 1;
         return SHMREG_OK;
     }

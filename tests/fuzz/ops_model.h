@@ -79,9 +79,11 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
                           struct model_region **out);
 /* A CUDA registration whose memory cannot be opened (no CUDA here, or a
  * handle no driver accepts): SHMREG_ERR_UNSUPPORTED stands for "the open
- * fails", after the arguments, the name and the limits have passed. */
+ * fails", after the arguments, the name and the limits have passed.
+ * bad_source: a NULL or wrong-sized IPC handle, or a negative descriptor,
+ * refused before the name and limits in every build. */
 shmreg_err model_register_cuda(struct model *m, const char *name, size_t size, unsigned flags,
-                               const char *tag, bool null_handle);
+                               const char *tag, bool bad_source);
 shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_t size,
                          struct model_region **out);
 /* tag NULL: no restriction; otherwise only regions registered with it. */

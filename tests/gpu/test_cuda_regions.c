@@ -282,7 +282,7 @@ static void test_policy_defer(void **state)
     size_t n = 0;
     gt_assert_ok(shmreg_status(f->reg, "p", SHMREG_KIND_CUDA, &st, &n));
     assert_int_equal(st[0].pending_unregister, 1);
-    assert_int_equal(st[0].in_use, 1);
+    assert_int_equal(st[0].references, 1);
     shmreg_status_free(st, n);
     shmreg_region *again = NULL;
     shmreg_view v2;

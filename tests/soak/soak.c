@@ -314,8 +314,8 @@ static void check_quiescent(struct soak *s, int fds_before, int maps_before)
     size_t n = 0;
     expect(s, "status", NULL, shmreg_status(s->reg, NULL, SHMREG_KIND_ANY, &st, &n), CODE(SHMREG_OK));
     for (size_t i = 0; i < n; i++)
-        if (st[i].in_use != 0 || st[i].pending_unregister)
-            report(s, "after the run '%s' has in_use %u, pending %d", st[i].name, st[i].in_use,
+        if (st[i].references != 0 || st[i].pending_unregister)
+            report(s, "after the run '%s' has in_use %u, pending %d", st[i].name, st[i].references,
                    st[i].pending_unregister);
     shmreg_status_free(st, n);
     expect(s, "unregister_all", NULL, shmreg_unregister_all(s->reg, SHMREG_KIND_ANY), CODE(SHMREG_OK));

@@ -181,8 +181,7 @@ static void test_concurrent_registrations_respect_the_limit(void **state)
 
 static void register_tagged(shmreg_registry *reg, const char *name, const char *key, const char *tag)
 {
-    shmreg_register_opts opts = {.tag = tag};
-    assert_ok(shmreg_register_system_opts(reg, name, key, 0, 64, 0, &opts));
+    assert_ok(tu_register_system_tagged(reg, name, key, 0, 64, 0, tag));
 }
 
 static void test_tags_scope_unregister_all_and_status(void **state)
@@ -196,13 +195,13 @@ static void test_tags_scope_unregister_all_and_status(void **state)
 
     shmreg_region_status *st;
     size_t n;
-    assert_ok(shmreg_status_tagged(t->reg, NULL, SHMREG_KIND_ANY, "tenant-b", &st, &n));
+    assert_ok(tu_status_tagged(t->reg, NULL, SHMREG_KIND_ANY, "tenant-b", &st, &n));
     assert_int_equal(n, 1);
     assert_string_equal(st[0].name, "b1");
     assert_string_equal(st[0].tag, "tenant-b");
     shmreg_status_free(st, n);
 
-    assert_ok(shmreg_unregister_all_tagged(t->reg, SHMREG_KIND_SYSTEM, "tenant-a"));
+    assert_ok(tu_unregister_tagged(t->reg, NULL, SHMREG_KIND_SYSTEM, "tenant-a"));
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 2);
     shmreg_region_status *u = ut_status_of(t->reg, "untagged");
     assert_null(u->tag);
@@ -216,14 +215,14 @@ static void test_another_tenants_region_is_not_found(void **state)
     const char *key = ut_object(t, OBJ, 8);
     register_tagged(t->reg, "mine", key, "tenant-a");
 
-    assert_fails(shmreg_unregister_tagged(t->reg, "mine", SHMREG_KIND_SYSTEM, "tenant-b"),
+    assert_fails(tu_unregister_tagged(t->reg, "mine", SHMREG_KIND_SYSTEM, "tenant-b"),
                  SHMREG_ERR_NOT_FOUND, "Unable to find system shared memory region: 'mine'");
     shmreg_region_status *st;
     size_t n;
-    assert_fails(shmreg_status_tagged(t->reg, "mine", SHMREG_KIND_ANY, "tenant-b", &st, &n),
+    assert_fails(tu_status_tagged(t->reg, "mine", SHMREG_KIND_ANY, "tenant-b", &st, &n),
                  SHMREG_ERR_NOT_FOUND, "Unable to find shared memory region: 'mine'");
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 1);
-    assert_ok(shmreg_unregister_tagged(t->reg, "mine", SHMREG_KIND_SYSTEM, "tenant-a"));
+    assert_ok(tu_unregister_tagged(t->reg, "mine", SHMREG_KIND_SYSTEM, "tenant-a"));
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
 }
 
@@ -231,12 +230,11 @@ static void test_bad_tags_are_refused(void **state)
 {
     struct ut *t = *state;
     const char *key = ut_object(t, OBJ, 9);
-    shmreg_register_opts empty = {.tag = ""}, control = {.tag = "a\nb"};
-    assert_fails_prefix(shmreg_register_system_opts(t->reg, "x", key, 0, 64, 0, &empty),
+    assert_fails_prefix(tu_register_system_tagged(t->reg, "x", key, 0, 64, 0, ""),
                         SHMREG_ERR_INVALID_ARG, "invalid owner tag: ");
-    assert_fails_prefix(shmreg_register_system_opts(t->reg, "x", key, 0, 64, 0, &control),
+    assert_fails_prefix(tu_register_system_tagged(t->reg, "x", key, 0, 64, 0, "a\nb"),
                         SHMREG_ERR_INVALID_ARG, "invalid owner tag: ");
-    assert_fails_prefix(shmreg_unregister_all_tagged(t->reg, SHMREG_KIND_ANY, ""),
+    assert_fails_prefix(tu_unregister_tagged(t->reg, NULL, SHMREG_KIND_ANY, ""),
                         SHMREG_ERR_INVALID_ARG, "invalid owner tag: ");
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
     assert_int_equal(tu_count_shm_maps(key), 0);

@@ -22,7 +22,7 @@ static const char *register_input(struct ut *t)
 static unsigned in_use_of(shmreg_registry *reg, const char *name)
 {
     shmreg_region_status *st = ut_status_of(reg, name);
-    unsigned n = st[0].in_use;
+    unsigned n = st[0].references;
     shmreg_status_free(st, 1);
     return n;
 }

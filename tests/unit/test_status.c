@@ -23,7 +23,7 @@ static void test_entry_describes_the_registration(void **state)
     assert_int_equal(st[0].offset, 123);
     assert_int_equal(st[0].byte_size, 4567);
     assert_int_equal(st[0].device_id, -1);
-    assert_int_equal(st[0].in_use, 0);
+    assert_int_equal(st[0].references, 0);
     assert_int_equal(st[0].pending_unregister, 0);
     assert_int_equal(st[0].pinned, 0);
     assert_int_equal(st[0].flags, SHMREG_NO_PIN);
@@ -34,7 +34,7 @@ static void test_entry_describes_the_registration(void **state)
     assert_ok(shmreg_acquire(t->reg, "in", 0, 1, &a, &va));
     assert_ok(shmreg_acquire(t->reg, "in", 10, 1, &b, &vb));
     st = ut_status_of(t->reg, "in");
-    assert_int_equal(st[0].in_use, 2);
+    assert_int_equal(st[0].references, 2);
     assert_int_equal(st[0].generation, gen);
     assert_int_equal(st[0].byte_size, 4567);
     shmreg_status_free(st, 1);
@@ -115,7 +115,7 @@ static void test_missing_and_wrong_kind(void **state)
                  "Unable to find system shared memory region: 'out'");
     assert_fails_code(shmreg_status(t->reg, "out", SHMREG_KIND_ANY, &st, &n),
                       SHMREG_ERR_NOT_FOUND);
-    assert_fails(shmreg_status(t->reg, "in", SHMREG_KIND_CUDA, &st, &n), SHMREG_ERR_NOT_FOUND,
+    assert_fails(shmreg_status(t->reg, "in", SHMREG_KIND_CUDA, &st, &n), SHMREG_ERR_WRONG_KIND,
                  "The region named 'in' is registered as system shared memory, not CUDA shared "
                  "memory");
     assert_null(st);

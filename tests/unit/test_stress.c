@@ -243,10 +243,10 @@ static void op_status(struct worker *w)
         stress_fail(w->s, "status lists %zu regions over %d names", n, STRESS_NAMES);
     for (size_t i = 0; i < n && i < STRESS_NAMES; i++) {
         if (st[i].byte_size != STRESS_REGION || st[i].kind != SHMREG_KIND_SYSTEM ||
-            st[i].in_use > STRESS_THREADS * STRESS_SLOTS + STRESS_THREADS ||
+            st[i].references > STRESS_THREADS * STRESS_SLOTS + STRESS_THREADS ||
             (st[i].pending_unregister && w->s->policy != SHMREG_POLICY_DEFER))
             stress_fail(w->s, "status of %s: %zu bytes, in_use %u, pending %d", st[i].name,
-                        st[i].byte_size, st[i].in_use, st[i].pending_unregister);
+                        st[i].byte_size, st[i].references, st[i].pending_unregister);
     }
     shmreg_status_free(st, n);
 }
@@ -285,7 +285,7 @@ static void assert_all_idle(shmreg_registry *reg)
     size_t n = 0;
     assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &n));
     for (size_t i = 0; i < n; i++) {
-        assert_int_equal(st[i].in_use, 0);
+        assert_int_equal(st[i].references, 0);
         assert_int_equal(st[i].pending_unregister, 0);
     }
     shmreg_status_free(st, n);

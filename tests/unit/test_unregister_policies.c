@@ -38,7 +38,7 @@ static uint64_t generation_of(shmreg_registry *reg, const char *name)
 static void assert_listed(shmreg_registry *reg, const char *name, unsigned in_use, int pending)
 {
     shmreg_region_status *st = ut_status_of(reg, name);
-    assert_int_equal(st[0].in_use, in_use);
+    assert_int_equal(st[0].references, in_use);
     assert_int_equal(st[0].pending_unregister, pending);
     shmreg_status_free(st, 1);
 }
@@ -82,7 +82,9 @@ static void test_defer_waits_for_the_last_release(void **state)
     acquire_whole(reg, "in", &r2, &v2, 42);
     assert_listed(reg, "in", 2, 1);
     assert_fails(shmreg_register_system(reg, "in", other, 0, OBJ_SIZE, 0),
-                 SHMREG_ERR_ALREADY_EXISTS, "shared memory region 'in' already in manager");
+                 SHMREG_ERR_ALREADY_EXISTS,
+                 "shared memory region 'in' already in manager (pending unregister: the name is freed "
+                 "when the 2 references still held are released)");
     assert_int_equal(tu_count_shm_maps(other), 0);
 
     /* Unregistering a pending region again is OK and changes nothing. */
@@ -156,11 +158,11 @@ static void test_refuse_keeps_a_busy_region(void **state)
     acquire_whole(reg, "input0_data", &ref, &view, 46);
     assert_fails(shmreg_unregister(reg, "input0_data", SHMREG_KIND_SYSTEM), SHMREG_ERR_BUSY,
                  "Cannot unregister shared memory region 'input0_data', it is currently in use "
-                 "by 1 requests.");
+                 "by 1 reference (views acquired and not yet released).");
     shmreg_retain(ref);
     assert_fails(shmreg_unregister(reg, "input0_data", SHMREG_KIND_ANY), SHMREG_ERR_BUSY,
                  "Cannot unregister shared memory region 'input0_data', it is currently in use "
-                 "by 2 requests.");
+                 "by 2 references (views acquired and not yet released).");
     assert_listed(reg, "input0_data", 2, 0);
     assert_int_equal(tu_count_shm_maps(key), 1);
 
@@ -269,7 +271,7 @@ static void test_unknown_name_and_wrong_kind(void **state)
     const char *key = ut_object(t, OBJ_SIZE, 53);
 
     register_whole(t->reg, "in", key);
-    assert_fails(shmreg_unregister(t->reg, "in", SHMREG_KIND_CUDA), SHMREG_ERR_NOT_FOUND,
+    assert_fails(shmreg_unregister(t->reg, "in", SHMREG_KIND_CUDA), SHMREG_ERR_WRONG_KIND,
                  "The region named 'in' is registered as system shared memory, not CUDA shared "
                  "memory");
     assert_listed(t->reg, "in", 0, 0);

@@ -7,7 +7,7 @@
  * reports cudaErrorInsufficientDriver where there is none. The driver's own
  * entry points come from cudaGetDriverEntryPointByVersion, never from
  * linking libcuda. */
-#include "cuda_runtime.h"
+#include "cuda_calls.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -147,14 +147,9 @@ unsigned shmreg__cuda_load(void)
     return probe.caps;
 }
 
-unsigned shmreg__cuda_caps(void)
-{
-    return shmreg__cuda_load();
-}
-
 SHMREG_API unsigned shmreg_cuda_available(void)
 {
-    return shmreg__cuda_caps();
+    return shmreg__cuda_load();
 }
 
 #define SHMREG_CUDA_USABLE_ (SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE)
@@ -235,9 +230,14 @@ void shmreg__cuda_device_leave(struct shmreg__cuda_device_guard *g)
         (void)shmreg__cuda.SetDevice(g->previous);
 }
 
-/* ---- pinning of system memory */
+/* ---- pinning of system memory: the CUDA layer's host_pinning capability */
 
-shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_only)
+static bool pinning_usable(void)
+{
+    return (shmreg__cuda_load() & SHMREG_CUDA_USABLE_) == SHMREG_CUDA_USABLE_;
+}
+
+static shmreg_err pin(const char *name, void *addr, size_t len, bool read_only)
 {
     if ((shmreg__cuda_load() & SHMREG_CUDA_USABLE_) != SHMREG_CUDA_USABLE_)
         return shmreg__fail(SHMREG_ERR_UNSUPPORTED,
@@ -260,10 +260,16 @@ shmreg_err shmreg__cuda_pin(const char *name, void *addr, size_t len, bool read_
     return SHMREG_OK;
 }
 
-shmreg_err shmreg__cuda_unpin(const char *name, void *addr)
+static shmreg_err unpin(const char *name, void *addr)
 {
     cudaError_t err = shmreg__cuda.HostUnregister(addr);
     if (err != cudaSuccess)
         return shmreg__cuda_fail(err, "cannot unpin system shared memory region '%s'", name);
     return SHMREG_OK;
 }
+
+const struct shmreg__host_pinning shmreg__host_pinning = {
+    .usable = pinning_usable,
+    .pin = pin,
+    .unpin = unpin,
+};

@@ -7,8 +7,8 @@
  * are reached through cudaGetDriverEntryPointByVersion: the library never
  * links libcuda, so it loads on a machine with no driver and answers
  * SHMREG_ERR_UNSUPPORTED there. */
-#ifndef SHMREG_CUDA_RUNTIME_H
-#define SHMREG_CUDA_RUNTIME_H
+#ifndef SHMREG_CUDA_CALLS_H
+#define SHMREG_CUDA_CALLS_H
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

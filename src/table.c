@@ -1,0 +1,225 @@
+/* The table of names that outlives the registry handle: hash table, front,
+ * lock, usage and limits, log sink (see table.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "err.h"
+#include "sys.h"
+#include "table.h"
+
+static uint64_t random_seed(void)
+{
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
+        return seed;
+    /* No entropy yet (early boot): still differ per table and run. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&seed;
+}
+
+shmreg_err shmreg__table_new(const struct shmreg__usage *limits, shmreg_log_fn log_fn, void *log_user,
+                             struct shmreg__table **out)
+{
+    struct shmreg__table *t = shmreg__calloc(1, sizeof *t);
+    if (!t)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
+    t->lfht = cds_lfht_new_flavor(64, 64, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, &urcu_bp_flavor,
+                                  NULL);
+    if (!t->lfht) {
+        shmreg__free(t);
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating the registry's hash table");
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    for (size_t i = 0; i < SHMREG__FRONT_SLOTS; i++)
+        atomic_init(&t->front[i], NULL);
+    shmreg__ref_init(&t->refs, 1); /* the handle's reference */
+    t->hash_seed = random_seed();
+    t->limits = *limits;
+    t->log_fn = log_fn;
+    t->log_user = log_user;
+    *out = t;
+    return SHMREG_OK;
+}
+
+void shmreg__table_get(struct shmreg__table *t)
+{
+    shmreg__ref_get(&t->refs);
+}
+
+bool shmreg__table_put(struct shmreg__table *t)
+{
+    if (!shmreg__ref_put(&t->refs))
+        return false;
+    /* Every region is gone and the handle was destroyed: no lookup can run. */
+    if (cds_lfht_destroy(t->lfht, NULL) != 0)
+        shmreg__table_log(t, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
+    pthread_mutex_destroy(&t->lock);
+    shmreg__free(t);
+    return true;
+}
+
+void shmreg__table_lock(struct shmreg__table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    shmreg__rcu_read_lock();
+}
+
+void shmreg__table_unlock(struct shmreg__table *t)
+{
+    shmreg__rcu_read_unlock();
+    pthread_mutex_unlock(&t->lock);
+}
+
+void shmreg__table_log(struct shmreg__table *t, shmreg_log_level level, const char *fmt, ...)
+{
+    if (!t->log_fn)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    t->log_fn(t->log_user, level, msg);
+}
+
+void shmreg__entry_init(struct shmreg__table *t, struct shmreg__entry *e, const char *name, size_t len)
+{
+    e->name = name;
+    e->name_len = len;
+    e->hash = shmreg__table_hash(t, name, len);
+    e->linked = false;
+    cds_lfht_node_init(&e->node);
+}
+
+static int match_name(struct cds_lfht_node *node, const void *name)
+{
+    struct shmreg__entry *e = shmreg__entry_of(node);
+    SHMREG_TSAN_SUBSCRIBE(e);
+    return strcmp(e->name, (const char *)name) == 0;
+}
+
+struct shmreg__entry *shmreg__table_find_locked(struct shmreg__table *t, const char *name)
+{
+    struct cds_lfht_iter iter;
+    unsigned long hash = shmreg__table_hash(t, name, strlen(name));
+    cds_lfht_lookup(t->lfht, hash, match_name, name, &iter);
+    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
+         cds_lfht_next_duplicate(t->lfht, match_name, name, &iter), n = cds_lfht_iter_get_node(&iter)) {
+        struct shmreg__entry *e = shmreg__entry_of(n);
+        if (shmreg__entry_alive(e))
+            return e;
+    }
+    return NULL;
+}
+
+/* ---- the front
+ *
+ * Why a second index: an uncontended acquire+release is a few tens of
+ * nanoseconds, and a lookup through cds_lfht_lookup (an out-of-line call, a
+ * match callback through a function pointer, strcmp) was about a fifth of
+ * it. The front is an array that acquire reads inline (table.h): one load,
+ * then the entry's own hash, length and name.
+ *
+ * It is only an accelerator: the hash table stays the authority, and a
+ * lookup that misses the front (an empty slot, another name, a dead entry)
+ * walks the table. An entry takes its slot at link time if the slot is free
+ * or holds a dead entry, and gives it up at unlink; both happen under the
+ * lock. So a slot only ever holds an entry that is in the table, or was
+ * until a moment ago, and a region's memory is freed a grace period after
+ * its unlink: a reader inside a read-side section can always dereference
+ * what it loads. The release store publishes the entry's fields (hash,
+ * length, name) to the acquire load. */
+
+static _Atomic(struct shmreg__entry *) *front_slot(struct shmreg__table *t, unsigned long hash)
+{
+    return &t->front[hash & (SHMREG__FRONT_SLOTS - 1)];
+}
+
+static void front_claim_locked(struct shmreg__table *t, struct shmreg__entry *e)
+{
+    _Atomic(struct shmreg__entry *) *slot = front_slot(t, e->hash);
+    struct shmreg__entry *cur = atomic_load_explicit(slot, memory_order_relaxed);
+    if (!cur || !shmreg__entry_alive(cur))
+        atomic_store_explicit(slot, e, memory_order_release);
+}
+
+static void front_leave_locked(struct shmreg__table *t, struct shmreg__entry *e)
+{
+    _Atomic(struct shmreg__entry *) *slot = front_slot(t, e->hash);
+    if (atomic_load_explicit(slot, memory_order_relaxed) == e)
+        atomic_store_explicit(slot, NULL, memory_order_relaxed);
+}
+
+void shmreg__table_link_locked(struct shmreg__table *t, struct shmreg__entry *e)
+{
+    e->linked = true;
+    t->linked++;
+    SHMREG_TSAN_PUBLISH(e);
+    cds_lfht_add(t->lfht, e->hash, &e->node);
+    front_claim_locked(t, e);
+}
+
+void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *e)
+{
+    front_leave_locked(t, e);
+    cds_lfht_del(t->lfht, &e->node);
+    e->linked = false;
+    t->linked--;
+}
+
+/* Duplicates of a name exist only while a dead entry waits to be unlinked;
+ * they are skipped because their count is dead. */
+struct shmreg__entry *shmreg__table_acquire_slow(struct shmreg__table *t, unsigned long hash, const char *name)
+{
+    struct cds_lfht_iter iter;
+    cds_lfht_lookup(t->lfht, hash, match_name, name, &iter);
+    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
+         cds_lfht_next_duplicate(t->lfht, match_name, name, &iter), n = cds_lfht_iter_get_node(&iter)) {
+        struct shmreg__entry *e = shmreg__entry_of(n);
+        if (shmreg__ref_get_unless_dead(&e->refs))
+            return e;
+    }
+    return NULL;
+}
+
+/* ---- usage against the limits */
+
+static bool passes(size_t used, size_t want, size_t limit)
+{
+    return limit == 0 || (used <= limit && want <= limit - used);
+}
+
+static shmreg_err over_limit(const char *name, const char *what, size_t want, size_t limit, size_t used)
+{
+    return shmreg__fail(SHMREG_ERR_NO_MEMORY,
+                        "cannot register shared memory region '%s': %zu more %s would pass this registry's "
+                        "limit of %zu (%zu in use)",
+                        name, want, what, limit, used);
+}
+
+shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
+{
+    const struct shmreg__usage *used = &t->usage, *lim = &t->limits;
+    if (!passes(used->regions, want->regions, lim->regions))
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY,
+                            "cannot register shared memory region '%s': this registry holds its limit of %zu regions",
+                            name, lim->regions);
+    if (!passes(used->mapped_bytes, want->mapped_bytes, lim->mapped_bytes))
+        return over_limit(name, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
+    if (!passes(used->pinned_bytes, want->pinned_bytes, lim->pinned_bytes))
+        return over_limit(name, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
+    t->usage.regions += want->regions;
+    t->usage.mapped_bytes += want->mapped_bytes;
+    t->usage.pinned_bytes += want->pinned_bytes;
+    return SHMREG_OK;
+}
+
+void shmreg__usage_give_back_locked(struct shmreg__table *t, const struct shmreg__usage *u)
+{
+    t->usage.regions -= u->regions;
+    t->usage.mapped_bytes -= u->mapped_bytes;
+    t->usage.pinned_bytes -= u->pinned_bytes;
+}
