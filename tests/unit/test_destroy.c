@@ -4,6 +4,7 @@
 #include "unit.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 #define OBJ_SIZE 4096
 
@@ -107,6 +108,51 @@ static void test_last_release_in_another_thread(void **state)
     assert_int_equal(tu_count_shm_maps(key), 0);
 }
 
+struct warnings {
+    int count;
+    char last[1024];
+};
+
+static void capture_warning(void *user, shmreg_log_level level, const char *msg)
+{
+    struct warnings *w = user;
+    if (level == SHMREG_LOG_WARNING) {
+        w->count++;
+        snprintf(w->last, sizeof w->last, "%s", msg);
+    }
+}
+
+/* Destroying a registry whose regions callers still hold is allowed, but
+ * worth a WARNING: those mappings outlive the server's teardown. */
+static void test_destroy_warns_about_held_regions(void **state)
+{
+    struct ut *t = *state;
+    const char *key = ut_object(t, OBJ_SIZE, 79);
+    struct warnings w = {0};
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.log_fn = capture_warning;
+    cfg.log_user = &w;
+
+    shmreg_registry *reg;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    assert_ok(shmreg_register_system(reg, "idle", key, 0, OBJ_SIZE, 0));
+    shmreg_registry_destroy(reg);
+    assert_int_equal(w.count, 0);
+
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    assert_ok(shmreg_register_system(reg, "held", key, 0, OBJ_SIZE, 0));
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "held", 0, 1, &ref, &v));
+    shmreg_registry_destroy(reg);
+    assert_int_equal(w.count, 1);
+    assert_string_equal(w.last, "registry destroyed while callers still hold references to 1 regions: each is "
+                                "unmapped by its last shmreg_release");
+    shmreg_release(ref);
+    assert_int_equal(w.count, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -115,6 +161,7 @@ int main(void)
         UT_TEST(test_references_outlive_destroy),
         UT_TEST(test_destroy_with_a_pending_region),
         UT_TEST(test_last_release_in_another_thread),
+        UT_TEST(test_destroy_warns_about_held_regions),
     };
     return cmocka_run_group_tests(tests, ut_group_setup, NULL);
 }
