@@ -23,11 +23,21 @@ def binary():
     return path
 
 
-class Frontend:
-    """One running frontend process."""
+def sibling_binary(name):
+    """A program the frontend's build puts next to $FRONTEND_BIN."""
+    path = os.path.join(os.path.dirname(binary()), name)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{name} was not built next to $FRONTEND_BIN ({binary()})")
+    return path
 
-    def __init__(self, *args):
-        self.args = [binary(), "--host", "127.0.0.1", "--port", "0", *args]
+
+class Frontend:
+    """One running frontend process. command: the program and its leading
+    arguments, when it is not the frontend itself; the frontend's options
+    (address, port, then args) follow them."""
+
+    def __init__(self, *args, command=None):
+        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""
