@@ -128,7 +128,7 @@ static shmreg_registry *new_registry(void)
     shmreg_config_init(&cfg);
     cfg.log_fn = capture_log;
     shmreg_registry *reg = NULL;
-    gt_assert_ok(shmreg_registry_create(&cfg, &reg));
+    assert_ok(shmreg_registry_create(&cfg, &reg));
     return reg;
 }
 
@@ -141,8 +141,8 @@ static void fail_every_call(const char *what, register_fn op, const void *arg)
     shmreg_registry *reg = new_registry();
     /* One clean registration first: the process's first IPC open or VMM
      * import opens descriptors of the driver's own that stay open. */
-    gt_assert_ok(op(reg, arg));
-    gt_assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
+    assert_ok(op(reg, arg));
+    assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
     struct tu_baseline base = tu_take_baseline();
     int n;
     for (n = 1;; n++) {
@@ -153,14 +153,14 @@ static void fail_every_call(const char *what, register_fn op, const void *arg)
         int made = calls;
         fail_at = 0;
         if (err == SHMREG_OK) {
-            gt_assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
+            assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
         } else if (shmreg_last_error()[0] == '\0') {
             fail_msg("%s: call %d failed without a message", what, n);
         }
         assert_balanced(what, n);
         shmreg_region_status *st = NULL;
         size_t count = 0;
-        gt_assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &count));
+        assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &count));
         shmreg_status_free(st, count);
         assert_int_equal(count, 0);
         if (made < n) {
@@ -226,16 +226,16 @@ static void test_ipc_close_failures_are_logged(void **state)
     assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_IPC, SIZE, 3, &ex), 0);
     shmreg_registry *reg = new_registry();
     for (int n = 1;; n++) {
-        gt_assert_ok(register_ipc(reg, &ex));
+        assert_ok(register_ipc(reg, &ex));
         shmreg_region *ref = NULL;
         shmreg_view view;
-        gt_assert_ok(shmreg_acquire(reg, "f", 0, 16, &ref, &view));
+        assert_ok(shmreg_acquire(reg, "f", 0, 16, &ref, &view));
         shmreg_release(ref);
         logged[0] = '\0';
         calls = 0;
         fail_at = n;
         failed_call = NULL;
-        gt_assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_CUDA)); /* the deleter runs here */
+        assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_CUDA)); /* the deleter runs here */
         int made = calls;
         fail_at = 0;
         if (made < n)

@@ -22,7 +22,7 @@ static int setup(void **state)
     assert_non_null(f);
     f->base = gt_take_baseline();
     tu_shm_create(SIZE, SEED, f->key);
-    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -54,11 +54,11 @@ static int is_pinned(const void *p)
 static int pinned_after_register(struct fixture *f, const char *name, unsigned flags,
                                  shmreg_region **ref, shmreg_view *view)
 {
-    gt_assert_ok(shmreg_register_system(f->reg, name, f->key, 0, SIZE, flags));
-    gt_assert_ok(shmreg_acquire(f->reg, name, 0, SIZE, ref, view));
+    assert_ok(shmreg_register_system(f->reg, name, f->key, 0, SIZE, flags));
+    assert_ok(shmreg_acquire(f->reg, name, 0, SIZE, ref, view));
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, name, SHMREG_KIND_SYSTEM, &st, &n));
+    assert_ok(shmreg_status(f->reg, name, SHMREG_KIND_SYSTEM, &st, &n));
     assert_int_equal(st[0].pinned, view->pinned);
     shmreg_status_free(st, n);
     assert_int_equal(is_pinned(view->addr), view->pinned);
@@ -84,7 +84,7 @@ static void test_auto_pins_and_copies_at_the_region_bytes(void **state)
         assert_int_equal(plain[i], tu_pattern(SEED + 1, i));
     munmap(plain, SIZE);
     shmreg_release(ref);
-    gt_assert_ok(shmreg_unregister(f->reg, "auto", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_unregister(f->reg, "auto", SHMREG_KIND_SYSTEM));
 }
 
 static void test_flags_and_policies(void **state)
@@ -96,14 +96,14 @@ static void test_flags_and_policies(void **state)
     shmreg_release(ref);
 
     shmreg_registry_destroy(f->reg);
-    f->reg = gt_registry(SHMREG_PIN_NEVER, SHMREG_POLICY_DEFER);
+    f->reg = ut_new_registry(SHMREG_PIN_NEVER, SHMREG_POLICY_DEFER);
     assert_int_equal(pinned_after_register(f, "never", 0, &ref, &view), 0);
     shmreg_release(ref);
     assert_int_equal(pinned_after_register(f, "demanded", SHMREG_PIN, &ref, &view), 1);
     shmreg_release(ref);
 
     shmreg_registry_destroy(f->reg);
-    f->reg = gt_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
+    f->reg = ut_new_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
     assert_int_equal(pinned_after_register(f, "always", 0, &ref, &view), 1);
     shmreg_release(ref);
 }
@@ -130,7 +130,7 @@ static void test_two_regions_of_one_object_both_pin(void **state)
     assert_int_equal(pinned_after_register(f, "one", SHMREG_PIN, &r1, &v1), 1);
     assert_int_equal(pinned_after_register(f, "two", SHMREG_PIN, &r2, &v2), 1);
     shmreg_release(r1);
-    gt_assert_ok(shmreg_unregister(f->reg, "one", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_unregister(f->reg, "one", SHMREG_KIND_SYSTEM));
     assert_int_equal(is_pinned(v2.addr), 1); /* unpinning one left the other */
     shmreg_release(r2);
 }
@@ -141,7 +141,7 @@ static void test_last_release_unpins(void **state)
     shmreg_region *ref = NULL;
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "held", SHMREG_PIN, &ref, &view), 1);
-    gt_assert_ok(shmreg_unregister(f->reg, "held", SHMREG_KIND_SYSTEM)); /* DEFER */
+    assert_ok(shmreg_unregister(f->reg, "held", SHMREG_KIND_SYSTEM)); /* DEFER */
     assert_int_equal(is_pinned(view.addr), 1);
     assert_int_equal(tu_count_shm_maps(f->key), 1);
     shmreg_release(ref);

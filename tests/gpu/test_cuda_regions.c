@@ -47,7 +47,7 @@ static int setup(void **state)
     assert_non_null(f);
     f->base = gt_take_baseline();
     assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND, SIZE, SEED, &f->ex), 0);
-    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -76,15 +76,15 @@ static int group_setup(void **state)
     int devices = 0;
     gt_cuda_ok(cudaGetDeviceCount(&devices));
     for (int d = 0; d < devices; d++) {
-        gt_assert_ok(register_export(f->reg, "warmup", &f->ex, d, SIZE, 0));
+        assert_ok(register_export(f->reg, "warmup", &f->ex, d, SIZE, 0));
         shmreg_region *ref = NULL;
         shmreg_view view;
-        gt_assert_ok(shmreg_acquire(f->reg, "warmup", 0, (size_t)1 << 20, &ref, &view));
+        assert_ok(shmreg_acquire(f->reg, "warmup", 0, (size_t)1 << 20, &ref, &view));
         gt_cuda_ok(cudaSetDevice(d));
         gt_assert_device_pattern(view.addr, (size_t)1 << 20, SEED, 0);
         gt_write_device_pattern(view.addr, 64, SEED, 0);
         shmreg_release(ref);
-        gt_assert_ok(shmreg_unregister(f->reg, "warmup", SHMREG_KIND_CUDA));
+        assert_ok(shmreg_unregister(f->reg, "warmup", SHMREG_KIND_CUDA));
     }
     gt_cuda_ok(cudaSetDevice(0));
     shmreg_registry_destroy(f->reg);
@@ -99,11 +99,11 @@ static int group_setup(void **state)
 static void test_read_write_across_processes(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_ok(register_export(f->reg, "r", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "r", &f->ex, 0, SIZE, 0));
 
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, "r", SHMREG_KIND_CUDA, &st, &n));
+    assert_ok(shmreg_status(f->reg, "r", SHMREG_KIND_CUDA, &st, &n));
     assert_int_equal(n, 1);
     assert_int_equal(st[0].kind, SHMREG_KIND_CUDA);
     assert_null(st[0].key);
@@ -115,7 +115,7 @@ static void test_read_write_across_processes(void **state)
     const size_t off = 4096, len = (size_t)1 << 20;
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "r", off, len, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "r", off, len, &ref, &view));
     assert_int_equal(view.kind, SHMREG_KIND_CUDA);
     assert_int_equal(view.device_id, 0);
     assert_int_equal(view.byte_size, len);
@@ -131,19 +131,19 @@ static void test_read_write_across_processes(void **state)
     void *base = (char *)view.addr - off;
     shmreg_release(ref);
     assert_true(gt_device_mapped(base));
-    gt_assert_ok(shmreg_unregister(f->reg, "r", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "r", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(base));
 }
 
 static void test_bounds(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_fails(register_export(f->reg, "big", &f->ex, 0, SIZE + 1, 0),
-                    SHMREG_ERR_OUT_OF_BOUNDS,
-                    "failed to register shared memory region 'big': invalid args");
-    gt_assert_fails(register_export(f->reg, "zero", &f->ex, 0, 0, 0), SHMREG_ERR_OUT_OF_BOUNDS,
-                    "byte_size is 0");
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_fails_containing(register_export(f->reg, "big", &f->ex, 0, SIZE + 1, 0),
+                            SHMREG_ERR_OUT_OF_BOUNDS,
+                            "failed to register shared memory region 'big': invalid args");
+    assert_fails_containing(register_export(f->reg, "zero", &f->ex, 0, 0, 0),
+                            SHMREG_ERR_OUT_OF_BOUNDS, "byte_size is 0");
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 
     /* A window smaller than the allocation, not a whole number of pages or
      * granules: the view ends where the caller said. A VMM region maps its
@@ -152,36 +152,37 @@ static void test_bounds(void **state)
      * whatever the window. */
     size_t part = SIZE / 2 - 100;
     if (GT_KIND == GT_KIND_VMM) {
-        gt_assert_fails(register_export(f->reg, "half", &f->ex, 0, part, 0), SHMREG_ERR_OUT_OF_BOUNDS,
-                        "a CUDA VMM region maps its whole allocation");
+        assert_fails_containing(register_export(f->reg, "half", &f->ex, 0, part, 0),
+                                SHMREG_ERR_OUT_OF_BOUNDS,
+                                "a CUDA VMM region maps its whole allocation");
         part = SIZE - 100;
     }
-    gt_assert_ok(register_export(f->reg, "part", &f->ex, 0, part, 0));
+    assert_ok(register_export(f->reg, "part", &f->ex, 0, part, 0));
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_fails(shmreg_acquire(f->reg, "part", part, 1, &ref, &view),
-                    SHMREG_ERR_OUT_OF_BOUNDS, "part");
-    gt_assert_fails(shmreg_acquire(f->reg, "part", 1, part, &ref, &view),
-                    SHMREG_ERR_OUT_OF_BOUNDS, "part");
+    assert_fails_containing(shmreg_acquire(f->reg, "part", part, 1, &ref, &view),
+                            SHMREG_ERR_OUT_OF_BOUNDS, "part");
+    assert_fails_containing(shmreg_acquire(f->reg, "part", 1, part, &ref, &view),
+                            SHMREG_ERR_OUT_OF_BOUNDS, "part");
     assert_null(ref);
-    gt_assert_ok(shmreg_acquire(f->reg, "part", part - 64, 64, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "part", part - 64, 64, &ref, &view));
     gt_assert_device_pattern(view.addr, 64, SEED, part - 64);
     shmreg_release(ref);
-    gt_assert_ok(shmreg_unregister(f->reg, "part", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "part", SHMREG_KIND_CUDA));
 }
 
 static void test_read_only(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_ok(register_export(f->reg, "ro", &f->ex, 0, SIZE, SHMREG_READONLY));
+    assert_ok(register_export(f->reg, "ro", &f->ex, 0, SIZE, SHMREG_READONLY));
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, "ro", SHMREG_KIND_CUDA, &st, &n));
+    assert_ok(shmreg_status(f->reg, "ro", SHMREG_KIND_CUDA, &st, &n));
     assert_int_equal(st[0].flags & SHMREG_READONLY, SHMREG_READONLY);
     shmreg_status_free(st, n);
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "ro", 0, SIZE, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "ro", 0, SIZE, &ref, &view));
     gt_assert_device_pattern(view.addr, 4096, SEED, 0);
     if (GT_KIND == GT_KIND_VMM) {
         /* VMM enforces it: the device may only read the range. (Legacy IPC
@@ -193,64 +194,66 @@ static void test_read_only(void **state)
         assert_int_equal(access, CU_MEM_ACCESS_FLAGS_PROT_READ);
     }
     shmreg_release(ref);
-    gt_assert_ok(shmreg_unregister(f->reg, "ro", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "ro", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(view.addr));
 }
 
 static void test_bad_handles(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_fails(register_export(f->reg, "dev", &f->ex, 99, SIZE, 0), SHMREG_ERR_INVALID_ARG,
-                    "CUDA device 99 does not exist");
-    gt_assert_fails(register_export(f->reg, "dev", &f->ex, -1, SIZE, 0), SHMREG_ERR_INVALID_ARG,
-                    "CUDA device -1 does not exist");
+    assert_fails_containing(register_export(f->reg, "dev", &f->ex, 99, SIZE, 0),
+                            SHMREG_ERR_INVALID_ARG, "CUDA device 99 does not exist");
+    assert_fails_containing(register_export(f->reg, "dev", &f->ex, -1, SIZE, 0),
+                            SHMREG_ERR_INVALID_ARG, "CUDA device -1 does not exist");
     if (GT_KIND == GT_KIND_IPC) {
-        gt_assert_fails(shmreg_register_cuda_ipc(f->reg, "short", f->ex.ipc, 63, 0, SIZE, 0),
-                        SHMREG_ERR_INVALID_ARG, "a CUDA IPC handle is 64 bytes, got 63");
+        assert_fails_containing(
+            shmreg_register_cuda_ipc(f->reg, "short", f->ex.ipc, 63, 0, SIZE, 0),
+            SHMREG_ERR_INVALID_ARG, "a CUDA IPC handle is 64 bytes, got 63");
         unsigned char junk[64];
         memset(junk, 0xab, sizeof junk);
-        gt_assert_fails(shmreg_register_cuda_ipc(f->reg, "junk", junk, sizeof junk, 0, SIZE, 0),
-                        SHMREG_ERR_CUDA, "cudaIpcOpenMemHandle: cudaError");
+        assert_fails_containing(
+            shmreg_register_cuda_ipc(f->reg, "junk", junk, sizeof junk, 0, SIZE, 0),
+            SHMREG_ERR_CUDA, "cudaIpcOpenMemHandle: cudaError");
     } else {
-        gt_assert_fails(shmreg_register_cuda_fd(f->reg, "neg", -1, 0, SIZE, 0),
-                        SHMREG_ERR_INVALID_ARG, "descriptor -1 is negative");
+        assert_fails_containing(shmreg_register_cuda_fd(f->reg, "neg", -1, 0, SIZE, 0),
+                                SHMREG_ERR_INVALID_ARG, "descriptor -1 is negative");
         int p[2];
         assert_int_equal(pipe(p), 0);
-        gt_assert_fails(shmreg_register_cuda_fd(f->reg, "pipe", p[0], 0, SIZE, 0),
-                        SHMREG_ERR_CUDA, "is not a CUDA VMM shareable handle");
+        assert_fails_containing(shmreg_register_cuda_fd(f->reg, "pipe", p[0], 0, SIZE, 0),
+                                SHMREG_ERR_CUDA, "is not a CUDA VMM shareable handle");
         /* The registry never closes a descriptor, even one it rejects. */
         assert_int_not_equal(fcntl(p[0], F_GETFD), -1);
         close(p[0]);
         close(p[1]);
-        gt_assert_fails(shmreg_register_cuda_fd(f->reg, "closed", p[0], 0, SIZE, 0),
-                        SHMREG_ERR_CUDA, "CUDA_ERROR");
+        assert_fails_containing(shmreg_register_cuda_fd(f->reg, "closed", p[0], 0, SIZE, 0),
+                                SHMREG_ERR_CUDA, "CUDA_ERROR");
     }
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
 
 static void test_registered_twice(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_ok(register_export(f->reg, "a", &f->ex, 0, SIZE, 0));
-    gt_assert_ok(register_export(f->reg, "b", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "a", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "b", &f->ex, 0, SIZE, 0));
     if (GT_KIND == GT_KIND_VMM)
         assert_int_not_equal(fcntl(f->ex.fd, F_GETFD), -1); /* still the caller's */
-    gt_assert_fails(register_export(f->reg, "a", &f->ex, 0, SIZE, 0),
-                    SHMREG_ERR_ALREADY_EXISTS, "a");
+    assert_fails_containing(register_export(f->reg, "a", &f->ex, 0, SIZE, 0),
+                            SHMREG_ERR_ALREADY_EXISTS, "a");
 
     shmreg_region *ra = NULL, *rb = NULL;
     shmreg_view va, vb;
-    gt_assert_ok(shmreg_acquire(f->reg, "a", 0, SIZE, &ra, &va));
-    gt_assert_ok(shmreg_acquire(f->reg, "b", 0, SIZE, &rb, &vb));
+    assert_ok(shmreg_acquire(f->reg, "a", 0, SIZE, &ra, &va));
+    assert_ok(shmreg_acquire(f->reg, "b", 0, SIZE, &rb, &vb));
     shmreg_release(ra);
     /* Each registration holds its own open: closing one leaves the other. */
-    gt_assert_ok(shmreg_unregister(f->reg, "a", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "a", SHMREG_KIND_CUDA));
     gt_assert_device_pattern(vb.addr, 4096, SEED, 0);
     gt_write_device_pattern((char *)vb.addr + SIZE - 4096, 4096, SEED2, SIZE - 4096);
     gt_cuda_ok(cudaDeviceSynchronize());
     assert_int_equal(gt_exporter_check(&exporter, f->ex.id, SEED2, SIZE - 4096, 4096), 0);
     shmreg_release(rb);
-    gt_assert_ok(shmreg_unregister(f->reg, "b", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "b", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(va.addr));
     assert_false(gt_device_mapped(vb.addr));
 }
@@ -260,10 +263,10 @@ static shmreg_region *hold_and_unregister(struct fixture *f, shmreg_policy polic
                                           shmreg_err expect, shmreg_view *view)
 {
     shmreg_registry_destroy(f->reg);
-    f->reg = gt_registry(SHMREG_PIN_AUTO, policy);
-    gt_assert_ok(register_export(f->reg, "p", &f->ex, 0, SIZE, 0));
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, policy);
+    assert_ok(register_export(f->reg, "p", &f->ex, 0, SIZE, 0));
     shmreg_region *ref = NULL;
-    gt_assert_ok(shmreg_acquire(f->reg, "p", 0, SIZE, &ref, view));
+    assert_ok(shmreg_acquire(f->reg, "p", 0, SIZE, &ref, view));
     assert_int_equal(shmreg_unregister(f->reg, "p", SHMREG_KIND_CUDA), expect);
     /* Whatever the policy said, the held reference still reads and writes. */
     gt_assert_device_pattern(view->addr, 4096, SEED, 0);
@@ -280,17 +283,17 @@ static void test_policy_defer(void **state)
     shmreg_region *ref = hold_and_unregister(f, SHMREG_POLICY_DEFER, SHMREG_OK, &view);
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, "p", SHMREG_KIND_CUDA, &st, &n));
+    assert_ok(shmreg_status(f->reg, "p", SHMREG_KIND_CUDA, &st, &n));
     assert_int_equal(st[0].pending_unregister, 1);
     assert_int_equal(st[0].in_use, 1);
     shmreg_status_free(st, n);
     shmreg_region *again = NULL;
     shmreg_view v2;
-    gt_assert_ok(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2)); /* still acquirable */
+    assert_ok(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2)); /* still acquirable */
     shmreg_release(again);
     shmreg_release(ref); /* the last one: unmaps */
     assert_false(gt_device_mapped(view.addr));
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
 
 static void test_policy_detach(void **state)
@@ -300,10 +303,11 @@ static void test_policy_detach(void **state)
     shmreg_region *ref = hold_and_unregister(f, SHMREG_POLICY_DETACH, SHMREG_OK, &view);
     shmreg_region *again = NULL;
     shmreg_view v2;
-    gt_assert_fails(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2), SHMREG_ERR_NOT_FOUND, "p");
+    assert_fails_containing(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2),
+                            SHMREG_ERR_NOT_FOUND, "p");
     /* The name is free at once, even for the same GPU memory. */
-    gt_assert_ok(register_export(f->reg, "p", &f->ex, 0, SIZE, 0));
-    gt_assert_ok(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2));
+    assert_ok(register_export(f->reg, "p", &f->ex, 0, SIZE, 0));
+    assert_ok(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2));
     gt_assert_device_pattern(v2.addr, 16, SEED2, 0);
     shmreg_release(again);
     shmreg_release(ref); /* closes the first registration's open only */
@@ -314,7 +318,7 @@ static void test_policy_detach(void **state)
         assert_false(gt_device_mapped(view.addr));
     assert_true(gt_device_mapped(v2.addr));
     gt_assert_device_pattern(v2.addr, 16, SEED2, 0);
-    gt_assert_ok(shmreg_unregister(f->reg, "p", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "p", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(v2.addr));
 }
 
@@ -325,23 +329,23 @@ static void test_policy_refuse(void **state)
     shmreg_region *ref = hold_and_unregister(f, SHMREG_POLICY_REFUSE, SHMREG_ERR_BUSY, &view);
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, "p", SHMREG_KIND_CUDA, &st, &n));
+    assert_ok(shmreg_status(f->reg, "p", SHMREG_KIND_CUDA, &st, &n));
     assert_int_equal(st[0].pending_unregister, 0);
     shmreg_status_free(st, n);
     shmreg_release(ref);
     assert_true(gt_device_mapped(view.addr)); /* still registered */
-    gt_assert_ok(shmreg_unregister(f->reg, "p", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "p", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(view.addr));
 }
 
 static void test_destroy_with_references(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_ok(register_export(f->reg, "kept", &f->ex, 0, SIZE, 0));
-    gt_assert_ok(register_export(f->reg, "idle", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "kept", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "idle", &f->ex, 0, SIZE, 0));
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "kept", 0, SIZE, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "kept", 0, SIZE, &ref, &view));
     shmreg_registry_destroy(f->reg);
     f->reg = NULL;
     /* The reference outlives the registry and still reaches the memory. */
@@ -390,20 +394,20 @@ static void test_stress_acquire_release_unregister(void **state)
 {
     struct fixture *f = *state;
     shmreg_registry_destroy(f->reg);
-    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DETACH);
-    gt_assert_ok(register_export(f->reg, "s", &f->ex, 0, SIZE, 0));
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DETACH);
+    assert_ok(register_export(f->reg, "s", &f->ex, 0, SIZE, 0));
     struct stress s = {.f = f};
     pthread_t readers[STRESS_READERS];
     for (int i = 0; i < STRESS_READERS; i++)
         assert_int_equal(pthread_create(&readers[i], NULL, stress_reader, &s), 0);
     for (int round = 0; round < STRESS_ROUNDS; round++) {
-        gt_assert_ok(shmreg_unregister(f->reg, "s", SHMREG_KIND_ANY));
-        gt_assert_ok(register_export(f->reg, "s", &f->ex, 0, SIZE, 0));
+        assert_ok(shmreg_unregister(f->reg, "s", SHMREG_KIND_ANY));
+        assert_ok(register_export(f->reg, "s", &f->ex, 0, SIZE, 0));
     }
     atomic_store(&s.stop, 1);
     for (int i = 0; i < STRESS_READERS; i++)
         pthread_join(readers[i], NULL);
-    gt_assert_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_CUDA));
     assert_int_equal(atomic_load(&s.bad), 0);
     assert_true(atomic_load(&s.acquired) > 0);
     print_message("stress: %ld acquisitions over %d re-registrations\n",
@@ -422,19 +426,19 @@ static void test_second_device(void **state)
         skip();
     }
     gt_cuda_ok(cudaSetDevice(0));
-    gt_assert_ok(register_export(f->reg, "d1", &f->ex, 1, SIZE, 0));
+    assert_ok(register_export(f->reg, "d1", &f->ex, 1, SIZE, 0));
     int current = -1;
     gt_cuda_ok(cudaGetDevice(&current));
     assert_int_equal(current, 0); /* the caller's device is left as it was */
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "d1", 0, SIZE, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "d1", 0, SIZE, &ref, &view));
     assert_int_equal(view.device_id, 1);
     gt_cuda_ok(cudaSetDevice(1));
     gt_assert_device_pattern(view.addr, 4096, SEED, 0);
     gt_cuda_ok(cudaSetDevice(0));
     shmreg_release(ref);
-    gt_assert_ok(shmreg_unregister(f->reg, "d1", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "d1", SHMREG_KIND_CUDA));
     gt_cuda_ok(cudaGetDevice(&current));
     assert_int_equal(current, 0);
 }
@@ -453,12 +457,12 @@ static void test_both_devices(void **state)
         skip();
     }
     gt_cuda_ok(cudaSetDevice(0));
-    gt_assert_ok(register_export(f->reg, "on0", &f->ex, 0, SIZE, 0));
-    gt_assert_ok(register_export(f->reg, "on1", &f->ex, 1, SIZE, 0));
+    assert_ok(register_export(f->reg, "on0", &f->ex, 0, SIZE, 0));
+    assert_ok(register_export(f->reg, "on1", &f->ex, 1, SIZE, 0));
     shmreg_region *ref0 = NULL, *ref1 = NULL;
     shmreg_view view0, view1;
-    gt_assert_ok(shmreg_acquire(f->reg, "on0", 0, SIZE, &ref0, &view0));
-    gt_assert_ok(shmreg_acquire(f->reg, "on1", 0, SIZE, &ref1, &view1));
+    assert_ok(shmreg_acquire(f->reg, "on0", 0, SIZE, &ref0, &view0));
+    assert_ok(shmreg_acquire(f->reg, "on1", 0, SIZE, &ref1, &view1));
     assert_int_equal(view0.device_id, 0);
     assert_int_equal(view1.device_id, 1);
     assert_ptr_not_equal(view0.addr, view1.addr); /* a virtual range each */
@@ -472,8 +476,8 @@ static void test_both_devices(void **state)
 
     shmreg_release(ref0);
     shmreg_release(ref1);
-    gt_assert_ok(shmreg_unregister(f->reg, "on0", SHMREG_KIND_CUDA));
-    gt_assert_ok(shmreg_unregister(f->reg, "on1", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "on0", SHMREG_KIND_CUDA));
+    assert_ok(shmreg_unregister(f->reg, "on1", SHMREG_KIND_CUDA));
     assert_false(gt_device_mapped(view0.addr));
     assert_false(gt_device_mapped(view1.addr));
     int current = -1;

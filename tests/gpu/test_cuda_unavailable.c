@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shmreg_assert.h"
+#include "fixture.h"
 #include "testutil.h"
 
 #define SIZE 8192
@@ -34,7 +34,7 @@ static int setup(void **state)
     assert_non_null(f);
     f->base = tu_take_baseline();
     tu_shm_create(SIZE, SEED, f->key);
-    f->reg = gt_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
     *state = f;
     return 0;
 }
@@ -61,10 +61,11 @@ static void test_cuda_ipc_is_unsupported(void **state)
 {
     struct fixture *f = *state;
     unsigned char handle[64] = {1, 2, 3};
-    gt_assert_fails(shmreg_register_cuda_ipc(f->reg, "ipc", handle, sizeof handle, 0, 4096, 0),
-                    SHMREG_ERR_UNSUPPORTED, "failed to register CUDA IPC region 'ipc': ");
+    assert_fails_containing(
+        shmreg_register_cuda_ipc(f->reg, "ipc", handle, sizeof handle, 0, 4096, 0),
+        SHMREG_ERR_UNSUPPORTED, "failed to register CUDA IPC region 'ipc': ");
     assert_non_null(strstr(shmreg_last_error(), WHY));
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
 
 static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
@@ -72,22 +73,22 @@ static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
     struct fixture *f = *state;
     int p[2];
     assert_int_equal(pipe(p), 0);
-    gt_assert_fails(shmreg_register_cuda_fd(f->reg, "vmm", p[0], 0, 4096, SHMREG_READONLY),
-                    SHMREG_ERR_UNSUPPORTED, "failed to register CUDA VMM region 'vmm': ");
+    assert_fails_containing(shmreg_register_cuda_fd(f->reg, "vmm", p[0], 0, 4096, SHMREG_READONLY),
+                            SHMREG_ERR_UNSUPPORTED, "failed to register CUDA VMM region 'vmm': ");
     assert_non_null(strstr(shmreg_last_error(), WHY));
     assert_int_not_equal(fcntl(p[0], F_GETFD), -1); /* never closed by the registry */
     close(p[0]);
     close(p[1]);
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
 
 static void test_system_region_works_unpinned(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_ok(shmreg_register_system(f->reg, "sys", f->key, 100, 4000, 0));
+    assert_ok(shmreg_register_system(f->reg, "sys", f->key, 100, 4000, 0));
     shmreg_region *ref = NULL;
     shmreg_view view;
-    gt_assert_ok(shmreg_acquire(f->reg, "sys", 0, 4000, &ref, &view));
+    assert_ok(shmreg_acquire(f->reg, "sys", 0, 4000, &ref, &view));
     assert_int_equal(view.pinned, 0); /* AUTO: nothing to pin with, and no error */
     assert_int_equal(view.kind, SHMREG_KIND_SYSTEM);
     const unsigned char *bytes = view.addr;
@@ -95,27 +96,27 @@ static void test_system_region_works_unpinned(void **state)
         assert_int_equal(bytes[i], tu_pattern(SEED, 100 + i));
     shmreg_region_status *st = NULL;
     size_t n = 0;
-    gt_assert_ok(shmreg_status(f->reg, "sys", SHMREG_KIND_SYSTEM, &st, &n));
+    assert_ok(shmreg_status(f->reg, "sys", SHMREG_KIND_SYSTEM, &st, &n));
     assert_int_equal(st[0].pinned, 0);
     shmreg_status_free(st, n);
     shmreg_release(ref);
-    gt_assert_ok(shmreg_unregister(f->reg, "sys", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_unregister(f->reg, "sys", SHMREG_KIND_SYSTEM));
 }
 
 static void test_demanded_pinning_is_unsupported(void **state)
 {
     struct fixture *f = *state;
-    gt_assert_fails(shmreg_register_system(f->reg, "pin", f->key, 0, SIZE, SHMREG_PIN),
-                    SHMREG_ERR_UNSUPPORTED, "pin");
+    assert_fails_containing(shmreg_register_system(f->reg, "pin", f->key, 0, SIZE, SHMREG_PIN),
+                            SHMREG_ERR_UNSUPPORTED, "pin");
     assert_non_null(strstr(shmreg_last_error(), WHY));
-    assert_int_equal(gt_status_count(f->reg), 0);
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
     assert_int_equal(tu_count_shm_maps(f->key), 0); /* the mapping was undone */
 
     shmreg_registry_destroy(f->reg);
-    f->reg = gt_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
-    gt_assert_fails(shmreg_register_system(f->reg, "always", f->key, 0, SIZE, 0),
-                    SHMREG_ERR_UNSUPPORTED, "pin");
-    assert_int_equal(gt_status_count(f->reg), 0);
+    f->reg = ut_new_registry(SHMREG_PIN_ALWAYS, SHMREG_POLICY_DEFER);
+    assert_fails_containing(shmreg_register_system(f->reg, "always", f->key, 0, SIZE, 0),
+                            SHMREG_ERR_UNSUPPORTED, "pin");
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
 
 static void test_no_cuda_runtime_library_is_loaded(void **state)

@@ -60,11 +60,11 @@ static void test_round_trip(void **state)
 {
     struct fixture *f = *state;
     const char msg[] = "region input0 size 1474560";
-    gt_assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
     char got[64];
     size_t len = 0;
     int fd = -1;
-    gt_assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
+    assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
     assert_int_equal(len, sizeof msg);
     assert_memory_equal(got, msg, sizeof msg);
     assert_is_pipe_writer(f, fd);
@@ -77,15 +77,15 @@ static void test_messages_keep_their_boundaries(void **state)
     static unsigned char big[SHMREG_FD_PAYLOAD_MAX];
     for (size_t i = 0; i < sizeof big; i++)
         big[i] = tu_pattern(7, i);
-    gt_assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], big, sizeof big));
-    gt_assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], "b", 1));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], big, sizeof big));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], "b", 1));
     static unsigned char got[SHMREG_FD_PAYLOAD_MAX];
     size_t len = 0;
     int fd1 = -1, fd2 = -1;
-    gt_assert_ok(shmreg_recv_fd(f->sv[1], &fd1, got, sizeof got, &len));
+    assert_ok(shmreg_recv_fd(f->sv[1], &fd1, got, sizeof got, &len));
     assert_int_equal(len, sizeof big);
     assert_memory_equal(got, big, sizeof big);
-    gt_assert_ok(shmreg_recv_fd(f->sv[1], &fd2, got, sizeof got, &len));
+    assert_ok(shmreg_recv_fd(f->sv[1], &fd2, got, sizeof got, &len));
     assert_int_equal(len, 1);
     assert_int_equal(got[0], 'b');
     assert_is_pipe_writer(f, fd1);
@@ -99,16 +99,17 @@ static void test_truncated_payload(void **state)
     struct fixture *f = *state;
     char payload[100];
     memset(payload, 'p', sizeof payload);
-    gt_assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], payload, sizeof payload));
-    gt_assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], "next", 4));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], payload, sizeof payload));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], "next", 4));
     char got[10];
     size_t len = 0;
     int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len),
-                    SHMREG_ERR_OUT_OF_BOUNDS, "payload truncated: 100 bytes sent, room for 10");
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len),
+                            SHMREG_ERR_OUT_OF_BOUNDS,
+                            "payload truncated: 100 bytes sent, room for 10");
     assert_int_equal(fd, -1);
     /* The refused message was consumed whole: the next one reads intact. */
-    gt_assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
+    assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
     assert_int_equal(len, 4);
     assert_memory_equal(got, "next", 4);
     close(fd);
@@ -150,7 +151,7 @@ static void assert_recv_refused(struct fixture *f, shmreg_err code, const char *
     char got[64];
     size_t len = 0;
     int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), code, part);
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len), code, part);
     assert_int_equal(fd, -1);
 }
 
@@ -200,8 +201,8 @@ static void test_closed_peer(void **state)
     close(f->sv[0]);
     f->sv[0] = -1;
     assert_recv_refused(f, SHMREG_ERR_SYSTEM, "connection closed");
-    gt_assert_fails(shmreg_send_fd(f->sv[1], f->pipe[1], "x", 1), SHMREG_ERR_SYSTEM,
-                    "sendmsg");
+    assert_fails_containing(shmreg_send_fd(f->sv[1], f->pipe[1], "x", 1), SHMREG_ERR_SYSTEM,
+                            "sendmsg");
 }
 
 static void test_peer_closes_mid_message(void **state)
@@ -215,7 +216,7 @@ static void test_peer_closes_mid_message(void **state)
     int fd = -1;
     int sv2[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv2), 0);
-    gt_assert_ok(shmreg_send_fd(sv2[0], f->pipe[1], "0123456789", 10));
+    assert_ok(shmreg_send_fd(sv2[0], f->pipe[1], "0123456789", 10));
     char frame[32];
     ssize_t n = recv(sv2[1], frame, sizeof frame, 0); /* no control buffer: fd dropped */
     assert_int_equal(n, 18);
@@ -238,36 +239,38 @@ static void test_peer_closes_mid_message(void **state)
     assert_int_equal(sendmsg(f->sv[0], &msg, 0), 12);
     close(f->sv[0]);
     f->sv[0] = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, partial, sizeof partial, &len),
-                    SHMREG_ERR_SYSTEM, "connection closed in the middle of a message");
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], &fd, partial, sizeof partial, &len),
+                            SHMREG_ERR_SYSTEM, "connection closed in the middle of a message");
 }
 
 static void test_invalid_arguments(void **state)
 {
     struct fixture *f = *state;
     char big[SHMREG_FD_PAYLOAD_MAX + 1] = {0};
-    gt_assert_fails(shmreg_send_fd(-1, f->pipe[1], "x", 1), SHMREG_ERR_INVALID_ARG, "negative");
-    gt_assert_fails(shmreg_send_fd(f->sv[0], -1, "x", 1), SHMREG_ERR_INVALID_ARG, "negative");
-    gt_assert_fails(shmreg_send_fd(f->sv[0], f->pipe[1], NULL, 1), SHMREG_ERR_INVALID_ARG,
-                    "payload");
-    gt_assert_fails(shmreg_send_fd(f->sv[0], f->pipe[1], "x", 0), SHMREG_ERR_INVALID_ARG,
-                    "payload");
-    gt_assert_fails(shmreg_send_fd(f->sv[0], f->pipe[1], big, sizeof big),
-                    SHMREG_ERR_INVALID_ARG, "payload");
+    assert_fails_containing(shmreg_send_fd(-1, f->pipe[1], "x", 1),
+                            SHMREG_ERR_INVALID_ARG, "negative");
+    assert_fails_containing(shmreg_send_fd(f->sv[0], -1, "x", 1),
+                            SHMREG_ERR_INVALID_ARG, "negative");
+    assert_fails_containing(shmreg_send_fd(f->sv[0], f->pipe[1], NULL, 1), SHMREG_ERR_INVALID_ARG,
+                            "payload");
+    assert_fails_containing(shmreg_send_fd(f->sv[0], f->pipe[1], "x", 0), SHMREG_ERR_INVALID_ARG,
+                            "payload");
+    assert_fails_containing(shmreg_send_fd(f->sv[0], f->pipe[1], big, sizeof big),
+                            SHMREG_ERR_INVALID_ARG, "payload");
     char got[8];
     size_t len = 0;
     int fd = -1;
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], NULL, got, sizeof got, &len),
-                    SHMREG_ERR_INVALID_ARG, "fd_out");
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, 0, &len), SHMREG_ERR_INVALID_ARG,
-                    "payload");
-    gt_assert_fails(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, NULL),
-                    SHMREG_ERR_INVALID_ARG, "payload_size");
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], NULL, got, sizeof got, &len),
+                            SHMREG_ERR_INVALID_ARG, "fd_out");
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], &fd, got, 0, &len), SHMREG_ERR_INVALID_ARG,
+                            "payload");
+    assert_fails_containing(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, NULL),
+                            SHMREG_ERR_INVALID_ARG, "payload_size");
     /* A descriptor number that is not open: the kernel refuses to send it. */
     int closed = dup(f->pipe[1]);
     close(closed);
-    gt_assert_fails(shmreg_send_fd(f->sv[0], closed, "x", 1), SHMREG_ERR_SYSTEM,
-                    strerror(EBADF));
+    assert_fails_containing(shmreg_send_fd(f->sv[0], closed, "x", 1), SHMREG_ERR_SYSTEM,
+                            strerror(EBADF));
 }
 
 #define ALL_TYPES(fn)                                                                        \

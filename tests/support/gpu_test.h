@@ -1,8 +1,8 @@
-/* What the GPU tests share: assertions on a call's code and message, the
- * driver entry points the tests themselves need (reached through the runtime,
- * like the library, so no test binary links libcuda), device copies with
- * checked results, and a baseline that proves a test left no descriptor,
- * mapping or device memory behind. */
+/* What the GPU tests share beside fixture.h's assertions and registry
+ * helpers: the driver entry points the tests themselves need (reached through
+ * the runtime, like the library, so no test binary links libcuda), device
+ * copies with checked results, and a baseline that proves a test left no
+ * descriptor, mapping or device memory behind. */
 #ifndef SHMREG_TESTS_GPU_TEST_H
 #define SHMREG_TESTS_GPU_TEST_H
 
@@ -17,7 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "shmreg/shmreg.h"
-#include "shmreg_assert.h"
+#include "fixture.h"
 #include "testutil.h"
 
 /* A CUDA runtime call in a test must succeed. */

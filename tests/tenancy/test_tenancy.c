@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "unit.h"
+#include "fixture.h"
 
 #define OBJ 8192
 

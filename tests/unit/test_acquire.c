@@ -1,6 +1,6 @@
 /* shmreg_acquire, shmreg_retain, shmreg_release: the view, its bounds, and
  * the reference counting that status reports as in_use. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <pthread.h>
 #include <stdint.h>

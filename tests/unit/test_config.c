@@ -1,5 +1,5 @@
 /* shmreg_config_init defaults and shmreg_registry_create's checks of a config. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <string.h>
 

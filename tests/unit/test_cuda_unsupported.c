@@ -1,7 +1,7 @@
 /* The CUDA registration calls on a machine (or build) without a usable GPU:
  * UNSUPPORTED, nothing kept, the caller's descriptor left open. Their argument
  * checks and the single namespace hold everywhere. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <fcntl.h>
 #include <string.h>

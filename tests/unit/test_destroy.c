@@ -1,7 +1,7 @@
 /* shmreg_registry_destroy (server shutdown): everything is unregistered
  * whatever the policy, references still held keep working, and each region is
  * unmapped by its own last release, after the registry is gone. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <pthread.h>
 

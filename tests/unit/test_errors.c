@@ -1,6 +1,6 @@
 /* Error codes, their name and description tables, the thread-local message,
  * and the run-time version. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <pthread.h>
 #include <stdio.h>

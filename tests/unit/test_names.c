@@ -1,6 +1,6 @@
 /* Region names (1..255 bytes, one namespace) and shm keys (POSIX naming,
  * leading slashes ignored, reserved prefixes refused). */
-#include "unit.h"
+#include "fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* shmreg_register_system: bounds, any offset, the bytes a view reaches, flags,
  * and that a failed registration keeps nothing. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* shmreg_status: what a snapshot holds, filters by name and kind, and that it
  * is the caller's own copy. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * Each registration has its own object, stamped with its id and name and
  * filled with a pattern of its own, so a stale or wrong mapping shows. Short
  * and bounded (time and iterations): a test, not a benchmark. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>

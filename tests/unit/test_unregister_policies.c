@@ -1,7 +1,7 @@
 /* shmreg_unregister and shmreg_unregister_all: idle regions go at once, busy
  * ones follow the busy policy (DEFER, DETACH, REFUSE), and a reference held
  * through all of it keeps reading its own bytes until its last release. */
-#include "unit.h"
+#include "fixture.h"
 
 #include <string.h>
 
