@@ -138,7 +138,7 @@ int main(void)
 {
     unsigned usable = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
     if ((shmreg_cuda_available() & usable) == usable) {
-        printf("skipped: CUDA is usable here; tests/gpu/test_cuda_*.c cover this machine\n");
+        printf("skipped: CUDA is usable here; tests/cuda/test_cuda_*.c cover this machine\n");
         return 77;
     }
     const struct CMUnitTest tests[] = {
