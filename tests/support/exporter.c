@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda_driver.h"
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 
@@ -76,13 +77,9 @@ static int resolve_all(void)
         {"cuMemSetAccess", (void **)&cu.cuMemSetAccess},
         {"cuMemRelease", (void **)&cu.cuMemRelease},
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        enum cudaDriverEntryPointQueryResult st;
-        if (cudaGetDriverEntryPointByVersion(syms[i].name, syms[i].slot, 12000, cudaEnableDefault,
-                                             &st) != cudaSuccess ||
-            st != cudaDriverEntryPointSuccess)
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (gt_driver_entry(syms[i].name, syms[i].slot) != 0)
             return -1;
-    }
     return 0;
 }
 

@@ -3,20 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-struct gt_driver gt_cu;
+#include "cuda_driver.h"
 
-static int resolve(const char *symbol, void **slot)
-{
-    enum cudaDriverEntryPointQueryResult status;
-    cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, slot, 12000, cudaEnableDefault,
-                                                       &status);
-    return err == cudaSuccess && status == cudaDriverEntryPointSuccess ? 0 : -1;
-}
+struct gt_driver gt_cu;
 
 int gt_load_driver(void)
 {
-    if (resolve("cuMemGetAddressRange", (void **)&gt_cu.cuMemGetAddressRange) != 0 ||
-        resolve("cuMemGetAccess", (void **)&gt_cu.cuMemGetAccess) != 0)
+    if (gt_driver_entry("cuMemGetAddressRange", (void **)&gt_cu.cuMemGetAddressRange) != 0 ||
+        gt_driver_entry("cuMemGetAccess", (void **)&gt_cu.cuMemGetAccess) != 0)
         return -1;
     return 0;
 }
@@ -68,14 +62,13 @@ size_t gt_device_free(void)
 
 struct gt_baseline gt_take_baseline(void)
 {
-    struct gt_baseline b = {tu_count_fds(), tu_count_shm_maps(NULL), gt_device_free()};
+    struct gt_baseline b = {tu_take_baseline(), gt_device_free()};
     return b;
 }
 
 void gt_check_baseline(struct gt_baseline b, size_t slack)
 {
-    assert_int_equal(tu_count_fds(), b.fds);
-    assert_int_equal(tu_count_shm_maps(NULL), b.shm_maps);
+    tu_check_baseline(b.host);
     size_t now = gt_device_free();
     size_t diff = now > b.device_free ? now - b.device_free : b.device_free - now;
     if (diff > slack)

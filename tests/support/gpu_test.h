@@ -60,8 +60,7 @@ size_t gt_device_free(void);
  * total of /proc/self/maps is not compared, since CUDA grows its own
  * mappings (staging buffers, thread stacks) as a process uses it. */
 struct gt_baseline {
-    int fds;
-    int shm_maps;
+    struct tu_baseline host; /* descriptors and shm mappings */
     size_t device_free;
 };
 struct gt_baseline gt_take_baseline(void);
