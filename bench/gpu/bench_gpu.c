@@ -25,6 +25,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_driver.h"
 #include "exporter.h"
 #include "shmreg/shmreg.h"
 
@@ -200,10 +201,7 @@ static struct {
 
 static void resolve(const char *name, void **slot)
 {
-    enum cudaDriverEntryPointQueryResult st;
-    if (cudaGetDriverEntryPointByVersion(name, slot, 12000, cudaEnableDefault, &st) !=
-            cudaSuccess ||
-        st != cudaDriverEntryPointSuccess) {
+    if (gt_driver_entry(name, slot) != 0) {
         fprintf(stderr, "shmreg-bench-gpu: no driver entry point %s\n", name);
         exit(1);
     }

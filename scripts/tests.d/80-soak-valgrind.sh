@@ -16,6 +16,6 @@ memcheck() {
     --suppressions=tests/soak/valgrind.supp "$@"
 }
 memcheck "$dir/tests/soak/shmreg-soak" -t 3 -s 1
-memcheck "$dir/tests/unit/unit-fault-injection"
+memcheck "$dir/tests/registry/unit-fault-injection"
 memcheck "$dir/tests/fuzz/fuzz-ops-replay"
 memcheck "$dir/tests/fuzz/fuzz-names-replay"

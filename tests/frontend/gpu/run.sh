@@ -10,7 +10,7 @@
 #
 # The GPU machine has no network and lacks libmicrohttpd, jansson, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
-# $SHMREG_CARRY/debs (default .carry/debs), as for tests/gpu/run.sh, with
+# $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
 # these added for the frontend:
 #   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev
 # They are unpacked under build/, never into /. The whole log goes to
@@ -30,7 +30,7 @@ mkdir -p "$OUT" "$BUILD"
 summary() { echo "=== frontend-gpu summary: $*"; }
 
 # Unpack the carried packages into $BUILD/debs and point pkg-config, CMake and
-# the loader there (the same approach as tests/gpu/run.sh, in a prefix of its
+# the loader there (the same approach as tests/cuda/run.sh, in a prefix of its
 # own so that neither script removes the other's).
 unpack_carried() {
   local prefix=$BUILD/debs multiarch=usr/lib/x86_64-linux-gnu deb

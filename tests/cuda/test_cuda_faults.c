@@ -1,0 +1,281 @@
+/* Failure injection for the CUDA side, on a GPU machine: every CUDA call the
+ * library makes goes through the shmreg__cuda table (src/cuda_calls.h), so
+ * this test, built against the static copy of the library, fails the N-th
+ * call of a registration for every N and checks that each failure is clean.
+ * Clean is counted, not guessed: the wrappers keep a balance of what the
+ * driver really opened and closed (IPC opens, pinned ranges, imported
+ * handles, reserved ranges, maps), which must be back to zero after each
+ * failed registration, and after each successful one once it is undone. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cuda_calls.h"
+#include "exporter.h"
+#include "gpu_test.h"
+
+#define SIZE ((size_t)8 << 20)
+
+static struct gt_exporter exporter;
+static struct shmreg__cuda real;
+static int calls, fail_at;
+static const char *failed_call;
+
+enum { B_IPC, B_PIN, B_IMPORT, B_VA, B_MAP, B_COUNT };
+static long balance[B_COUNT];
+
+static int inject(const char *name)
+{
+    if (++calls != fail_at)
+        return 0;
+    failed_call = name;
+    return 1;
+}
+
+/* A wrapper per table entry: fail when its turn comes, else call the real
+ * function and count what it opened or closed. */
+#define WRAP(ret, fn, failure, params, args, counted)                                       \
+    static ret wrap_##fn params                                                              \
+    {                                                                                        \
+        if (inject(#fn))                                                                     \
+            return failure;                                                                  \
+        ret r = real.fn args;                                                                \
+        if (r == 0)                                                                          \
+            counted;                                                                         \
+        return r;                                                                            \
+    }
+#define NOTHING (void)0
+
+WRAP(cudaError_t, GetDevice, cudaErrorUnknown, (int *d), (d), NOTHING)
+WRAP(cudaError_t, SetDevice, cudaErrorUnknown, (int d), (d), NOTHING)
+WRAP(cudaError_t, IpcOpenMemHandle, cudaErrorUnknown,
+     (void **p, cudaIpcMemHandle_t h, unsigned f), (p, h, f), balance[B_IPC]++)
+WRAP(cudaError_t, IpcCloseMemHandle, cudaErrorUnknown, (void *p), (p), balance[B_IPC]--)
+WRAP(cudaError_t, HostRegister, cudaErrorUnknown, (void *p, size_t n, unsigned f), (p, n, f),
+     balance[B_PIN]++)
+WRAP(cudaError_t, HostUnregister, cudaErrorUnknown, (void *p), (p), balance[B_PIN]--)
+WRAP(CUresult, cuDeviceGet, CUDA_ERROR_UNKNOWN, (CUdevice *d, int o), (d, o), NOTHING)
+WRAP(CUresult, cuDeviceGetAttribute, CUDA_ERROR_UNKNOWN,
+     (int *v, CUdevice_attribute a, CUdevice d), (v, a, d), NOTHING)
+WRAP(CUresult, cuMemGetAddressRange, CUDA_ERROR_UNKNOWN,
+     (CUdeviceptr *b, size_t *s, CUdeviceptr p), (b, s, p), NOTHING)
+WRAP(CUresult, cuMemImportFromShareableHandle, CUDA_ERROR_UNKNOWN,
+     (CUmemGenericAllocationHandle *h, void *os, CUmemAllocationHandleType t), (h, os, t),
+     balance[B_IMPORT]++)
+WRAP(CUresult, cuMemGetAllocationPropertiesFromHandle, CUDA_ERROR_UNKNOWN,
+     (CUmemAllocationProp *p, CUmemGenericAllocationHandle h), (p, h), NOTHING)
+WRAP(CUresult, cuMemGetAllocationGranularity, CUDA_ERROR_UNKNOWN,
+     (size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o), (g, p, o),
+     NOTHING)
+WRAP(CUresult, cuMemAddressReserve, CUDA_ERROR_UNKNOWN,
+     (CUdeviceptr *p, size_t s, size_t al, CUdeviceptr a, unsigned long long f),
+     (p, s, al, a, f), balance[B_VA]++)
+WRAP(CUresult, cuMemAddressFree, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, size_t s), (p, s),
+     balance[B_VA]--)
+WRAP(CUresult, cuMemMap, CUDA_ERROR_UNKNOWN,
+     (CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h, unsigned long long f),
+     (p, s, o, h, f), balance[B_MAP]++)
+WRAP(CUresult, cuMemUnmap, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, size_t s), (p, s),
+     balance[B_MAP]--)
+WRAP(CUresult, cuMemSetAccess, CUDA_ERROR_UNKNOWN,
+     (CUdeviceptr p, size_t s, const CUmemAccessDesc *d, size_t n), (p, s, d, n), NOTHING)
+WRAP(CUresult, cuMemRelease, CUDA_ERROR_UNKNOWN, (CUmemGenericAllocationHandle h), (h),
+     balance[B_IMPORT]--)
+
+static void install_wrappers(void)
+{
+    real = shmreg__cuda;
+#define SET(fn) shmreg__cuda.fn = wrap_##fn
+    SET(GetDevice);
+    SET(SetDevice);
+    SET(IpcOpenMemHandle);
+    SET(IpcCloseMemHandle);
+    SET(HostRegister);
+    SET(HostUnregister);
+    SET(cuDeviceGet);
+    SET(cuDeviceGetAttribute);
+    SET(cuMemGetAddressRange);
+    SET(cuMemImportFromShareableHandle);
+    SET(cuMemGetAllocationPropertiesFromHandle);
+    SET(cuMemGetAllocationGranularity);
+    SET(cuMemAddressReserve);
+    SET(cuMemAddressFree);
+    SET(cuMemMap);
+    SET(cuMemUnmap);
+    SET(cuMemSetAccess);
+    SET(cuMemRelease);
+#undef SET
+}
+
+static void assert_balanced(const char *what, int n)
+{
+    static const char *names[B_COUNT] = {"IPC opens", "pinned ranges", "imported handles",
+                                         "reserved ranges", "maps"};
+    for (int i = 0; i < B_COUNT; i++)
+        if (balance[i] != 0)
+            fail_msg("%s, CUDA call %d (%s) failed: %ld %s left behind", what, n,
+                     failed_call ? failed_call : "none", balance[i], names[i]);
+}
+
+static char logged[1024];
+static void capture_log(void *user, shmreg_log_level level, const char *msg)
+{
+    snprintf(logged, sizeof logged, "%s", msg);
+}
+
+static shmreg_registry *new_registry(void)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.log_fn = capture_log;
+    shmreg_registry *reg = NULL;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    return reg;
+}
+
+typedef shmreg_err (*register_fn)(shmreg_registry *reg, const void *arg);
+
+/* Fail the N-th CUDA call of `op` for N = 1, 2, ... until op makes fewer
+ * than N calls (the injection no longer reaches it). */
+static void fail_every_call(const char *what, register_fn op, const void *arg)
+{
+    shmreg_registry *reg = new_registry();
+    /* One clean registration first: the process's first IPC open or VMM
+     * import opens descriptors of the driver's own that stay open. */
+    assert_ok(op(reg, arg));
+    assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
+    struct tu_baseline base = tu_take_baseline();
+    int n;
+    for (n = 1;; n++) {
+        calls = 0;
+        fail_at = n;
+        failed_call = NULL;
+        shmreg_err err = op(reg, arg);
+        int made = calls;
+        fail_at = 0;
+        if (err == SHMREG_OK) {
+            assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_ANY));
+        } else if (shmreg_last_error()[0] == '\0') {
+            fail_msg("%s: call %d failed without a message", what, n);
+        }
+        assert_balanced(what, n);
+        shmreg_region_status *st = NULL;
+        size_t count = 0;
+        assert_ok(shmreg_status(reg, NULL, SHMREG_KIND_ANY, &st, &count));
+        shmreg_status_free(st, count);
+        assert_int_equal(count, 0);
+        if (made < n) {
+            assert_int_equal(err, SHMREG_OK);
+            break;
+        }
+    }
+    tu_check_baseline(base);
+    shmreg_registry_destroy(reg);
+    print_message("%s: each of its %d CUDA calls failed in turn, all clean\n", what, n - 1);
+}
+
+static shmreg_err register_ipc(shmreg_registry *reg, const void *arg)
+{
+    const struct gt_export *ex = arg;
+    return shmreg_register_cuda_ipc(reg, "f", ex->ipc, sizeof ex->ipc, 0, SIZE, 0);
+}
+
+static shmreg_err register_vmm(shmreg_registry *reg, const void *arg)
+{
+    const struct gt_export *ex = arg;
+    return shmreg_register_cuda_fd(reg, "f", ex->fd, 0, SIZE, SHMREG_READONLY);
+}
+
+static shmreg_err register_pinned(shmreg_registry *reg, const void *arg)
+{
+    return shmreg_register_system(reg, "f", arg, 0, SIZE, SHMREG_PIN);
+}
+
+static void test_ipc_register_failures(void **state)
+{
+    struct gt_export ex;
+    assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_IPC, SIZE, 3, &ex), 0);
+    fail_every_call("register_cuda_ipc", register_ipc, &ex);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+}
+
+static void test_vmm_register_failures(void **state)
+{
+    if (!(shmreg_cuda_available() & SHMREG_CUDA_VMM_FD))
+        skip();
+    struct gt_export ex;
+    assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_VMM, SIZE, 3, &ex), 0);
+    fail_every_call("register_cuda_fd", register_vmm, &ex);
+    close(ex.fd);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+}
+
+static void test_pinned_register_failures(void **state)
+{
+    char key[64];
+    tu_shm_create(SIZE, 5, key);
+    fail_every_call("register_system pinned", register_pinned, key);
+    tu_shm_unlink(key);
+}
+
+/* The deleter's side: a CUDA call failing inside the last release is
+ * logged with its CUDA error, and the IPC handle is still closed unless the
+ * close itself was the call that failed. */
+static void test_ipc_close_failures_are_logged(void **state)
+{
+    struct gt_export ex;
+    assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_IPC, SIZE, 3, &ex), 0);
+    shmreg_registry *reg = new_registry();
+    for (int n = 1;; n++) {
+        assert_ok(register_ipc(reg, &ex));
+        shmreg_region *ref = NULL;
+        shmreg_view view;
+        assert_ok(shmreg_acquire(reg, "f", 0, 16, &ref, &view));
+        shmreg_release(ref);
+        logged[0] = '\0';
+        calls = 0;
+        fail_at = n;
+        failed_call = NULL;
+        assert_ok(shmreg_unregister(reg, "f", SHMREG_KIND_CUDA)); /* the deleter runs here */
+        int made = calls;
+        fail_at = 0;
+        if (made < n)
+            break;
+        if (strstr(logged, "cudaErrorUnknown") == NULL)
+            fail_msg("call %d (%s) failed in the deleter, log says '%s'", n, failed_call,
+                     logged);
+        if (strcmp(failed_call, "IpcCloseMemHandle") == 0) {
+            assert_int_equal(balance[B_IPC], 1); /* the driver kept it: close it here */
+            gt_cuda_ok(real.IpcCloseMemHandle(view.addr));
+            balance[B_IPC]--;
+        }
+        assert_balanced("deleter of a CUDA IPC region", n);
+    }
+    shmreg_registry_destroy(reg);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+}
+
+int main(void)
+{
+    if (gt_exporter_start(&exporter) != 0) {
+        perror("exporter");
+        return 1;
+    }
+    unsigned need = SHMREG_CUDA_BUILT | SHMREG_CUDA_DRIVER | SHMREG_CUDA_DEVICE;
+    if ((shmreg_cuda_available() & need) != need) {
+        printf("skipped: no usable GPU (shmreg_cuda_available() = 0x%x)\n",
+               shmreg_cuda_available());
+        gt_exporter_stop(&exporter);
+        return 77;
+    }
+    install_wrappers();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ipc_register_failures),
+        cmocka_unit_test(test_vmm_register_failures),
+        cmocka_unit_test(test_pinned_register_failures),
+        cmocka_unit_test(test_ipc_close_failures_are_logged),
+    };
+    int failed = cmocka_run_group_tests_name("cuda_faults", tests, NULL, NULL);
+    shmreg__cuda = real;
+    gt_exporter_stop(&exporter);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,319 @@
+#include "exporter.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cuda_driver.h"
+#include "shmreg/shmreg.h"
+#include "testutil.h"
+
+enum op { OP_ALLOC = 1, OP_CHECK, OP_FREE, OP_QUIT };
+
+struct request {
+    int op;
+    int kind;
+    int id;
+    uint8_t seed;
+    size_t size, offset, len;
+};
+
+struct reply {
+    int status; /* 0 ok */
+    int id;
+    size_t size;
+    unsigned char ipc[64];
+    char msg[200];
+};
+
+/* ------------------------------------------------------------ the child */
+
+#define MAX_ALLOCS 64
+
+struct allocation {
+    int used, kind;
+    void *ptr; /* IPC: cudaMalloc'd; VMM: where the exporter mapped it */
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+};
+
+static struct {
+    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                            unsigned long long);
+    CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
+                                             CUmemAllocationHandleType, unsigned long long);
+    CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *,
+                                              CUmemAllocationGranularity_flags);
+    CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+                                    unsigned long long);
+    CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+    CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                         unsigned long long);
+    CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+    CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+} cu;
+
+static struct allocation allocs[MAX_ALLOCS];
+
+static int resolve_all(void)
+{
+    static const struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"cuMemCreate", (void **)&cu.cuMemCreate},
+        {"cuMemExportToShareableHandle", (void **)&cu.cuMemExportToShareableHandle},
+        {"cuMemGetAllocationGranularity", (void **)&cu.cuMemGetAllocationGranularity},
+        {"cuMemAddressReserve", (void **)&cu.cuMemAddressReserve},
+        {"cuMemAddressFree", (void **)&cu.cuMemAddressFree},
+        {"cuMemMap", (void **)&cu.cuMemMap},
+        {"cuMemUnmap", (void **)&cu.cuMemUnmap},
+        {"cuMemSetAccess", (void **)&cu.cuMemSetAccess},
+        {"cuMemRelease", (void **)&cu.cuMemRelease},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (gt_driver_entry(syms[i].name, syms[i].slot) != 0)
+            return -1;
+    return 0;
+}
+
+static int fill(void *dev, size_t size, uint8_t seed)
+{
+    uint8_t *host = malloc(size);
+    if (!host)
+        return -1;
+    for (size_t i = 0; i < size; i++)
+        host[i] = tu_pattern(seed, i);
+    cudaError_t err = cudaMemcpy(dev, host, size, cudaMemcpyHostToDevice);
+    free(host);
+    return err == cudaSuccess ? 0 : -1;
+}
+
+static CUmemAllocationProp vmm_prop(void)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+}
+
+/* cuMemCreate, then map it here too so the exporter can fill and check it. */
+static int vmm_create(struct allocation *a, size_t size, struct reply *r)
+{
+    CUmemAllocationProp prop = vmm_prop();
+    size_t gran = 0;
+    CUresult e = cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (e == CUDA_SUCCESS) {
+        a->size = (size + gran - 1) / gran * gran;
+        e = cu.cuMemCreate(&a->handle, a->size, &prop, 0);
+    }
+    if (e != CUDA_SUCCESS) {
+        snprintf(r->msg, sizeof r->msg, "cuMemCreate: CUresult %d", (int)e);
+        return -1;
+    }
+    CUdeviceptr va = 0;
+    CUmemAccessDesc access = {.location = prop.location,
+                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    e = cu.cuMemAddressReserve(&va, a->size, 0, 0, 0);
+    if (e == CUDA_SUCCESS && (e = cu.cuMemMap(va, a->size, 0, a->handle, 0)) == CUDA_SUCCESS)
+        e = cu.cuMemSetAccess(va, a->size, &access, 1);
+    if (e != CUDA_SUCCESS) {
+        snprintf(r->msg, sizeof r->msg, "exporter map: CUresult %d", (int)e);
+        return -1; /* the child exits on failure; the driver reclaims */
+    }
+    a->ptr = (void *)(uintptr_t)va;
+    return 0;
+}
+
+static void release(struct allocation *a)
+{
+    if (a->kind == GT_KIND_IPC) {
+        cudaFree(a->ptr);
+    } else {
+        cu.cuMemUnmap((CUdeviceptr)(uintptr_t)a->ptr, a->size);
+        cu.cuMemAddressFree((CUdeviceptr)(uintptr_t)a->ptr, a->size);
+        cu.cuMemRelease(a->handle);
+    }
+    a->used = 0;
+}
+
+static int find_slot(void)
+{
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (!allocs[i].used)
+            return i;
+    return -1;
+}
+
+static void serve_alloc(int sock, const struct request *q)
+{
+    struct reply r = {.status = -1, .id = find_slot()};
+    struct allocation *a = r.id >= 0 ? &allocs[r.id] : NULL;
+    int fd = -1;
+    if (!a) {
+        snprintf(r.msg, sizeof r.msg, "too many allocations");
+    } else if (q->kind == GT_KIND_IPC) {
+        a->size = q->size;
+        if (cudaMalloc(&a->ptr, q->size) == cudaSuccess && fill(a->ptr, q->size, q->seed) == 0 &&
+            cudaIpcGetMemHandle((cudaIpcMemHandle_t *)r.ipc, a->ptr) == cudaSuccess)
+            r.status = 0;
+        else
+            snprintf(r.msg, sizeof r.msg, "cudaMalloc/cudaIpcGetMemHandle failed");
+    } else if (vmm_create(a, q->size, &r) == 0) {
+        CUresult e = cu.cuMemExportToShareableHandle(&fd, a->handle,
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (e == CUDA_SUCCESS && fill(a->ptr, a->size, q->seed) == 0)
+            r.status = 0;
+        else
+            snprintf(r.msg, sizeof r.msg, "cuMemExportToShareableHandle: CUresult %d", (int)e);
+    }
+    if (r.status == 0) {
+        a->used = 1;
+        a->kind = q->kind;
+        r.size = a->size;
+    }
+    /* The reply first, then (VMM) the descriptor in a message of its own, so
+     * a failure's message reaches the parent too. */
+    send(sock, &r, sizeof r, 0);
+    if (r.status == 0 && fd >= 0)
+        shmreg_send_fd(sock, fd, &r.id, sizeof r.id);
+    if (fd >= 0)
+        close(fd); /* the receiver holds its own descriptor now */
+}
+
+static void serve_check(int sock, const struct request *q)
+{
+    struct reply r = {.status = -1, .id = q->id};
+    struct allocation *a = q->id >= 0 && q->id < MAX_ALLOCS ? &allocs[q->id] : NULL;
+    uint8_t *host = a && a->used && q->offset + q->len <= a->size ? malloc(q->len) : NULL;
+    if (host && cudaMemcpy(host, (char *)a->ptr + q->offset, q->len, cudaMemcpyDeviceToHost) ==
+                    cudaSuccess) {
+        r.status = 0;
+        for (size_t i = 0; i < q->len && r.status == 0; i++)
+            if (host[i] != tu_pattern(q->seed, q->offset + i)) {
+                r.status = -1;
+                snprintf(r.msg, sizeof r.msg, "byte %zu differs", q->offset + i);
+            }
+    } else {
+        snprintf(r.msg, sizeof r.msg, "cannot read allocation %d", q->id);
+    }
+    free(host);
+    send(sock, &r, sizeof r, 0);
+}
+
+static void serve(int sock)
+{
+    if (resolve_all() != 0 || cudaSetDevice(0) != cudaSuccess)
+        _exit(2);
+    struct request q;
+    while (recv(sock, &q, sizeof q, 0) == (ssize_t)sizeof q && q.op != OP_QUIT) {
+        if (q.op == OP_ALLOC) {
+            serve_alloc(sock, &q);
+        } else if (q.op == OP_CHECK) {
+            serve_check(sock, &q);
+        } else if (q.op == OP_FREE) {
+            struct reply r = {.status = -1, .id = q.id};
+            if (q.id >= 0 && q.id < MAX_ALLOCS && allocs[q.id].used) {
+                release(&allocs[q.id]);
+                r.status = 0;
+            }
+            send(sock, &r, sizeof r, 0);
+        }
+    }
+    for (int i = 0; i < MAX_ALLOCS; i++)
+        if (allocs[i].used)
+            release(&allocs[i]);
+    _exit(0);
+}
+
+/* ----------------------------------------------------------- the parent */
+
+int gt_exporter_start(struct gt_exporter *ex)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        serve(sv[1]);
+    }
+    close(sv[1]);
+    ex->pid = pid;
+    ex->sock = sv[0];
+    return 0;
+}
+
+static int request(struct gt_exporter *ex, const struct request *q, struct reply *r)
+{
+    if (send(ex->sock, q, sizeof *q, 0) != (ssize_t)sizeof *q)
+        return -1;
+    if (recv(ex->sock, r, sizeof *r, 0) != (ssize_t)sizeof *r)
+        return -1;
+    if (r->status != 0)
+        fprintf(stderr, "exporter: %s\n", r->msg);
+    return r->status;
+}
+
+int gt_exporter_alloc(struct gt_exporter *ex, enum gt_kind kind, size_t size, uint8_t seed,
+                      struct gt_export *out)
+{
+    struct request q = {.op = OP_ALLOC, .kind = kind, .seed = seed, .size = size};
+    struct reply r;
+    out->fd = -1;
+    if (send(ex->sock, &q, sizeof q, 0) != (ssize_t)sizeof q)
+        return -1;
+    if (recv(ex->sock, &r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -1;
+    if (r.status != 0) {
+        fprintf(stderr, "exporter: %s\n", r.msg);
+        return -1;
+    }
+    if (kind == GT_KIND_VMM) {
+        int id = -1;
+        size_t got = 0;
+        if (shmreg_recv_fd(ex->sock, &out->fd, &id, sizeof id, &got) != SHMREG_OK) {
+            fprintf(stderr, "exporter: no descriptor: %s\n", shmreg_last_error());
+            return -1;
+        }
+    }
+    out->id = r.id;
+    out->size = r.size;
+    memcpy(out->ipc, r.ipc, sizeof out->ipc);
+    return 0;
+}
+
+int gt_exporter_check(struct gt_exporter *ex, int id, uint8_t seed, size_t offset, size_t len)
+{
+    struct request q = {.op = OP_CHECK, .id = id, .seed = seed, .offset = offset, .len = len};
+    struct reply r;
+    return request(ex, &q, &r);
+}
+
+int gt_exporter_free(struct gt_exporter *ex, int id)
+{
+    struct request q = {.op = OP_FREE, .id = id};
+    struct reply r;
+    return request(ex, &q, &r);
+}
+
+void gt_exporter_stop(struct gt_exporter *ex)
+{
+    struct request q = {.op = OP_QUIT};
+    send(ex->sock, &q, sizeof q, 0);
+    close(ex->sock);
+    waitpid(ex->pid, NULL, 0);
+}
