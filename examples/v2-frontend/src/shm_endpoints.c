@@ -9,7 +9,6 @@
 #include "endpoints.h"
 
 #include <resolv.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* A size field of a register body: a JSON integer >= 0. */
