@@ -64,7 +64,7 @@ check_abi() {
     cat "$dir/abidiff.txt"
     fail "$flavour: abidiff could not compare (exit $rc)"
   else
-    echo "15-abi: $flavour: ABI identical to $baseline"
+    echo "15-abi: $flavour: no ABI change against $baseline that abidiff reports (harmless ones, such as an added enumerator, it leaves out)"
   fi
 }
 
