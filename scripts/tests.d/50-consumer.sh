@@ -18,6 +18,9 @@ echo "consumer: the installed library has CUDA backends: $cuda"
 passed=0
 ok() { passed=$((passed + 1)); echo "consumer: passed: $*"; }
 fail() { echo "consumer: FAILED: $*"; exit 1; }
+# check DESCRIPTION COMMAND...: COMMAND must succeed. (set -e does not stop
+# the tier on a command that fails on the left of an and-list.)
+check() { local what=$1; shift; "$@" || fail "$what"; ok "$what"; }
 no_libshmreg() { ! ldd "$1" | grep -q libshmreg || fail "$1 needs libshmreg.so at run time"; }
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -27,25 +30,25 @@ mkdir -p "$out"
 ! grep -qiE 'cuda|urcu' "$prefix/lib/pkgconfig/shmreg.pc" || fail "shmreg.pc names CUDA or liburcu"
 gcc -o "$out/pc-shared" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg) \
   -Wl,-rpath,"$prefix/lib"
-"$out/pc-shared" && ok "pkg-config shmreg, -Wl,-rpath to the private prefix"
+check "pkg-config shmreg, -Wl,-rpath to the private prefix" "$out/pc-shared"
 gcc -o "$out/pc-shared-norpath" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg)
-LD_LIBRARY_PATH=$prefix/lib "$out/pc-shared-norpath" && ok "pkg-config shmreg, LD_LIBRARY_PATH"
+check "pkg-config shmreg, LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$prefix/lib" "$out/pc-shared-norpath"
 
 gcc -o "$out/pc-static" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg-static)
 no_libshmreg "$out/pc-static"
-"$out/pc-static" && ok "pkg-config shmreg-static (the archive)"
+check "pkg-config shmreg-static (the archive)" "$out/pc-static"
 
 # Loaded at run time, with neither libshmreg nor liburcu loaded at startup.
 gcc -o "$out/dlopen" tests/consumer/consumer_dlopen.c $(pkg-config --cflags shmreg) -ldl
 ! ldd "$out/dlopen" | grep -qE 'libshmreg|liburcu' || fail "the dlopen consumer links libshmreg or liburcu"
-"$out/dlopen" "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)" && ok "dlopen"
+check "dlopen" "$out/dlopen" "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)"
 
 # find_package with the static component, toolkit visible.
 cmake -S tests/consumer -B build/consumer-find -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/consumer-find -j "$JOBS" >/dev/null
-build/consumer-find/consumer-shared && ok "find_package(shmreg 1.0): shmreg::shmreg"
+check "find_package(shmreg 1.0): shmreg::shmreg" build/consumer-find/consumer-shared
 no_libshmreg build/consumer-find/consumer-static
-build/consumer-find/consumer-static && ok "find_package(shmreg 1.0 COMPONENTS static): shmreg::shmreg_static"
+check "find_package(shmreg 1.0 COMPONENTS static): shmreg::shmreg_static" build/consumer-find/consumer-static
 
 # find_package of the shared library with the CUDA toolkit hidden, then
 # installed with CMAKE_INSTALL_RPATH: it runs from its own prefix.
@@ -58,9 +61,9 @@ cmake --build build/consumer-nocuda -j "$JOBS" >/dev/null
 cmake --install build/consumer-nocuda >/dev/null
 readelf -d "$app/bin/consumer-shared" | grep -E 'RUNPATH|RPATH' | grep -qF "$prefix/lib" \
   || fail "the installed consumer has no rpath to $prefix/lib"
-"$app/bin/consumer-shared" && ok "shmreg::shmreg with the CUDA toolkit hidden, installed with CMAKE_INSTALL_RPATH"
-build/consumer-nocuda/consumer-dlopen "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)" >/dev/null \
-  && ok "dlopen, built by find_package"
+check "shmreg::shmreg with the CUDA toolkit hidden, installed with CMAKE_INSTALL_RPATH" "$app/bin/consumer-shared"
+check "dlopen, built by find_package" \
+  build/consumer-nocuda/consumer-dlopen "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)"
 
 # The static component of a CUDA build does need the toolkit, and says so.
 if [ "$cuda" = ON ]; then
@@ -71,5 +74,15 @@ if [ "$cuda" = ON ]; then
   fi
   grep -q 'static component needs CUDAToolkit' "$log" || { cat "$log"; fail "no message naming CUDAToolkit"; }
   ok "COMPONENTS static without the CUDA toolkit fails, naming it"
+fi
+# The suppression files a consumer's own runs use, from where they are
+# installed (README, "Testing your integration").
+supp=$prefix/share/shmreg
+[ -f "$supp/tsan.supp" ] && [ -f "$supp/valgrind.supp" ] || fail "no suppression files in $supp"
+if command -v valgrind >/dev/null; then
+  check "valgrind with the installed valgrind.supp: no error, no leak" \
+    valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible \
+    --errors-for-leak-kinds=definite,indirect,possible --suppressions="$supp/valgrind.supp" \
+    "$out/dlopen" "$(ls "$prefix"/lib/libshmreg.so.[0-9]* | head -n 1)"
 fi
 echo "consumer: $passed passed, 0 failed"
