@@ -88,16 +88,56 @@ static void region_destroy(struct shmreg_region *r)
     shmreg__table_put(t);
 }
 
+/* issue 11: whether the registry still holds its own reference to r: it
+ * is linked and not DEFER-pending (unregister and destroy unlink or mark
+ * pending, under the lock, before they drop it). */
+static bool registry_holds(struct shmreg_region *r)
+{
+    shmreg__table_lock(r->table);
+    bool holds = r->entry.linked && !r->pending;
+    shmreg__table_unlock(r->table);
+    return holds;
+}
+
 void shmreg__region_put(struct shmreg_region *r)
 {
     /* Between this put's decrement and its swap to DEAD, a lookup may revive
      * the count, and the reviver's own last put may then run the deleter,
      * which frees the region after a grace period. The read-side section,
      * entered before the decrement, holds that free back until this put's
-     * swap is done. (ThreadSanitizer found the use-after-free without it.) */
+     * swap is done. (ThreadSanitizer found the use-after-free without it.)
+     *
+     * issue 11, a release past zero (a caller releasing a reference it does
+     * not hold) is caught in two cases, and dropped without effect:
+     *  - the count had no reference left (NOREF or DEAD): the decrement is
+     *    given back, unless the count is dead, where it changes nothing.
+     *    Not logged: the region is being torn down, and its table (the log
+     *    sink) may already be freed;
+     *  - it would drop the last reference while the registry still holds
+     *    one: that reference is the registry's, which only unregister and
+     *    destroy drop, and only after unlinking or marking the region
+     *    pending. The decrement is given back, and the region stays mapped.
+     * Any other extra release takes another holder's reference and cannot
+     * be told from a right one (docs/design.md). The common put (others
+     * still hold it) is the one fetch_sub it was. */
+    const char *past_zero = NULL;
+    bool last = false;
     shmreg__rcu_read_lock();
-    bool last = shmreg__ref_put(&r->entry.refs);
+    long old = shmreg__ref_dec(&r->entry.refs);
+    if (old == 0 && registry_holds(r)) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+        past_zero = "its last reference is the registry's own";
+    } else if (old == 0) {
+        last = shmreg__ref_kill(&r->entry.refs);
+    } else if (old == SHMREG__REF_NOREF) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+    }
     shmreg__rcu_read_unlock();
+    if (past_zero)
+        shmreg__table_log(r->table, SHMREG_LOG_ERROR,
+                          "shmreg_release of shared memory region '%s' past zero (%s): a reference released "
+                          "twice, or never acquired; ignored, the region stays mapped",
+                          r->name, past_zero);
     if (last)
         region_destroy(r);
 }
