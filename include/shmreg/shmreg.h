@@ -512,7 +512,11 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
  * Errors: INVALID_ARG, SYSTEM (recvmsg failed, the peer closed: "connection
  * closed", or a message that is not shmreg_send_fd's, whose descriptor is
  * closed), OUT_OF_BOUNDS (payload or control data truncated; any descriptor
- * received is closed), NOT_FOUND (a message carrying no descriptor).
+ * received is closed), NOT_FOUND (a message carrying no descriptor; on a
+ * stream socket its frame is read to its end, so the next call reads the
+ * next message). The receiving socket may have SO_PASSCRED set: the
+ * credentials the kernel adds beside the descriptor are passed over (read
+ * the peer's with SO_PEERCRED).
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
