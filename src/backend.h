@@ -31,8 +31,13 @@ struct shmreg__open_args {
     const char *const *reserved_key_prefixes;
     const uid_t *allowed_uids; /* a system object's owner must be one of these, */
     size_t allowed_uid_count;  /* unless the count is 0 */
-    /* Set by prepare: page-lock the mapping, and the bytes that pins. */
+    bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
+    /* Set by prepare: page-lock the mapping, and the bytes that pins.
+     * pin_optional: the pin is AUTO's choice, not demanded, so register.c
+     * drops it when it would pass the AUTO budget, and open drops it for a
+     * window with holes (system_window.h); then the region is unpinned. */
     bool pin;
+    bool pin_optional;
     size_t pinned_bytes;
 };
 

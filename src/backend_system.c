@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "sys.h"
 
 #include "names.h"
+#include "system_window.h"
 
 static shmreg_err system_prepare(struct shmreg__open_args *a);
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
@@ -31,31 +33,14 @@ static size_t page_size(void)
     return (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Whether to page-lock a new system region: a flag decides, else the
- * policy; AUTO pins only where the CUDA layer says pinning can work. */
-static bool decide_pin(shmreg_pin_policy policy, unsigned flags)
-{
-    if (flags & (SHMREG_PIN | SHMREG_NO_PIN))
-        return (flags & SHMREG_PIN) != 0;
-    switch (policy) {
-    case SHMREG_PIN_ALWAYS:
-        return true;
-    case SHMREG_PIN_NEVER:
-        return false;
-    case SHMREG_PIN_AUTO:
-        break;
-    }
-    return shmreg__host_pinning.usable();
-}
-
 static shmreg_err system_prepare(struct shmreg__open_args *a)
 {
     const shmreg_registration *r = a->r;
     shmreg_err err = shmreg__check_key(r->name, r->key, a->reserved_key_prefixes);
     if (err != SHMREG_OK)
         return err;
-    a->pin = decide_pin(a->pin_policy, r->flags);
-    a->pinned_bytes = a->pin ? r->byte_size : 0;
+    /* issue 11: shared with backend_system_fd.c; AUTO's pin is optional. */
+    shmreg__system_decide_pin(a);
     return SHMREG_OK;
 }
 
@@ -92,12 +77,18 @@ static shmreg_err check_owner(const struct shmreg__open_args *a, const struct st
 }
 
 /* Open, size-check and map; the descriptor is closed on every path, since a
- * MAP_SHARED mapping does not need it. */
-static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__mapping *m)
+ * MAP_SHARED mapping does not need it. *pin: whether to pin, on entry the
+ * prepared decision, on return without the optional pin of a window with
+ * holes (system_window.h).
+ * issue 11: opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that
+ * a FIFO someone created under the key cannot block the open; the type and
+ * owner are checked before anything else touches the object. mmap ignores
+ * O_NONBLOCK, and the descriptor is closed right after, so it stays set. */
+static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__mapping *m, bool *pin)
 {
     const shmreg_registration *r = a->r;
     int ro = (r->flags & SHMREG_READONLY) != 0;
-    int fd = shmreg__sys.shm_open(r->key, ro ? O_RDONLY : O_RDWR, 0);
+    int fd = shmreg__sys.shm_open(r->key, (ro ? O_RDONLY : O_RDWR) | O_NONBLOCK, 0);
     if (fd < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to open shared memory region: '%s'",
                                   r->key);
@@ -109,7 +100,10 @@ static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__m
                                  "Unable to fstat shared memory region '%s' (key '%s')", r->name, r->key);
         goto out;
     }
-    if ((err = check_owner(a, &st)) != SHMREG_OK)
+    char what[SHMREG_KEY_WHAT_MAX];
+    snprintf(what, sizeof what, "shm key '%s'", r->key);
+    if ((err = shmreg__system_check_regular(r->name, what, &st)) != SHMREG_OK ||
+        (err = check_owner(a, &st)) != SHMREG_OK)
         goto out;
     /* fstat never reports a negative size for a shm object; 0 refuses any window. */
     if ((err = check_window(r, st.st_size < 0 ? 0 : (size_t)st.st_size)) != SHMREG_OK)
@@ -130,6 +124,10 @@ static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__m
     m->length = length;
     m->addr = (char *)base + delta;
     m->byte_size = r->byte_size;
+    /* issue 11: never pin (and so fault in) pages the client did not populate. */
+    if ((err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, (size_t)st.st_size, pin)) !=
+        SHMREG_OK)
+        (void)shmreg__sys.munmap(base, length);
 out:
     /* A failing close on a read-only path loses nothing; the mapping (if any)
      * stands on its own. */
@@ -140,10 +138,11 @@ out:
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
 {
     struct shmreg__mapping m = {.backend = &shmreg__backend_system, .device_id = -1};
-    shmreg_err err = map_window(a, &m);
+    bool pin = a->pin;
+    shmreg_err err = map_window(a, &m, &pin);
     if (err != SHMREG_OK)
         return err;
-    if (a->pin) {
+    if (pin) {
         /* Pin the whole mapped window: pages are the unit of page-locking. */
         err = shmreg__host_pinning.pin(a->r->name, m.base, m.length, (a->r->flags & SHMREG_READONLY) != 0);
         if (err != SHMREG_OK) {

@@ -8,6 +8,7 @@
 #include "names.h"
 #include "region.h"
 #include "registry.h"
+#include "system_window.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
@@ -46,12 +47,17 @@ static shmreg_err validate(const shmreg_registration *r, const struct shmreg__ba
 }
 
 /* The name is free, in the message Triton's clients know; a pending name
- * says so, since it frees itself when its last reference is released. */
-static shmreg_err name_free_locked(struct shmreg__table *t, const char *name)
+ * says so, since it frees itself when its last reference is released.
+ * issue 11: a registration with a tag learns nothing of a region that is not
+ * its tag's beyond the one fact a shared namespace cannot hide (the name is
+ * taken): the same message whoever holds it, without its state. */
+static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, const char *tag)
 {
     struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
     if (!r)
         return SHMREG_OK;
+    if (tag && !shmreg__region_matches(r, SHMREG_KIND_ANY, tag))
+        return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
     if (r->pending) {
         unsigned long held = shmreg__region_in_use(r);
         return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS,
@@ -63,11 +69,19 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name)
 }
 
 /* Under the lock, so that concurrent registrations cannot together map more
- * than the limits allow: the name must be free, then the usage is taken. */
-static shmreg_err reserve(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
+ * than the limits allow: the name must be free, then the usage is taken.
+ * issue 11: an optional (AUTO) pin that would pass the AUTO budget is
+ * dropped here (a->pin and want->pinned_bytes), and the region is
+ * registered unpinned. */
+static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
+                          struct shmreg__open_args *a, struct shmreg__usage *want)
 {
     shmreg__table_lock(t);
-    shmreg_err err = name_free_locked(t, name);
+    shmreg_err err = name_free_locked(t, name, tag);
+    if (err == SHMREG_OK && a->pin_optional && !shmreg__system_auto_pin_fits_locked(t, want->pinned_bytes)) {
+        a->pin = false;
+        a->pinned_bytes = want->pinned_bytes = 0;
+    }
     if (err == SHMREG_OK)
         err = shmreg__usage_take_locked(t, name, want);
     shmreg__table_unlock(t);
@@ -95,7 +109,7 @@ static shmreg_err publish(struct shmreg__table *t, const struct shmreg__region_a
         return shmreg__fail(err, "out of memory registering shared memory region '%s'", args->name);
     }
     shmreg__table_lock(t);
-    err = name_free_locked(t, args->name);
+    err = name_free_locked(t, args->name, args->tag);
     if (err == SHMREG_OK) {
         r->generation = ++t->next_generation;
         shmreg__table_link_locked(t, &r->entry);
@@ -124,17 +138,24 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
     if ((err = backend->prepare(&a)) != SHMREG_OK)
         return err;
 
-    const struct shmreg__region_args args = {
+    struct shmreg__region_args args = {
         .name = r->name, .key = backend->kind == SHMREG_KIND_SYSTEM ? r->key : NULL, .tag = r->tag,
         .offset = backend->kind == SHMREG_KIND_SYSTEM ? r->offset : 0, .flags = r->flags,
         .charged = {1, r->byte_size, a.pinned_bytes},
     };
-    if ((err = reserve(reg->table, r->name, &args.charged)) != SHMREG_OK)
+    if ((err = reserve(reg->table, r->name, r->tag, &a, &args.charged)) != SHMREG_OK)
         return err;
     struct shmreg__mapping map;
     if ((err = backend->open(&a, &map)) != SHMREG_OK) {
         unreserve(reg->table, &args.charged);
         return err;
+    }
+    /* issue 11: open dropped an optional pin (a window with holes): give
+     * its share of the limits back, so the region counts what it holds. */
+    if (args.charged.pinned_bytes > 0 && !map.pinned) {
+        const struct shmreg__usage unpinned = {0, 0, args.charged.pinned_bytes};
+        unreserve(reg->table, &unpinned);
+        args.charged.pinned_bytes = 0;
     }
     return publish(reg->table, &args, &map);
 }

@@ -148,9 +148,12 @@ typedef enum shmreg_policy {
 } shmreg_policy;
 
 /* Whether system regions are page-locked for DMA (cudaHostRegister) at
- * register time, so host<->device copies run at the pinned rate. */
+ * register time, so host<->device copies run at the pinned rate. Pinning
+ * never faults in a page the client has not populated: a window with holes
+ * is refused for pinning (see SHMREG_AUTO_PIN_BUDGET). */
 typedef enum shmreg_pin_policy {
-    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process; else don't */
+    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process, within a
+                             budget and for populated windows only; else don't */
     SHMREG_PIN_NEVER = 1, /* never pin (SHMREG_PIN in flags still demands it) */
     SHMREG_PIN_ALWAYS = 2 /* every system region must be pinned, or register fails */
 } shmreg_pin_policy;
@@ -202,6 +205,15 @@ typedef struct shmreg_config {
     size_t max_pinned_bytes; /* sum of pinned (page-locked) bytes */
     void *reserved_[11];     /* zero; room for later fields */
 } shmreg_config;
+
+/* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
+ * the registry's pinned bytes stay within max_pinned_bytes, or within this
+ * budget when max_pinned_bytes is 0, and only a window whose every page the
+ * client has populated itself (no holes). A region it does not pin is
+ * registered unpinned; the registration does not fail. SHMREG_PIN and
+ * SHMREG_PIN_ALWAYS are not bounded by this budget (only by max_pinned_bytes)
+ * but refuse a window with holes. */
+#define SHMREG_AUTO_PIN_BUDGET ((size_t)1 << 30)
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
  * pinning, no log, no limits). NULL is a no-op. */
