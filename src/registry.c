@@ -239,6 +239,29 @@ static shmreg_err check_view(const char *name, size_t size, size_t offset, size_
     return SHMREG_OK;
 }
 
+/* The end of an acquire: r holds the reference the lookup took; check the
+ * window and hand that reference and a view to the caller, or drop it.
+ * Inline, so that shmreg_acquire's path is what it was. */
+static inline __attribute__((always_inline)) shmreg_err hand_over(struct shmreg_region *r, const char *name, size_t offset, size_t byte_size,
+                                   shmreg_region **out, shmreg_view *view)
+{
+    shmreg_err err = check_view(name, r->map.byte_size, offset, byte_size);
+    if (err != SHMREG_OK) {
+        shmreg__region_put(r);
+        return err;
+    }
+    view->addr = (char *)r->map.addr + offset;
+    view->byte_size = byte_size;
+    view->kind = shmreg__region_kind(r);
+    view->device_id = r->map.device_id;
+    view->pinned = r->map.pinned;
+    view->writable = !(r->flags & SHMREG_READONLY);
+    /* Hand-off: the reference the table took now belongs to the caller, who
+     * drops it with shmreg_release. */
+    *out = r;
+    return SHMREG_OK;
+}
+
 shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset, size_t byte_size,
                           shmreg_region **out, shmreg_view *view)
 {
@@ -260,19 +283,38 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
         shmreg_err err = shmreg__check_name(name);
         return err != SHMREG_OK ? err : not_found(name, SHMREG_KIND_ANY);
     }
-    shmreg_err err = check_view(name, r->map.byte_size, offset, byte_size);
-    if (err != SHMREG_OK) {
-        shmreg__region_put(r);
+    return hand_over(r, name, offset, byte_size, out, view);
+}
+
+shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *filter, size_t offset,
+                                   size_t byte_size, shmreg_region **out, shmreg_view *view)
+{
+    if (out)
+        *out = NULL;
+    if (!reg || !filter || !out || !view)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "acquire: %s is NULL",
+                            !reg ? "registry" : !filter ? "filter" : !out ? "out" : "view");
+    shmreg_filter f;
+    shmreg_err err = shmreg__filter_check(filter, &f);
+    if (err == SHMREG_OK && !f.name)
+        err = shmreg__check_name(f.name);
+    if (err != SHMREG_OK)
         return err;
+    struct shmreg_region *r = shmreg__region_of(shmreg__table_acquire(reg->table, f.name, strlen(f.name)));
+    /* Another tag's region answers exactly as an absent one, and before the
+     * bounds are looked at, which would tell its size. */
+    if (r && !shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
+        shmreg__region_put(r);
+        r = NULL;
     }
-    view->addr = (char *)r->map.addr + offset;
-    view->byte_size = byte_size;
-    view->kind = shmreg__region_kind(r);
-    view->device_id = r->map.device_id;
-    view->pinned = r->map.pinned;
-    view->writable = !(r->flags & SHMREG_READONLY);
-    /* Hand-off: the reference the table took now belongs to the caller, who
-     * drops it with shmreg_release. */
-    *out = r;
-    return SHMREG_OK;
+    if (!r)
+        return not_found(f.name, f.kind);
+    if (!shmreg__region_matches(r, f.kind, NULL)) {
+        shmreg_kind kind = shmreg__region_kind(r);
+        shmreg__region_put(r);
+        return shmreg__fail(SHMREG_ERR_WRONG_KIND,
+                            "The region named '%s' is registered as %s shared memory, not %s shared memory",
+                            f.name, kind_title(kind), kind_title(f.kind));
+    }
+    return hand_over(r, f.name, offset, byte_size, out, view);
 }

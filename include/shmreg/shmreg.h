@@ -70,7 +70,7 @@ extern "C" {
 /* The one place the version is written: CMakeLists.txt reads these three
  * numbers for project(), the SOVERSION (MAJOR) and the packages. */
 #define SHMREG_VERSION_MAJOR 1
-#define SHMREG_VERSION_MINOR 0
+#define SHMREG_VERSION_MINOR 1
 #define SHMREG_VERSION_PATCH 0
 #define SHMREG_VERSION_STR_(x) #x
 #define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)
@@ -444,6 +444,21 @@ typedef struct shmreg_filter {
 /* Fill f with the defaults (every region of every kind and tag). NULL is a
  * no-op. */
 SHMREG_API void shmreg_filter_init(shmreg_filter *f);
+
+/*
+ * 1.1. shmreg_acquire of the one region f selects: f->name is required; with
+ * f->tag, a region registered under another tag (or none) answers exactly as
+ * an absent one, NOT_FOUND with the same message, before any bounds check,
+ * so a tenant learns nothing of another's regions; with f->kind SYSTEM or
+ * CUDA, a region of the other kind is WRONG_KIND (after the tag check).
+ * A multi-tenant frontend acquires through this call with the caller's tag.
+ * The lookup is shmreg_acquire's (no lock); the filter's checks come after.
+ * Errors: as shmreg_acquire; INVALID_ARG also for a NULL filter or name, a
+ * bad tag or kind; WRONG_KIND.
+ */
+SHMREG_API shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *f,
+                                              size_t offset, size_t byte_size, shmreg_region **out,
+                                              shmreg_view *view);
 
 /* ----------------------------------------------------------- unregister */
 
