@@ -55,11 +55,12 @@ struct shmreg__backend {
 /* The backend of a source, or NULL for a value no backend serves. */
 const struct shmreg__backend *shmreg__backend_of(shmreg_source source);
 
-/* The entries of the table: backend_system.c, and backend_cuda_*.c or, in a
+/* The entries of the table: backend_system.c, backend_system_fd.c, and backend_cuda_*.c or, in a
  * build without CUDA, backend_cuda_stub.c. */
 extern const struct shmreg__backend shmreg__backend_system;
 extern const struct shmreg__backend shmreg__backend_cuda_ipc;
 extern const struct shmreg__backend shmreg__backend_cuda_fd;
+extern const struct shmreg__backend shmreg__backend_system_fd; /* SHMREG_SOURCE_FD */
 
 /* The CUDA sources' prepare, the same in every build (cuda_args.c). */
 shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);

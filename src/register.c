@@ -134,6 +134,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .reserved_key_prefixes = (const char *const *)reg->reserved_prefixes,
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
+        .accept_unsealed_fds = reg->accept_unsealed_fds,
     };
     if ((err = backend->prepare(&a)) != SHMREG_OK)
         return err;
@@ -189,6 +190,20 @@ shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const 
     r.source = SHMREG_SOURCE_SHM;
     r.name = name;
     r.key = key;
+    r.offset = offset;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    return shmreg_register(reg, &r);
+}
+
+shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char *name, int fd, size_t offset,
+                                     size_t byte_size, unsigned flags)
+{
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_FD;
+    r.name = name;
+    r.fd = fd;
     r.offset = offset;
     r.byte_size = byte_size;
     r.flags = flags;

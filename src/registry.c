@@ -162,6 +162,7 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     struct shmreg_registry *reg = shmreg__calloc(1, sizeof *reg);
     if (!reg)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
+    reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
     const struct shmreg__usage limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes};
     if ((err = copy_prefixes(cfg->reserved_key_prefixes, &reg->reserved_prefixes)) != SHMREG_OK ||
         (err = copy_uids(cfg, reg)) != SHMREG_OK ||

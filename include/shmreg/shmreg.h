@@ -203,7 +203,14 @@ typedef struct shmreg_config {
     size_t max_regions;
     size_t max_mapped_bytes; /* sum of byte_size over mapped regions, all kinds */
     size_t max_pinned_bytes; /* sum of pinned (page-locked) bytes */
-    void *reserved_[11];     /* zero; room for later fields */
+    /* 1.1 (carved from reserved_; pointer-sized, so no offset moves on any
+     * ABI): nonzero lets SHMREG_SOURCE_FD register a descriptor that does not
+     * carry F_SEAL_SHRINK. Its owner can then shrink the object under the
+     * mapping, and a plain read of the lost pages raises SIGBUS in the
+     * server: use the guarded copies (shmreg_copy_from_view) for such regions.
+     * 0 (default, and what a 1.0 program passes): refused. */
+    size_t accept_unsealed_fds;
+    void *reserved_[10];     /* zero; room for later fields */
 } shmreg_config;
 
 /* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
@@ -216,7 +223,8 @@ typedef struct shmreg_config {
 #define SHMREG_AUTO_PIN_BUDGET ((size_t)1 << 30)
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
- * pinning, no log, no limits). NULL is a no-op. */
+ * pinning within SHMREG_AUTO_PIN_BUDGET, no log, no limits, sealed
+ * descriptors only). NULL is a no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -271,7 +279,12 @@ typedef enum shmreg_source {
     SHMREG_SOURCE_CUDA_IPC = 1,
     /* A CUDA VMM allocation (cuMemCreate) exported as a POSIX file
      * descriptor. Kind CUDA. */
-    SHMREG_SOURCE_CUDA_FD = 2
+    SHMREG_SOURCE_CUDA_FD = 2,
+    /* 1.1: a window of a file descriptor the caller holds, typically a memfd
+     * received over a Unix socket with shmreg_recv_fd: [offset, offset +
+     * byte_size) of it, mapped MAP_SHARED. Kind SYSTEM. See
+     * shmreg_register_system_fd. */
+    SHMREG_SOURCE_FD = 3
 } shmreg_source;
 
 /*
@@ -290,13 +303,13 @@ typedef struct shmreg_registration {
      * cannot remove another client's regions. Copied. */
     const char *tag;
     /* SHMREG_SOURCE_SHM */
-    const char *key;       /* POSIX shm key; copied */
-    size_t offset;         /* of the window in the object; any value */
+    const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
+    size_t offset;         /* _SHM and _FD: of the window in the object; any value */
     /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
     int device_id;         /* default 0 */
     const void *raw_handle;   /* _CUDA_IPC: the handle's bytes */
     size_t raw_handle_size;   /* _CUDA_IPC: must be 64 */
-    int fd;                /* _CUDA_FD: the caller keeps it; default -1 */
+    int fd;                /* _CUDA_FD and _FD: the caller keeps it; default -1 */
     void *reserved_[8];    /* zero; room for later fields */
 } shmreg_registration;
 
@@ -338,6 +351,35 @@ SHMREG_API shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registr
 SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name,
                                              const char *key, size_t offset,
                                              size_t byte_size, unsigned flags);
+
+/*
+ * 1.1. Register the window [offset, offset + byte_size) of the file
+ * descriptor fd under `name`: a memfd (memfd_create) that a client sent over
+ * a Unix socket (shmreg_recv_fd), or any regular file the caller opened.
+ * Unlike a POSIX shm key, a memfd can be sealed, needs no /dev/shm space nor
+ * a shared IPC namespace, and leaves nothing behind when its client dies.
+ * The same as shmreg_register with SHMREG_SOURCE_FD and no tag.
+ *
+ * Ownership: the caller keeps fd. The registry maps the window itself and
+ * never closes, duplicates or keeps fd; the caller may close it as soon as
+ * this returns (the mapping keeps the memory alive).
+ * What is checked, before anything is mapped: fd is a regular file (fstat
+ * S_ISREG: a memfd is one; a pipe, socket or device is INVALID_ARG); its
+ * owner (st_uid) passes the config's owner allow-list; it carries
+ * F_SEAL_SHRINK, so that its owner can never shrink it under the mapping
+ * (INVALID_ARG otherwise, unless the config sets accept_unsealed_fds); the
+ * window lies inside its size. fd must be open read-write, or read-only with
+ * SHMREG_READONLY. Pinning follows the same rules as shmreg_register_system.
+ * Status reports the region as kind SYSTEM with key NULL: a descriptor has no
+ * name outside the process that holds it.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (fd negative, not a regular file,
+ * unsealed, an owner the allow-list refuses), SYSTEM (fstat, fcntl or mmap
+ * failed: e.g. a read-only fd without SHMREG_READONLY, or a write-sealed
+ * memfd mapped writable).
+ */
+SHMREG_API shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char *name, int fd,
+                                                size_t offset, size_t byte_size, unsigned flags);
 
 /*
  * Register GPU memory exported by another process as a legacy CUDA IPC handle:
