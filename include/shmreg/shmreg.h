@@ -102,7 +102,8 @@ SHMREG_API const char *shmreg_version(void);
     X(ERR_CUDA, 7, "a CUDA call failed (CUDA error name and string in the message)")   \
     X(ERR_UNSUPPORTED, 8, "not available in this build or on this machine")            \
     X(ERR_NO_MEMORY, 9, "out of memory, or a configured limit was reached")            \
-    X(ERR_WRONG_KIND, 10, "the name is registered, but as the other kind of memory")
+    X(ERR_WRONG_KIND, 10, "the name is registered, but as the other kind of memory")         \
+    X(ERR_FAULT, 11, "a guarded copy touched memory that is gone (the object was truncated)")
 
 typedef enum shmreg_err {
 #define SHMREG_ERR_ENUM_(name, value, desc) SHMREG_##name = value,
@@ -564,6 +565,45 @@ SHMREG_API shmreg_err shmreg_status(shmreg_registry *reg, const char *name, shmr
 
 /* Free what shmreg_status or shmreg_status_matching returned. NULL is a no-op. */
 SHMREG_API void shmreg_status_free(shmreg_region_status *st, size_t count);
+
+/* ------------------------------------------- guarded copies (1.1) */
+
+/*
+ * A client that registered POSIX shm (or an unsealed descriptor) can truncate
+ * its object under the server's mapping; a read or write of the lost pages
+ * then raises SIGBUS, which kills the server and every tenant's requests.
+ * Guarded copies turn that fault into SHMREG_ERR_FAULT for the one request.
+ *
+ * shmreg_guard_install: opt-in, once per process (later calls do nothing
+ * and return OK; thread-safe). Installs a SIGBUS handler (sigaction,
+ * SA_SIGINFO | SA_ONSTACK | SA_RESTART) that handles only a fault whose
+ * address lies inside the region a guarded copy of the faulting thread is
+ * copying; every other SIGBUS goes to the handler that was installed before
+ * (called as it asked: sa_sigaction or sa_handler), or, for SIG_DFL, ends
+ * the process as it would have. The handler stays for the life of the
+ * process. A host that installs its own SIGBUS handler afterwards must chain
+ * to the previous one for guarded copies to keep working.
+ * Errors: SYSTEM (sigaction failed).
+ */
+SHMREG_API shmreg_err shmreg_guard_install(void);
+
+/*
+ * Copy n bytes from [view->addr + offset, + n) into dst (from_view), or
+ * from src into the view (to_view). ref is the reference that gave view
+ * (shmreg_acquire); the view must be a SYSTEM one, and offset + n within
+ * view->byte_size; to_view needs a writable view. n == 0 copies nothing.
+ * Without shmreg_guard_install the copy is refused (UNSUPPORTED), never done
+ * unguarded. When the object was truncated under the mapping the copy stops
+ * at the fault and returns FAULT naming the region (some bytes of dst, or of
+ * the view, may have been written). A copy that does not fault makes no
+ * system call: its cost over memcpy is a few nanoseconds (docs/performance.md).
+ * Errors: INVALID_ARG (NULL arguments, a CUDA view, a view that is not
+ * ref's, a read-only view for to_view), OUT_OF_BOUNDS, UNSUPPORTED, FAULT.
+ */
+SHMREG_API shmreg_err shmreg_copy_from_view(shmreg_region *ref, const shmreg_view *view, size_t offset,
+                                            void *dst, size_t n);
+SHMREG_API shmreg_err shmreg_copy_to_view(shmreg_region *ref, const shmreg_view *view, size_t offset,
+                                          const void *src, size_t n);
 
 /* ------------------------------------------- descriptor passing (VMM fds) */
 
