@@ -2,7 +2,7 @@
  * of a truncated object into SHMREG_ERR_FAULT instead of killing the process.
  *
  * How: shmreg_guard_install puts one SIGBUS handler in place (opt-in, once).
- * A guarded copy publishes, in a thread-local pointer, a frame holding the
+ * A guarded copy publishes, in a thread-specific pointer, a frame holding the
  * address range of the region's mapping and a sigjmp_buf. The handler
  * jumps back to the copy only when the faulting thread has a frame and the
  * fault address (si_addr) lies inside that frame's range; any other SIGBUS,
@@ -30,9 +30,15 @@ struct guard_frame {
     sigjmp_buf jump;
 };
 
-/* Initial-exec: the handler reads it in any thread that takes a SIGBUS, and
- * a dynamic TLS access there could allocate, which a handler must not. */
-static _Thread_local struct guard_frame *volatile current __attribute__((tls_model("initial-exec")));
+/* The frame of the calling thread's guarded copy, or NULL. A pthread key,
+ * not a _Thread_local: the handler reads it in whichever thread takes a
+ * SIGBUS, and a first access to dynamic TLS in a thread may allocate, which
+ * a handler must not do; pthread_getspecific only reads (glibc: the thread
+ * descriptor's key slots, never allocating). Initial-exec TLS would avoid
+ * that too, but would put libshmreg's whole TLS block (the 4 KiB error
+ * message of err.c) in static TLS, which a dlopen of the library cannot get
+ * (the consumer tier's dlopen check). */
+static pthread_key_t current_key;
 
 static struct sigaction previous; /* written once, before the handler is installed */
 static atomic_bool installed;
@@ -64,10 +70,11 @@ static void chain(int sig, siginfo_t *info, void *ctx)
 
 static void on_sigbus(int sig, siginfo_t *info, void *ctx)
 {
-    struct guard_frame *f = current;
+    struct guard_frame *f = atomic_load_explicit(&installed, memory_order_acquire) ?
+                                pthread_getspecific(current_key) : NULL;
     const char *addr = info ? (const char *)info->si_addr : NULL;
     if (f && addr && addr >= f->lo && addr < f->hi) {
-        current = NULL;
+        pthread_setspecific(current_key, NULL);
         f->fault_at = addr;
         siglongjmp(f->jump, 1);
     }
@@ -86,10 +93,15 @@ shmreg_err shmreg_guard_install(void)
         sigemptyset(&sa.sa_mask);
         /* Read the previous disposition first, so that it is in place before
          * our handler can run in any thread. */
-        if (sigaction(SIGBUS, NULL, &previous) != 0 || sigaction(SIGBUS, &sa, NULL) != 0)
+        int rc = pthread_key_create(&current_key, NULL);
+        if (rc != 0)
+            err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, rc, "shmreg_guard_install: pthread_key_create");
+        else if (sigaction(SIGBUS, NULL, &previous) != 0 || sigaction(SIGBUS, &sa, NULL) != 0) {
             err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "shmreg_guard_install: sigaction(SIGBUS)");
-        else
+            pthread_key_delete(current_key);
+        } else {
             atomic_store_explicit(&installed, true, memory_order_release);
+        }
     }
     pthread_mutex_unlock(&install_lock);
     return err;
@@ -144,11 +156,13 @@ static shmreg_err guarded_memcpy(struct shmreg_region *ref, void *dst, const voi
     }
     /* The handler may run between any two instructions of this thread: the
      * fences keep the compiler from moving the copy out of the guarded span. */
-    current = &frame;
+    if (pthread_setspecific(current_key, &frame) != 0)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "guarded copy of region '%s': no memory for this thread's "
+                            "guard slot", ref->name);
     atomic_signal_fence(memory_order_seq_cst);
     memcpy(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
-    current = NULL;
+    pthread_setspecific(current_key, NULL);
     return SHMREG_OK;
 }
 
