@@ -99,6 +99,31 @@ static bool registry_holds(struct shmreg_region *r)
     return holds;
 }
 
+/* The rest of a put whose decrement found no other holder (old <= 0),
+ * inside the put's read-side section, which it leaves. Out of line: the
+ * common put does not carry it. */
+static __attribute__((noinline)) void region_put_last(struct shmreg_region *r, long old)
+{
+    const char *past_zero = NULL;
+    bool last = false;
+    if (old == 0 && registry_holds(r)) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+        past_zero = "its last reference is the registry's own";
+    } else if (old == 0) {
+        last = shmreg__ref_kill(&r->entry.refs);
+    } else if (old == SHMREG__REF_NOREF) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+    }
+    shmreg__rcu_read_unlock();
+    if (past_zero)
+        shmreg__table_log(r->table, SHMREG_LOG_ERROR,
+                          "shmreg_release of shared memory region '%s' past zero (%s): a reference released "
+                          "twice, or never acquired; ignored, the region stays mapped",
+                          r->name, past_zero);
+    if (last)
+        region_destroy(r);
+}
+
 void shmreg__region_put(struct shmreg_region *r)
 {
     /* Between this put's decrement and its swap to DEAD, a lookup may revive
@@ -118,28 +143,15 @@ void shmreg__region_put(struct shmreg_region *r)
      *    destroy drop, and only after unlinking or marking the region
      *    pending. The decrement is given back, and the region stays mapped.
      * Any other extra release takes another holder's reference and cannot
-     * be told from a right one (docs/design.md). The common put (others
+     * be told from a right one (docs/security.md). The common put (others
      * still hold it) is the one fetch_sub it was. */
-    const char *past_zero = NULL;
-    bool last = false;
     shmreg__rcu_read_lock();
     long old = shmreg__ref_dec(&r->entry.refs);
-    if (old == 0 && registry_holds(r)) {
-        shmreg__ref_undo_dec(&r->entry.refs);
-        past_zero = "its last reference is the registry's own";
-    } else if (old == 0) {
-        last = shmreg__ref_kill(&r->entry.refs);
-    } else if (old == SHMREG__REF_NOREF) {
-        shmreg__ref_undo_dec(&r->entry.refs);
+    if (old > 0) {
+        shmreg__rcu_read_unlock();
+        return;
     }
-    shmreg__rcu_read_unlock();
-    if (past_zero)
-        shmreg__table_log(r->table, SHMREG_LOG_ERROR,
-                          "shmreg_release of shared memory region '%s' past zero (%s): a reference released "
-                          "twice, or never acquired; ignored, the region stays mapped",
-                          r->name, past_zero);
-    if (last)
-        region_destroy(r);
+    region_put_last(r, old);
 }
 
 void shmreg__region_put_batch(struct shmreg_region *batch)

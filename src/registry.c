@@ -225,7 +225,8 @@ void shmreg_registry_destroy(shmreg_registry *reg)
 
 /* [offset, offset + byte_size) inside a region of size bytes; the messages
  * are Triton's, which its clients already know. */
-static shmreg_err check_view(const char *name, size_t size, size_t offset, size_t byte_size)
+static inline __attribute__((always_inline)) shmreg_err check_view(const char *name, size_t size, size_t offset,
+                                                                    size_t byte_size)
 {
     if (offset >= size)
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "Invalid offset for shared memory region: '%s'", name);
@@ -301,15 +302,22 @@ shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *fi
         err = shmreg__check_name(f.name);
     if (err != SHMREG_OK)
         return err;
-    struct shmreg_region *r = shmreg__region_of(shmreg__table_acquire(reg->table, f.name, strlen(f.name)));
+    /* The lookup is shmreg_acquire's, for the whole region (offset 0, no
+     * bytes: any region passes), so that its inline lookup keeps one call
+     * site and stays inlined there. */
+    struct shmreg_region *r = NULL;
+    shmreg_view whole;
+    err = shmreg_acquire(reg, f.name, 0, 0, &r, &whole);
+    if (err == SHMREG_ERR_NOT_FOUND)
+        return not_found(f.name, f.kind);
+    if (err != SHMREG_OK)
+        return err;
     /* Another tag's region answers exactly as an absent one, and before the
      * bounds are looked at, which would tell its size. */
-    if (r && !shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
+    if (!shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
         shmreg__region_put(r);
-        r = NULL;
-    }
-    if (!r)
         return not_found(f.name, f.kind);
+    }
     if (!shmreg__region_matches(r, f.kind, NULL)) {
         shmreg_kind kind = shmreg__region_kind(r);
         shmreg__region_put(r);
