@@ -57,19 +57,24 @@ static void assert_is_pipe_writer(struct fixture *f, int fd)
     assert_int_equal(c, 'x');
 }
 
-static void test_round_trip(void **state)
+/* Send the pipe's write end with msg, receive it, check both. */
+static void assert_round_trip(struct fixture *f, const char *msg, size_t size)
 {
-    struct fixture *f = *state;
-    const char msg[] = "region input0 size 1474560";
-    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, size));
     char got[64];
     size_t len = 0;
     int fd = -1;
     assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
-    assert_int_equal(len, sizeof msg);
-    assert_memory_equal(got, msg, sizeof msg);
+    assert_int_equal(len, size);
+    assert_memory_equal(got, msg, size);
     assert_is_pipe_writer(f, fd);
     close(fd);
+}
+
+static void test_round_trip(void **state)
+{
+    const char msg[] = "region input0 size 1474560";
+    assert_round_trip(*state, msg, sizeof msg);
 }
 
 static void test_messages_keep_their_boundaries(void **state)
@@ -283,18 +288,8 @@ static void test_passcred_receiver(void **state)
     struct fixture *f = *state;
     int on = 1;
     assert_int_equal(setsockopt(f->sv[1], SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
-    for (int i = 0; i < 2; i++) {
-        const char msg[] = "region input0";
-        assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
-        char got[64];
-        size_t len = 0;
-        int fd = -1;
-        assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
-        assert_int_equal(len, sizeof msg);
-        assert_memory_equal(got, msg, sizeof msg);
-        assert_is_pipe_writer(f, fd);
-        close(fd);
-    }
+    for (int i = 0; i < 2; i++)
+        assert_round_trip(f, "region input0", 14);
 }
 
 /* issue 11 (8): a well-framed message without a descriptor is refused, and
@@ -311,15 +306,7 @@ static void test_frame_without_descriptor_is_skipped(void **state)
     size_t frame_len = 2 * sizeof(uint32_t) + sizeof frame.payload; /* no padding */
     assert_int_equal(send(f->sv[0], &frame, frame_len, 0), (ssize_t)frame_len);
     assert_recv_refused(f, SHMREG_ERR_NOT_FOUND, "the message carries no descriptor");
-    const char msg[] = "next";
-    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
-    char got[64];
-    size_t len = 0;
-    int fd = -1;
-    assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
-    assert_int_equal(len, sizeof msg);
-    assert_is_pipe_writer(f, fd);
-    close(fd);
+    assert_round_trip(f, "next", 5);
 }
 
 #define ALL_TYPES(fn)                                                                        \

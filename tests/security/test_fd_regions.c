@@ -33,14 +33,6 @@ static int make_memfd(uint8_t seed, int seals)
     return fd;
 }
 
-static shmreg_registry *registry_with(struct ut *t, const shmreg_config *cfg)
-{
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(cfg, &t->reg));
-    return t->reg;
-}
-
 static void test_sealed_memfd_round_trip(void **state)
 {
     struct ut *t = *state;
@@ -121,7 +113,7 @@ static void test_unsealed_memfd_is_refused(void **state)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.accept_unsealed_fds = 1;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
     assert_ok(shmreg_register_system_fd(reg, "in", fd, 0, OBJ, 0));
     assert_ok(shmreg_unregister(reg, "in", SHMREG_KIND_ANY));
     close(fd);
@@ -153,7 +145,7 @@ static void test_owner_allow_list_applies(void **state)
     shmreg_config_init(&cfg);
     cfg.allowed_owner_uids = &other;
     cfg.allowed_owner_uid_count = 1;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
     int fd = make_memfd(9, F_SEAL_SHRINK);
     assert_fails_containing(shmreg_register_system_fd(reg, "in", fd, 0, OBJ, 0), SHMREG_ERR_INVALID_ARG,
                             ut_fmt("is owned by uid %u, which this registry does not accept", (unsigned)getuid()));

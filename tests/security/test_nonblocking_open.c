@@ -50,8 +50,7 @@ static void test_fifo_refused_before_owner_check(void **state)
     shmreg_config_init(&cfg);
     cfg.allowed_owner_uids = &other;
     cfg.allowed_owner_uid_count = 1;
-    shmreg_registry_destroy(t->reg);
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
+    ut_registry_config(t, &cfg);
     alarm(10);
     assert_fails_containing(shmreg_register_system(t->reg, "f", key, 0, 1, SHMREG_READONLY),
                             SHMREG_ERR_INVALID_ARG, "is not a regular file");

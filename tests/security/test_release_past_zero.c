@@ -29,10 +29,7 @@ static shmreg_registry *logging_registry(struct ut *t, struct log_capture *log)
     shmreg_config_init(&cfg);
     cfg.log_fn = capture;
     cfg.log_user = log;
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
-    return t->reg;
+    return ut_registry_config(t, &cfg);
 }
 
 static const char *const past_zero_msg =
