@@ -93,6 +93,12 @@ OPS = {
         + cuda(1, U8(64), how=1) + cuda(0, U8(64), how=0) + cuda(1, U8(64), how=3, device=0)
         + cuda(1, U8(64), flags=6) + cuda(2, U8(64), how=7) + cuda(1, U8(64), how=2, tag=TA)
         + reg(1, 1, ZERO, ONE) + reg(2, 1, ZERO, ONE) + st(),
+    # SHMREG_SOURCE_FD (flags bit 0x10): the objects as descriptors. owners=4
+    # accepts unsealed descriptors (the harness's shm objects cannot be
+    # sealed); without it every descriptor registration is refused.
+    'descriptors': config(0, owners=4) + reg(0, 0, ZERO, LIMIT, 0x10) + reg(1, 2, U8(7), U8(100), 0x11, tag=TA)
+        + reg(2, 10, ZERO, ONE, 0x10) + reg(0, 1, ZERO, ONE, 0x10) + acq(0, ZERO, LIMIT) + acq(1, ZERO, ONE)
+        + st() + unr(0) + [REL, 0, REL, 0] + [RECR] + config(0) + reg(0, 0, ZERO, LIMIT, 0x10) + st(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }
