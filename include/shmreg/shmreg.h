@@ -327,7 +327,8 @@ SHMREG_API void shmreg_registration_init(shmreg_registration *r);
  * Errors: INVALID_ARG (NULL or bad name, tag, key or flags, a reserved key,
  * an unknown source, an object owned by a uid the allow-list refuses),
  * ALREADY_EXISTS (the name is taken, or pending unregister: the message says
- * which), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
+ * which, except to a registration with a tag that is not the holder's,
+ * which hears only that the name is taken), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
  * or allocation: the message gives the sizes), SYSTEM, CUDA, UNSUPPORTED,
  * NO_MEMORY (out of memory or over a configured limit).
  */
@@ -452,6 +453,8 @@ typedef struct shmreg_view {
  * Lookups share no lock with each other or with register/unregister.
  *
  * out and view must not be NULL. On failure *out is NULL and *view untouched.
+ * It ignores owner tags: a frontend serving several tenants acquires with
+ * shmreg_acquire_matching and the caller's tag.
  * Errors: INVALID_ARG, NOT_FOUND, OUT_OF_BOUNDS (offset past the end, offset +
  * byte_size overflowing or past the end).
  */
@@ -461,7 +464,12 @@ SHMREG_API shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, siz
 /* Drop one reference. The last one (the registry's included) unmaps the
  * region, exactly once, in the calling thread, and may do so after the
  * registry was destroyed. The view it gave is invalid from this call on.
- * NULL is a no-op. Any thread. */
+ * NULL is a no-op. Any thread.
+ * 1.1: a release past zero that would drop the registry's own reference (a
+ * reference released twice while the region is still registered) is caught:
+ * logged at SHMREG_LOG_ERROR and ignored, so the region stays mapped for its
+ * other users. Not every double release can be caught; docs/security.md
+ * says which are. */
 SHMREG_API void shmreg_release(shmreg_region *ref);
 
 /* Take another reference to the region ref refers to (for a second owner,
