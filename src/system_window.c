@@ -42,7 +42,9 @@ shmreg_err shmreg__system_check_regular(const char *region_name, const char *wha
 shmreg_err shmreg__system_check_populated(const struct shmreg__open_args *a, int fd, size_t offset, size_t len,
                                           size_t object_size, bool *pin)
 {
-    if (!*pin)
+    /* Where pinning cannot work, a demanded pin fails as UNSUPPORTED right
+     * after this (the more basic answer, and 1.0's); no need to look. */
+    if (!*pin || (!a->pin_optional && !shmreg__host_pinning.usable()))
         return SHMREG_OK;
     /* Pages are the unit of page-locking: check every page the window
      * touches, up to the end of the object (past it a page is zero-filled,

@@ -33,7 +33,8 @@ shmreg_err shmreg__system_check_regular(const char *region_name, const char *wha
  * bytes): every page of it must be populated (lseek SEEK_HOLE finds no
  * hole), since page-locking would allocate the missing ones, charged to the
  * server. *pin is the decision: an optional pin of a window with holes is
- * dropped (false, OK); a demanded one is refused (INVALID_ARG). */
+ * dropped (false, OK); a demanded one is refused (INVALID_ARG), where
+ * pinning can work at all (elsewhere the pin itself answers UNSUPPORTED). */
 shmreg_err shmreg__system_check_populated(const struct shmreg__open_args *a, int fd, size_t offset, size_t len,
                                           size_t object_size, bool *pin);
 
