@@ -136,7 +136,8 @@ static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const
 }
 
 /* An input in shared memory: a system region is read where it lies; a CUDA
- * one is copied to a host buffer first, since the models run on the CPU. */
+ * one is copied to a host buffer first for the models that run on the CPU,
+ * and handed over as a device pointer to a GPU model. */
 static unsigned input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
 {
     shmreg_view view;
@@ -144,8 +145,11 @@ static unsigned input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     if (st)
         return st;
     t->byte_size = w->byte_size;
-    if (view.kind == SHMREG_KIND_SYSTEM) {
+    if (view.kind == SHMREG_KIND_SYSTEM || model_device_tensors(c->m)) {
         t->data = view.addr;
+        t->pinned = view.pinned;
+        t->on_device = view.kind != SHMREG_KIND_SYSTEM;
+        t->device_id = view.device_id;
         return 0;
     }
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
@@ -316,9 +320,12 @@ static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_
         if (!view.writable)
             return fail(c, 400, "output '%s' cannot be written to shared memory region '%s': "
                                 "it was registered read-only", t->name, w->region);
-        if (view.kind == SHMREG_KIND_SYSTEM)
-            t->data = view.addr;
-        else {
+        if (view.kind == SHMREG_KIND_SYSTEM || model_device_tensors(c->m)) {
+            t->data = view.addr; /* a GPU model writes a CUDA region itself */
+            t->pinned = view.pinned;
+            t->on_device = view.kind != SHMREG_KIND_SYSTEM;
+            t->device_id = view.device_id;
+        } else {
             c->out_device[i] = view;
             c->out_region[i] = w->region;
         }
@@ -510,15 +517,16 @@ static unsigned run(infer_ctx *c, reply *out)
 {
     unsigned st;
     const tensor *ordered[MAX_INPUTS];
-    if ((st = locate_header(c)) || (st = parse_inputs(c)))
+    if ((st = model_ready(c->m, c->err, sizeof c->err)) || (st = locate_header(c)) ||
+        (st = parse_inputs(c)))
         return st;
     if (model_bind_inputs(c->m, c->in, c->n_in, ordered, c->err, sizeof c->err) != 0)
         return 400;
     model_describe_outputs(c->m, ordered, c->out);
     if ((st = parse_outputs(c)) || (st = allocate_outputs(c)))
         return st;
-    model_run(c->m, ordered, c->out);
-    if ((st = outputs_to_device(c)) != 0)
+    if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0 ||
+        (st = outputs_to_device(c)) != 0)
         return st;
     return build_response(c, out);
 }

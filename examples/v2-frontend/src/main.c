@@ -17,6 +17,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "model_yolo.h"
 #include "models.h"
 #include "options.h"
 #include "server.h"
@@ -35,7 +36,7 @@ static shmreg_registry *create_registry(const frontend_options *o)
     shmreg_config_init(&cfg);
     cfg.busy_policy = o->busy_policy;
     cfg.reserved_key_prefixes = o->reserved_prefixes; /* copied by create */
-    cfg.pin_policy = SHMREG_PIN_AUTO;
+    cfg.pin_policy = o->pin_policy; /* --pin */
     cfg.log_fn = log_to_stderr;
     shmreg_registry *reg = NULL;
     if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
@@ -90,9 +91,11 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 
     models_set_delay(opts.delay_ms);
+    yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window);
     shmreg_registry *reg = create_registry(&opts);
     frontend_server server;
     if (!reg || server_start(&server, &opts, reg) != 0) {
+        yolo_stop();
         shmreg_registry_destroy(reg);
         options_free(&opts);
         return 1;
@@ -104,6 +107,7 @@ int main(int argc, char **argv)
     sigwait(&stop, &sig);
     fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
     server_stop(&server);
+    yolo_stop(); /* no request runs any more */
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
     report_leftovers();

@@ -20,6 +20,18 @@ static void model_stats(const model *m, reply *out)
     reply_json(out, 200, json_pack("{s:o}", "model_stats", list));
 }
 
+/* 200 when the model can run; else (the GPU model without a GPU) 400 with
+ * the reason, where Triton answers a model that is not ready with 400. */
+static void model_ready_reply(const model *m, reply *out)
+{
+    char why[600];
+    unsigned st = model_ready(m, why, sizeof why);
+    if (st)
+        reply_error(out, st, "%s", why);
+    else
+        reply_empty(out);
+}
+
 void reply_unknown_model(reply *out, const route *rt)
 {
     reply_error(out, 404, "Request for unknown model: '%s'%s%s is not found", rt->model,
@@ -43,7 +55,7 @@ void model_endpoints_handle(const route *rt, reply *out)
     }
     switch (rt->id) {
     case ROUTE_MODEL_METADATA: reply_json(out, 200, model_metadata_json(m)); break;
-    case ROUTE_MODEL_READY: reply_empty(out); break;
+    case ROUTE_MODEL_READY: model_ready_reply(m, out); break;
     case ROUTE_MODEL_CONFIG: reply_json(out, 200, model_config_json(m)); break;
     case ROUTE_MODEL_STATS: model_stats(m, out); break;
     default: reply_error(out, 404, "Not Found"); break;

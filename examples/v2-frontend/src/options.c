@@ -19,6 +19,13 @@ static void usage(FILE *to, const char *argv0)
             "  --delay-ms N                sleep of the simple_delayed model (default 1000)\n"
             "  --max-body-mb N             largest request body in MiB (default 256)\n"
             "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"
+            "  --pin P                     never | auto | always: page-lock registered system regions\n"
+            "                              for DMA (default auto: when a CUDA device is usable)\n"
+            "  --gpus LIST                 devices of the GPU model 'yolo': all, none or e.g. 0,1\n"
+            "                              (default all)\n"
+            "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
+            "  --yolo-window N             samples per side of each output's input window, the\n"
+            "                              cost of 'yolo' (default 32)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -56,6 +63,45 @@ static int parse_policy(const char *s, shmreg_policy *out)
     return -1;
 }
 
+static int parse_pin(const char *s, shmreg_pin_policy *out)
+{
+    static const struct { const char *name; shmreg_pin_policy policy; } policies[] = {
+        {"never", SHMREG_PIN_NEVER},
+        {"auto", SHMREG_PIN_AUTO},
+        {"always", SHMREG_PIN_ALWAYS},
+    };
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+        if (strcmp(s, policies[i].name) == 0) {
+            *out = policies[i].policy;
+            return 0;
+        }
+    }
+    fprintf(stderr, "error: --pin wants never, auto or always, got '%s'\n", s);
+    return -1;
+}
+
+/* "all", "none" or a comma-separated list of device numbers; the devices
+ * themselves are checked when the GPU model starts (gpu_instances.h). */
+static int check_gpus(const char *s)
+{
+    if (strcmp(s, "all") == 0 || strcmp(s, "none") == 0)
+        return 0;
+    const char *p = s;
+    for (;;) {
+        if (*p < '0' || *p > '9')
+            break;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p == 0)
+            return 0;
+        if (*p++ != ',')
+            break;
+    }
+    fprintf(stderr, "error: --gpus wants all, none or a list of device numbers such as 0,1, "
+                    "got '%s'\n", s);
+    return -1;
+}
+
 static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 {
     const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
@@ -72,7 +118,7 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN };
+           OPT_DRAIN, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -82,13 +128,18 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"delay-ms", required_argument, NULL, OPT_DELAY},
         {"max-body-mb", required_argument, NULL, OPT_BODY},
         {"drain-s", required_argument, NULL, OPT_DRAIN},
+        {"pin", required_argument, NULL, OPT_PIN},
+        {"gpus", required_argument, NULL, OPT_GPUS},
+        {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
+        {"yolo-window", required_argument, NULL, OPT_WINDOW},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
-                            .drain_s = 30};
+                            .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
+                            .instances_per_gpu = 2, .yolo_window = 32};
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -111,6 +162,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_DELAY: rc = parse_uint("--delay-ms", optarg, 0, 600000, &v); o->delay_ms = (unsigned)v; break;
         case OPT_BODY: rc = parse_uint("--max-body-mb", optarg, 1, 4096, &v); o->max_body = (size_t)v << 20; break;
         case OPT_DRAIN: rc = parse_uint("--drain-s", optarg, 0, 3600, &v); o->drain_s = (unsigned)v; break;
+        case OPT_PIN: rc = parse_pin(optarg, &o->pin_policy); break;
+        case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
+        case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
+        case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;

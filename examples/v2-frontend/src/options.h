@@ -16,6 +16,10 @@ typedef struct frontend_options {
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
     int verbose;                      /* 1: one log line per request */
+    shmreg_pin_policy pin_policy;     /* --pin: whether system regions are page-locked */
+    const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
+    unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
+    unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),

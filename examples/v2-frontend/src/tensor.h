@@ -17,6 +17,11 @@ typedef struct tensor {
     size_t byte_size;     /* bytes at data */
     void *data;           /* in a shared-memory view, the request body, or owned */
     void *owned;          /* malloc'ed buffer behind data, or NULL */
+    /* Where data lies, for a model that runs on a GPU (model_yolo.c); zero
+     * for the request body and owned buffers. */
+    int on_device;        /* data is a device pointer on device_id (a CUDA region) */
+    int device_id;
+    int pinned;           /* data is page-locked host memory (a pinned system region) */
 } tensor;
 
 /* Read a JSON shape (array of non-negative integers) into t. Returns 0, or
