@@ -85,13 +85,14 @@ static int parse_devices(const char *gpus, int count)
     return 0;
 }
 
-/* Peer access between the instances' devices, where the hardware has it,
- * so that a tensor in a CUDA region on one device reaches an instance on
- * another directly (NVLink or PCIe P2P) rather than through host memory. */
-static void enable_peers(int device)
+/* Peer access from an instance's device to every other device, where the
+ * hardware has it, so that a tensor in a CUDA region on another device
+ * reaches the instance directly (NVLink or PCIe P2P) rather than through
+ * host memory. */
+static void enable_peers(int device, int count)
 {
-    for (unsigned j = 0; j < pool.n_devices; j++) {
-        int other = pool.devices[j], can = 0;
+    for (int other = 0; other < count; other++) {
+        int can = 0;
         if (other != device && cudaDeviceCanAccessPeer(&can, device, other) == cudaSuccess && can)
             if (cudaDeviceEnablePeerAccess(other, 0) != cudaSuccess)
                 (void)cudaGetLastError(); /* already enabled: not an error worth keeping */
@@ -164,7 +165,7 @@ void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
             set_why_cuda("cudaSetDevice", e);
             goto undo;
         }
-        enable_peers(d);
+        enable_peers(d, count);
         if ((e = cudaMalloc((void **)&pool.weights[i], n_weights * sizeof(float))) != cudaSuccess ||
             (e = cudaMemcpy(pool.weights[i], weights, n_weights * sizeof(float),
                             cudaMemcpyHostToDevice)) != cudaSuccess) {
