@@ -46,38 +46,53 @@ static int parse_uint(const char *opt, const char *s, unsigned long min, unsigne
     return 0;
 }
 
+/* One of a few named values. */
+typedef struct choice {
+    const char *name;
+    int value;
+} choice;
+
+/* s as one of the n choices: 0 with its value in *out, or -1 after an error
+ * that names opt and the choices ("wants a, b or c"). */
+static int parse_choice(const char *opt, const char *s, const choice *choices, size_t n, int *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, choices[i].name) == 0) {
+            *out = choices[i].value;
+            return 0;
+        }
+    }
+    fprintf(stderr, "error: %s wants ", opt);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i].name);
+    fprintf(stderr, ", got '%s'\n", s);
+    return -1;
+}
+
 static int parse_policy(const char *s, shmreg_policy *out)
 {
-    static const struct { const char *name; shmreg_policy policy; } policies[] = {
+    static const choice policies[] = {
         {"defer", SHMREG_POLICY_DEFER},
         {"detach", SHMREG_POLICY_DETACH},
         {"refuse", SHMREG_POLICY_REFUSE},
     };
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
-        if (strcmp(s, policies[i].name) == 0) {
-            *out = policies[i].policy;
-            return 0;
-        }
-    }
-    fprintf(stderr, "error: --busy-policy wants defer, detach or refuse, got '%s'\n", s);
-    return -1;
+    int v;
+    int rc = parse_choice("--busy-policy", s, policies, sizeof policies / sizeof policies[0], &v);
+    *out = (shmreg_policy)v;
+    return rc;
 }
 
 static int parse_pin(const char *s, shmreg_pin_policy *out)
 {
-    static const struct { const char *name; shmreg_pin_policy policy; } policies[] = {
+    static const choice policies[] = {
         {"never", SHMREG_PIN_NEVER},
         {"auto", SHMREG_PIN_AUTO},
         {"always", SHMREG_PIN_ALWAYS},
     };
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
-        if (strcmp(s, policies[i].name) == 0) {
-            *out = policies[i].policy;
-            return 0;
-        }
-    }
-    fprintf(stderr, "error: --pin wants never, auto or always, got '%s'\n", s);
-    return -1;
+    int v;
+    int rc = parse_choice("--pin", s, policies, sizeof policies / sizeof policies[0], &v);
+    *out = (shmreg_pin_policy)v;
+    return rc;
 }
 
 /* "all", "none" or a comma-separated list of device numbers; the devices
