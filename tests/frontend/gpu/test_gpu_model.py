@@ -1,9 +1,9 @@
 """The GPU model 'yolo' on a GPU machine: its output against a CPU reference.
 
 examples/v2-frontend/src/model_yolo.h defines what the model computes;
-reference() below computes the same in numpy, float32 products and sums in
-the kernel's order and one rounding to float16 at the end, so the comparison
-is bit for bit. Inputs and outputs go through every path of
+tests/frontend/yolo_reference.py computes the same in numpy, float32 products
+and sums in the kernel's order and one rounding to float16 at the end, so the
+comparison is bit for bit. Inputs and outputs go through every path of
 gpu_instances.h: a pinned system region, a system region registered unpinned
 (--pin never), a CUDA region (registered with a CuPy cudaIpcMemHandle, as in
 test_cuda_infer.py), inline binary data, and mixes of them; then statistics,
@@ -14,6 +14,7 @@ $FRONTEND_BIN names the binary (tests/frontend/gpu/run.sh sets it). Without
 CuPy or a visible device every test is skipped.
 """
 import base64
+import itertools
 import json
 import os
 import sys
@@ -30,65 +31,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from frontend_process import Frontend, leftover_report  # noqa: E402
+from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.
 from test_cuda_infer import call, cp, nothing_in_use, ok, shm_params  # noqa: E402
 
 PREFIX = f"feyolo_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-ROWS = 84
+UNIQUE = itertools.count()  # region names never repeat, even after a failed test
 WINDOW = 4  # --yolo-window of most servers here: a fast reference
 SEED_SHAPE = (3, 384, 640)  # seed 003's image: 5040 anchors
-
-
-# ------------------------------------------------------------ reference ---
-
-def anchors(h, w):
-    return sum((h // s) * (w // s) for s in (8, 16, 32))
-
-
-def reference(images, window):
-    """output0 of model_yolo.h for images (float16 [3,H,W])."""
-    _, h, w = images.shape
-    x = images.astype(np.float32)
-    taps = 3 * window * window
-    t = np.arange(taps)
-    weights = (((7 * np.arange(ROWS)[:, None] + 13 * t[None, :]) % 17) - 8).astype(np.float32) / 64
-    k = np.arange(window)
-    columns = []  # per scale: the samples [taps, anchors of the scale]
-    for s in (8, 16, 32):
-        gy, gx = np.arange(h // s), np.arange(w // s)
-        ys = np.clip(gy[:, None] * s - s // 2 + (k[None, :] * 2 * s) // window, 0, h - 1)
-        xs = np.clip(gx[:, None] * s - s // 2 + (k[None, :] * 2 * s) // window, 0, w - 1)
-        # [c, gy, ky, gx, kx] -> [c, ky, kx, gy, gx] -> [taps, anchors]
-        p = x[:, ys[:, :, None, None], xs[None, None, :, :]]
-        columns.append(p.transpose(0, 2, 4, 1, 3).reshape(taps, -1))
-    samples = np.concatenate(columns, axis=1)
-    acc = np.zeros((ROWS, samples.shape[1]), dtype=np.float32)
-    for i in range(taps):  # the kernel's order; numpy never fuses the multiply-add
-        acc += weights[:, i:i + 1] * samples[i:i + 1, :]
-    return acc.astype(np.float16)
-
-
-def random_images(shape, seed):
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-4, 4, size=shape).astype(np.float16)
-
-
-def test_reference_by_hand():
-    """The reference itself, one element computed the slow way."""
-    img = random_images((3, 64, 96), 1)
-    out = reference(img, 3)
-    assert out.shape == (ROWS, anchors(64, 96))
-    r, a = 5, 2 * (96 // 8) + 7  # stride 8, cell (2, 7)
-    acc, t = np.float32(0), 0
-    for c in range(3):
-        for ky in range(3):
-            y = min(max(2 * 8 - 4 + (ky * 16) // 3, 0), 63)
-            for kx in range(3):
-                xx = min(max(7 * 8 - 4 + (kx * 16) // 3, 0), 95)
-                wgt = np.float32(((7 * r + 13 * t) % 17) - 8) / np.float32(64)
-                acc = np.float32(acc + np.float32(wgt * np.float32(img[c, y, xx])))
-                t += 1
-    assert out[r, a] == np.float16(acc)
 
 
 # -------------------------------------------------------------- servers ---
@@ -122,7 +72,7 @@ class Regions:
         self.server, self.system, self.cuda = server, [], []
 
     def system_region(self, suffix, nbytes):
-        name = f"{PREFIX}_{suffix}"
+        name = f"{PREFIX}_{suffix}{next(UNIQUE)}"
         mem = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
         self.system.append((name, mem))
         ok(self.server, "POST", f"v2/systemsharedmemory/region/{name}/register",
@@ -130,7 +80,7 @@ class Regions:
         return name, mem
 
     def cuda_region(self, suffix, nbytes, device=0):
-        name = f"{PREFIX}_{suffix}"
+        name = f"{PREFIX}_{suffix}{next(UNIQUE)}"
         with cp.cuda.Device(device):
             mem = cp.cuda.memory.Memory(nbytes)  # its own cudaMalloc: the handle's base
             handle = bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
@@ -141,16 +91,23 @@ class Regions:
         return name, mem
 
     def close(self):
-        for d in range(device_count()):
-            cp.cuda.Device(d).synchronize()
-        for name, mem in self.system:
-            ok(self.server, "POST", f"v2/systemsharedmemory/region/{name}/unregister")
-            mem.close()
-            mem.unlink()
-        for name, _ in self.cuda:
-            ok(self.server, "POST", f"v2/cudasharedmemory/region/{name}/unregister")
-        self.server.wait_until(lambda: nothing_in_use(self.server, "cuda"), what="cuda released")
-        self.cuda.clear()
+        try:
+            for name, _ in self.system:
+                ok(self.server, "POST", f"v2/systemsharedmemory/region/{name}/unregister")
+        finally:  # the shm objects go whatever happened
+            for _, mem in self.system:
+                mem.close()
+                mem.unlink()
+            self.system.clear()
+        if self.cuda:
+            for d in range(device_count()):
+                cp.cuda.Device(d).synchronize()
+            for name, _ in self.cuda:
+                ok(self.server, "POST", f"v2/cudasharedmemory/region/{name}/unregister")
+            # Freed (by dropping them) only once the server holds none.
+            self.server.wait_until(lambda: nothing_in_use(self.server, "cuda"),
+                                   what="cuda released")
+            self.cuda.clear()
 
 
 @pytest.fixture
@@ -346,8 +303,8 @@ def test_pin_never_stages_system_regions():
     """--pin never: the regions stay pageable and go through the staging
     buffers; the output is the same."""
     s = start("--pin", "never", "--instances-per-gpu", "1")
+    r = Regions(s)
     try:
-        r = Regions(s)
         images = random_images(SEED_SHAPE, 6)
         out_bytes = ROWS * 5040 * 2
         name_in, mem_in = r.system_region("in", images.nbytes)
@@ -358,8 +315,8 @@ def test_pin_never_stages_system_regions():
         assert status == 200, header
         got = np.frombuffer(bytes(mem_out.buf[:out_bytes]), dtype=np.float16)
         np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
-        r.close()
     finally:
+        r.close()
         stop(s)
 
 
@@ -380,10 +337,10 @@ def test_default_window_on_a_small_image():
 @pytest.mark.skipif(device_count() < 2, reason="one CUDA device: no second GPU to place on")
 def test_two_gpus_and_a_region_on_the_second():
     s = start("--gpus", "0,1", "--instances-per-gpu", "1")
+    r = Regions(s)
     try:
         config = ok(s, "GET", "v2/models/yolo/config")
         assert config["instance_group"][0]["gpus"] == [0, 1]
-        r = Regions(s)
         images = random_images((3, 96, 128), 8)
         out_bytes = ROWS * anchors(96, 128) * 2
         name_in, mem_in = r.cuda_region("in1", images.nbytes, device=1)
@@ -400,8 +357,8 @@ def test_two_gpus_and_a_region_on_the_second():
             assert status == 200, header
             got = cp.asnumpy(device_array(mem_out, (ROWS, anchors(96, 128))))
             np.testing.assert_array_equal(got, expected)
-        r.close()
     finally:
+        r.close()
         stop(s)
 
 
