@@ -23,7 +23,7 @@ binary; default: perf_analyzer on PATH, or under /tmp/site), BENCH_GPUS
 ("1,2": which rows), BENCH_INSTANCES (--instances-per-gpu, default 4),
 BENCH_THREADS (worker threads per GPU, default 8), BENCH_WINDOW
 (--yolo-window, default: the frontend's), BENCH_INTERVAL_MS (perf_analyzer's
-measurement interval, default 3000).
+measurement interval, default 2500).
 
 What the GPU machine needs (it has no network; Python 3.12, NumPy, CuPy,
 pytest). perf_analyzer 2.60.0 is a standalone binary in its own wheel with no
@@ -186,14 +186,14 @@ def measure(run, server, pa, env, grpc, interval_ms):
     csv_path = os.path.join(OUT, f"bench-{run.label}.csv")
     cmd = [pa, *SEED_ARGS, "--shared-memory", run.shm, "-i", "grpc" if grpc else "http",
            "-u", f"127.0.0.1:{url_port}", "--measurement-interval", str(interval_ms),
-           "--max-trials", "6", "--stability-percentage", "20", "-f", csv_path]
+           "--max-trials", "5", "--stability-percentage", "20", "-f", csv_path]
     stats0 = stats_totals(server)
     cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
     with open(os.path.join(OUT, f"bench-{run.label}.log"), "w") as out:
         out.write(" ".join(cmd) + "\n\n")
         out.flush()
         try:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=75)
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=60)
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -244,7 +244,7 @@ def main():
     grpc = "--grpc-port" in help_text
     n_gpus = device_count()
     wanted = [int(g) for g in os.environ.get("BENCH_GPUS", "1,2").split(",")]
-    interval_ms = int(os.environ.get("BENCH_INTERVAL_MS", "3000"))
+    interval_ms = int(os.environ.get("BENCH_INTERVAL_MS", "2500"))
     log(f"bench_seed: perf_analyzer {pa}; protocol {'gRPC' if grpc else 'HTTP'}"
         f"{'' if grpc else ' (this frontend has no --grpc-port yet)'}; {n_gpus} GPU(s) visible; "
         f"libcudart.so for perf_analyzer: {cudart or 'NOT FOUND (cuda rows will fail)'}")
@@ -277,11 +277,23 @@ def main():
                 measure(run, server, pa, env, grpc, interval_ms)
                 log(f"    {run.error or json.dumps(run.result)}")
                 runs.append(run)
+                write_table(runs, grpc)  # so far: a run cut short still leaves its rows
         finally:
             rc, err = server.stop()
             with open(os.path.join(OUT, "bench-frontend.log"), "a") as f:
                 f.write(f"=== {server.args_text}: exit {rc}\n{err}\n")
 
+    table = write_table(runs, grpc)
+    log("")
+    log(table)
+    failed = [r.label for r in runs if r.error]
+    log(f"=== bench_seed summary: {len(runs) - len(failed)} of {len(runs)} runs measured"
+        + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed or not runs else 0
+
+
+def write_table(runs, grpc):
+    """The Markdown tables of the runs so far, into $OUT/bench-seed.md."""
     lines = [
         f"perf_analyzer {' '.join(SEED_ARGS)} --shared-memory S -i "
         f"{'grpc' if grpc else 'http'}; concurrency 100",
@@ -330,12 +342,7 @@ def main():
     table = "\n".join(lines)
     with open(os.path.join(OUT, "bench-seed.md"), "w") as f:
         f.write(table + "\n")
-    log("")
-    log(table)
-    failed = [r.label for r in runs if r.error]
-    log(f"=== bench_seed summary: {len(runs) - len(failed)} of {len(runs)} runs measured"
-        + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed or not runs else 0
+    return table
 
 
 if __name__ == "__main__":
