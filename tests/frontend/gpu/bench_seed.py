@@ -20,8 +20,8 @@ perf_analyzer's CSV files and the table go to $OUT (default build/gpu-out).
 
 Environment: FRONTEND_BIN (the built frontend, required), PERF_ANALYZER (the
 binary; default: perf_analyzer on PATH, or under /tmp/site), BENCH_GPUS
-("1,2": which rows), BENCH_INSTANCES (--instances-per-gpu, default 4),
-BENCH_THREADS (worker threads per GPU, default 8), BENCH_WINDOW
+("1,2": which rows), BENCH_INSTANCES (--instances-per-gpu, default 6),
+BENCH_THREADS (worker threads per GPU, default 12), BENCH_WINDOW
 (--yolo-window, default: the frontend's), BENCH_INTERVAL_MS (perf_analyzer's
 measurement interval, default 2500).
 
@@ -158,8 +158,8 @@ class Run:
 
 
 def start_frontend(gpus, pin, grpc):
-    instances = int(os.environ.get("BENCH_INSTANCES", "4"))
-    threads = int(os.environ.get("BENCH_THREADS", "8")) * len(gpus)
+    instances = int(os.environ.get("BENCH_INSTANCES", "6"))
+    threads = int(os.environ.get("BENCH_THREADS", "12")) * len(gpus)
     args = ["--gpus", ",".join(map(str, gpus)), "--instances-per-gpu", str(instances),
             "--threads", str(threads), "--pin", pin]
     if os.environ.get("BENCH_WINDOW"):
