@@ -1,34 +1,27 @@
 """The GPU model's kernel (examples/v2-frontend/src/yolo_kernel.cu), compiled
-by g++ through the small CUDA stand-in of yolo_kernel_host/ and run on the
-CPU, against the numpy reference (yolo_reference.py), bit for bit. Runs in
-CI, where there is no GPU: a change to the kernel's indexing or arithmetic
-that the reference does not share fails here, not first on the GPU machine
-(tests/frontend/gpu/test_gpu_model.py runs the real thing there)."""
+by g++ through the small CUDA stand-in of examples/v2-frontend/tests/
+yolo_kernel_host/ and run on the CPU, against the numpy reference
+(yolo_reference.py), bit for bit. Runs in CI, where there is no GPU: a change
+to the kernel's indexing or arithmetic that the reference does not share fails
+here, not first on the GPU machine (tests/frontend/gpu/test_gpu_model.py runs
+the real thing there)."""
 import os
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
+from frontend_process import binary
 from yolo_reference import ROWS, anchors, one_output_by_hand, random_images, reference, weights
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "v2-frontend", "src")
 
 
 @pytest.fixture(scope="module")
-def kernel_on_cpu(tmp_path_factory):
-    cxx = shutil.which(os.environ.get("CXX", "g++"))
-    if not cxx:
-        pytest.skip("no C++ compiler to build the kernel for the CPU")
-    exe = str(tmp_path_factory.mktemp("yolo") / "yolo_kernel_host")
-    # -ffp-contract=off: a product and a sum stay two roundings, as on the GPU.
-    subprocess.run([cxx, "-std=c++20", "-O2", "-ffp-contract=off", "-pthread",
-                    "-I", os.path.join(HERE, "yolo_kernel_host"), "-I", SRC,
-                    os.path.join(HERE, "yolo_kernel_host", "main.cpp"), "-o", exe],
-                   check=True, capture_output=True)
-    return exe
+def kernel_on_cpu():
+    """The frontend's build puts it next to $FRONTEND_BIN where it has a C++20 compiler."""
+    path = os.path.join(os.path.dirname(binary()), "shmreg-v2-frontend-yolo-kernel-host")
+    if not os.access(path, os.X_OK):
+        pytest.skip("the frontend was built without a C++ compiler: no yolo-kernel-host")
+    return path
 
 
 def run_on_cpu(exe, tmp_path, images, window):

@@ -29,3 +29,20 @@ else()
   list(APPEND FRONTEND_GPU_MODEL_SOURCES src/gpu_instances_none.c)
 endif()
 message(STATUS "shmreg-v2-frontend: GPU model 'yolo' ${FRONTEND_CUDA_ENABLED}")
+
+# The kernel's source run on the CPU (tests/yolo_kernel_host: a CUDA stand-in
+# for g++), which tests/frontend/test_yolo_kernel_on_cpu.py compares with the
+# numpy reference where there is no GPU. Any build with a C++20 compiler,
+# CUDA or not; not installed.
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+  add_executable(shmreg-v2-frontend-yolo-kernel-host tests/yolo_kernel_host/main.cpp)
+  target_include_directories(shmreg-v2-frontend-yolo-kernel-host PRIVATE tests/yolo_kernel_host src)
+  set_target_properties(shmreg-v2-frontend-yolo-kernel-host PROPERTIES
+                        CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  # A product and a sum stay two roundings, as on the GPU.
+  target_compile_options(shmreg-v2-frontend-yolo-kernel-host PRIVATE -ffp-contract=off)
+  target_link_libraries(shmreg-v2-frontend-yolo-kernel-host PRIVATE Threads::Threads)
+endif()
