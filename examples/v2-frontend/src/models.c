@@ -168,11 +168,12 @@ static json_t *config_tensors(const tensor_spec *specs, size_t n)
 
 json_t *model_config_json(const model *m)
 {
-    json_t *cfg = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name,
-                     "platform", "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
-                     m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
-                     config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
-                     "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
+    json_t *cfg =
+        json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name, "platform",
+                  "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
+                  m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
+                  config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
+                  "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
     if (cfg && m->ops && m->ops->config)
         m->ops->config(cfg);
     return cfg;
@@ -207,8 +208,8 @@ json_t *model_stats_json(const model *m)
                      "inference_stats", "success", duration(ok, ok_ns), "fail",
                      duration(bad, bad_ns), "queue", duration(runs, queue), "compute_input",
                      duration(runs, input), "compute_infer", duration(runs, infer),
-                     "compute_output", duration(runs, output), "cache_hit", duration(0, 0), "cache_miss", duration(0, 0),
-                     "batch_stats");
+                     "compute_output", duration(runs, output), "cache_hit", duration(0, 0),
+                     "cache_miss", duration(0, 0), "batch_stats");
 }
 
 void model_record(const model *m, int ok, uint64_t ns)
