@@ -243,6 +243,23 @@ inline result<void> check(shmreg_err e)
 
 /* ------------------------------------------------------------- builders */
 
+namespace detail {
+/* A string a C struct takes as const char *, where unset means NULL. */
+class optional_cstr {
+  public:
+    void assign(std::string v)
+    {
+        s_ = std::move(v);
+        set_ = true;
+    }
+    const char *get() const noexcept { return set_ ? s_.c_str() : nullptr; }
+
+  private:
+    std::string s_;
+    bool set_ = false;
+};
+} // namespace detail
+
 /*
  * Registry settings (shmreg_config), starting from shmreg_config_init's
  * defaults. The strings and uids are copied here and again by the library.
@@ -297,7 +314,8 @@ class config {
     }
 
     /* The C struct, pointing into this object: valid while it lives
-     * unchanged. */
+     * unchanged. It rebuilds a pointer array inside this object, so one
+     * config must not be handed over by two threads at once. */
     shmreg_config handle() const
     {
         shmreg_config c = c_;
@@ -363,7 +381,7 @@ class registration {
     }
     registration &name(std::string v)
     {
-        name_ = std::move(v);
+        name_.assign(std::move(v));
         return *this;
     }
     registration &byte_size(std::size_t v) noexcept
@@ -380,14 +398,12 @@ class registration {
     /* The owner tag that filters select on (unset: no tag). */
     registration &tag(std::string v)
     {
-        tag_ = std::move(v);
-        has_tag_ = true;
+        tag_.assign(std::move(v));
         return *this;
     }
     registration &key(std::string v)
     {
-        key_ = std::move(v);
-        has_key_ = true;
+        key_.assign(std::move(v));
         return *this;
     }
     registration &offset(std::size_t v) noexcept
@@ -418,9 +434,9 @@ class registration {
     shmreg_registration handle() const noexcept
     {
         shmreg_registration r = r_;
-        r.name = name_.c_str();
-        r.tag = has_tag_ ? tag_.c_str() : nullptr;
-        r.key = has_key_ ? key_.c_str() : nullptr;
+        r.name = name_.get();
+        r.tag = tag_.get();
+        r.key = key_.get();
         r.raw_handle = has_handle_ ? handle_bytes_.data() : nullptr;
         r.raw_handle_size = has_handle_ ? handle_bytes_.size() : 0;
         return r;
@@ -428,8 +444,9 @@ class registration {
 
   private:
     shmreg_registration r_;
-    std::string name_, tag_, key_, handle_bytes_;
-    bool has_tag_ = false, has_key_ = false, has_handle_ = false;
+    detail::optional_cstr name_, tag_, key_;
+    std::string handle_bytes_;
+    bool has_handle_ = false;
 };
 
 /*
@@ -442,8 +459,7 @@ class filter {
 
     filter &name(std::string v)
     {
-        name_ = std::move(v);
-        has_name_ = true;
+        name_.assign(std::move(v));
         return *this;
     }
     filter &of_kind(shmreg::kind k) noexcept
@@ -454,8 +470,7 @@ class filter {
     /* Only regions registered with this tag; others answer as absent. */
     filter &tag(std::string v)
     {
-        tag_ = std::move(v);
-        has_tag_ = true;
+        tag_.assign(std::move(v));
         return *this;
     }
 
@@ -465,16 +480,15 @@ class filter {
     {
         shmreg_filter f;
         shmreg_filter_init(&f);
-        f.name = has_name_ ? name_.c_str() : nullptr;
+        f.name = name_.get();
         f.kind = static_cast<shmreg_kind>(kind_);
-        f.tag = has_tag_ ? tag_.c_str() : nullptr;
+        f.tag = tag_.get();
         return f;
     }
 
   private:
-    std::string name_, tag_;
+    detail::optional_cstr name_, tag_;
     shmreg::kind kind_ = shmreg::kind::any;
-    bool has_name_ = false, has_tag_ = false;
 };
 
 /* ---------------------------------------------------- views and references */
@@ -624,6 +638,11 @@ inline result<std::vector<region_status>> take_status(shmreg_err e, shmreg_regio
  * Move-only. Create it with registry::create (no exceptions) or the
  * throwing constructor; a default-constructed or moved-from registry holds
  * none, and its calls fail with SHMREG_ERR_INVALID_ARG.
+ *
+ * Each call is the C call of the same name (try_acquire: shmreg_acquire):
+ * its arguments, errors and thread-safety are documented in shmreg.h. The
+ * calls may run from any thread at once; moving, reset and destruction may
+ * not overlap any other call on the same object.
  */
 class registry {
   public:

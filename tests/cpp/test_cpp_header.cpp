@@ -321,6 +321,11 @@ static void test_errors_carry_code_and_message()
                 "shared memory region 'in' already in manager");
     CHECK_FAILS(reg.try_register_system("", key, 0, 16), SHMREG_ERR_INVALID_ARG, nullptr);
     CHECK_FAILS(reg.try_register_system(nullptr, key, 0, 16), SHMREG_ERR_INVALID_ARG, nullptr);
+    /* A registration without a name or key reaches the library as NULLs. */
+    CHECK_FAILS(reg.try_register_region(shmreg::registration().byte_size(16)), SHMREG_ERR_INVALID_ARG,
+                nullptr);
+    CHECK_FAILS(reg.try_register_region(shmreg::registration().name("k").byte_size(16)),
+                SHMREG_ERR_INVALID_ARG, nullptr);
 
     /* The message is copied at the failure: a later failure does not change
      * an error already taken. */
