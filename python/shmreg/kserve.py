@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Sequence
@@ -82,6 +83,32 @@ class InferError(Exception):
 
     def response(self) -> JSONResponse:
         return error_response(self.status, self.message)
+
+
+def _clean_errors(fn: Callable) -> Callable:
+    """Raise a function's InferError afresh from the function itself. The
+    original's traceback holds the frames of the parsing below, whose locals
+    hold numpy views of regions, and every such view holds a reference: a
+    caller keeping the exception (a log, a test) would keep the regions in
+    use after the request. The fresh one is raised outside the except block,
+    so the original and its frames are freed first."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InferError as e:
+            error = InferError(e.status, e.message)
+        # This frame stays in the new traceback: it must hold neither the
+        # request (args) nor the error itself (a cycle only gc would free,
+        # with every frame the error later passes through).
+        del args, kwargs
+        try:
+            raise error
+        finally:
+            del error
+
+    return wrapper
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -286,12 +313,14 @@ class RequestRegions:
         except shmreg.Error as e:
             raise InferError.from_shmreg(e) from None
         try:
-            if ref.__dlpack_device__()[0] != 1:  # kDLCPU; a CUDA region is not host memory
+            if ref.kind == "cuda":
                 view = self._device_to_host(ref, region)
             else:
-                view = np.from_dlpack(ref)
+                # The buffer protocol rather than DLPack: a pinned region's
+                # DLPack device is kDLCUDAHost, which not every numpy takes.
+                view = np.frombuffer(memoryview(ref), dtype=np.uint8)
         finally:
-            ref.release()  # the array holds its own reference from here on
+            ref.release()  # the array's buffer holds its own reference from here on
         self._held.append(view)  # the request owns it now
         return view
 
@@ -302,11 +331,13 @@ class RequestRegions:
         raise InferError(501, f"shared memory region '{region}' is CUDA memory, which this "
                               "server's CPU models cannot read")
 
+    @_clean_errors
     def input(self, region: str, offset: int, byte_size: int) -> np.ndarray:
         """The bytes [offset, offset + byte_size) of ``region``, read-only or
         not as registered. Raises InferError with the library's message."""
         return self._acquire(region, offset, byte_size)
 
+    @_clean_errors
     def output(self, name: str, region: str, offset: int, byte_size: int) -> np.ndarray:
         """A writable window for output ``name``: 400 when the region was
         registered read-only (writing would fault), before any model runs."""
@@ -475,6 +506,7 @@ def _input_from_json(t: Tensor, data: Any) -> np.ndarray:
     return np.array(flat, dtype=DATATYPES[t.datatype][0]).reshape(t.shape)
 
 
+@_clean_errors
 def decode_request(body: bytes | memoryview, header_length: int | None, model: str,
                    regions: RequestRegions, max_inputs: int = 8) -> InferRequest:
     """A KServe v2 inference request, its inputs as numpy arrays.
@@ -594,6 +626,7 @@ def _slot(t: Tensor, placement: str, regions: RequestRegions,
     return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape))
 
 
+@_clean_errors
 def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor],
                   regions: RequestRegions) -> list[OutputSlot]:
     """The model's outputs (``described``: name, datatype, shape, and
