@@ -196,8 +196,9 @@ void bind_region(nb::module_ &m) {
         .def("release", &region_release, "Drop this reference (idempotent).")
         .def("__enter__", [](nb::handle self) { return self; },
              nb::sig("def __enter__(self) -> Region"))
-        .def("__exit__", [](Region &r, nb::args) { region_release(r); },
-             nb::sig("def __exit__(self, *args: object) -> None"))
+        .def("__exit__", [](Region &r, nb::handle, nb::handle, nb::handle) { region_release(r); },
+             nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
+             nb::sig("def __exit__(self, exc_type: object, exc: object, tb: object, /) -> None"))
         .def("__dlpack__", &region_dlpack, nb::kw_only(), "stream"_a = nb::none(),
              "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none(),
              nb::sig("def __dlpack__(self, *, stream: object = None, "

@@ -382,8 +382,9 @@ void bind_registry(nb::module_ &m) {
              "held elsewhere stay valid until released. Later calls raise InvalidArgument.")
         .def("__enter__", [](nb::handle self) { return self; },
              nb::sig("def __enter__(self) -> Registry"))
-        .def("__exit__", [](Registry &self, nb::args) { close(self); },
-             nb::sig("def __exit__(self, *args: object) -> None"))
+        .def("__exit__", [](Registry &self, nb::handle, nb::handle, nb::handle) { close(self); },
+             nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
+             nb::sig("def __exit__(self, exc_type: object, exc: object, tb: object, /) -> None"))
         .def_prop_ro("closed", [](Registry &self) { return self.reg == nullptr; });
 }
 
