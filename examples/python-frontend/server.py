@@ -30,8 +30,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from shmreg.kserve import (InferError, decode_request, encode_response, error_response,
-                           place_outputs, request_regions, shared_memory_router, RequestRegions)
+from shmreg.kserve import (InferError, RequestRegions, decode_request, encode_response,
+                           error_response, header_length, place_outputs, request_regions,
+                           shared_memory_router)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import builtin_models  # noqa: E402
@@ -140,17 +141,16 @@ def create_app(registry, opts) -> FastAPI:
             m = find(model, version)
         except InferError as e:
             return e.response()
-        text = request.headers.get("inference-header-content-length")
-        if text is not None and not text.isdigit():
-            response = error_response(400, "Inference-Header-Content-Length must be a "
-                                           "non-negative integer")
+        try:
+            length = header_length(request.headers)
+        except InferError as e:
+            response = e.response()
         else:
             body = await request.body()
-            header_length = int(text) if text is not None else None
             # A slow model never holds up status, register or unregister: they
             # run on the event loop and FastAPI's pool, inferences here.
-            response = await anyio.to_thread.run_sync(run_inference, m, body, header_length,
-                                                      regions, limiter=limiter)
+            response = await anyio.to_thread.run_sync(run_inference, m, body, length, regions,
+                                                      limiter=limiter)
         m.record(response.status_code == 200, time.monotonic_ns() - started)
         return response  # the dependency releases the regions once it is sent
 

@@ -39,7 +39,8 @@ import shmreg
 
 __all__ = [
     "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
-    "decode_request", "encode_response", "error_response", "http_status", "parse_json",
+    "decode_request", "encode_response", "error_response", "header_length", "http_status",
+    "parse_json",
     "place_outputs", "request_regions", "shared_memory_router",
 ]
 
@@ -504,6 +505,18 @@ def _input_from_json(t: Tensor, data: Any) -> np.ndarray:
         raise InferError(400, f"unable to parse 'data' of input '{t.name}': expected {n} "
                               f"{t.datatype} elements matching its shape")
     return np.array(flat, dtype=DATATYPES[t.datatype][0]).reshape(t.shape)
+
+
+def header_length(headers: Any) -> int | None:
+    """The ``Inference-Header-Content-Length`` of a request's headers (any
+    mapping with case-insensitive names, such as FastAPI's), or None when
+    absent. Raises InferError(400) unless it is a decimal integer."""
+    text = headers.get("inference-header-content-length")
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise InferError(400, "Inference-Header-Content-Length must be a non-negative integer")
+    return int(text)
 
 
 @_clean_errors
