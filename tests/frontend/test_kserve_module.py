@@ -135,3 +135,35 @@ def test_large_integers_are_refused_while_parsing():
     with pytest.raises(kserve.InferError, match="too big integer"):
         kserve.parse_json(b'{"offset": 18446744073709551584}')
     assert kserve.parse_json(b'{"offset": 9223372036854775807}') == {"offset": 2**63 - 1}
+
+
+def docs_snippet():
+    """The two Python blocks of docs/python.md's shmreg.kserve section, joined."""
+    from pathlib import Path
+    import re
+    text = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    section = text[text.index("<!-- kserve:begin"):text.index("<!-- kserve:end -->")]
+    return "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+
+
+def test_docs_snippet_serves_double_through_shared_memory(region):
+    key, mem = region
+    scope = {}
+    exec(compile(docs_snippet(), "docs/python.md", "exec"), scope)
+    registry = scope["registry"]
+    try:
+        client = TestClient(scope["app"])
+        assert client.post("/v2/systemsharedmemory/region/r/register",
+                           json={"key": key, "byte_size": 256}).status_code == 200
+        body = shm_request("r", 64)
+        body["outputs"][0]["name"] = "OUTPUT0"
+        resp = client.post("/v2/models/double/infer", json=body)
+        assert resp.status_code == 200, resp.text
+        np.testing.assert_array_equal(np.frombuffer(mem.buf[64:128], np.int32), IN0 * 2)
+        resp = client.post("/v2/models/double/infer", json={"inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [2], "data": [1, 2]}]})
+        assert resp.json()["outputs"][0]["data"] == [2, 4]
+        assert client.get("/v2/systemsharedmemory/status").json()[0]["in_use"] == 0
+    finally:
+        registry.unregister_all()
+        registry.close()
