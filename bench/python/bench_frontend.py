@@ -143,6 +143,7 @@ def main() -> int:
     leftover = re.search(r"shm mappings left: (\d+), shm descriptors left: (\d+)", err)
     print(f"server: {stats['success']['count']} succeeded, {stats['fail']['count']} failed; "
           f"regions left: {len(regions)}; at exit: {leftover.group(0) if leftover else err}")
+    print("load average at the end (1, 5, 15 min): %.1f %.1f %.1f" % os.getloadavg())
     ok = (stats["fail"]["count"] == 0 and not regions and server.returncode == 0
           and leftover and leftover.groups() == ("0", "0"))
     return 0 if ok else 1
