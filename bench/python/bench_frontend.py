@@ -50,13 +50,13 @@ def client(url: str, mode: str, seconds: float, warmup: float, tag: str, out: mp
     data = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float16)
     inp = httpclient.InferInput("INPUT0", list(SHAPE), "FP16")
     want = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
-    handles = []
+    handles, names = [], []
     if mode == "system":
         for name in ("in", "out"):
             region = f"bench_{tag}_{name}"
-            h = shm.create_shared_memory_region(region, f"/{region}", NBYTES)
-            handles.append(h)
+            handles.append(shm.create_shared_memory_region(region, f"/{region}", NBYTES))
             c.register_system_shared_memory(region, f"/{region}", NBYTES)
+            names.append(region)
         shm.set_shared_memory_region(handles[0], [data])
         inp.set_shared_memory(f"bench_{tag}_in", NBYTES)
         want.set_shared_memory(f"bench_{tag}_out", NBYTES)
@@ -75,8 +75,9 @@ def client(url: str, mode: str, seconds: float, warmup: float, tag: str, out: mp
             got = result.as_numpy("OUTPUT0")
         assert np.array_equal(got, data), "identity returned other bytes"
     finally:
+        for name in names:
+            c.unregister_system_shared_memory(name)
         for h in handles:
-            c.unregister_system_shared_memory(h._triton_shm_name)
             shm.destroy_shared_memory_region(h)
         c.close()
     out.put(latencies)
