@@ -297,9 +297,10 @@ class RequestRegions:
 
     ``input(...)`` and ``output(...)`` acquire a window of a named region and
     return it as a uint8 numpy array over the mapped bytes (no copy). The
-    array is what holds the library reference (the package's DLPack rule: a
-    tensor made from a region keeps it mapped), so the count shown by status
-    is one per tensor, as for the C frontend. ``release()`` drops every array
+    array is what holds the library reference (the package's lifetime rule:
+    a view made from a region holds a reference of its own) and the Region is
+    released at once, so the count shown by status is one per tensor, as for
+    the C frontend. ``release()`` drops every array
     this object holds; a region is released there unless the server's own code
     kept an array made from it, in which case it stays mapped (safely) until
     that array is gone. Idempotent; also the context manager's exit."""
