@@ -11,6 +11,7 @@ packages=(
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
   libmicrohttpd-dev libjansson-dev
   python3 python3-venv python3-pip curl
+  python3-dev  # Python.h for the nanobind extension (tier 65-python)
 )
 
 missing=()
