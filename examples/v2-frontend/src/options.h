@@ -13,6 +13,7 @@ extern "C" {
 typedef struct frontend_options {
     const char *host;                 /* numeric IPv4 or IPv6 address to listen on */
     unsigned port;                    /* 0: any free port (printed at start-up) */
+    unsigned grpc_port;               /* KServe v2 gRPC port; 0: no gRPC (the default) */
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
     unsigned threads;                 /* inference worker threads */
