@@ -14,6 +14,10 @@
  * The quick calls (health, metadata, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
+ * The shared-memory calls go through the C++ header <shmreg/shmreg.hpp>
+ * (try_ calls: results, not exceptions); the inference path is the C one the
+ * HTTP side runs (infer_core.c), its references released through refs.h.
+ *
  * Status codes are Triton's (its GrpcStatusUtil): the library's errors map
  * through grpc_code_from_shmreg, the inference path's HTTP statuses through
  * grpc_code_from_http; messages are the library's and the HTTP side's, which
@@ -23,6 +27,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <jansson.h>
+#include <shmreg/shmreg.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -88,12 +93,16 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     }
 }
 
-/* The library's failure e, with this thread's message from the library. */
-grpc::Status shmreg_status_of(shmreg_err e)
+/* The library's failure, with the library's message. */
+grpc::Status status_of(const shmreg::error &e)
 {
-    const char *message = shmreg_last_error();
-    return grpc::Status(grpc_code_from_shmreg(e),
-                        message[0] ? message : shmreg_err_description(e));
+    const char *message = e.message();
+    return grpc::Status(grpc_code_from_shmreg(e.code()), message[0] ? message : e.description());
+}
+
+grpc::Status status_of(const shmreg::result<void> &r)
+{
+    return r ? grpc::Status::OK : status_of(r.error());
 }
 
 grpc::Status unknown_model(const std::string &name, const std::string &version)
@@ -238,7 +247,12 @@ class InferCall final : public grpc::ServerUnaryReactor {
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
   public:
+    /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
+     * (disowned, not destroyed) when the service goes. */
     Service(shmreg_registry *reg, const frontend_options *opts) : reg_(reg), opts_(opts) {}
+    ~Service() { reg_.disown(); }
+    Service(const Service &) = delete;
+    Service &operator=(const Service &) = delete;
 
     bool start_workers()
     {
@@ -255,7 +269,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         done_.wait(lock, [this] { return calls_ == 0; });
     }
 
-    shmreg_registry *registry() const { return reg_; }
+    shmreg_registry *registry() const { return reg_.handle(); }
 
     void call_started()
     {
@@ -358,7 +372,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                                        const pb::SystemSharedMemoryStatusRequest *req,
                                                        pb::SystemSharedMemoryStatusResponse *resp) override
     {
-        return status(ctx, req->name(), SHMREG_KIND_SYSTEM, [resp](const shmreg_region_status &s) {
+        return status(ctx, req->name(), shmreg::kind::system, [resp](const shmreg::region_status &s) {
             auto &r = (*resp->mutable_regions())[s.name];
             r.set_name(s.name);
             r.set_key(s.key);
@@ -373,7 +387,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                                      const pb::CudaSharedMemoryStatusRequest *req,
                                                      pb::CudaSharedMemoryStatusResponse *resp) override
     {
-        return status(ctx, req->name(), SHMREG_KIND_CUDA, [resp](const shmreg_region_status &s) {
+        return status(ctx, req->name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
             auto &r = (*resp->mutable_regions())[s.name];
             r.set_name(s.name);
             r.set_device_id(static_cast<uint64_t>(s.device_id));
@@ -389,9 +403,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                                          const pb::SystemSharedMemoryRegisterRequest *req,
                                                          pb::SystemSharedMemoryRegisterResponse *) override
     {
-        shmreg_err e = shmreg_register_system(reg_, req->name().c_str(), req->key().c_str(),
-                                              req->offset(), req->byte_size(), 0);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : shmreg_status_of(e));
+        return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(), req->offset(),
+                                                              req->byte_size())));
     }
 
     grpc::ServerUnaryReactor *CudaSharedMemoryRegister(grpc::CallbackServerContext *ctx,
@@ -408,11 +421,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         if (req->device_id() < 0 || req->device_id() > 1 << 20)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'device_id' must be given as a non-negative integer"));
-        shmreg_err e = shmreg_register_cuda_ipc(reg_, req->name().c_str(), req->raw_handle().data(),
-                                                req->raw_handle().size(),
-                                                static_cast<int>(req->device_id()),
-                                                req->byte_size(), 0);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : shmreg_status_of(e));
+        return answer(ctx, status_of(reg_.try_register_cuda_ipc(
+                               req->name(), req->raw_handle().data(), req->raw_handle().size(),
+                               static_cast<int>(req->device_id()), req->byte_size())));
     }
 
     grpc::ServerUnaryReactor *SystemSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
@@ -442,27 +453,27 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     /* An empty name is every region of the kind, as in Triton. */
     template <typename Fill>
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
-                                     shmreg_kind kind, Fill fill)
+                                     shmreg::kind kind, Fill fill)
     {
-        shmreg_region_status *st = nullptr;
-        size_t count = 0;
-        shmreg_err e = shmreg_status(reg_, name.empty() ? nullptr : name.c_str(), kind, &st, &count);
-        if (e != SHMREG_OK)
-            return answer(ctx, shmreg_status_of(e));
-        for (size_t i = 0; i < count; i++)
-            fill(st[i]);
-        shmreg_status_free(st, count);
+        auto regions = name.empty() ? reg_.try_status(kind) : reg_.try_status(name, kind);
+        if (!regions)
+            return answer(ctx, status_of(regions.error()));
+        for (const shmreg::region_status &s : *regions)
+            fill(s);
         return answer(ctx, grpc::Status::OK);
     }
 
+    /* The HTTP endpoint's rule (absent is success), from the one place that
+     * has it; its failure carries the library's message like any other. */
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        shmreg_err e = shm_unregister_as_triton(reg_, name.empty() ? nullptr : name.c_str(), kind);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : shmreg_status_of(e));
+        shmreg_err e = shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(),
+                                                kind);
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(shmreg::error::last(e)));
     }
 
-    shmreg_registry *reg_;
+    shmreg::registry reg_;
     const frontend_options *opts_;
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
