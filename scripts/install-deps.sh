@@ -9,6 +9,7 @@ packages=(
   liburcu-dev libxxhash-dev libcmocka-dev
   clang libclang-rt-14-dev llvm valgrind
   libmicrohttpd-dev libjansson-dev
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl
 )
 
