@@ -83,13 +83,14 @@ _classes = None
 
 
 def proto_classes():
-    """{message full name: class} of the frontend's proto, compiled by protoc."""
+    """{message full name: class} of the frontend's protos (inference.proto
+    and what it imports), compiled by protoc."""
     global _classes
     if _classes is None:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "inference.desc")
-            subprocess.run(["protoc", f"--proto_path={PROTO_DIR}", f"--descriptor_set_out={out}",
-                            PROTO], check=True)
+            subprocess.run(["protoc", f"--proto_path={PROTO_DIR}", "--include_imports",
+                            f"--descriptor_set_out={out}", PROTO], check=True)
             with open(out, "rb") as f:
                 fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
         pool = descriptor_pool.DescriptorPool()

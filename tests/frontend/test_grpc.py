@@ -107,8 +107,24 @@ def test_statistics_count_inferences(server, client):
     raises("NOT_FOUND", "Request for unknown model: 'nope'", client.get_inference_statistics, "nope")
 
 
+def test_model_config(server, client):
+    config = client.get_model_config("simple", as_json=True)["config"]
+    assert (config["name"], config["max_batch_size"], config["backend"]) == ("simple", 8,
+                                                                            "shmreg_builtin")
+    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [
+        ("INPUT0", "TYPE_INT32", ["16"]), ("INPUT1", "TYPE_INT32", ["16"])]
+    assert config["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}]
+    # What the HTTP side says, field for field.
+    status, http = server.json("GET", "/v2/models/identity/config")
+    grpc_identity = client.get_model_config("identity", as_json=True)["config"]
+    assert [i["data_type"] for i in grpc_identity["input"]] == [i["data_type"] for i in http["input"]]
+    assert [int(d) for d in grpc_identity["input"][0]["dims"]] == http["input"][0]["dims"]
+    raises("NOT_FOUND", "Request for unknown model: 'nope' is not found",
+           client.get_model_config, "nope")
+
+
 def test_unserved_rpc_is_unimplemented(client):
-    raises("UNIMPLEMENTED", "", client.get_model_config, "simple")
+    raises("UNIMPLEMENTED", "", client.get_model_repository_index)
 
 
 # ----------------------------------------------------------------- inference

@@ -1,24 +1,28 @@
-"""The frontend's proto (examples/v2-frontend/proto/inference.proto, written
-for this project) is wire compatible with the one Triton's clients were
-generated from: every service method, message and field it declares has the
-name, number, type and cardinality of tritonclient's own descriptors, except
-the fields this frontend adds (numbers from 1000 up), which others skip."""
+"""The frontend's protos (examples/v2-frontend/proto/inference.proto and
+model_config.proto, written for this project) are wire compatible with the
+ones Triton's clients were generated from: every service method, message,
+field and enum value they declare has the name, number, type and cardinality
+of tritonclient's own descriptors, except the fields this frontend adds
+(numbers from 1000 up), which others skip."""
 import pytest
-from tritonclient.grpc import service_pb2
+from tritonclient.grpc import model_config_pb2, service_pb2
 
 from grpc_support import proto_classes
 
 OWN_FIELDS_FROM = 1000
 
 
-def ours():
+FILES = {"inference.proto": service_pb2, "model_config.proto": model_config_pb2}
+
+
+def ours(name="inference.proto"):
     fds = proto_classes()["__descriptor_set__"]
-    (f,) = [f for f in fds.file if f.name == "inference.proto"]
+    (f,) = [f for f in fds.file if f.name == name]
     return f
 
 
-def theirs():
-    return service_pb2.DESCRIPTOR
+def theirs(name="inference.proto"):
+    return FILES[name].DESCRIPTOR
 
 
 def walk(messages, prefix="inference."):
@@ -40,11 +44,19 @@ def test_package_and_service():
         assert not method.client_streaming and not method.server_streaming
 
 
-@pytest.mark.parametrize("name", [n for n, m in walk(ours().message_type)
-                                  if not m.options.map_entry])
-def test_message_fields(name):
-    mine = dict(walk(ours().message_type))[name]
-    other = theirs().pool.FindMessageTypeByName(name)
+def enums(f):
+    for e in f.enum_type:
+        yield "inference." + e.name, e
+    for name, m in walk(f.message_type):
+        for e in m.enum_type:
+            yield name + "." + e.name, e
+
+
+@pytest.mark.parametrize("file,name", [(f, n) for f in FILES for n, m in walk(ours(f).message_type)
+                                       if not m.options.map_entry])
+def test_message_fields(file, name):
+    mine = dict(walk(ours(file).message_type))[name]
+    other = theirs(file).pool.FindMessageTypeByName(name)
     other_fields = {f.name: f for f in other.fields}
     for field in mine.field:
         if field.number >= OWN_FIELDS_FROM:
@@ -58,3 +70,10 @@ def test_message_fields(name):
             assert field.type_name.lstrip(".") == (o.message_type or o.enum_type).full_name
         if field.HasField("oneof_index"):
             assert mine.oneof_decl[field.oneof_index].name == o.containing_oneof.name
+
+
+@pytest.mark.parametrize("file,name", [(f, n) for f in FILES for n, _ in enums(ours(f))])
+def test_enum_values(file, name):
+    mine = dict(enums(ours(file)))[name]
+    other = theirs(file).pool.FindEnumTypeByName(name)
+    assert {v.name: v.number for v in mine.value} == {v.name: v.number for v in other.values}

@@ -11,7 +11,7 @@
  *   InferCall::OnDone (gRPC)    -> after the response has been sent, or the
  *                                  call failed or was cancelled: releases
  *                                  every reference the call took
- * The quick calls (health, metadata, statistics, shared-memory control)
+ * The quick calls (health, metadata, config, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
  * The shared-memory calls go through the C++ header <shmreg/shmreg.hpp>
@@ -178,6 +178,48 @@ void model_statistics(const model *m, pb::ModelStatistics *out)
     duration(s, "cache_miss", is->mutable_cache_miss());
 }
 
+/* Triton's model configuration of m, from the JSON the HTTP side returns. */
+void model_config(const model *m, pb::ModelConfig *out)
+{
+    json_ref j(model_config_json(m));
+    out->set_name(json_str(j.j, "name"));
+    out->set_platform(json_str(j.j, "platform"));
+    out->set_backend(json_str(j.j, "backend"));
+    out->set_max_batch_size(static_cast<int32_t>(json_integer_value(json_object_get(j.j, "max_batch_size"))));
+    size_t i, d;
+    const json_t *t, *dim;
+    json_array_foreach(json_object_get(j.j, "input"), i, t) {
+        pb::ModelInput *in = out->add_input();
+        in->set_name(json_str(t, "name"));
+        pb::DataType type = pb::TYPE_INVALID;
+        pb::DataType_Parse(json_str(t, "data_type"), &type);
+        in->set_data_type(type);
+        pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
+        pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
+        in->set_format(format);
+        json_array_foreach(json_object_get(t, "dims"), d, dim)
+            in->add_dims(json_integer_value(dim));
+    }
+    json_array_foreach(json_object_get(j.j, "output"), i, t) {
+        pb::ModelOutput *o = out->add_output();
+        o->set_name(json_str(t, "name"));
+        pb::DataType type = pb::TYPE_INVALID;
+        pb::DataType_Parse(json_str(t, "data_type"), &type);
+        o->set_data_type(type);
+        json_array_foreach(json_object_get(t, "dims"), d, dim)
+            o->add_dims(json_integer_value(dim));
+    }
+    json_array_foreach(json_object_get(j.j, "instance_group"), i, t) {
+        pb::ModelInstanceGroup *g = out->add_instance_group();
+        g->set_count(static_cast<int32_t>(json_integer_value(json_object_get(t, "count"))));
+        pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
+        pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
+        g->set_kind(kind);
+    }
+    out->mutable_model_transaction_policy()->set_decoupled(
+        json_is_true(json_object_get(json_object_get(j.j, "model_transaction_policy"), "decoupled")));
+}
+
 /* ----------------------------------------------------------------- service */
 
 class Service;
@@ -336,6 +378,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         resp->set_platform(json_str(j.j, "platform"));
         tensor_metadata(json_object_get(j.j, "inputs"), resp->mutable_inputs());
         tensor_metadata(json_object_get(j.j, "outputs"), resp->mutable_outputs());
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ModelConfig(grpc::CallbackServerContext *ctx, const pb::ModelConfigRequest *req,
+                                          pb::ModelConfigResponse *resp) override
+    {
+        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        if (!m)
+            return answer(ctx, unknown_model(req->name(), req->version()));
+        model_config(m, resp->mutable_config());
         return answer(ctx, grpc::Status::OK);
     }
 
