@@ -19,10 +19,9 @@ from tritonclient.utils import InferenceServerException
 
 from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
     assert_clean_stop, region_status, start_grpc_frontend, start_with_grpc)
+# The HTTP suite's data and regions; its Regions takes either protocol's client.
+from test_tritonclient_shm import IN0, IN1, NBYTES, Regions, assert_outputs
 
-IN0 = np.arange(16, dtype=np.int32).reshape(1, 16)
-IN1 = np.full((1, 16), 3, dtype=np.int32)
-NBYTES = IN0.nbytes  # 64
 PROTOCOLS = ["http", "grpc"]
 
 
@@ -55,30 +54,6 @@ class Side:
         self.client.close()
 
 
-class Regions:
-    """Four shm objects (two inputs, two outputs) created by the client,
-    registered on demand, destroyed (unlinked) at the end."""
-
-    def __init__(self, side, key):
-        self.side = side
-        self.handles = {}
-        for name in ("input0", "input1", "output0", "output1"):
-            self.handles[name] = shm.create_shared_memory_region(name, key(name), NBYTES)
-        shm.set_shared_memory_region(self.handles["input0"], [IN0])
-        shm.set_shared_memory_region(self.handles["input1"], [IN1])
-
-    def register(self, *names):
-        for name in names or self.handles:
-            self.side.client.register_system_shared_memory(name, self.handles[name]._shm_key, NBYTES)
-
-    def output(self, name):
-        return shm.get_contents_as_numpy(self.handles[name], np.int32, [1, 16])
-
-    def destroy(self):
-        for handle in self.handles.values():
-            shm.destroy_shared_memory_region(handle)
-
-
 def simple_inputs(mod):
     return [mod.InferInput("INPUT0", [1, 16], "INT32"), mod.InferInput("INPUT1", [1, 16], "INT32")]
 
@@ -93,11 +68,6 @@ def shm_request(side, model="simple", client=None):
     outputs[0].set_shared_memory("output0", NBYTES)
     outputs[1].set_shared_memory("output1", NBYTES)
     return (client or side.client).infer(model, inputs, outputs=outputs)
-
-
-def assert_outputs(regions):
-    np.testing.assert_array_equal(regions.output("output0"), IN0 + IN1)
-    np.testing.assert_array_equal(regions.output("output1"), IN0 - IN1)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +93,7 @@ def side(grpc_server, protocol):
 
 @pytest.fixture
 def regions(side, shm_key):
-    r = Regions(side, shm_key)
+    r = Regions(side.client, shm_key)
     yield r
     r.destroy()
 
@@ -136,7 +106,7 @@ def own_server(start_grpc_frontend, protocol, shm_key):  # noqa: F811
 
     def make(*args):
         side = Side(protocol, start_grpc_frontend(*args))
-        regions = Regions(side, shm_key)
+        regions = Regions(side.client, shm_key)
         made.append((side, regions))
         return side, regions
 
