@@ -5,10 +5,13 @@ contents, the status codes and messages of the shared-memory calls, unsigned
 The scenarios shared with HTTP are in test_tritonclient_protocols.py.
 """
 import base64
+import signal
+import threading
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
@@ -333,3 +336,73 @@ def test_grpc_port_in_use_fails_to_start(start_grpc_frontend):
     assert rc == 1, err
     assert f"cannot listen for gRPC on 127.0.0.1:{first.grpc_port}" in err
     assert first.request("GET", "/v2/health/live")[0] == 200
+
+
+# ------------------------------------------------------------------ shutdown
+
+
+def slow_shm_infer(mod, url, region_name, results, errors):
+    """simple_delayed with inputs and outputs in region_name (4 * 64 bytes)."""
+    client = mod.InferenceServerClient(url)
+    try:
+        inputs = [mod.InferInput("INPUT0", [1, 16], "INT32"),
+                  mod.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs[0].set_shared_memory(region_name, NBYTES, offset=0)
+        inputs[1].set_shared_memory(region_name, NBYTES, offset=NBYTES)
+        outputs = [mod.InferRequestedOutput("OUTPUT0"), mod.InferRequestedOutput("OUTPUT1")]
+        outputs[0].set_shared_memory(region_name, NBYTES, offset=2 * NBYTES)
+        outputs[1].set_shared_memory(region_name, NBYTES, offset=3 * NBYTES)
+        results.append(client.infer("simple_delayed", inputs, outputs=outputs))
+    except Exception as e:  # checked by the test
+        errors.append(e)
+    finally:
+        client.close()
+
+
+def test_sigterm_drains_both_protocols_at_once(start_grpc_frontend, shm_key):
+    """A slow request on each protocol when SIGTERM arrives: both complete
+    with their results, a new gRPC call is refused meanwhile, and the server
+    exits 0 with nothing mapped (the fixture checks its leftover report)."""
+    server = start_grpc_frontend("--delay-ms", "1500")
+    handles = {}
+    try:
+        for name in ("via_http", "via_grpc"):
+            handles[name] = shm.create_shared_memory_region(name, shm_key(name), 4 * NBYTES)
+            shm.set_shared_memory_region(handles[name], [IN0, IN1])
+            status, _ = server.json("POST", f"/v2/systemsharedmemory/region/{name}/register",
+                                    {"key": handles[name]._shm_key, "byte_size": 4 * NBYTES})
+            assert status == 200
+        results, errors = [], []
+        threads = [threading.Thread(target=slow_shm_infer,
+                                    args=(httpclient, server.url, "via_http", results, errors)),
+                   threading.Thread(target=slow_shm_infer,
+                                    args=(grpcclient, server.grpc_url, "via_grpc", results, errors))]
+        for t in threads:
+            t.start()
+        # Each request holds 4 references: two inputs and two outputs.
+        server.wait_until(lambda: [r.in_use for r in region_status(server.grpc_url).values()]
+                          == [4, 4], what="both requests in flight")
+        server.proc.send_signal(signal.SIGTERM)
+
+        def refused():
+            late = grpcclient.InferenceServerClient(server.grpc_url)
+            try:
+                late.is_server_live(client_timeout=1)
+                return False
+            except InferenceServerException as e:
+                return e.status() == "StatusCode.UNAVAILABLE"
+            finally:
+                late.close()
+
+        server.wait_until(refused, what="new gRPC calls refused")
+        assert results == []  # the slow requests were still running meanwhile
+        for t in threads:
+            t.join(30)
+        assert errors == []
+        assert len(results) == 2
+        for handle in handles.values():
+            np.testing.assert_array_equal(
+                shm.get_contents_as_numpy(handle, np.int32, [1, 16], offset=2 * NBYTES), IN0 + IN1)
+    finally:
+        for handle in handles.values():
+            shm.destroy_shared_memory_region(handle)
