@@ -136,7 +136,9 @@ uint64_t json_u64(const json_t *o, const char *key)
     return static_cast<uint64_t>(json_integer_value(json_object_get(o, key)));
 }
 
-void tensor_metadata(const json_t *list, google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
+void tensor_metadata(
+    const json_t *list,
+    google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
 {
     size_t i;
     const json_t *t;
@@ -185,7 +187,8 @@ void model_config(const model *m, pb::ModelConfig *out)
     out->set_name(json_str(j.j, "name"));
     out->set_platform(json_str(j.j, "platform"));
     out->set_backend(json_str(j.j, "backend"));
-    out->set_max_batch_size(static_cast<int32_t>(json_integer_value(json_object_get(j.j, "max_batch_size"))));
+    out->set_max_batch_size(
+        static_cast<int32_t>(json_integer_value(json_object_get(j.j, "max_batch_size"))));
     size_t i, d;
     const json_t *t, *dim;
     json_array_foreach(json_object_get(j.j, "input"), i, t) {
@@ -216,8 +219,8 @@ void model_config(const model *m, pb::ModelConfig *out)
         pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
         g->set_kind(kind);
     }
-    out->mutable_model_transaction_policy()->set_decoupled(
-        json_is_true(json_object_get(json_object_get(j.j, "model_transaction_policy"), "decoupled")));
+    out->mutable_model_transaction_policy()->set_decoupled(json_is_true(
+        json_object_get(json_object_get(j.j, "model_transaction_policy"), "decoupled")));
 }
 
 /* ----------------------------------------------------------------- service */
@@ -238,8 +241,10 @@ unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what,
     auto region = params.find("shared_memory_region");
     if (region != params.end()) {
         if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam)
-            return infer_fail(c, 400, "invalid value type for 'shared_memory_region' parameter "
-                                      "for tensor '%s', expected string_param.", name);
+            return infer_fail(c, 400,
+                              "invalid value type for 'shared_memory_region' parameter "
+                              "for tensor '%s', expected string_param.",
+                              name);
         w->region = region->second.string_param().c_str();
     }
     static const char *const keys[] = {"shared_memory_offset", "shared_memory_byte_size"};
@@ -250,17 +255,23 @@ unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what,
         if (it == params.end())
             continue;
         if (!w->region)
-            return infer_fail(c, 400, "'%s' can not be specified without 'shared_memory_region' "
-                                      "parameter for tensor '%s'", keys[k], name);
+            return infer_fail(c, 400,
+                              "'%s' can not be specified without 'shared_memory_region' "
+                              "parameter for tensor '%s'",
+                              keys[k], name);
         if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param)
-            return infer_fail(c, 400, "invalid value type for '%s' parameter for tensor '%s', "
-                                      "expected int64_param.", keys[k], name);
+            return infer_fail(c, 400,
+                              "invalid value type for '%s' parameter for tensor '%s', "
+                              "expected int64_param.",
+                              keys[k], name);
         *values[k] = static_cast<size_t>(static_cast<uint64_t>(it->second.int64_param()));
         has_size |= k == 1;
     }
     if (w->region && !has_size)
-        return infer_fail(c, 400, "'shared_memory_byte_size' must be given along with "
-                                  "'shared_memory_region' for %s '%s'", what, name);
+        return infer_fail(c, 400,
+                          "'shared_memory_byte_size' must be given along with "
+                          "'shared_memory_region' for %s '%s'",
+                          what, name);
     return 0;
 }
 
@@ -282,9 +293,9 @@ class InferCall final : public grpc::ServerUnaryReactor {
     Service *service_;
     const pb::ModelInferRequest *req_;
     pb::ModelInferResponse *resp_;
-    refs held_{};  /* released in OnDone, after the response has been sent */
+    refs held_{}; /* released in OnDone, after the response has been sent */
     infer_ctx c_{};
-    struct timespec started_{};
+    struct timespec started_ {};
 };
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
@@ -327,14 +338,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     /* -------------------------------------------------- health, metadata */
 
-    grpc::ServerUnaryReactor *ServerLive(grpc::CallbackServerContext *ctx, const pb::ServerLiveRequest *,
+    grpc::ServerUnaryReactor *ServerLive(grpc::CallbackServerContext *ctx,
+                                         const pb::ServerLiveRequest *,
                                          pb::ServerLiveResponse *resp) override
     {
         resp->set_live(true);
         return answer(ctx, grpc::Status::OK);
     }
 
-    grpc::ServerUnaryReactor *ServerReady(grpc::CallbackServerContext *ctx, const pb::ServerReadyRequest *,
+    grpc::ServerUnaryReactor *ServerReady(grpc::CallbackServerContext *ctx,
+                                          const pb::ServerReadyRequest *,
                                           pb::ServerReadyResponse *resp) override
     {
         resp->set_ready(true);
@@ -343,14 +356,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     /* A model that is not served is not ready; as in Triton, that is an
      * answer, not an error. */
-    grpc::ServerUnaryReactor *ModelReady(grpc::CallbackServerContext *ctx, const pb::ModelReadyRequest *req,
+    grpc::ServerUnaryReactor *ModelReady(grpc::CallbackServerContext *ctx,
+                                         const pb::ModelReadyRequest *req,
                                          pb::ModelReadyResponse *resp) override
     {
         resp->set_ready(model_find_version(req->name().c_str(), req->version().c_str()) != nullptr);
         return answer(ctx, grpc::Status::OK);
     }
 
-    grpc::ServerUnaryReactor *ServerMetadata(grpc::CallbackServerContext *ctx, const pb::ServerMetadataRequest *,
+    grpc::ServerUnaryReactor *ServerMetadata(grpc::CallbackServerContext *ctx,
+                                             const pb::ServerMetadataRequest *,
                                              pb::ServerMetadataResponse *resp) override
     {
         json_ref j(server_metadata_json());
@@ -363,7 +378,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return answer(ctx, grpc::Status::OK);
     }
 
-    grpc::ServerUnaryReactor *ModelMetadata(grpc::CallbackServerContext *ctx, const pb::ModelMetadataRequest *req,
+    grpc::ServerUnaryReactor *ModelMetadata(grpc::CallbackServerContext *ctx,
+                                            const pb::ModelMetadataRequest *req,
                                             pb::ModelMetadataResponse *resp) override
     {
         const model *m = model_find_version(req->name().c_str(), req->version().c_str());
@@ -381,7 +397,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return answer(ctx, grpc::Status::OK);
     }
 
-    grpc::ServerUnaryReactor *ModelConfig(grpc::CallbackServerContext *ctx, const pb::ModelConfigRequest *req,
+    grpc::ServerUnaryReactor *ModelConfig(grpc::CallbackServerContext *ctx,
+                                          const pb::ModelConfigRequest *req,
                                           pb::ModelConfigResponse *resp) override
     {
         const model *m = model_find_version(req->name().c_str(), req->version().c_str());
@@ -409,7 +426,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     /* ---------------------------------------------------------- inference */
 
-    grpc::ServerUnaryReactor *ModelInfer(grpc::CallbackServerContext *ctx, const pb::ModelInferRequest *req,
+    grpc::ServerUnaryReactor *ModelInfer(grpc::CallbackServerContext *ctx,
+                                         const pb::ModelInferRequest *req,
                                          pb::ModelInferResponse *resp) override
     {
         auto *call = new InferCall(this, req, resp); /* deleted by its OnDone */
@@ -420,24 +438,27 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     /* ------------------------------------------------------ shared memory */
 
-    grpc::ServerUnaryReactor *SystemSharedMemoryStatus(grpc::CallbackServerContext *ctx,
-                                                       const pb::SystemSharedMemoryStatusRequest *req,
-                                                       pb::SystemSharedMemoryStatusResponse *resp) override
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryStatus(grpc::CallbackServerContext *ctx,
+                             const pb::SystemSharedMemoryStatusRequest *req,
+                             pb::SystemSharedMemoryStatusResponse *resp) override
     {
-        return status(ctx, req->name(), shmreg::kind::system, [resp](const shmreg::region_status &s) {
-            auto &r = (*resp->mutable_regions())[s.name];
-            r.set_name(s.name);
-            r.set_key(s.key);
-            r.set_offset(s.offset);
-            r.set_byte_size(s.byte_size);
-            r.set_in_use(s.references);
-            r.set_pending_unregister(s.pending_unregister);
-        });
+        return status(ctx, req->name(), shmreg::kind::system,
+                      [resp](const shmreg::region_status &s) {
+                          auto &r = (*resp->mutable_regions())[s.name];
+                          r.set_name(s.name);
+                          r.set_key(s.key);
+                          r.set_offset(s.offset);
+                          r.set_byte_size(s.byte_size);
+                          r.set_in_use(s.references);
+                          r.set_pending_unregister(s.pending_unregister);
+                      });
     }
 
-    grpc::ServerUnaryReactor *CudaSharedMemoryStatus(grpc::CallbackServerContext *ctx,
-                                                     const pb::CudaSharedMemoryStatusRequest *req,
-                                                     pb::CudaSharedMemoryStatusResponse *resp) override
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryStatus(grpc::CallbackServerContext *ctx,
+                           const pb::CudaSharedMemoryStatusRequest *req,
+                           pb::CudaSharedMemoryStatusResponse *resp) override
     {
         return status(ctx, req->name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
             auto &r = (*resp->mutable_regions())[s.name];
@@ -451,17 +472,19 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     /* offset and byte_size are uint64 on the wire and reach the library as
      * they are: its overflow and bounds checks answer, in Triton's words. */
-    grpc::ServerUnaryReactor *SystemSharedMemoryRegister(grpc::CallbackServerContext *ctx,
-                                                         const pb::SystemSharedMemoryRegisterRequest *req,
-                                                         pb::SystemSharedMemoryRegisterResponse *) override
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryRegister(grpc::CallbackServerContext *ctx,
+                               const pb::SystemSharedMemoryRegisterRequest *req,
+                               pb::SystemSharedMemoryRegisterResponse *) override
     {
-        return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(), req->offset(),
-                                                              req->byte_size())));
+        return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(),
+                                                              req->offset(), req->byte_size())));
     }
 
-    grpc::ServerUnaryReactor *CudaSharedMemoryRegister(grpc::CallbackServerContext *ctx,
-                                                       const pb::CudaSharedMemoryRegisterRequest *req,
-                                                       pb::CudaSharedMemoryRegisterResponse *) override
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryRegister(grpc::CallbackServerContext *ctx,
+                             const pb::CudaSharedMemoryRegisterRequest *req,
+                             pb::CudaSharedMemoryRegisterResponse *) override
     {
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
@@ -478,16 +501,18 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                static_cast<int>(req->device_id()), req->byte_size())));
     }
 
-    grpc::ServerUnaryReactor *SystemSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
-                                                           const pb::SystemSharedMemoryUnregisterRequest *req,
-                                                           pb::SystemSharedMemoryUnregisterResponse *) override
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
+                                 const pb::SystemSharedMemoryUnregisterRequest *req,
+                                 pb::SystemSharedMemoryUnregisterResponse *) override
     {
         return unregister(ctx, req->name(), SHMREG_KIND_SYSTEM);
     }
 
-    grpc::ServerUnaryReactor *CudaSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
-                                                         const pb::CudaSharedMemoryUnregisterRequest *req,
-                                                         pb::CudaSharedMemoryUnregisterResponse *) override
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
+                               const pb::CudaSharedMemoryUnregisterRequest *req,
+                               pb::CudaSharedMemoryUnregisterResponse *) override
     {
         return unregister(ctx, req->name(), SHMREG_KIND_CUDA);
     }
@@ -495,7 +520,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   private:
     static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }
 
-    static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx, const grpc::Status &st)
+    static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx,
+                                            const grpc::Status &st)
     {
         grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
         r->Finish(st);
@@ -520,8 +546,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        shmreg_err e = shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(),
-                                                kind);
+        shmreg_err e =
+            shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(), kind);
         return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(shmreg::error::last(e)));
     }
 
@@ -566,11 +592,13 @@ unsigned InferCall::parse_inputs()
     for (int i = 0; i < req.inputs_size(); i++) {
         const auto &in = req.inputs(i);
         tensor *t = &c->in[i];
-        c->n_in = static_cast<size_t>(i) + 1; /* counted first, so that a half-built one is freed too */
+        c->n_in =
+            static_cast<size_t>(i) + 1; /* counted first, so that a half-built one is freed too */
         t->name = in.name().c_str();
         t->datatype = in.datatype().c_str();
         if (datatype_size(t->datatype) < 0)
-            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
+            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name,
+                              t->datatype);
         if (in.shape_size() > TENSOR_MAX_DIMS)
             return infer_fail(c, 400, "shape has %d dimensions; at most %d are supported",
                               in.shape_size(), TENSOR_MAX_DIMS);
@@ -586,9 +614,10 @@ unsigned InferCall::parse_inputs()
             return st;
         if (w.region) {
             if (in.has_contents())
-                return infer_fail(c, 400, "unexpected 'content' provided when using shared memory "
-                                          "for input tensor '%s' for model '%s'", t->name,
-                                  model_name(c->m));
+                return infer_fail(c, 400,
+                                  "unexpected 'content' provided when using shared memory "
+                                  "for input tensor '%s' for model '%s'",
+                                  t->name, model_name(c->m));
             if ((st = infer_check_input_size(c, t, w.byte_size)) != 0)
                 return st;
             if ((st = infer_input_from_window(c, t, &w)) != 0)
@@ -596,11 +625,15 @@ unsigned InferCall::parse_inputs()
             continue;
         }
         if (in.has_contents())
-            return infer_fail(c, 400, "input '%s': typed 'contents' are not supported by this "
-                                      "server; send raw_input_contents or shared memory", t->name);
+            return infer_fail(c, 400,
+                              "input '%s': typed 'contents' are not supported by this "
+                              "server; send raw_input_contents or shared memory",
+                              t->name);
         if (raw_used >= req.raw_input_contents_size())
-            return infer_fail(c, 400, "unable to find data for input tensor '%s' for model '%s' "
-                                      "in request.", t->name, model_name(c->m));
+            return infer_fail(c, 400,
+                              "unable to find data for input tensor '%s' for model '%s' "
+                              "in request.",
+                              t->name, model_name(c->m));
         const std::string &raw = req.raw_input_contents(raw_used++);
         if ((st = infer_check_input_size(c, t, raw.size())) != 0)
             return st;
@@ -609,8 +642,10 @@ unsigned InferCall::parse_inputs()
         t->byte_size = raw.size();
     }
     if (raw_used != req.raw_input_contents_size())
-        return infer_fail(c, 400, "the request carries %d raw_input_contents but only %d inputs "
-                                  "read from them", req.raw_input_contents_size(), raw_used);
+        return infer_fail(c, 400,
+                          "the request carries %d raw_input_contents but only %d inputs "
+                          "read from them",
+                          req.raw_input_contents_size(), raw_used);
     return 0;
 }
 
@@ -722,7 +757,8 @@ extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmr
     builder.SetMaxSendMessageSize(INT32_MAX);
     g->server = builder.BuildAndStart();
     if (!g->server || g->port == 0) {
-        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u\n", opts->host, opts->grpc_port);
+        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u\n", opts->host,
+                     opts->grpc_port);
         if (g->server)
             g->server->Shutdown();
         g->service->stop_workers();
