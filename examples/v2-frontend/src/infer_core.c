@@ -54,7 +54,8 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
         return infer_fail(c, 400, "input '%s': shape too large", t->name);
     if (expected != given)
         return infer_fail(c, 400, "input byte size mismatch for input '%s' for model '%s'. "
-                                  "Expected %zu, got %zu", t->name, model_name(c->m), expected, given);
+                                  "Expected %zu, got %zu",
+                          t->name, model_name(c->m), expected, given);
     return 0;
 }
 
@@ -129,8 +130,8 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
         return 0;
     }
     if (place == PLACE_JSON && !datatype_has_json(t->datatype))
-        return infer_fail(c, 400, "output '%s' is %s: request it as binary data or in shared memory",
-                          t->name, t->datatype);
+        return infer_fail(c, 400, "output '%s' is %s: request it as binary data or in shared "
+                                  "memory", t->name, t->datatype);
     c->out_place[i] = place;
     return 0;
 }
