@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config git
   liburcu-dev libxxhash-dev libcmocka-dev
   clang libclang-rt-14-dev llvm valgrind
+  abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
   libmicrohttpd-dev libjansson-dev
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl

@@ -627,7 +627,9 @@ inline result<std::vector<region_status>> take_status(shmreg_err e, shmreg_regio
     out.reserve(n);
     for (std::size_t i = 0; i < n; i++)
         out.emplace_back(st[i]);
-    return out;
+    // Moved explicitly: C++17's implicit move on return does not reach
+    // result's converting constructor.
+    return result<std::vector<region_status>>(std::move(out));
 }
 } // namespace detail
 
