@@ -2,8 +2,8 @@
 # under build/, build examples/v2-frontend against it with find_package,
 # `pip install .[fastapi]` the Python package into a venv under build/ for
 # examples/python-frontend, then drive both with plain HTTP, the official
-# tritonclient and perf_analyzer from PyPI (the last the C frontend only).
-# Exit 0 only if every test passed.
+# tritonclient (HTTP and gRPC; gRPC for the C frontend only) and perf_analyzer
+# from PyPI (the C frontend only). Exit 0 only if every test passed.
 source "$(dirname "$0")/lib.sh"
 dir=build/frontend-ci
 prefix=$PWD/$dir/prefix
@@ -29,7 +29,7 @@ configure_and_build examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
-"$dir/venv/bin/pip" install -q 'tritonclient[http]' pytest perf-analyzer uvicorn httpx
+"$dir/venv/bin/pip" install -q 'tritonclient[http,grpc]' pytest perf-analyzer uvicorn httpx
 # The Python frontend's shmreg, built from this checkout as a user gets it
 # (tests/frontend/test_kserve_module.py uses FastAPI's TestClient: httpx).
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$dir/venv/bin/pip" install -q '.[fastapi]'
@@ -60,4 +60,5 @@ echo "--- ASan+UBSan build of the C frontend (perf_analyzer left to the release 
 FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   "${pytest[@]}" -q tests/frontend --frontend c --deselect tests/frontend/test_perf_analyzer.py \
+  --deselect tests/frontend/test_perf_analyzer_grpc.py \
   --deselect tests/frontend/test_kserve_module.py || exit 1

@@ -15,6 +15,10 @@
 
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MODEL_MAX_OUTPUTS 2
 
 typedef struct model model;
@@ -43,5 +47,9 @@ void model_describe_outputs(const model *m, const tensor *const *in, tensor *out
 void model_run(const model *m, const tensor *const *in, tensor *out);
 /* Count one request in the statistics. */
 void model_record(const model *m, int ok, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
