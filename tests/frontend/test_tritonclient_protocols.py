@@ -281,6 +281,14 @@ def wait_in_use(side, name, n):
                            what=f"{name} in use by {n}")
 
 
+def wait_released(side):
+    """A request's references are released once its response has been sent,
+    which a client may see a moment before the server's release runs (over
+    gRPC the release follows the call's completion): wait for it, bounded."""
+    side.server.wait_until(lambda: all(r["in_use"] == 0 for r in side.status().values()),
+                           what="every reference released")
+
+
 @pytest.mark.parametrize("n_requests", [1, 2])
 def test_unregister_while_in_use_defer(own_server, shm_key, n_requests):
     side, regions = own_server("--busy-policy", "defer", "--delay-ms", "1500")
@@ -293,6 +301,7 @@ def test_unregister_while_in_use_defer(own_server, shm_key, n_requests):
     side.client.unregister_system_shared_memory()  # all: the rest go pending too
     assert all(r["pending_unregister"] for r in side.status().values())
     slow.join()
+    wait_released(side)
     assert_outputs(regions)
     assert side.status() == {}  # the last release removed them
     assert side.server.shm_mappings(shm_key("")) == []
@@ -311,6 +320,7 @@ def test_unregister_while_in_use_detach(own_server, shm_key, n_requests):
         shm_request(side)
     regions.register("output0")  # a new registration under the old name
     slow.join()
+    wait_released(side)
     assert_outputs(regions)  # the detached mapping stayed valid for the requests
     assert side.status()["output0"]["in_use"] == 0
     side.client.unregister_system_shared_memory()
@@ -336,6 +346,7 @@ def test_unregister_while_in_use_refuse(own_server, shm_key, n_requests):
         side.client.unregister_system_shared_memory()
     assert len(side.status()) == 4  # nothing was removed
     slow.join()
+    wait_released(side)
     assert_outputs(regions)
     side.client.unregister_system_shared_memory()
     assert side.status() == {}
