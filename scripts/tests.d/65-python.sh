@@ -1,7 +1,8 @@
 # The Python package as a user gets it: a fresh venv under build/, a fresh
 # `pip install .` of the repository root (scikit-build-core and nanobind from
 # PyPI in pip's isolated build environment, the library built by the
-# repository's CMake build), then the suite in tests/python with pytest.
+# repository's CMake build), then the suite in tests/python with pytest, mypy
+# installed so that test_typing.py checks the shipped stub.
 # pytest's exit 5 (no tests collected) fails the tier like any other non-zero.
 source "$(dirname "$0")/lib.sh"
 dir=build/python-ci
@@ -13,7 +14,7 @@ py=$dir/venv/bin/python
 # The build runs in pip's temporary directory, so nothing of an earlier build
 # is reused; CMAKE_BUILD_PARALLEL_LEVEL gives it the tier's cores.
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip install -q . || exit 1
-"$py" -m pip install -q pytest 'numpy>=1.25' || exit 1
+"$py" -m pip install -q pytest 'numpy>=1.25' mypy || exit 1
 # Run from outside the checkout, so that `import shmreg` can only mean the
 # installed package.
 tests=$PWD/tests/python
