@@ -12,8 +12,10 @@ python3 -m venv "$dir/venv"
 py=$dir/venv/bin/python
 "$py" -m pip install -q --upgrade pip
 # The build runs in pip's temporary directory, so nothing of an earlier build
-# is reused; CMAKE_BUILD_PARALLEL_LEVEL gives it the tier's cores.
-CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip install -q . || exit 1
+# is reused; CMAKE_BUILD_PARALLEL_LEVEL gives it the tier's cores. Warnings,
+# the extension's included, are errors here as in the gcc tier.
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip install -q \
+  --config-settings=cmake.define.SHMREG_WERROR=ON . || exit 1
 "$py" -m pip install -q pytest 'numpy>=1.25' mypy || exit 1
 # Run from outside the checkout, so that `import shmreg` can only mean the
 # installed package.
