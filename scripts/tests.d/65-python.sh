@@ -25,6 +25,6 @@ rc=$?
 [ $rc -eq 5 ] && echo "python: pytest collected no tests"
 [ $rc -eq 0 ] || exit $rc
 # The Python bench runs for a moment so that it cannot rot; no figure is judged.
-"$py" bench/python/bench_acquire.py --seconds 0.02 --repeat 1 >"$dir/bench.txt" \
+"$py" bench/python/bench_acquire.py --seconds 0.02 --repeat 2 >"$dir/bench.txt" \
   || { cat "$dir/bench.txt"; exit 1; }
 grep -q '^| np.from_dlpack(region) |' "$dir/bench.txt" || { echo "python: bench output incomplete"; exit 1; }
