@@ -63,14 +63,21 @@ const char *c_string(const std::optional<std::string> &s, const char *what) {
     return s ? c_string(*s, what) : nullptr;
 }
 
+// Settings and kinds are strings in Python: the value named `value` among
+// three, or InvalidArgument saying which names `setting` takes.
+template <typename E>
+E one_of(const char *setting, const std::string &value, const char *const (&names)[3],
+         const E (&values)[3]) {
+    for (int i = 0; i < 3; i++)
+        if (value == names[i])
+            return values[i];
+    raise_error(SHMREG_ERR_INVALID_ARG, std::string(setting) + " must be '" + names[0] + "', '" +
+                                            names[1] + "' or '" + names[2] + "', not '" + value + "'");
+}
+
 shmreg_kind parse_kind(const std::string &kind) {
-    if (kind == "any")
-        return SHMREG_KIND_ANY;
-    if (kind == "system")
-        return SHMREG_KIND_SYSTEM;
-    if (kind == "cuda")
-        return SHMREG_KIND_CUDA;
-    raise_error(SHMREG_ERR_INVALID_ARG, "kind must be 'any', 'system' or 'cuda', not '" + kind + "'");
+    return one_of("kind", kind, {"any", "system", "cuda"},
+                  {SHMREG_KIND_ANY, SHMREG_KIND_SYSTEM, SHMREG_KIND_CUDA});
 }
 
 const char *kind_name(shmreg_kind kind) {
@@ -144,24 +151,10 @@ void init_registry(Registry *self, const std::string &busy_policy,
                    size_t max_regions, size_t max_mapped_bytes, size_t max_pinned_bytes) {
     shmreg_config cfg;
     shmreg_config_init(&cfg);
-    if (busy_policy == "defer")
-        cfg.busy_policy = SHMREG_POLICY_DEFER;
-    else if (busy_policy == "detach")
-        cfg.busy_policy = SHMREG_POLICY_DETACH;
-    else if (busy_policy == "refuse")
-        cfg.busy_policy = SHMREG_POLICY_REFUSE;
-    else
-        raise_error(SHMREG_ERR_INVALID_ARG,
-                    "busy_policy must be 'defer', 'detach' or 'refuse', not '" + busy_policy + "'");
-    if (pin_policy == "auto")
-        cfg.pin_policy = SHMREG_PIN_AUTO;
-    else if (pin_policy == "never")
-        cfg.pin_policy = SHMREG_PIN_NEVER;
-    else if (pin_policy == "always")
-        cfg.pin_policy = SHMREG_PIN_ALWAYS;
-    else
-        raise_error(SHMREG_ERR_INVALID_ARG,
-                    "pin_policy must be 'auto', 'never' or 'always', not '" + pin_policy + "'");
+    cfg.busy_policy = one_of("busy_policy", busy_policy, {"defer", "detach", "refuse"},
+                             {SHMREG_POLICY_DEFER, SHMREG_POLICY_DETACH, SHMREG_POLICY_REFUSE});
+    cfg.pin_policy = one_of("pin_policy", pin_policy, {"auto", "never", "always"},
+                            {SHMREG_PIN_AUTO, SHMREG_PIN_NEVER, SHMREG_PIN_ALWAYS});
 
     std::vector<const char *> prefixes; // NULL-terminated; the library copies it
     for (const std::string &p : reserved_key_prefixes)
@@ -199,51 +192,53 @@ Region acquire(Registry &self, nb::str name, size_t offset, size_t byte_size) {
     return Region(ref, view, std::move(name));
 }
 
+// What every source's registration has; each register_* adds its own fields.
+shmreg_registration registration(shmreg_source source, const std::string &name, size_t byte_size,
+                                 unsigned flags, const std::optional<std::string> &tag) {
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = source;
+    r.name = c_string(name, "the name");
+    r.byte_size = byte_size;
+    r.flags = flags;
+    r.tag = c_string(tag, "the tag");
+    return r;
+}
+
+void register_with(Registry &self, const shmreg_registration &r) {
+    blocking(self, [&](shmreg_registry *reg) { return shmreg_register(reg, &r); });
+}
+
 void register_system(Registry &self, const std::string &name, const std::string &key,
                      size_t byte_size, size_t offset, std::optional<bool> pin, bool readonly,
                      const std::optional<std::string> &tag) {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_SHM;
-    r.name = c_string(name, "the name");
+    shmreg_registration r =
+        registration(SHMREG_SOURCE_SHM, name, byte_size, flags_of(pin, readonly), tag);
     r.key = c_string(key, "the key");
     r.offset = offset;
-    r.byte_size = byte_size;
-    r.flags = flags_of(pin, readonly);
-    r.tag = c_string(tag, "the tag");
-    blocking(self, [&](shmreg_registry *reg) { return shmreg_register(reg, &r); });
+    register_with(self, r);
 }
 
 void register_cuda_ipc(Registry &self, const std::string &name, nb::bytes raw_handle,
                        int device_id, size_t byte_size, bool readonly,
                        const std::optional<std::string> &tag) {
-    // A copy: the bytes object must not be touched without the GIL.
+    // A copy, read later without the GIL.
     std::string handle(raw_handle.c_str(), raw_handle.size());
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_IPC;
-    r.name = c_string(name, "the name");
+    shmreg_registration r = registration(SHMREG_SOURCE_CUDA_IPC, name, byte_size,
+                                         readonly ? SHMREG_READONLY : 0, tag);
     r.raw_handle = handle.data();
     r.raw_handle_size = handle.size();
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = readonly ? SHMREG_READONLY : 0;
-    r.tag = c_string(tag, "the tag");
-    blocking(self, [&](shmreg_registry *reg) { return shmreg_register(reg, &r); });
+    register_with(self, r);
 }
 
 void register_cuda_fd(Registry &self, const std::string &name, int fd, int device_id,
                       size_t byte_size, bool readonly, const std::optional<std::string> &tag) {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_FD;
-    r.name = c_string(name, "the name");
+    shmreg_registration r = registration(SHMREG_SOURCE_CUDA_FD, name, byte_size,
+                                         readonly ? SHMREG_READONLY : 0, tag);
     r.fd = fd;
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = readonly ? SHMREG_READONLY : 0;
-    r.tag = c_string(tag, "the tag");
-    blocking(self, [&](shmreg_registry *reg) { return shmreg_register(reg, &r); });
+    register_with(self, r);
 }
 
 void unregister(Registry &self, const std::string &name, const std::string &kind) {

@@ -79,3 +79,27 @@ def test_imports_without_touching_a_gpu():
                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == shmreg.__version__
+
+
+def test_library_asks_for_no_static_tls():
+    # pyproject.toml builds the package's library with SHMREG_URCU_INLINE=OFF,
+    # so that importing it late into a crowded process cannot fail for lack
+    # of static TLS: no DF_STATIC_TLS (0x10) in its dynamic section.
+    import struct
+    pkg = Path(shmreg.__file__).parent
+    (lib,) = [p for p in pkg.iterdir() if p.name.startswith("libshmreg.so")]
+    data = lib.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1  # 64-bit little-endian
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 2:  # PT_DYNAMIC
+            for off in range(p_offset, p_offset + p_filesz, 16):
+                tag, val = struct.unpack_from("<qQ", data, off)
+                if tag == 30:  # DT_FLAGS
+                    assert not val & 0x10, "libshmreg in the wheel has DF_STATIC_TLS"
+                if tag == 0:
+                    break
+            return
+    pytest.fail("no PT_DYNAMIC in libshmreg")

@@ -91,13 +91,15 @@ def cupy():
 
 @pytest.fixture
 def exporter(cupy):
+    # Tests take it before `reg`, so that the registry (and every handle it
+    # opened) is closed before the exporter frees its memory and exits.
     e = Exporter(SIZE)
     yield e
     e.close()
 
 
 @pytest.fixture
-def ipc_region(reg, exporter):
+def ipc_region(exporter, reg):
     """The exporter's buffer registered as CUDA region "gpu"."""
     reg.register_cuda_ipc("gpu", exporter.handle, 0, SIZE, tag="t")
     (s,) = reg.status("gpu")
@@ -107,7 +109,7 @@ def ipc_region(reg, exporter):
 
 # ---------------------------------------------------------------- CUDA IPC
 
-def test_ipc_region_into_torch(torch, reg, exporter, ipc_region):
+def test_ipc_region_into_torch(torch, exporter, reg, ipc_region):
     with reg.acquire(ipc_region, 4096, 8192) as region:
         assert (region.kind, region.device_id, region.byte_size) == ("cuda", 0, 8192)
         assert region.__dlpack_device__() == (2, 0)
@@ -125,7 +127,7 @@ def test_ipc_region_into_torch(torch, reg, exporter, ipc_region):
     assert reg.status(ipc_region)[0].in_use == 0
 
 
-def test_ipc_region_into_cupy(cupy, reg, exporter, ipc_region):
+def test_ipc_region_into_cupy(cupy, exporter, reg, ipc_region):
     with reg.acquire(ipc_region, 0, SIZE) as region:
         a = cupy.from_dlpack(region)
         assert a.dtype == cupy.uint8 and a.shape == (SIZE,) and a.data.ptr == region.addr
@@ -136,7 +138,7 @@ def test_ipc_region_into_cupy(cupy, reg, exporter, ipc_region):
         del a
 
 
-def test_ipc_tensor_outlives_release_and_unregister(torch, reg, exporter, ipc_region):
+def test_ipc_tensor_outlives_release_and_unregister(torch, exporter, reg, ipc_region):
     with reg.acquire(ipc_region, 0, SIZE) as region:
         t = torch.from_dlpack(region)
     reg.unregister(ipc_region)
@@ -150,7 +152,7 @@ def test_ipc_tensor_outlives_release_and_unregister(torch, reg, exporter, ipc_re
     assert reg.status() == []
 
 
-def test_ipc_readonly_region(torch, reg, exporter):
+def test_ipc_readonly_region(torch, exporter, reg):
     reg.register_cuda_ipc("ro", exporter.handle, 0, SIZE, readonly=True)
     with reg.acquire("ro", 0, 16) as region:
         assert not region.writable
@@ -161,7 +163,7 @@ def test_ipc_readonly_region(torch, reg, exporter):
         del cap
 
 
-def test_ipc_errors(reg, exporter):
+def test_ipc_errors(exporter, reg):
     with pytest.raises(shmreg.InvalidArgument):
         reg.register_cuda_ipc("bad", exporter.handle[:63], 0, SIZE)
     with pytest.raises(shmreg.OutOfBounds):
