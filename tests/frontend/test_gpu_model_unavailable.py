@@ -5,6 +5,8 @@ and an inference is refused with the same clear message before anything is
 parsed or acquired; the server keeps serving. Where a GPU is usable (the
 model is ready) this module is skipped: tests/frontend/gpu/test_gpu_model.py
 covers that case.
+
+The C frontend only: the Python frontend has no GPU model.
 """
 import json
 import subprocess
@@ -12,6 +14,8 @@ import subprocess
 import pytest
 
 from frontend_process import binary
+
+pytestmark = pytest.mark.frontends("c")
 
 UNAVAILABLE = "model 'yolo' is not available: "
 # The reasons gpu_instances_*.c give: no CUDA in the build, no device, or

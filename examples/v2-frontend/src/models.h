@@ -18,6 +18,10 @@
 
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MODEL_MAX_OUTPUTS 2
 
 typedef struct model model;
@@ -53,5 +57,9 @@ int model_device_tensors(const model *m);
 unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);
 /* Count one request in the statistics. */
 void model_record(const model *m, int ok, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

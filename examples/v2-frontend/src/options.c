@@ -13,6 +13,8 @@ static void usage(FILE *to, const char *argv0)
             "usage: %s [options]\n"
             "  --host ADDR                 numeric address to listen on (default 127.0.0.1)\n"
             "  --port N                    TCP port, 0 = any free one (default 8000)\n"
+            "  --grpc-port N               KServe v2 gRPC port beside HTTP, 0 = off (default 0;\n"
+            "                              Triton's is 8001, which scripts/run.sh passes)\n"
             "  --busy-policy P             defer | detach | refuse: unregister of a region in use\n"
             "  --reserved-key-prefix P     refuse shm keys starting with P (repeatable)\n"
             "  --threads N                 inference worker threads (default 4)\n"
@@ -133,10 +135,11 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
+        {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
         {"busy-policy", required_argument, NULL, OPT_POLICY},
         {"reserved-key-prefix", required_argument, NULL, OPT_PREFIX},
         {"threads", required_argument, NULL, OPT_THREADS},
@@ -164,6 +167,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         switch (c) {
         case OPT_HOST: o->host = optarg; break;
         case OPT_PORT: rc = parse_uint("--port", optarg, 0, 65535, &v); o->port = (unsigned)v; break;
+        case OPT_GRPC_PORT:
+            rc = parse_uint("--grpc-port", optarg, 0, 65535, &v);
+            o->grpc_port = (unsigned)v;
+            break;
         case OPT_POLICY: rc = parse_policy(optarg, &o->busy_policy); break;
         case OPT_PREFIX:
             if (!optarg[0]) {

@@ -6,9 +6,14 @@
 
 #include <shmreg/shmreg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct frontend_options {
     const char *host;                 /* numeric IPv4 or IPv6 address to listen on */
     unsigned port;                    /* 0: any free port (printed at start-up) */
+    unsigned grpc_port;               /* KServe v2 gRPC port; 0: no gRPC (the default) */
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
     unsigned threads;                 /* inference worker threads */
@@ -26,5 +31,9 @@ typedef struct frontend_options {
  * -1 after printing an error (exit 2). Free with options_free either way. */
 int options_parse(int argc, char **argv, frontend_options *o);
 void options_free(frontend_options *o);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include <jansson.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TENSOR_MAX_DIMS 8
 
 typedef struct tensor {
@@ -34,5 +38,9 @@ int tensor_expected_size(const tensor *t, size_t *bytes);
 /* "[1,16]" into buf, for messages. */
 const char *tensor_shape_string(const int64_t *shape, int ndims, char *buf, size_t len);
 void tensor_free(tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

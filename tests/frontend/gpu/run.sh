@@ -16,8 +16,13 @@
 # The GPU machine has no network and lacks libmicrohttpd, jansson, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
 # $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
-# these added for the frontend:
-#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev
+# these added for the frontend (HTTP, then the gRPC service, which generates
+# its code with protoc and grpc_cpp_plugin at build time):
+#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev \
+#     libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc \
+#     protobuf-compiler libprotoc32 libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
+#     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
+#     libssl-dev zlib1g-dev
 # They are unpacked under build/, never into /. The whole log goes to
 # $OUT/frontend-gpu.log (default build/gpu-out): one file, since a device call
 # brings back few.
