@@ -2,18 +2,23 @@
 
 It is listed with seed 003's tensors, its readiness is 400 with the reason,
 and an inference is refused with the same clear message before anything is
-parsed or acquired; the server keeps serving. Where a GPU is usable (the
-model is ready) this module is skipped: tests/frontend/gpu/test_gpu_model.py
-covers that case.
+parsed or acquired; the server keeps serving. Over gRPC, ModelReady answers
+false and ModelInfer fails with UNAVAILABLE and the same message. Where a GPU
+is usable (the model is ready) this module is skipped:
+tests/frontend/gpu/test_gpu_model.py covers that case.
 
 The C frontend only: the Python frontend has no GPU model.
 """
 import json
 import subprocess
 
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from frontend_process import binary
+from grpc_support import call, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.frontends("c")
 
@@ -86,3 +91,39 @@ def test_gpu_options_are_checked(start_frontend):
     status, body = server.json("GET", "/v2/models/yolo/ready")
     assert status == 400 and body["error"].startswith(UNAVAILABLE), body
     assert any(reason in body["error"] for reason in REASONS), body
+
+
+def test_grpc_not_ready_and_inference_refused(start_grpc_frontend):
+    # --gpus none: unavailable on any machine, GPU or not.
+    server = start_grpc_frontend("--gpus", "none")
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        assert not client.is_model_ready("yolo")
+        assert not client.is_model_ready("yolo", "1")
+        assert client.is_model_ready("identity")
+        assert client.is_server_ready()
+        # Metadata and config are still answered, as over HTTP.
+        assert client.get_model_metadata("yolo", as_json=True)["name"] == "yolo"
+
+        images = grpcclient.InferInput("images", [3, 32, 64], "FP16")
+        images.set_data_from_numpy(np.zeros((3, 32, 64), dtype=np.float16))
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("yolo", [images])
+        assert e.value.status() == "StatusCode.UNAVAILABLE", e.value.message()
+        assert e.value.message().startswith(UNAVAILABLE), e.value.message()
+        assert any(reason in e.value.message() for reason in REASONS), e.value.message()
+
+        # Refused first, whatever else is wrong with the request (no inputs).
+        c = proto_classes()
+        _, err = call(server.grpc_url, "ModelInfer",
+                      c["inference.ModelInferRequest"](model_name="yolo"),
+                      c["inference.ModelInferResponse"])
+        assert err is not None and err.code().name == "UNAVAILABLE", err
+        assert err.details().startswith(UNAVAILABLE), err.details()
+
+        (entry,) = client.get_inference_statistics("yolo", as_json=True)["model_stats"]
+        assert int(entry.get("inference_count", 0)) == 0
+        assert int(entry["inference_stats"]["fail"]["count"]) == 2
+        assert client.is_server_live()
+    finally:
+        client.close()
