@@ -11,7 +11,8 @@ against examples/v2-frontend serving the built-in model 'yolo'
 (src/model_yolo.h), for system shared memory (pinned: --pin auto), CUDA
 shared memory, and system shared memory with pinning off (--pin never), on
 one GPU and, where two are visible, on two. gRPC is used when the frontend
-offers --grpc-port (the gRPC issue); otherwise HTTP (-i http), and the output
+offers --grpc-port (it has since the gRPC service was merged), on the port
+the frontend prints; otherwise HTTP (-i http), and the output
 says which. Prints one Markdown table: infer/s, p50/p99 latency, the server's
 queue / compute input / infer / output (from perf_analyzer, which reads the
 frontend's statistics extension), and the frontend's CPU use (from
@@ -52,6 +53,7 @@ import glob
 import json
 import os
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -61,7 +63,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from frontend_process import Frontend  # noqa: E402
+from frontend_process import START_TIMEOUT_S, Frontend  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 OUT = os.environ.get("OUT", os.path.join(ROOT, "build", "gpu-out"))
@@ -164,14 +166,26 @@ def start_frontend(gpus, pin, grpc):
             "--threads", str(threads), "--pin", pin]
     if os.environ.get("BENCH_WINDOW"):
         args += ["--yolo-window", os.environ["BENCH_WINDOW"]]
-    grpc_port = None
-    if grpc:
-        grpc_port = free_port()
-        args += ["--grpc-port", str(grpc_port)]
-    server = Frontend(*args)
-    server.grpc_port = grpc_port
-    server.args_text = " ".join(args)
-    return server
+    if not grpc:
+        server = Frontend(*args)
+        server.grpc_port = None
+        server.args_text = " ".join(args)
+        return server
+    # gRPC on a free port, taken once its "grpc listening on" line is read
+    # (perf_analyzer must not connect before); a start that lost the port to
+    # another process in between is retried.
+    for _ in range(5):
+        grpc_args = args + ["--grpc-port", str(free_port())]
+        server = Frontend(*grpc_args)
+        ready, _, _ = select.select([server.proc.stdout], [], [], START_TIMEOUT_S)
+        line = server.proc.stdout.readline().decode() if ready else ""
+        match = re.match(r"grpc listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            server.grpc_port = int(match.group(1))
+            server.args_text = " ".join(grpc_args)
+            return server
+        server.stop()
+    sys.exit(f"bench_seed: the frontend did not serve gRPC: {line!r}")
 
 
 def stats_totals(server):
