@@ -393,3 +393,61 @@ def test_tritonclient_system_shared_memory(server):
         for handle in handles:
             shm.destroy_shared_memory_region(handle)
         client.close()
+
+
+def test_grpc_system_and_cuda_shared_memory():
+    """The model over gRPC (the seed's -i Grpc): a pinned system input with a
+    CUDA output, then a CUDA input with a system output, both checked against
+    the reference, and nothing left registered."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    tshm = pytest.importorskip("tritonclient.utils.shared_memory")
+    from grpc_support import start_with_grpc  # noqa: E402
+    server = start_with_grpc("--threads", "8", "--yolo-window", str(WINDOW))
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    images = random_images(SEED_SHAPE, 11)
+    out_bytes = ROWS * 5040 * 2
+    want = reference(images, WINDOW)
+    sys_handles, cuda_mems = [], []
+    try:
+        def system(suffix, size):
+            name = f"{PREFIX}_g{suffix}{next(UNIQUE)}"
+            sys_handles.append(tshm.create_shared_memory_region(name, "/" + name, size))
+            client.register_system_shared_memory(name, "/" + name, size)
+            return name, sys_handles[-1]
+
+        def cuda(suffix, size):
+            name = f"{PREFIX}_g{suffix}{next(UNIQUE)}"
+            mem = cp.cuda.memory.Memory(size)
+            cuda_mems.append(mem)
+            handle = bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
+            client.register_cuda_shared_memory(name, base64.b64encode(handle), 0, size)
+            return name, mem
+
+        def infer(in_name, out_name):
+            inp = grpcclient.InferInput("images", list(images.shape), "FP16")
+            inp.set_shared_memory(in_name, images.nbytes)
+            out = grpcclient.InferRequestedOutput("output0")
+            out.set_shared_memory(out_name, out_bytes)
+            client.infer("yolo", [inp], outputs=[out])
+
+        in_sys, in_handle = system("in", images.nbytes)
+        tshm.set_shared_memory_region(in_handle, [images])
+        out_cuda, out_mem = cuda("out", out_bytes)
+        infer(in_sys, out_cuda)
+        np.testing.assert_array_equal(device_array(out_mem, (ROWS, 5040)).get(), want)
+
+        in_cuda, in_mem = cuda("in", images.nbytes)
+        device_array(in_mem, images.shape)[...] = cp.asarray(images)
+        cp.cuda.Device(0).synchronize()
+        out_sys, out_handle = system("out", out_bytes)
+        infer(in_cuda, out_sys)
+        np.testing.assert_array_equal(
+            tshm.get_contents_as_numpy(out_handle, np.float16, [ROWS, 5040]), want)
+    finally:
+        client.unregister_system_shared_memory()
+        client.unregister_cuda_shared_memory()
+        for handle in sys_handles:
+            tshm.destroy_shared_memory_region(handle)
+        client.close()
+        stop(server)
+        cuda_mems.clear()
