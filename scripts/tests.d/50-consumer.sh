@@ -38,6 +38,23 @@ gcc -o "$out/pc-static" tests/consumer/consumer.c $(pkg-config --cflags --libs s
 no_libshmreg "$out/pc-static"
 check "pkg-config shmreg-static (the archive)" "$out/pc-static"
 
+# The C++ header from the same package: pkg-config and find_package, each
+# with exceptions and with -fno-exceptions.
+cpp=build/consumer-cpp
+rm -rf "$cpp" build/consumer-cpp-find
+mkdir -p "$cpp"
+for mode in exceptions noexceptions; do
+  flags=$([ "$mode" = exceptions ] || echo -fno-exceptions)
+  g++ -std=c++17 -Wall -Wextra -Wpedantic -Werror $flags -o "$cpp/pc-$mode" tests/consumer/consumer_cpp.cpp \
+    $(pkg-config --cflags --libs shmreg) -Wl,-rpath,"$prefix/lib"
+  "$cpp/pc-$mode"
+done
+cmake -S tests/consumer/cpp -B build/consumer-cpp-find -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/consumer-cpp-find -j "$JOBS" >/dev/null
+build/consumer-cpp-find/consumer-cpp
+build/consumer-cpp-find/consumer-cpp-noexceptions
+echo "consumer: C++ header, pkg-config and find_package, with and without exceptions: 4 passed, 0 failed"
+
 # Loaded at run time, with neither libshmreg nor liburcu loaded at startup.
 gcc -o "$out/dlopen" tests/consumer/consumer_dlopen.c $(pkg-config --cflags shmreg) -ldl
 ! ldd "$out/dlopen" | grep -qE 'libshmreg|liburcu' || fail "the dlopen consumer links libshmreg or liburcu"

@@ -140,11 +140,16 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
  * clients and tests rely on it); a name registered as the other kind is
  * WRONG_KIND, reported with the library's message. One call tells the two
  * apart. */
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind)
+{
+    shmreg_err e = name ? shmreg_unregister(reg, name, kind) : shmreg_unregister_all(reg, kind);
+    return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
+}
+
 static void unregister(shmreg_registry *reg, const route *rt, reply *r)
 {
-    shmreg_err e = rt->region ? shmreg_unregister(reg, rt->region, rt->kind)
-                              : shmreg_unregister_all(reg, rt->kind);
-    if (e == SHMREG_OK || e == SHMREG_ERR_NOT_FOUND)
+    shmreg_err e = shm_unregister_as_triton(reg, rt->region, rt->kind);
+    if (e == SHMREG_OK)
         reply_empty(r);
     else
         reply_shmreg_error(r, e);
