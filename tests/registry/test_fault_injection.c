@@ -565,25 +565,27 @@ static void prepare_fd(struct fx *f)
 /* Where pinning works (the GPU machine), the process's first pin makes
  * CUDA's context, which opens descriptors (the driver's, pipes, eventfds)
  * that stay for the process: make it before the case takes its baseline,
- * with a pin of a page of our own, so that only what the case itself opens
- * is counted. */
+ * with a pin of a page of our own, once, before any case takes a baseline,
+ * so that only what a case itself opens is counted. */
 static void warm_up_pinning(void)
 {
     if (!shmreg__host_pinning.usable())
         return;
+    /* Outside any test: a failure here only leaves the warm-up undone,
+     * which the pinned case's own checks then report. */
     size_t len = (size_t)sysconf(_SC_PAGESIZE);
     void *page = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(page != MAP_FAILED);
+    if (page == MAP_FAILED)
+        return;
     memset(page, 1, len);
     if (shmreg__host_pinning.pin("warm-up", page, len, false) == SHMREG_OK)
-        assert_int_equal(shmreg__host_pinning.unpin("warm-up", page), SHMREG_OK);
-    assert_int_equal(munmap(page, len), 0);
+        (void)shmreg__host_pinning.unpin("warm-up", page);
+    (void)munmap(page, len);
 }
 
 static void prepare_fd_pinned(struct fx *f)
 {
     f->pin_demanded = true;
-    warm_up_pinning();
     add_resident(f);
 }
 
@@ -883,6 +885,7 @@ static void test_destroy(void **state)
 
 int main(void)
 {
+    warm_up_pinning();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create, setup_defer, teardown),
         FOR_EACH_POLICY(test_register_system),
