@@ -182,59 +182,52 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 
 /* ---- the plain verbs: one registration each */
 
-shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key, size_t offset,
-                                  size_t byte_size, unsigned flags)
+/* What every plain verb fills: the source, the name, the size and flags,
+ * the rest as shmreg_registration_init leaves it (no tag). */
+static shmreg_registration plain(shmreg_source source, const char *name, size_t byte_size, unsigned flags)
 {
     shmreg_registration r;
     shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_SHM;
+    r.source = source;
     r.name = name;
-    r.key = key;
-    r.offset = offset;
     r.byte_size = byte_size;
     r.flags = flags;
+    return r;
+}
+
+shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key, size_t offset,
+                                  size_t byte_size, unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_SHM, name, byte_size, flags);
+    r.key = key;
+    r.offset = offset;
     return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char *name, int fd, size_t offset,
                                      size_t byte_size, unsigned flags)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_FD;
-    r.name = name;
+    shmreg_registration r = plain(SHMREG_SOURCE_FD, name, byte_size, flags);
     r.fd = fd;
     r.offset = offset;
-    r.byte_size = byte_size;
-    r.flags = flags;
     return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char *name, const void *raw_handle,
                                     size_t raw_handle_size, int device_id, size_t byte_size, unsigned flags)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_IPC;
-    r.name = name;
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_IPC, name, byte_size, flags);
     r.raw_handle = raw_handle;
     r.raw_handle_size = raw_handle_size;
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = flags;
     return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd, int device_id,
                                    size_t byte_size, unsigned flags)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_FD;
-    r.name = name;
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_FD, name, byte_size, flags);
     r.fd = fd;
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = flags;
     return shmreg_register(reg, &r);
 }
