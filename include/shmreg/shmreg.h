@@ -638,6 +638,63 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
 
+/* ------------------------- sealed memfd regions over a Unix socket (1.1) */
+
+/*
+ * The client side of registering a sealed memfd with a server that listens
+ * on an AF_UNIX SOCK_SEQPACKET socket (the example frontend's --uds PATH).
+ * The wire format, for clients in other languages (all integers in host
+ * byte order: both ends are on one machine):
+ *
+ *   request: one shmreg_send_fd frame (8-byte header: uint32 0x46524853,
+ *            uint32 payload size; then the payload) carrying the memfd, whose
+ *            payload is SHMREG_REGION_REQUEST_HEADER bytes: uint32
+ *            SHMREG_REGION_REQUEST_MAGIC, uint32 flags (SHMREG_READONLY,
+ *            SHMREG_NO_PIN), uint64 offset, uint64 byte_size; then the
+ *            region name, 1..255 bytes, not NUL-terminated.
+ *   answer:  one record of at most SHMREG_REGION_ANSWER_MAX bytes, ASCII:
+ *            the code's name (shmreg_err_name: "SHMREG_OK",
+ *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message.
+ *
+ * The server registers the window under an owner tag of that connection and
+ * unregisters every region of the connection when it closes, so a client's
+ * regions live exactly as long as its connection (and its process).
+ */
+#define SHMREG_REGION_REQUEST_MAGIC 0x31475253u /* "SRG1" in little-endian memory */
+#define SHMREG_REGION_REQUEST_HEADER 24
+#define SHMREG_REGION_ANSWER_MAX 1024
+
+/*
+ * Create a memfd of `size` bytes (zero-filled) that can never shrink or grow:
+ * memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), ftruncate, then the seals
+ * F_SEAL_SHRINK | F_SEAL_GROW, so a server may map it without fear of
+ * SIGBUS. debug_name (NULL: "shmreg") shows in /proc/PID/maps as
+ * "/memfd:NAME"; it is cut to what memfd_create accepts. On success *fd_out
+ * is a descriptor the caller owns (close it when done; the server keeps its
+ * own mapping). F_SEAL_SEAL is not set: the caller may add write seals.
+ * Errors: INVALID_ARG (fd_out NULL, size 0 or past off_t), SYSTEM
+ * (memfd_create, ftruncate or fcntl failed; no descriptor is left open).
+ */
+SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, int *fd_out);
+
+/*
+ * Ask the server at the other end of `sock` (a connected SOCK_SEQPACKET
+ * AF_UNIX socket) to register [offset, offset + byte_size) of fd under
+ * `name`, in the format above, and wait for its answer. OK when the server
+ * registered it; otherwise the server's code, with its message as this
+ * thread's shmreg_last_error(). The caller keeps fd (it may close it once
+ * this returns OK: the server holds its own mapping) and the connection
+ * (closing it unregisters every region sent over it). Blocks until the
+ * answer comes: set SO_RCVTIMEO on sock to bound the wait.
+ * Errors: INVALID_ARG (a negative socket or fd, name NULL, empty or longer
+ * than 255 bytes), SYSTEM (sending failed, the server closed without an
+ * answer, a wait past SO_RCVTIMEO, or an answer that is not this format),
+ * and whatever the server answers (INVALID_ARG for an unsealed fd or a bad
+ * name, ALREADY_EXISTS, OUT_OF_BOUNDS, NO_MEMORY for its limits, ...).
+ */
+SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, size_t offset,
+                                         size_t byte_size, unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif
