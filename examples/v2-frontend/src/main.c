@@ -25,6 +25,7 @@
 #include "models.h"
 #include "options.h"
 #include "server.h"
+#include "uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a
  * last release, say) go to stderr. */
@@ -48,8 +49,9 @@ static shmreg_registry *create_registry(const frontend_options *o)
     return reg;
 }
 
-/* After shutdown, count what still refers to POSIX shared memory in this
- * process: mappings in /proc/self/maps and descriptors in /proc/self/fd.
+/* After shutdown, count what still refers to POSIX shared memory or to a
+ * client's memfd (--uds) in this process: mappings in /proc/self/maps and
+ * descriptors in /proc/self/fd.
  * Both must be 0 once the registry is destroyed; the tests read this line. */
 static void report_leftovers(void)
 {
@@ -57,7 +59,7 @@ static void report_leftovers(void)
     char line[4096];
     FILE *maps = fopen("/proc/self/maps", "r");
     while (maps && fgets(line, sizeof line, maps))
-        mappings += strstr(line, " /dev/shm/") != NULL;
+        mappings += strstr(line, " /dev/shm/") != NULL || strstr(line, " /memfd:") != NULL;
     if (maps)
         fclose(maps);
     DIR *fds = opendir("/proc/self/fd");
@@ -68,7 +70,7 @@ static void report_leftovers(void)
         ssize_t n = readlink(path, target, sizeof target - 1);
         if (n > 0) {
             target[n] = 0;
-            descriptors += strncmp(target, "/dev/shm/", 9) == 0;
+            descriptors += strncmp(target, "/dev/shm/", 9) == 0 || strncmp(target, "/memfd:", 7) == 0;
         }
     }
     if (fds)
@@ -127,9 +129,25 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    uds_server *uds = NULL;
+    if (opts.uds_path) {
+        uds = uds_server_start(&opts, reg);
+        if (!uds) {
+            grpc_frontend_stop(grpc);
+            server_stop(&server);
+            yolo_stop();
+            shmreg_registry_destroy(reg);
+            options_free(&opts);
+            return 1;
+        }
+        printf("uds listening on %s\n", opts.uds_path);
+        fflush(stdout);
+    }
+
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
+    uds_server_stop(uds); /* no new regions; its clients' regions go as requests finish */
     pthread_t grpc_stopper;
     int grpc_thread = grpc && pthread_create(&grpc_stopper, NULL, stop_grpc, grpc) == 0;
     if (grpc && !grpc_thread)

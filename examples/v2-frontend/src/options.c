@@ -28,6 +28,12 @@ static void usage(FILE *to, const char *argv0)
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
             "  --yolo-window N             samples per side of each output's input window, the\n"
             "                              cost of 'yolo' (default 32)\n"
+            "  --uds PATH                  also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
+            "                              register sealed memfds (shmreg_send_region); off by default\n"
+            "  --uds-mode OCTAL            permissions of the socket file (default 0600: the server's\n"
+            "                              user only; e.g. 0660 for its group)\n"
+            "  --uds-max-connections N     Unix-socket clients at once (default 64)\n"
+            "  --uds-max-regions N         regions per Unix-socket connection (default 16)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -119,6 +125,20 @@ static int check_gpus(const char *s)
     return -1;
 }
 
+/* Permission bits in octal, e.g. 0660: who may connect to the socket. */
+static int parse_mode(const char *s, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 8);
+    if (errno || end == s || *end || s[0] == '-' || s[0] == '+' || v > 0777) {
+        fprintf(stderr, "error: --uds-mode wants octal permission bits such as 0600, got '%s'\n", s);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 {
     const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
@@ -135,7 +155,8 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
+           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -150,6 +171,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
+        {"uds", required_argument, NULL, OPT_UDS},
+        {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
+        {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
+        {"uds-max-regions", required_argument, NULL, OPT_UDS_REGIONS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -157,7 +182,8 @@ int options_parse(int argc, char **argv, frontend_options *o)
     *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
-                            .instances_per_gpu = 2, .yolo_window = 32};
+                            .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
+                            .uds_max_connections = 64, .uds_max_regions = 16};
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -188,6 +214,15 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
+        case OPT_UDS:
+            rc = optarg[0] ? 0 : -1;
+            if (rc)
+                fprintf(stderr, "error: --uds wants a socket path\n");
+            o->uds_path = optarg;
+            break;
+        case OPT_UDS_MODE: rc = parse_mode(optarg, &o->uds_mode); break;
+        case OPT_UDS_CONNS: rc = parse_uint("--uds-max-connections", optarg, 1, 1024, &v); o->uds_max_connections = (unsigned)v; break;
+        case OPT_UDS_REGIONS: rc = parse_uint("--uds-max-regions", optarg, 1, 4096, &v); o->uds_max_regions = (unsigned)v; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;

@@ -25,6 +25,10 @@ typedef struct frontend_options {
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
+    const char *uds_path;             /* --uds: Unix socket for sealed memfd regions; NULL: off */
+    unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
+    unsigned uds_max_connections;     /* --uds-max-connections: open at once */
+    unsigned uds_max_regions;         /* --uds-max-regions: registered per connection */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),

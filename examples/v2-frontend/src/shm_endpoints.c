@@ -106,7 +106,7 @@ static json_t *status_entry(const shmreg_region_status *s)
     if (!e)
         return NULL;
     int bad = s->kind == SHMREG_KIND_SYSTEM
-                  ? json_object_set_new(e, "key", json_string(s->key)) ||
+                  ? json_object_set_new(e, "key", json_string(s->key ? s->key : "")) /* NULL: a memfd (--uds) */ ||
                         json_object_set_new(e, "offset", json_integer((json_int_t)s->offset))
                   : json_object_set_new(e, "device_id", json_integer(s->device_id));
     if (bad) {
