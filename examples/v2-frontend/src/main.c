@@ -106,8 +106,12 @@ int main(int argc, char **argv)
     models_set_delay(opts.delay_ms);
     yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window);
     shmreg_registry *reg = create_registry(&opts);
+    /* --uds first: a socket path it must not take stops the start before
+     * anything listens. */
+    uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
     frontend_server server;
-    if (!reg || server_start(&server, &opts, reg) != 0) {
+    if (!reg || (opts.uds_path && !uds) || server_start(&server, &opts, reg) != 0) {
+        uds_server_stop(uds);
         yolo_stop();
         shmreg_registry_destroy(reg);
         options_free(&opts);
@@ -119,6 +123,7 @@ int main(int argc, char **argv)
     if (opts.grpc_port) {
         grpc = grpc_frontend_start(&opts, reg);
         if (!grpc) {
+            uds_server_stop(uds);
             server_stop(&server);
             yolo_stop();
             shmreg_registry_destroy(reg);
@@ -129,17 +134,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    uds_server *uds = NULL;
-    if (opts.uds_path) {
-        uds = uds_server_start(&opts, reg);
-        if (!uds) {
-            grpc_frontend_stop(grpc);
-            server_stop(&server);
-            yolo_stop();
-            shmreg_registry_destroy(reg);
-            options_free(&opts);
-            return 1;
-        }
+    if (uds) {
         printf("uds listening on %s\n", opts.uds_path);
         fflush(stdout);
     }
