@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from frontend_process import START_TIMEOUT_S, Frontend
+from frontend_process import START_TIMEOUT_S, sibling_binary
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 
@@ -378,3 +378,27 @@ def test_silent_client_does_not_stall_others(uds_server):
     assert "not_stalled" in status(server)
     silent.close()
     sock.close()
+
+
+def test_c_client_registers_with_shmreg_send_region(uds_server, tmp_path):
+    server = uds_server()
+    inputs = tmp_path / "inputs.bin"
+    inputs.write_bytes(np.array(IN0, np.int32).tobytes() + np.array(IN1, np.int32).tobytes())
+    client = subprocess.Popen([sibling_binary("shmreg-memfd-client"), server.sock_path, "c_io",
+                               str(REGION_BYTES), str(inputs)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "registered c_io", client.stderr.read()
+        code, body = infer(server, "c_io")
+        assert code == 200, body
+        out, err = client.communicate("\n", timeout=30)
+        assert client.returncode == 0, err
+        region = bytes.fromhex(out.strip())
+        out0, out1 = outputs_of(region)
+        np.testing.assert_array_equal(out0, np.array(IN0) + IN1)
+        np.testing.assert_array_equal(out1, np.array(IN0) - IN1)
+        server.wait_until(lambda: "c_io" not in status(server), what="the C client's region to go")
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()

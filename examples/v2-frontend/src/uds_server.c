@@ -57,6 +57,7 @@ struct uds_server {
     struct stat sock_st; /* the socket file we made, so stop removes only that */
     pthread_t thread;
     unsigned long long connections; /* ever accepted: makes each tag unique */
+    bool accept_paused;             /* out of descriptors: skip accepting for a while */
     struct slot *slots;             /* opts->uds_max_connections */
     struct pollfd *pfds;            /* wake, listen, then open slots */
     size_t *pfd_slot;               /* pfds[i + 2] belongs to slots[pfd_slot[i]] */
@@ -253,8 +254,13 @@ static void accept_connections(uds_server *u)
 {
     for (int i = 0; i < ACCEPTS_PER_ROUND; i++) {
         int fd = accept4(u->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* Out of descriptors, the pending connection stays queued and poll
+         * would report it again at once: wait a retry period instead of
+         * spinning. EAGAIN: none left; anything else is that client's. */
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+            u->accept_paused = true;
         if (fd < 0)
-            return; /* EAGAIN: none left; anything else: the client's problem */
+            return;
         struct slot *s = free_slot(u);
         if (s) {
             open_connection(u, s, fd);
@@ -288,7 +294,7 @@ static nfds_t gather(uds_server *u, bool *draining)
 {
     nfds_t n = 2;
     u->pfds[0] = (struct pollfd){.fd = u->wake_fd, .events = POLLIN};
-    u->pfds[1] = (struct pollfd){.fd = u->listen_fd, .events = POLLIN};
+    u->pfds[1] = (struct pollfd){.fd = u->listen_fd, .events = u->accept_paused ? 0 : POLLIN};
     *draining = false;
     for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
         struct slot *s = &u->slots[i];
@@ -316,10 +322,11 @@ static void *serve(void *arg)
     for (;;) {
         bool draining;
         nfds_t n = gather(u, &draining);
-        if (poll(u->pfds, n, draining ? DRAIN_RETRY_MS : -1) < 0 && errno != EINTR) {
+        if (poll(u->pfds, n, draining || u->accept_paused ? DRAIN_RETRY_MS : -1) < 0 && errno != EINTR) {
             perror("uds: poll");
             return NULL;
         }
+        u->accept_paused = false;
         if (u->pfds[0].revents)
             return NULL; /* uds_server_stop */
         if (draining)
