@@ -6,6 +6,7 @@ refused with a clear message and bounded in connections and regions.
 The clients are python/shmreg/memfd_client.py, loaded by path (standard
 library only), in this process or in their own (uds_client.py)."""
 import contextlib
+import io
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -402,3 +404,21 @@ def test_c_client_registers_with_shmreg_send_region(uds_server, tmp_path):
         if client.poll() is None:
             client.kill()
             client.communicate()
+
+
+def test_readme_memfd_snippet_runs_as_written(uds_server):
+    """README's memfd block, with the test server's socket and port."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme[readme.index("<!-- memfd:begin -->"):readme.index("<!-- memfd:end -->")]
+    code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
+    server = uds_server()
+    assert '"/tmp/shmreg.sock"' in code and '"127.0.0.1:8000"' in code
+    code = code.replace('"/tmp/shmreg.sock"', repr(server.sock_path)).replace('"127.0.0.1:8000"',
+                                                                             f'"{server.url}"')
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    out = printed.getvalue()
+    numbers = [int(x) for x in re.findall(r"-?\d+", out[out.index("sum"):])]
+    assert numbers == list(np.arange(16) + 10) + list(np.arange(16) - 10), out
+    server.wait_until(lambda: "memfd_io" not in status(server), what="the snippet's region to go")
