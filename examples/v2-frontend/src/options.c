@@ -28,6 +28,8 @@ static void usage(FILE *to, const char *argv0)
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
             "  --yolo-window N             samples per side of each output's input window, the\n"
             "                              cost of 'yolo' (default 32)\n"
+            "  --allow-client-shm=B        true | false: let clients register and unregister shared\n"
+            "                              memory, as Triton 2.73's flag (default false, as there)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -84,6 +86,12 @@ static int parse_policy(const char *s, shmreg_policy *out)
     return rc;
 }
 
+static int parse_bool(const char *opt, const char *s, int *out)
+{
+    static const choice values[] = {{"true", 1}, {"false", 0}};
+    return parse_choice(opt, s, values, sizeof values / sizeof values[0], out);
+}
+
 static int parse_pin(const char *s, shmreg_pin_policy *out)
 {
     static const choice policies[] = {
@@ -135,7 +143,7 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_ALLOW_SHM };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -150,6 +158,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
+        {"allow-client-shm", required_argument, NULL, OPT_ALLOW_SHM},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -188,6 +197,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
+        case OPT_ALLOW_SHM: rc = parse_bool("--allow-client-shm", optarg, &o->allow_client_shm); break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;
