@@ -48,13 +48,22 @@ def sibling_binary(name):
     return path
 
 
+# Both frontends refuse client shared memory unless told otherwise, as
+# Triton 2.73 does; the tests use it, so every server they start allows it
+# unless a test passes its own --allow-client-shm.
+ALLOW_SHM = "--allow-client-shm=true"
+
+
 class Frontend:
     """One running frontend process. command: the program and its leading
     arguments, when it is not the frontend itself; the frontend's options
-    (address, port, then args) follow them."""
+    (address, port, --allow-client-shm=true unless args say otherwise, then
+    args) follow them."""
 
     def __init__(self, *args, command=None):
-        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *args]
+        allow = [] if any(str(a).startswith("--allow-client-shm") for a in args) else [ALLOW_SHM]
+        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *allow,
+                     *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""

@@ -26,7 +26,6 @@
 #include "grpc_frontend.h"
 
 #include <grpcpp/grpcpp.h>
-#include <jansson.h>
 #include <shmreg/shmreg.hpp>
 
 #include <atomic>
@@ -119,44 +118,58 @@ grpc::Status unknown_model(const std::string &name, const std::string &version)
 /* The models' metadata and statistics are built once, as JSON, by models.c
  * for HTTP; gRPC reads its fields from the same objects. */
 struct json_ref {
-    json_t *j;
-    explicit json_ref(json_t *v) : j(v) {}
-    ~json_ref() { json_decref(j); }
+    json_object *j;
+    explicit json_ref(json_object *v) : j(v) {}
+    ~json_ref() { json_object_put(j); }
     json_ref(const json_ref &) = delete;
     json_ref &operator=(const json_ref &) = delete;
 };
 
-std::string json_str(const json_t *o, const char *key)
+const json_object *member(const json_object *o, const char *key)
 {
-    const char *s = json_string_value(json_object_get(o, key));
+    return json_object_object_get(o, key);
+}
+
+std::string json_str(const json_object *o, const char *key)
+{
+    const char *s = json_object_get_string(const_cast<json_object *>(member(o, key)));
     return s ? s : "";
 }
 
-uint64_t json_u64(const json_t *o, const char *key)
+uint64_t json_u64(const json_object *o, const char *key)
 {
-    return static_cast<uint64_t>(json_integer_value(json_object_get(o, key)));
+    return json_object_get_uint64(member(o, key));
+}
+
+int64_t json_i64(const json_object *o, const char *key)
+{
+    return json_object_get_int64(member(o, key));
+}
+
+/* f(element) for each element of the array list (none when it is not one). */
+template <typename F> void each(const json_object *list, F f)
+{
+    if (!json_object_is_type(list, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(list); i++)
+        f(static_cast<const json_object *>(json_object_array_get_idx(list, i)));
 }
 
 void tensor_metadata(
-    const json_t *list,
+    const json_object *list,
     google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
 {
-    size_t i;
-    const json_t *t;
-    json_array_foreach(list, i, t) {
+    each(list, [out](const json_object *t) {
         auto *m = out->Add();
         m->set_name(json_str(t, "name"));
         m->set_datatype(json_str(t, "datatype"));
-        size_t d;
-        const json_t *dim;
-        json_array_foreach(json_object_get(t, "shape"), d, dim)
-            m->add_shape(json_integer_value(dim));
-    }
+        each(member(t, "shape"), [m](const json_object *dim) { m->add_shape(json_object_get_int64(dim)); });
+    });
 }
 
-void duration(const json_t *stats, const char *key, pb::StatisticDuration *out)
+void duration(const json_object *stats, const char *key, pb::StatisticDuration *out)
 {
-    const json_t *d = json_object_get(stats, key);
+    const json_object *d = member(stats, key);
     out->set_count(json_u64(d, "count"));
     out->set_ns(json_u64(d, "ns"));
 }
@@ -169,7 +182,7 @@ void model_statistics(const model *m, pb::ModelStatistics *out)
     out->set_last_inference(json_u64(j.j, "last_inference"));
     out->set_inference_count(json_u64(j.j, "inference_count"));
     out->set_execution_count(json_u64(j.j, "execution_count"));
-    const json_t *s = json_object_get(j.j, "inference_stats");
+    const json_object *s = member(j.j, "inference_stats");
     pb::InferStatistics *is = out->mutable_inference_stats();
     duration(s, "success", is->mutable_success());
     duration(s, "fail", is->mutable_fail());
@@ -188,11 +201,8 @@ void model_config(const model *m, pb::ModelConfig *out)
     out->set_name(json_str(j.j, "name"));
     out->set_platform(json_str(j.j, "platform"));
     out->set_backend(json_str(j.j, "backend"));
-    out->set_max_batch_size(
-        static_cast<int32_t>(json_integer_value(json_object_get(j.j, "max_batch_size"))));
-    size_t i, d;
-    const json_t *t, *dim;
-    json_array_foreach(json_object_get(j.j, "input"), i, t) {
+    out->set_max_batch_size(static_cast<int32_t>(json_i64(j.j, "max_batch_size")));
+    each(member(j.j, "input"), [out](const json_object *t) {
         pb::ModelInput *in = out->add_input();
         in->set_name(json_str(t, "name"));
         pb::DataType type = pb::TYPE_INVALID;
@@ -201,27 +211,25 @@ void model_config(const model *m, pb::ModelConfig *out)
         pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
         pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
         in->set_format(format);
-        json_array_foreach(json_object_get(t, "dims"), d, dim)
-            in->add_dims(json_integer_value(dim));
-    }
-    json_array_foreach(json_object_get(j.j, "output"), i, t) {
+        each(member(t, "dims"), [in](const json_object *dim) { in->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "output"), [out](const json_object *t) {
         pb::ModelOutput *o = out->add_output();
         o->set_name(json_str(t, "name"));
         pb::DataType type = pb::TYPE_INVALID;
         pb::DataType_Parse(json_str(t, "data_type"), &type);
         o->set_data_type(type);
-        json_array_foreach(json_object_get(t, "dims"), d, dim)
-            o->add_dims(json_integer_value(dim));
-    }
-    json_array_foreach(json_object_get(j.j, "instance_group"), i, t) {
+        each(member(t, "dims"), [o](const json_object *dim) { o->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "instance_group"), [out](const json_object *t) {
         pb::ModelInstanceGroup *g = out->add_instance_group();
-        g->set_count(static_cast<int32_t>(json_integer_value(json_object_get(t, "count"))));
+        g->set_count(static_cast<int32_t>(json_i64(t, "count")));
         pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
         pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
         g->set_kind(kind);
-    }
-    out->mutable_model_transaction_policy()->set_decoupled(json_is_true(
-        json_object_get(json_object_get(j.j, "model_transaction_policy"), "decoupled")));
+    });
+    out->mutable_model_transaction_policy()->set_decoupled(
+        json_object_get_boolean(member(member(j.j, "model_transaction_policy"), "decoupled")));
 }
 
 /* ----------------------------------------------------------------- service */
@@ -375,10 +383,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         json_ref j(server_metadata_json());
         resp->set_name(json_str(j.j, "name"));
         resp->set_version(json_str(j.j, "version"));
-        size_t i;
-        const json_t *e;
-        json_array_foreach(json_object_get(j.j, "extensions"), i, e)
-            resp->add_extensions(json_string_value(e));
+        each(member(j.j, "extensions"), [resp](const json_object *e) {
+            resp->add_extensions(json_object_get_string(const_cast<json_object *>(e)));
+        });
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -391,13 +398,12 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, unknown_model(req->name(), req->version()));
         json_ref j(model_metadata_json(m));
         resp->set_name(json_str(j.j, "name"));
-        size_t i;
-        const json_t *v;
-        json_array_foreach(json_object_get(j.j, "versions"), i, v)
-            resp->add_versions(json_string_value(v));
+        each(member(j.j, "versions"), [resp](const json_object *v) {
+            resp->add_versions(json_object_get_string(const_cast<json_object *>(v)));
+        });
         resp->set_platform(json_str(j.j, "platform"));
-        tensor_metadata(json_object_get(j.j, "inputs"), resp->mutable_inputs());
-        tensor_metadata(json_object_get(j.j, "outputs"), resp->mutable_outputs());
+        tensor_metadata(member(j.j, "inputs"), resp->mutable_inputs());
+        tensor_metadata(member(j.j, "outputs"), resp->mutable_outputs());
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -481,6 +487,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                const pb::SystemSharedMemoryRegisterRequest *req,
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
+        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
+            return answer(ctx, refused);
         return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(),
                                                               req->offset(), req->byte_size())));
     }
@@ -493,6 +501,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
          * and its words are used here for both. */
+        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
+            return answer(ctx, refused);
         if (req->raw_handle().size() != kCudaIpcHandleSize)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'raw_handle' must be a valid base64 encoded "
@@ -532,6 +542,25 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return r;
     }
 
+    /* Triton 2.73's refusal without --allow-client-shm=true: UNSUPPORTED,
+     * which its gRPC endpoint answers as UNIMPLEMENTED. */
+    static grpc::Status client_shm_disabled()
+    {
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
+    }
+
+    /* What refuses a register before the library sees it: the flag, then a
+     * name that is not UTF-8 (shm_name_is_valid says why). */
+    grpc::Status refuse_register(const std::string &name) const
+    {
+        if (!opts_->allow_client_shm)
+            return client_shm_disabled();
+        char why[600];
+        if (!shm_name_is_valid(name.c_str(), why, sizeof why))
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+        return grpc::Status::OK;
+    }
+
     /* An empty name is every region of the kind, as in Triton. */
     template <typename Fill>
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
@@ -550,6 +579,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
+        if (!opts_->allow_client_shm)
+            return answer(ctx, client_shm_disabled());
         shmreg_err e =
             shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(), kind);
         return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(shmreg::error::last(e)));

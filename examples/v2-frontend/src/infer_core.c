@@ -116,11 +116,13 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
             return infer_fail(c, 400, "shared memory size specified with the request for output "
                                       "'%s' (%zu bytes) should be at least %zu bytes to hold the "
                                       "results", t->name, w->byte_size, t->byte_size);
-        /* Acquire only the bytes the output fills. */
-        shm_window exact = {.region = w->region, .offset = w->offset, .byte_size = t->byte_size};
+        /* The whole window the client declared is acquired, not just the
+         * bytes the output fills: one that runs past the region's end is
+         * refused with Triton's "Invalid offset + byte size" even when the
+         * tensor would fit, as Triton refuses it. */
         shmreg_view view;
         c->out_place[i] = PLACE_SHM;
-        unsigned st = acquire_window(c, &exact, &view);
+        unsigned st = acquire_window(c, w, &view);
         if (st)
             return st;
         /* The model would write through a mapping without write access: a

@@ -34,6 +34,8 @@ static void usage(FILE *to, const char *argv0)
             "                              user only; e.g. 0660 for its group)\n"
             "  --uds-max-connections N     Unix-socket clients at once (default 64)\n"
             "  --uds-max-regions N         regions per Unix-socket connection (default 16)\n"
+            "  --allow-client-shm=B        true | false: let clients register and unregister shared\n"
+            "                              memory, as Triton 2.73's flag (default false, as there)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -88,6 +90,12 @@ static int parse_policy(const char *s, shmreg_policy *out)
     int rc = parse_choice("--busy-policy", s, policies, sizeof policies / sizeof policies[0], &v);
     *out = (shmreg_policy)v;
     return rc;
+}
+
+static int parse_bool(const char *opt, const char *s, int *out)
+{
+    static const choice values[] = {{"true", 1}, {"false", 0}};
+    return parse_choice(opt, s, values, sizeof values / sizeof values[0], out);
 }
 
 static int parse_pin(const char *s, shmreg_pin_policy *out)
@@ -156,7 +164,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
-           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS };
+           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -175,6 +183,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
         {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
         {"uds-max-regions", required_argument, NULL, OPT_UDS_REGIONS},
+        {"allow-client-shm", required_argument, NULL, OPT_ALLOW_SHM},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -223,6 +232,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_UDS_MODE: rc = parse_mode(optarg, &o->uds_mode); break;
         case OPT_UDS_CONNS: rc = parse_uint("--uds-max-connections", optarg, 1, 1024, &v); o->uds_max_connections = (unsigned)v; break;
         case OPT_UDS_REGIONS: rc = parse_uint("--uds-max-regions", optarg, 1, 4096, &v); o->uds_max_regions = (unsigned)v; break;
+        case OPT_ALLOW_SHM: rc = parse_bool("--allow-client-shm", optarg, &o->allow_client_shm); break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;

@@ -21,6 +21,7 @@ typedef struct frontend_options {
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
     int verbose;                      /* 1: one log line per request */
+    int allow_client_shm;             /* --allow-client-shm: register/unregister allowed */
     shmreg_pin_policy pin_policy;     /* --pin: whether system regions are page-locked */
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */

@@ -27,6 +27,7 @@ typedef struct request {
     size_t body_len, body_cap;
     int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
     int64_t header_length; /* Inference-Header-Content-Length, or -1 */
+    int64_t content_length; /* Content-Length, for messages; -1 when absent */
     refs held;             /* references acquired for this request */
     struct timespec started;
     char *method, *url;    /* copies: method made printable, url as decoded */

@@ -35,9 +35,20 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
-    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, rq, &rq->rt, out); break;
+    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out); break;
     default: model_endpoints_handle(&rq->rt, out); break;
     }
+}
+
+/* Triton's words and status (400) for a request past its
+ * --http-max-input-size; a chunked body has no length to quote. */
+static void reply_too_large(reply *out, const request *rq, size_t max_body)
+{
+    char size[48] = "more than the maximum";
+    if (rq->content_length >= 0)
+        snprintf(size, sizeof size, "%" PRId64 " bytes", rq->content_length);
+    reply_error(out, 400, "request size of %s exceeds the maximum allowed input size of %zu "
+                "bytes. Use --max-body-mb to increase the limit.", size, max_body);
 }
 
 /* Answer what can be answered at once into out and return 0; return 1 for
@@ -47,7 +58,7 @@ static int triage(frontend_server *s, request *rq, reply *out)
     if (atomic_load(&s->draining)) {
         reply_error(out, 503, "the server is shutting down");
     } else if (rq->body_too_large) {
-        reply_error(out, 413, "request body larger than %zu bytes", s->opts->max_body);
+        reply_too_large(out, rq, s->opts->max_body);
     } else if (rq->header_length == -2) {
         reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer");
     } else if (route_match(rq->url, &rq->rt) != 0) {
@@ -123,6 +134,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return MHD_NO;
         atomic_fetch_add(&s->in_flight, 1);
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
+        rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
         *con_cls = rq;
         return MHD_YES;
     }
