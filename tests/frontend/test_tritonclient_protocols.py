@@ -133,7 +133,7 @@ def test_register_infer_read_back(side, regions):
         assert [o.name for o in response.outputs] == ["OUTPUT0", "OUTPUT1"]
         assert list(response.raw_output_contents) == [b"", b""]
         assert not response.outputs[0].parameters
-    assert all(r["in_use"] == 0 for r in side.status().values())
+    wait_released(side)
 
 
 def test_shm_inputs_binary_outputs(side, regions):
