@@ -4,6 +4,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "region_scope.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
@@ -26,10 +27,11 @@ json_t *server_metadata_json(void);
 /* v2/{system,cuda}sharedmemory/...: status, register, unregister */
 void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *out);
 
-/* Unregister name (NULL: every region of kind) as Triton answers it: a name
+/* Unregister name (NULL: every region of kind in scope) as Triton answers it: a name
  * that is not registered at all is success; WRONG_KIND and the rest are the
  * library's failures, with its message. */
-shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind);
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
+                                    const char *name, shmreg_kind kind);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,19 @@ static void usage(FILE *to, const char *argv0)
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
             "  --yolo-window N             samples per side of each output's input window, the\n"
             "                              cost of 'yolo' (default 32)\n"
+            "  --allow-uid UID|any         map only shm objects this uid owns (repeatable;\n"
+            "                              default: the server's own uid; any: every owner)\n"
+            "  --max-regions N             regions registered at once, 0 = no limit\n"
+            "                              (default 4096)\n"
+            "  --max-mapped-bytes N        bytes mapped for all regions, 0 = no limit\n"
+            "                              (default 0)\n"
+            "  --max-pinned-bytes N        bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
+            "                              budget (default 0)\n"
+            "  --http-restricted-api shared-memory:KEY=VALUE\n"
+            "                              shared-memory endpoints need header KEY: VALUE\n"
+            "  --grpc-restricted-protocol shared-memory:KEY=VALUE\n"
+            "                              the same over gRPC: metadata triton-grpc-protocol-KEY\n"
+            "  --tenants FILE              bearer tokens -> tenants, each with its own regions\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -135,7 +148,8 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
+           OPT_ACCESS /* + access_opt: access.c parses these */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -150,6 +164,13 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
+        {"allow-uid", required_argument, NULL, OPT_ACCESS + ACCESS_ALLOW_UID},
+        {"max-regions", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_REGIONS},
+        {"max-mapped-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_MAPPED},
+        {"max-pinned-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_PINNED},
+        {"http-restricted-api", required_argument, NULL, OPT_ACCESS + ACCESS_HTTP_RESTRICTED},
+        {"grpc-restricted-protocol", required_argument, NULL, OPT_ACCESS + ACCESS_GRPC_RESTRICTED},
+        {"tenants", required_argument, NULL, OPT_ACCESS + ACCESS_TENANTS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -158,6 +179,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .instances_per_gpu = 2, .yolo_window = 32};
+    access_options_init(&o->access);
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -188,6 +210,15 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
+        case OPT_ACCESS + ACCESS_ALLOW_UID:
+        case OPT_ACCESS + ACCESS_MAX_REGIONS:
+        case OPT_ACCESS + ACCESS_MAX_MAPPED:
+        case OPT_ACCESS + ACCESS_MAX_PINNED:
+        case OPT_ACCESS + ACCESS_HTTP_RESTRICTED:
+        case OPT_ACCESS + ACCESS_GRPC_RESTRICTED:
+        case OPT_ACCESS + ACCESS_TENANTS:
+            rc = access_option(&o->access, (access_opt)(c - OPT_ACCESS), optarg);
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;
@@ -207,4 +238,5 @@ void options_free(frontend_options *o)
 {
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;
+    access_options_free(&o->access);
 }

@@ -6,6 +6,8 @@
 
 #include <shmreg/shmreg.h>
 
+#include "access.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +27,7 @@ typedef struct frontend_options {
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
+    access_options access;            /* --allow-uid, --max-*, --*-restricted-*, --tenants */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),

@@ -11,6 +11,9 @@
 #include <resolv.h>
 #include <string.h>
 
+#include "access.h"
+#include "region_scope.h"
+
 /* A size field of a register body: a JSON integer >= 0. */
 static int body_size(const json_t *body, const char *field, int required, size_t *out, reply *r)
 {
@@ -26,6 +29,13 @@ static int body_size(const json_t *body, const char *field, int required, size_t
     }
     *out = (size_t)json_integer_value(v);
     return 0;
+}
+
+/* The library's failure, in the client's names (region_scope.h). */
+static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
+{
+    const char *message = scope_message(scope);
+    reply_error(r, access_http_status(e, message), "%s", message);
 }
 
 static json_t *parse_body(const request *rq, reply *r)
@@ -45,7 +55,8 @@ static json_t *parse_body(const request *rq, reply *r)
     return body;
 }
 
-static void register_system(shmreg_registry *reg, const char *name, const json_t *body, reply *r)
+static void register_system(shmreg_registry *reg, const region_scope *scope, const char *name,
+                            const json_t *body, reply *r)
 {
     const json_t *key = json_object_get(body, "key");
     size_t offset, byte_size;
@@ -55,14 +66,16 @@ static void register_system(shmreg_registry *reg, const char *name, const json_t
     }
     if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
         return;
-    shmreg_err e = shmreg_register_system(reg, name, json_string_value(key), offset, byte_size, 0);
+    shmreg_err e =
+        scope_register_system(reg, scope, name, json_string_value(key), offset, byte_size);
     if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
     else
         reply_empty(r);
 }
 
-static void register_cuda(shmreg_registry *reg, const char *name, const json_t *body, reply *r)
+static void register_cuda(shmreg_registry *reg, const region_scope *scope, const char *name,
+                          const json_t *body, reply *r)
 {
     const json_t *b64 = json_object_get(json_object_get(body, "raw_handle"), "b64");
     const json_t *device = json_object_get(body, "device_id");
@@ -87,22 +100,22 @@ static void register_cuda(shmreg_registry *reg, const char *name, const json_t *
                     name, sizeof handle);
         return;
     }
-    shmreg_err e = shmreg_register_cuda_ipc(reg, name, handle, (size_t)n,
-                                            (int)json_integer_value(device), byte_size, 0);
+    shmreg_err e = scope_register_cuda_ipc(reg, scope, name, handle, (size_t)n,
+                                           (int)json_integer_value(device), byte_size);
     if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
     else
         reply_empty(r);
 }
 
-static json_t *status_entry(const shmreg_region_status *s)
+static json_t *status_entry(const region_scope *scope, const shmreg_region_status *s)
 {
     /* "in_use" is the key clients of this frontend read; its value is the
      * references callers hold (a request holds one per tensor it places in
      * the region), which is what the library counts. */
-    json_t *e = json_pack("{s:s,s:I,s:I,s:b}", "name", s->name, "byte_size",
-                          (json_int_t)s->byte_size, "in_use", (json_int_t)s->references,
-                          "pending_unregister", s->pending_unregister);
+    json_t *e = json_pack("{s:s,s:I,s:I,s:b}", "name", scope_client_name(scope, s->name),
+                          "byte_size", (json_int_t)s->byte_size, "in_use",
+                          (json_int_t)s->references, "pending_unregister", s->pending_unregister);
     if (!e)
         return NULL;
     int bad = s->kind == SHMREG_KIND_SYSTEM
@@ -116,18 +129,18 @@ static json_t *status_entry(const shmreg_region_status *s)
     return e;
 }
 
-static void status(shmreg_registry *reg, const route *rt, reply *r)
+static void status(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
     shmreg_region_status *st;
     size_t count;
-    shmreg_err e = shmreg_status(reg, rt->region, rt->kind, &st, &count);
+    shmreg_err e = scope_status(reg, scope, rt->region, rt->kind, &st, &count);
     if (e != SHMREG_OK) {
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
         return;
     }
     json_t *list = json_array();
     for (size_t i = 0; list && i < count; i++) {
-        if (json_array_append_new(list, status_entry(&st[i])) != 0) {
+        if (json_array_append_new(list, status_entry(scope, &st[i])) != 0) {
             json_decref(list);
             list = NULL;
         }
@@ -140,35 +153,36 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
  * clients and tests rely on it); a name registered as the other kind is
  * WRONG_KIND, reported with the library's message. One call tells the two
  * apart. */
-shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind)
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
+                                    const char *name, shmreg_kind kind)
 {
-    shmreg_err e = name ? shmreg_unregister(reg, name, kind) : shmreg_unregister_all(reg, kind);
+    shmreg_err e = scope_unregister(reg, scope, name, kind);
     return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
 }
 
-static void unregister(shmreg_registry *reg, const route *rt, reply *r)
+static void unregister(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
-    shmreg_err e = shm_unregister_as_triton(reg, rt->region, rt->kind);
+    shmreg_err e = shm_unregister_as_triton(reg, scope, rt->region, rt->kind);
     if (e == SHMREG_OK)
         reply_empty(r);
     else
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
 }
 
 void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *r)
 {
     if (rt->id == ROUTE_SHM_STATUS) {
-        status(reg, rt, r);
+        status(reg, &rq->who.scope, rt, r);
     } else if (rt->id == ROUTE_SHM_UNREGISTER) {
-        unregister(reg, rt, r);
+        unregister(reg, &rq->who.scope, rt, r);
     } else {
         json_t *body = parse_body(rq, r);
         if (!body)
             return;
         if (rt->kind == SHMREG_KIND_SYSTEM)
-            register_system(reg, rt->region, body, r);
+            register_system(reg, &rq->who.scope, rt->region, body, r);
         else
-            register_cuda(reg, rt->region, body, r);
+            register_cuda(reg, &rq->who.scope, rt->region, body, r);
         json_decref(body);
     }
 }
