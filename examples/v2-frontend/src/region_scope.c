@@ -83,16 +83,23 @@ shmreg_err scope_register(shmreg_registry *reg, const region_scope *s, shmreg_re
     return e;
 }
 
-shmreg_err scope_register_system(shmreg_registry *reg, const region_scope *s, const char *name,
-                                 const char *key, size_t offset, size_t byte_size)
+/* A registration of name from source, the rest at its defaults. */
+static shmreg_registration registration(shmreg_source source, const char *name, size_t byte_size)
 {
     shmreg_registration r;
     shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_SHM;
+    r.source = source;
     r.name = name;
+    r.byte_size = byte_size;
+    return r;
+}
+
+shmreg_err scope_register_system(shmreg_registry *reg, const region_scope *s, const char *name,
+                                 const char *key, size_t offset, size_t byte_size)
+{
+    shmreg_registration r = registration(SHMREG_SOURCE_SHM, name, byte_size);
     r.key = key;
     r.offset = offset;
-    r.byte_size = byte_size;
     return scope_register(reg, s, &r);
 }
 
@@ -100,14 +107,10 @@ shmreg_err scope_register_cuda_ipc(shmreg_registry *reg, const region_scope *s, 
                                    const void *handle, size_t handle_size, int device_id,
                                    size_t byte_size)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_IPC;
-    r.name = name;
+    shmreg_registration r = registration(SHMREG_SOURCE_CUDA_IPC, name, byte_size);
     r.raw_handle = handle;
     r.raw_handle_size = handle_size;
     r.device_id = device_id;
-    r.byte_size = byte_size;
     return scope_register(reg, s, &r);
 }
 
