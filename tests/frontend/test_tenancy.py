@@ -23,6 +23,9 @@ from tritonclient.utils import InferenceServerException
 from frontend_process import binary
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 
+# The flags are the C frontend's (examples/python-frontend has none of them).
+pytestmark = pytest.mark.frontends("c")
+
 NBYTES = 64  # one [1, 16] INT32 tensor
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-0123456789abcdefghij"
