@@ -4,6 +4,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "region_scope.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
@@ -40,10 +41,11 @@ void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const requ
  * The library checks the rest. */
 int shm_name_is_valid(const char *name, char *err, size_t errlen);
 
-/* Unregister name (NULL: every region of kind) as Triton answers it: a name
+/* Unregister name (NULL: every region of kind in scope) as Triton answers it: a name
  * that is not registered at all is success; WRONG_KIND and the rest are the
  * library's failures, with its message. */
-shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind);
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
+                                    const char *name, shmreg_kind kind);
 
 #ifdef __cplusplus
 }

@@ -14,9 +14,12 @@
  * The quick calls (health, metadata, config, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
- * The shared-memory calls go through the C++ header <shmreg/shmreg.hpp>
- * (try_ calls: results, not exceptions); the inference path is the C one the
- * HTTP side runs (infer_core.c), its references released through refs.h.
+ * The shared-memory calls are HTTP's, within the caller's scope
+ * (region_scope.h: with --tenants, its tenant's regions only), after the
+ * same admission (access.h: --grpc-restricted-protocol, the bearer token in
+ * "authorization" metadata); the registry is held through the C++ header
+ * <shmreg/shmreg.hpp>. The inference path is the C one the HTTP side runs
+ * (infer_core.c), its references released through refs.h.
  *
  * Status codes are Triton's (its GrpcStatusUtil): the library's errors map
  * through grpc_code_from_shmreg, the inference path's HTTP statuses through
@@ -37,6 +40,7 @@
 #include <mutex>
 #include <string>
 
+#include "access.h"
 #include "datatype.h"
 #include "endpoints.h"
 #include "infer_core.h"
@@ -84,6 +88,7 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     switch (status) {
     case 200: return grpc::StatusCode::OK;
     case 400: return grpc::StatusCode::INVALID_ARGUMENT;
+    case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
     case 404: return grpc::StatusCode::NOT_FOUND;
     case 413:
     case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
@@ -93,16 +98,50 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     }
 }
 
-/* The library's failure, with the library's message. */
-grpc::Status status_of(const shmreg::error &e)
+/* The library's failure, with the library's message in the caller's names
+ * (region_scope.h: without its tenant's prefix). */
+grpc::Status status_of(const region_scope &scope, shmreg_err e)
 {
-    const char *message = e.message();
-    return grpc::Status(grpc_code_from_shmreg(e.code()), message[0] ? message : e.description());
+    const char *message = scope_message(&scope);
+    return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
 }
 
-grpc::Status status_of(const shmreg::result<void> &r)
+/* What scope_status returned, freed on every path. */
+struct status_list {
+    shmreg_region_status *st = nullptr;
+    size_t n = 0;
+    status_list() = default;
+    status_list(const status_list &) = delete;
+    status_list &operator=(const status_list &) = delete;
+    ~status_list() { shmreg_status_free(st, n); }
+};
+
+/* The caller of a call, from its metadata (access.h): the value of
+ * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
+caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a)
 {
-    return r ? grpc::Status::OK : status_of(r.error());
+    const auto &md = ctx->client_metadata();
+    auto value = a.grpc.header ? md.find(a.grpc.header) : md.end();
+    auto auth = md.find("authorization");
+    caller who;
+    access_caller(&a, &a.grpc, value != md.end() ? value->second.data() : nullptr,
+                  value != md.end() ? value->second.size() : 0,
+                  auth != md.end() ? auth->second.data() : nullptr,
+                  auth != md.end() ? auth->second.size() : 0, &who);
+    return who;
+}
+
+/* Whether who may use the shared-memory calls; the refusal in *st.
+ * Triton refuses a restricted protocol with UNAVAILABLE. */
+bool refused(const caller &who, grpc::Status *st)
+{
+    char why[256];
+    unsigned http = access_refusal(&who, why, sizeof why);
+    if (http)
+        *st = grpc::Status(http == 403 ? grpc::StatusCode::UNAVAILABLE
+                                       : grpc::StatusCode::UNAUTHENTICATED,
+                           why);
+    return http != 0;
 }
 
 grpc::Status unknown_model(const std::string &name, const std::string &version)
@@ -288,7 +327,8 @@ unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what,
  * which deletes it. */
 class InferCall final : public grpc::ServerUnaryReactor {
   public:
-    InferCall(Service *s, const pb::ModelInferRequest *req, pb::ModelInferResponse *resp);
+    InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+              pb::ModelInferResponse *resp);
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
@@ -440,7 +480,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                          const pb::ModelInferRequest *req,
                                          pb::ModelInferResponse *resp) override
     {
-        auto *call = new InferCall(this, req, resp); /* deleted by its OnDone */
+        /* deleted by its OnDone */
+        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
         if (worker_pool_submit(workers_, call) != 0)
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -487,10 +528,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                const pb::SystemSharedMemoryRegisterRequest *req,
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
         if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
             return answer(ctx, refused);
-        return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(),
-                                                              req->offset(), req->byte_size())));
+        shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
+                                             req->key().c_str(), req->offset(), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     grpc::ServerUnaryReactor *
@@ -498,6 +544,10 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                              const pb::CudaSharedMemoryRegisterRequest *req,
                              pb::CudaSharedMemoryRegisterResponse *) override
     {
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
          * and its words are used here for both. */
@@ -510,9 +560,10 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         if (req->device_id() < 0 || req->device_id() > 1 << 20)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'device_id' must be given as a non-negative integer"));
-        return answer(ctx, status_of(reg_.try_register_cuda_ipc(
-                               req->name(), req->raw_handle().data(), req->raw_handle().size(),
-                               static_cast<int>(req->device_id()), req->byte_size())));
+        shmreg_err e = scope_register_cuda_ipc(
+            reg_.handle(), &who.scope, req->name().c_str(), req->raw_handle().data(),
+            req->raw_handle().size(), static_cast<int>(req->device_id()), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     grpc::ServerUnaryReactor *
@@ -561,16 +612,27 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return grpc::Status::OK;
     }
 
-    /* An empty name is every region of the kind, as in Triton. */
+    /* An empty name is every region of the kind (in the caller's scope), as
+     * in Triton. Names are shown as the caller knows them. */
     template <typename Fill>
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
                                      shmreg::kind kind, Fill fill)
     {
-        auto regions = name.empty() ? reg_.try_status(kind) : reg_.try_status(name, kind);
-        if (!regions)
-            return answer(ctx, status_of(regions.error()));
-        for (const shmreg::region_status &s : *regions)
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
+        status_list list;
+        shmreg_err e =
+            scope_status(reg_.handle(), &who.scope, name.empty() ? nullptr : name.c_str(),
+                         static_cast<shmreg_kind>(kind), &list.st, &list.n);
+        if (e != SHMREG_OK)
+            return answer(ctx, status_of(who.scope, e));
+        for (size_t i = 0; i < list.n; i++) {
+            shmreg::region_status s(list.st[i]);
+            s.name = scope_client_name(&who.scope, list.st[i].name);
             fill(s);
+        }
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -581,9 +643,13 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     {
         if (!opts_->allow_client_shm)
             return answer(ctx, client_shm_disabled());
-        shmreg_err e =
-            shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(), kind);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(shmreg::error::last(e)));
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
+        shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
+                                                name.empty() ? nullptr : name.c_str(), kind);
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     shmreg::registry reg_;
@@ -596,9 +662,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
 /* ------------------------------------------------------------- InferCall */
 
-InferCall::InferCall(Service *s, const pb::ModelInferRequest *req, pb::ModelInferResponse *resp)
+InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+                     pb::ModelInferResponse *resp)
     : service_(s), req_(req), resp_(resp)
 {
+    c_.scope = scope;
     service_->call_started();
     clock_gettime(CLOCK_MONOTONIC, &started_);
     c_.reg = s->registry();

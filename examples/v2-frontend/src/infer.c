@@ -376,7 +376,7 @@ static unsigned run(http_infer *h, reply *out)
 
 void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
 {
-    http_infer h = {.c = {.reg = reg, .held = &rq->held,
+    http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
                           .m = model_find_version(rt->model, rt->version)},
                     .rq = rq};
     if (!h.c.m) {

@@ -19,9 +19,10 @@ unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
     return status;
 }
 
+/* The library's failure, in the client's names (region_scope.h). */
 static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 {
-    return infer_fail(c, http_status_from_shmreg(e), "%s", shmreg_last_error());
+    return infer_fail(c, http_status_from_shmreg(e), "%s", scope_message(&c->scope));
 }
 
 /* Acquire the window for this request: the reference belongs to the request
@@ -29,7 +30,9 @@ static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view)
 {
     shmreg_region *ref;
-    shmreg_err e = shmreg_acquire(c->reg, w->region, w->offset, w->byte_size, &ref, view);
+    if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
+        return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
+    shmreg_err e = scope_acquire(c->reg, &c->scope, w->region, w->offset, w->byte_size, &ref, view);
     if (e != SHMREG_OK)
         return fail_shmreg(c, e);
     if (refs_hold(c->held, ref) != 0)

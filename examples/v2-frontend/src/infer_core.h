@@ -30,6 +30,7 @@
 
 #include "models.h"
 #include "refs.h"
+#include "region_scope.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -55,6 +56,7 @@ typedef struct shm_window {
 typedef struct infer_ctx {
     shmreg_registry *reg;
     refs *held;                  /* the request's references: released after its response */
+    region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
     const model *m;
     tensor in[INFER_MAX_INPUTS];
     size_t n_in;

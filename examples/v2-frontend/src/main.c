@@ -43,6 +43,7 @@ static shmreg_registry *create_registry(const frontend_options *o)
     cfg.reserved_key_prefixes = o->reserved_prefixes; /* copied by create */
     cfg.pin_policy = o->pin_policy; /* --pin */
     cfg.log_fn = log_to_stderr;
+    access_config(&o->access, &cfg); /* --allow-uid, --max-*: copied by create */
     shmreg_registry *reg = NULL;
     if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());

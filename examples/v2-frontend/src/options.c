@@ -36,6 +36,19 @@ static void usage(FILE *to, const char *argv0)
             "  --uds-max-regions N         regions per Unix-socket connection (default 16)\n"
             "  --allow-client-shm=B        true | false: let clients register and unregister shared\n"
             "                              memory, as Triton 2.73's flag (default false, as there)\n"
+            "  --allow-uid UID|any         map only shm objects this uid owns (repeatable;\n"
+            "                              default: the server's own uid; any: every owner)\n"
+            "  --max-regions N             regions registered at once, 0 = no limit\n"
+            "                              (default 4096)\n"
+            "  --max-mapped-bytes N        bytes mapped for all regions, 0 = no limit\n"
+            "                              (default 0)\n"
+            "  --max-pinned-bytes N        bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
+            "                              budget (default 0)\n"
+            "  --http-restricted-api shared-memory:KEY=VALUE\n"
+            "                              shared-memory endpoints need header KEY: VALUE\n"
+            "  --grpc-restricted-protocol shared-memory:KEY=VALUE\n"
+            "                              the same over gRPC: metadata triton-grpc-protocol-KEY\n"
+            "  --tenants FILE              bearer tokens -> tenants, each with its own regions\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -164,7 +177,8 @@ int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
-           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM };
+           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM,
+           OPT_ACCESS /* + access_opt: access.c parses these */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -184,6 +198,13 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
         {"uds-max-regions", required_argument, NULL, OPT_UDS_REGIONS},
         {"allow-client-shm", required_argument, NULL, OPT_ALLOW_SHM},
+        {"allow-uid", required_argument, NULL, OPT_ACCESS + ACCESS_ALLOW_UID},
+        {"max-regions", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_REGIONS},
+        {"max-mapped-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_MAPPED},
+        {"max-pinned-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_PINNED},
+        {"http-restricted-api", required_argument, NULL, OPT_ACCESS + ACCESS_HTTP_RESTRICTED},
+        {"grpc-restricted-protocol", required_argument, NULL, OPT_ACCESS + ACCESS_GRPC_RESTRICTED},
+        {"tenants", required_argument, NULL, OPT_ACCESS + ACCESS_TENANTS},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -193,6 +214,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
                             .uds_max_connections = 64, .uds_max_regions = 16};
+    access_options_init(&o->access);
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -233,6 +255,15 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_UDS_CONNS: rc = parse_uint("--uds-max-connections", optarg, 1, 1024, &v); o->uds_max_connections = (unsigned)v; break;
         case OPT_UDS_REGIONS: rc = parse_uint("--uds-max-regions", optarg, 1, 4096, &v); o->uds_max_regions = (unsigned)v; break;
         case OPT_ALLOW_SHM: rc = parse_bool("--allow-client-shm", optarg, &o->allow_client_shm); break;
+        case OPT_ACCESS + ACCESS_ALLOW_UID:
+        case OPT_ACCESS + ACCESS_MAX_REGIONS:
+        case OPT_ACCESS + ACCESS_MAX_MAPPED:
+        case OPT_ACCESS + ACCESS_MAX_PINNED:
+        case OPT_ACCESS + ACCESS_HTTP_RESTRICTED:
+        case OPT_ACCESS + ACCESS_GRPC_RESTRICTED:
+        case OPT_ACCESS + ACCESS_TENANTS:
+            rc = access_option(&o->access, (access_opt)(c - OPT_ACCESS), optarg);
+            break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;
@@ -252,4 +283,5 @@ void options_free(frontend_options *o)
 {
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;
+    access_options_free(&o->access);
 }

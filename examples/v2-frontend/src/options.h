@@ -6,6 +6,8 @@
 
 #include <shmreg/shmreg.h>
 
+#include "access.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,6 +32,7 @@ typedef struct frontend_options {
     unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
     unsigned uds_max_connections;     /* --uds-max-connections: open at once */
     unsigned uds_max_regions;         /* --uds-max-regions: registered per connection */
+    access_options access;            /* --allow-uid, --max-*, --*-restricted-*, --tenants */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),

@@ -18,6 +18,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "access.h"
 #include "refs.h"
 #include "reply.h"
 #include "router.h"
@@ -37,6 +38,7 @@ typedef struct request {
     reply answer;          /* set by a worker for a suspended request */
     int answered;          /* answer is ready to be queued */
     void *connection;      /* the MHD connection, while suspended */
+    caller who;            /* what its headers allow (access.h), read with them */
 } request;
 
 request *request_new(const char *method, const char *url);

@@ -28,6 +28,30 @@
 #include "request.h"
 #include "router.h"
 
+/* --http-restricted-api and --tenants: 1 with the refusal in out. */
+static int refuse_shm(const request *rq, reply *out)
+{
+    char why[256];
+    unsigned status = access_refusal(&rq->who, why, sizeof why);
+    if (status)
+        reply_error(out, status, "%s", why);
+    return status != 0;
+}
+
+/* The request's caller, from its headers (they are complete on the first
+ * call of access_handler; a worker must not read them later). */
+static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
+{
+    const access_options *a = &s->opts->access;
+    const char *value = a->http.header ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                     a->http.header)
+                                       : NULL;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    access_caller(a, &a->http, value, value ? strlen(value) : 0, auth, auth ? strlen(auth) : 0,
+                  &rq->who);
+}
+
 static void dispatch(frontend_server *s, request *rq, reply *out)
 {
     switch (rq->rt.id) {
@@ -35,7 +59,10 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
-    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out); break;
+    case ROUTE_SHM_UNREGISTER:
+        if (!refuse_shm(rq, out))
+            shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out);
+        break;
     default: model_endpoints_handle(&rq->rt, out); break;
     }
 }
@@ -103,6 +130,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, rep
     } else if (r->len) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     }
+    if (r->status == 401) /* RFC 7235: a 401 names the scheme it wants */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     rq->status = r->status;
     enum MHD_Result ok = MHD_queue_response(conn, r->status, resp);
     MHD_destroy_response(resp);
@@ -135,6 +164,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         atomic_fetch_add(&s->in_flight, 1);
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
         rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        read_caller(s, conn, rq);
         *con_cls = rq;
         return MHD_YES;
     }

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "access.h"
+#include "region_scope.h"
+
 /* A size field of a register body: an unsigned 64-bit JSON integer, all of
  * it, so that the library's bounds and overflow checks answer for values
  * past 2^63 with Triton's messages. */
@@ -33,6 +36,13 @@ static int body_size(const json_object *body, const char *field, int required, s
     }
     *out = (size_t)u; /* size_t is 64 bits wide on every target of this example */
     return 0;
+}
+
+/* The library's failure, in the client's names (region_scope.h). */
+static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
+{
+    const char *message = scope_message(scope);
+    reply_error(r, access_http_status(e, message), "%s", message);
 }
 
 static json_object *parse_body(const request *rq, reply *r)
@@ -57,8 +67,8 @@ static const char *string_member(const json_object *o, const char *key)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-static void register_system(shmreg_registry *reg, const char *name, const json_object *body,
-                            reply *r)
+static void register_system(shmreg_registry *reg, const region_scope *scope, const char *name,
+                            const json_object *body, reply *r)
 {
     const char *key = string_member(body, "key");
     size_t offset, byte_size;
@@ -68,9 +78,9 @@ static void register_system(shmreg_registry *reg, const char *name, const json_o
     }
     if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
         return;
-    shmreg_err e = shmreg_register_system(reg, name, key, offset, byte_size, 0);
+    shmreg_err e = scope_register_system(reg, scope, name, key, offset, byte_size);
     if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
     else
         reply_empty(r);
 }
@@ -94,8 +104,8 @@ static int decode_handle(const char *b64, unsigned char handle[CUDA_IPC_HANDLE_S
     return 0;
 }
 
-static void register_cuda(shmreg_registry *reg, const char *name, const json_object *body,
-                          reply *r)
+static void register_cuda(shmreg_registry *reg, const region_scope *scope, const char *name,
+                          const json_object *body, reply *r)
 {
     const char *b64 = string_member(json_object_object_get(body, "raw_handle"), "b64");
     const json_object *device = json_object_object_get(body, "device_id");
@@ -114,10 +124,10 @@ static void register_cuda(shmreg_registry *reg, const char *name, const json_obj
     unsigned char handle[CUDA_IPC_HANDLE_SIZE];
     if (decode_handle(b64, handle, r) != 0)
         return;
-    shmreg_err e = shmreg_register_cuda_ipc(reg, name, handle, sizeof handle, (int)device_id,
-                                            byte_size, 0);
+    shmreg_err e = scope_register_cuda_ipc(reg, scope, name, handle, sizeof handle,
+                                           (int)device_id, byte_size);
     if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
     else
         reply_empty(r);
 }
@@ -126,10 +136,11 @@ static void register_cuda(shmreg_registry *reg, const char *name, const json_obj
  * most of the time of a status call). "in_use" is the key clients of this
  * frontend read; its value is the references callers hold (a request holds
  * one per tensor it places in the region), which is what the library counts. */
-static void write_status_entry(jbuf *b, const shmreg_region_status *s)
+static void write_status_entry(jbuf *b, const region_scope *scope,
+                               const shmreg_region_status *s)
 {
     jbuf_lit(b, "{\"name\":");
-    jbuf_str(b, s->name);
+    jbuf_str(b, scope_client_name(scope, s->name));
     jbuf_lit(b, ",\"byte_size\":");
     jbuf_u64(b, s->byte_size);
     jbuf_lit(b, ",\"in_use\":");
@@ -148,13 +159,13 @@ static void write_status_entry(jbuf *b, const shmreg_region_status *s)
     jbuf_lit(b, "}");
 }
 
-static void status(shmreg_registry *reg, const route *rt, reply *r)
+static void status(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
     shmreg_region_status *st;
     size_t count;
-    shmreg_err e = shmreg_status(reg, rt->region, rt->kind, &st, &count);
+    shmreg_err e = scope_status(reg, scope, rt->region, rt->kind, &st, &count);
     if (e != SHMREG_OK) {
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
         return;
     }
     jbuf b = {0};
@@ -163,7 +174,7 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
     for (size_t i = 0; i < count; i++) {
         if (i)
             jbuf_lit(&b, ",");
-        write_status_entry(&b, &st[i]);
+        write_status_entry(&b, scope, &st[i]);
     }
     jbuf_lit(&b, "]");
     shmreg_status_free(st, count);
@@ -174,19 +185,20 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
  * clients and tests rely on it); a name registered as the other kind is
  * WRONG_KIND, reported with the library's message. One call tells the two
  * apart. */
-shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind)
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
+                                    const char *name, shmreg_kind kind)
 {
-    shmreg_err e = name ? shmreg_unregister(reg, name, kind) : shmreg_unregister_all(reg, kind);
+    shmreg_err e = scope_unregister(reg, scope, name, kind);
     return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
 }
 
-static void unregister(shmreg_registry *reg, const route *rt, reply *r)
+static void unregister(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
-    shmreg_err e = shm_unregister_as_triton(reg, rt->region, rt->kind);
+    shmreg_err e = shm_unregister_as_triton(reg, scope, rt->region, rt->kind);
     if (e == SHMREG_OK)
         reply_empty(r);
     else
-        reply_shmreg_error(r, e);
+        reply_scope_error(r, scope, e);
 }
 
 int shm_name_is_valid(const char *name, char *err, size_t errlen)
@@ -212,9 +224,9 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
     if (!body)
         return;
     if (rt->kind == SHMREG_KIND_SYSTEM)
-        register_system(reg, rt->region, body, r);
+        register_system(reg, &rq->who.scope, rt->region, body, r);
     else
-        register_cuda(reg, rt->region, body, r);
+        register_cuda(reg, &rq->who.scope, rt->region, body, r);
     json_object_put(body);
 }
 
@@ -222,12 +234,12 @@ void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const requ
                           const route *rt, reply *r)
 {
     if (rt->id == ROUTE_SHM_STATUS)
-        status(reg, rt, r);
+        status(reg, &rq->who.scope, rt, r);
     else if (!allow_client_shm) /* Triton 2.73: status stays open, the rest is refused */
         reply_error(r, http_status_from_shmreg(SHMREG_ERR_UNSUPPORTED), "%s",
                     CLIENT_SHM_DISABLED_MESSAGE);
     else if (rt->id == ROUTE_SHM_UNREGISTER)
-        unregister(reg, rt, r);
+        unregister(reg, &rq->who.scope, rt, r);
     else
         register_region(reg, rq, rt, r);
 }
