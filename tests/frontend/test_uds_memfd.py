@@ -422,3 +422,26 @@ def test_readme_memfd_snippet_runs_as_written(uds_server):
     numbers = [int(x) for x in re.findall(r"-?\d+", out[out.index("sum"):])]
     assert numbers == list(np.arange(16) + 10) + list(np.arange(16) - 10), out
     server.wait_until(lambda: "memfd_io" not in status(server), what="the snippet's region to go")
+
+
+def test_peer_uid_outside_the_allow_list_is_refused(uds_server):
+    """--allow-uid covers the socket's peers too: a memfd's owner is whoever
+    sent it, and this server accepts only uid 4242 (not ours)."""
+    server = uds_server("--allow-uid", "4242")
+    sock = mc.connect(server.sock_path)
+    code, _, message = sock.recv(mc.ANSWER_MAX).decode().partition(" ")
+    assert code == "SHMREG_ERR_INVALID_ARG", message
+    assert f"uid {os.geteuid()} is not accepted by this server (--allow-uid)" in message
+    assert sock.recv(mc.ANSWER_MAX) == b"", "the refused connection stays open"
+    sock.close()
+    assert status(server) == {}
+
+
+def test_uds_and_tenants_are_refused_together(sock_path, tmp_path):
+    tokens = tmp_path / "tenants"
+    tokens.write_text("a-token-of-twenty-chars alice\n")
+    tokens.chmod(0o600)
+    proc = subprocess.run([sibling_binary("shmreg-v2-frontend"), "--port", "0", "--uds", sock_path,
+                           "--tenants", str(tokens)], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "--uds and --tenants cannot be used together" in proc.stderr

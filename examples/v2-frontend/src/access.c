@@ -39,6 +39,18 @@ void access_options_free(access_options *a)
     access_options_init(a);
 }
 
+int access_uid_allowed(const access_options *a, uid_t uid)
+{
+    if (a->any_uid)
+        return 1;
+    if (!a->n_allow_uids)
+        return uid == a->self_uid;
+    for (size_t i = 0; i < a->n_allow_uids; i++)
+        if (a->allow_uids[i] == uid)
+            return 1;
+    return 0;
+}
+
 void access_config(const access_options *a, shmreg_config *cfg)
 {
     if (!a->any_uid) {

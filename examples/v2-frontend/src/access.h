@@ -59,6 +59,9 @@ void access_options_init(access_options *a);
 /* One option's argument; 0, or -1 after printing an error. */
 int access_option(access_options *a, access_opt opt, const char *arg);
 void access_options_free(access_options *a);
+/* Whether the allow-list lets uid in (also the peers of --uds, whose
+ * credentials the kernel gives). */
+int access_uid_allowed(const access_options *a, uid_t uid);
 /* The allow-list and limits into cfg; cfg must not outlive a. */
 void access_config(const access_options *a, shmreg_config *cfg);
 

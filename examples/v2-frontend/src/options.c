@@ -271,6 +271,12 @@ int options_parse(int argc, char **argv, frontend_options *o)
         if (rc)
             return -1;
     }
+    if (o->uds_path && o->access.tenants) {
+        /* A --uds region belongs to its connection, not to a bearer-token
+         * tenant: no tenant could see it, so the two are not mixed. */
+        fprintf(stderr, "error: --uds and --tenants cannot be used together\n");
+        return -1;
+    }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
         usage(stderr, argv[0]);

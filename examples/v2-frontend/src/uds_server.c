@@ -261,6 +261,17 @@ static void accept_connections(uds_server *u)
             u->accept_paused = true;
         if (fd < 0)
             return;
+        struct ucred cred;
+        socklen_t cred_len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+            !access_uid_allowed(&u->opts->access, cred.uid)) {
+            /* The socket file's mode says who may connect; --allow-uid says
+             * whose memory the server maps, and a memfd's owner is its sender. */
+            (void)answer(fd, SHMREG_ERR_INVALID_ARG,
+                         "uid %u is not accepted by this server (--allow-uid)", (unsigned)cred.uid);
+            close(fd);
+            continue;
+        }
         struct slot *s = free_slot(u);
         if (s) {
             open_connection(u, s, fd);
