@@ -11,13 +11,13 @@
 #include "server.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,8 +59,12 @@ static int triage(frontend_server *s, request *rq, reply *out)
         reply_error(out, 503, "the server is shutting down");
     } else if (rq->body_too_large) {
         reply_too_large(out, rq, s->opts->max_body);
+    } else if (rq->over_budget) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
     } else if (rq->header_length == -2) {
-        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer");
+        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer "
+                              "in decimal digits");
     } else if (route_match(rq->url, &rq->rt) != 0) {
         reply_error(out, 500, "out of memory");
     } else if (rq->rt.id != ROUTE_NONE &&
@@ -109,16 +113,43 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, rep
     return ok;
 }
 
-/* A strict decimal header value, or -1 when absent; -2 when malformed. */
+/* A header value of decimal digits only, as HTTP writes lengths (1*DIGIT),
+ * or -1 when absent; -2 for anything else: strtoll alone would take a sign,
+ * leading white space (a vertical tab, which libmicrohttpd keeps) and more. */
 static int64_t header_number(struct MHD_Connection *conn, const char *name)
 {
     const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
     if (!v)
         return -1;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    return (errno || end == v || *end || n < 0) ? -2 : n;
+    size_t digits = strspn(v, "0123456789");
+    /* 18 digits always fit int64_t; no body here is near 10^18 bytes. */
+    if (digits == 0 || v[digits] != 0 || digits > 18)
+        return -2;
+    return strtoll(v, NULL, 10);
+}
+
+/* A client that sends Expect: 100-continue waits for our word before it
+ * sends the body: a body that would be refused is refused now, instead of
+ * asking for it (and reading it all to refuse it after). 1 with out set, or
+ * 0: go on. A length that is absent or malformed is left to the body's end. */
+static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, const request *rq,
+                              reply *out)
+{
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    int64_t len = rq->content_length;
+    if (!expect || strcasecmp(expect, "100-continue") != 0 || len < 0)
+        return 0;
+    if ((uint64_t)len > s->opts->max_body) {
+        reply_error(out, 413, "request body of %lld bytes is larger than %zu bytes", (long long)len,
+                    s->opts->max_body);
+        return 1;
+    }
+    if (!body_budget_fits(&s->bodies, (size_t)len)) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
+        return 1;
+    }
+    return 0;
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -129,13 +160,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     frontend_server *s = cls;
     request *rq = *con_cls;
     if (!rq) { /* headers are in: set up, body follows */
-        rq = request_new(method, url);
+        rq = request_new(method, url, &s->bodies);
         if (!rq)
             return MHD_NO;
         atomic_fetch_add(&s->in_flight, 1);
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
         rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
         *con_cls = rq;
+        reply early;
+        /* A response queued now means no 100 Continue; the body is not read. */
+        if (refuse_before_body(s, conn, rq, &early))
+            return queue_reply(conn, rq, &early);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -210,6 +245,8 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
     *s = (frontend_server){.registry = reg, .opts = opts};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
+    atomic_init(&s->bodies.used, 0);
+    s->bodies.cap = opts->max_buffered;
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
@@ -222,11 +259,16 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
         return -1;
     }
     /* One HTTP thread moves bytes and answers the quick endpoints; the
-     * workers run inferences. */
+     * workers run inferences. Connections are bounded: per client address,
+     * so that one client's idle half-open requests cannot take every
+     * connection libmicrohttpd allows, and in time, so that stalled ones go
+     * (a suspended connection, whose request a worker runs, is not idle). */
     s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_TIMEOUT, opts->request_timeout_s,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_client_connections,
+                                 MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
         worker_pool_stop(s->workers);

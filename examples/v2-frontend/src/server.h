@@ -6,7 +6,9 @@
 
 #include <shmreg/shmreg.h>
 
+#include "body_budget.h"
 #include "options.h"
+#include "request.h"
 #include "worker_pool.h"
 
 typedef struct frontend_server {
@@ -15,6 +17,7 @@ typedef struct frontend_server {
     shmreg_registry *registry;
     const frontend_options *opts;
     atomic_uint in_flight;  /* requests between their first byte and their completion */
+    body_budget bodies;     /* request body bytes held, all connections together */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
 } frontend_server;
