@@ -31,6 +31,7 @@ typedef struct request {
     body_budget *budget;   /* charged body_len bytes until request_finish */
     int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
     int over_budget;       /* past --max-buffered-mb: the rest is discarded, 503 follows */
+    int dispatched;        /* the body is in and the request is being answered */
     int64_t header_length; /* Inference-Header-Content-Length, or -1 */
     int64_t content_length; /* Content-Length, for messages; -1 when absent */
     refs held;             /* references acquired for this request */

@@ -24,6 +24,7 @@
 
 #include "endpoints.h"
 #include "infer.h"
+#include "models.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
@@ -86,6 +87,18 @@ static void run_suspended(void *ctx, void *item)
     request *rq = item;
     dispatch(s, rq, &rq->answer);
     rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
+    MHD_resume_connection(rq->connection);
+}
+
+/* Shutdown, past the drain time: a request still queued is answered 503
+ * without running (it holds no reference yet: those are taken by the run). */
+static void cancel_queued(void *ctx, void *item)
+{
+    (void)ctx;
+    request *rq = item;
+    reply_error(&rq->answer, 503, "the server is shutting down: the request was not started "
+                                  "within the drain time");
+    rq->answered = 1;
     MHD_resume_connection(rq->connection);
 }
 
@@ -163,7 +176,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         rq = request_new(method, url, &s->bodies);
         if (!rq)
             return MHD_NO;
-        atomic_fetch_add(&s->in_flight, 1);
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
         rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
         *con_cls = rq;
@@ -184,6 +196,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         rq->answer.body = NULL; /* libmicrohttpd owns it now */
         return ok;
     }
+    rq->dispatched = 1;
+    atomic_fetch_add(&s->in_flight, 1);
     reply r;
     if (triage(s, rq, &r) == 0)
         return queue_reply(conn, rq, &r);
@@ -214,9 +228,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     if (s->opts->verbose)
         fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->log_url, rq->status, ms_since(&rq->started),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    int dispatched = rq->dispatched;
     request_finish(rq); /* the lifetime rule: release when the response is done */
     *con_cls = NULL;
-    atomic_fetch_sub(&s->in_flight, 1);
+    if (dispatched)
+        atomic_fetch_sub(&s->in_flight, 1);
 }
 
 static int bind_address(const char *host, unsigned port, struct sockaddr_storage *ss,
@@ -271,7 +287,7 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
                                  MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
-        worker_pool_stop(s->workers);
+        worker_pool_stop(s->workers, NULL);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -279,23 +295,34 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
     return 0;
 }
 
+/* Wait until no request is in flight, or for at most ms milliseconds. */
+static void wait_in_flight(frontend_server *s, unsigned ms)
+{
+    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < ms / 10; waited++)
+        nanosleep(&tick, NULL);
+}
+
 void server_stop(frontend_server *s)
 {
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);
-    /* Requests already running finish and send their responses; requests
-     * arriving on kept-alive connections get 503 meanwhile. */
-    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
-    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < s->opts->drain_s * 100;
-         waited++)
-        nanosleep(&tick, NULL);
-    if (atomic_load(&s->in_flight) > 0)
-        fprintf(stderr, "shutdown: %u requests still in flight after %u s; closing them\n",
+    /* Requests already queued or running finish and send their responses;
+     * requests arriving on kept-alive connections get 503 meanwhile. */
+    wait_in_flight(s, s->opts->drain_s * 1000);
+    if (atomic_load(&s->in_flight) > 0) {
+        fprintf(stderr, "shutdown: %u requests still in flight after %u s; stopping them\n",
                 atomic_load(&s->in_flight), s->opts->drain_s);
-    /* Workers finish what they hold and resume those connections, so that
-     * no connection is left suspended when the daemon stops. */
-    worker_pool_stop(s->workers);
+        models_cut_delays(); /* the running ones answer 503 soon */
+    }
+    /* Queued requests are answered 503 and resumed, workers finish what they
+     * hold and resume those connections, so that no connection is left
+     * suspended when the daemon stops. */
+    worker_pool_stop(s->workers, cancel_queued);
     s->workers = NULL;
+    /* A moment for those answers to go out; a client that does not read
+     * them is closed below all the same. */
+    wait_in_flight(s, 1000);
     MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
     if (listener != MHD_INVALID_SOCKET)
         close(listener);        /* quiesce handed the listening socket to us */
