@@ -58,14 +58,6 @@ def closed_by_server(s, within):
         return False
 
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
 def under_asan():
     # The ASan build keeps freed memory in its quarantine: RSS says little there.
     return "ASAN_OPTIONS" in os.environ
@@ -118,7 +110,7 @@ def test_bodies_buffered_across_connections_are_capped(start_frontend):
     held all of them (518 MiB resident). Now it holds --max-buffered-mb
     (128 here) and answers a request that comes meanwhile 503."""
     server = start_frontend("--max-body-mb", "64", "--max-buffered-mb", "128")
-    base = rss_mib(server.pid)
+    base = server.memory_mib()
     uploads = []
     try:
         for _ in range(8):
@@ -126,7 +118,7 @@ def test_bodies_buffered_across_connections_are_capped(start_frontend):
             s.sendall(post_head(64 * MIB) + b" " * (64 * MIB - 1))
             uploads.append(s)
         time.sleep(1)
-        grown = rss_mib(server.pid) - base
+        grown = server.memory_mib() - base
         if not under_asan():
             assert grown < 128 + 48, f"{grown:.0f} MiB more resident"
         status, body = server.json("POST", "/v2/models/identity/infer", b" " * MIB)
