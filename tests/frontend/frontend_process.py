@@ -86,6 +86,15 @@ class Frontend:
         with open(f"/proc/{self.pid}/maps") as maps:
             return [line for line in maps if "/dev/shm/" in line and marker in line]
 
+    def memory_mib(self, field="VmRSS"):
+        """A memory figure of the server's /proc/PID/status (VmRSS: resident
+        now, VmHWM: the peak), in MiB."""
+        with open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+        raise AssertionError(f"no {field} in /proc/{self.pid}/status")
+
     def stop(self, sig=signal.SIGTERM):
         """Signal the server and wait for it; returns (exit code, stderr).
         A second call returns the first call's answer."""

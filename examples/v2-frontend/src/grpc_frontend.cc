@@ -39,6 +39,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "access.h"
 #include "datatype.h"
@@ -332,6 +333,8 @@ class InferCall final : public grpc::ServerUnaryReactor {
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
+    /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
+    void cancel();
     void OnDone() override;
 
   private:
@@ -361,13 +364,20 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         workers_ = worker_pool_start(opts_->threads, run_call, this);
         return workers_ != nullptr;
     }
-    /* Run what is queued, join the workers, then wait for the OnDone of
-     * every call: when this returns no call holds a reference. */
-    void stop_workers()
+    /* Let calls run until deadline; then answer those still queued with
+     * UNAVAILABLE, cut the running ones short (a slow model's delay), join
+     * the workers and wait for the OnDone of every call: when this returns
+     * no call holds a reference. */
+    void stop_workers(std::chrono::system_clock::time_point deadline)
     {
-        worker_pool_stop(workers_);
-        workers_ = nullptr;
         std::unique_lock<std::mutex> lock(mu_);
+        if (!done_.wait_until(lock, deadline, [this] { return calls_ == 0; }))
+            models_cut_delays();
+        worker_pool *workers = workers_;
+        workers_ = nullptr; /* submit refuses from here on */
+        lock.unlock();
+        worker_pool_stop(workers, cancel_call);
+        lock.lock();
         done_.wait(lock, [this] { return calls_ == 0; });
     }
 
@@ -482,7 +492,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     {
         /* deleted by its OnDone */
         auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
-        if (worker_pool_submit(workers_, call) != 0)
+        if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
     }
@@ -583,7 +593,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
   private:
+    /* Queue a call for the workers; false once stop_workers has taken them
+     * (a call can still arrive while Shutdown starts on its thread). */
+    bool submit(InferCall *call)
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        return workers_ && worker_pool_submit(workers_, call) == 0;
+    }
+
     static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }
+    static void cancel_call(void *, void *item) { static_cast<InferCall *>(item)->cancel(); }
 
     static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx,
                                             const grpc::Status &st)
@@ -671,6 +690,14 @@ InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInfer
     clock_gettime(CLOCK_MONOTONIC, &started_);
     c_.reg = s->registry();
     c_.held = &held_;
+}
+
+void InferCall::cancel()
+{
+    /* Nothing was acquired yet: run() takes the references. */
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down: the request was not started within the "
+                        "drain time"));
 }
 
 void InferCall::OnDone()
@@ -872,7 +899,7 @@ extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmr
                      opts->grpc_port);
         if (g->server)
             g->server->Shutdown();
-        g->service->stop_workers();
+        g->service->stop_workers(std::chrono::system_clock::now());
         return nullptr;
     }
     return g.release();
@@ -887,11 +914,14 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
 {
     if (!g)
         return;
-    /* New calls are refused from here on; calls in flight run to their end
-     * (their workers call Finish) until the deadline, after which gRPC
-     * cancels what is left. */
-    g->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s));
-    g->service->stop_workers(); /* every call's OnDone has run: no reference is held */
+    /* New calls are refused from here on (Shutdown, on its own thread: it
+     * returns only once every call is done); calls in flight run to their
+     * end until the deadline, after which the queued ones are answered
+     * UNAVAILABLE and the running ones cut short, instead of all being run. */
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
+    std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
+    g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
+    refuse.join();
     g->server->Wait();
     g->server.reset();
     delete g;

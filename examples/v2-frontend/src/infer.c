@@ -9,8 +9,9 @@
  *      has been sent, whatever unregister does meanwhile; an output's view
  *      must be writable (a region registered SHMREG_READONLY is refused with
  *      400);
- *   3. run the model straight from and into those views (a CUDA region is
- *      staged through a host buffer: device_copy.h);
+ *   3. run the model on those windows: a system region through guarded
+ *      copies (a truncated object is a 400, not a SIGBUS), a CUDA region
+ *      staged through a host buffer (device_copy.h);
  *   4. build the response; server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
  *

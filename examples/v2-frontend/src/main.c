@@ -104,6 +104,14 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 
+    /* Clients' named shm objects can be truncated under our mappings: with
+     * the guard, a copy of a lost page fails that one request (infer_core.c)
+     * instead of a SIGBUS killing the server. Before any thread starts. */
+    if (shmreg_guard_install() != SHMREG_OK) {
+        fprintf(stderr, "error: %s\n", shmreg_last_error());
+        options_free(&opts);
+        return 1;
+    }
     models_set_delay(opts.delay_ms);
     yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window);
     shmreg_registry *reg = create_registry(&opts);

@@ -1,6 +1,8 @@
 /* The models' descriptions, kernels and statistics. */
 #include "models.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -82,10 +84,44 @@ static model models[] = {
 };
 
 static unsigned delay_ms_;
+/* simple_delayed sleeps on this, so that shutdown can cut the sleep short. */
+static pthread_mutex_t delay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t delay_cut = PTHREAD_COND_INITIALIZER;
+static int delays_cut;
 
 void models_set_delay(unsigned delay_ms)
 {
     delay_ms_ = delay_ms;
+}
+
+void models_cut_delays(void)
+{
+    pthread_mutex_lock(&delay_lock);
+    delays_cut = 1;
+    pthread_cond_broadcast(&delay_cut);
+    pthread_mutex_unlock(&delay_lock);
+}
+
+/* Sleep --delay-ms: 0, or -1 when shutdown cut it short. The deadline is on
+ * the realtime clock, the condition variable's default: a clock step only
+ * lengthens or shortens a test model's sleep. */
+static int delay(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += delay_ms_ / 1000;
+    until.tv_nsec += (long)(delay_ms_ % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&delay_lock);
+    int rc = 0;
+    while (!delays_cut && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&delay_cut, &delay_lock, &until);
+    int cut = delays_cut;
+    pthread_mutex_unlock(&delay_lock);
+    return cut ? -1 : 0;
 }
 
 size_t model_count(void)
@@ -376,10 +412,10 @@ unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *e
         }
         return st;
     }
-    if (m->delayed && delay_ms_) {
-        struct timespec d = {.tv_sec = delay_ms_ / 1000, .tv_nsec = (long)(delay_ms_ % 1000) * 1000000L};
-        while (nanosleep(&d, &d) != 0)
-            ;
+    if (m->delayed && delay_ms_ && delay() != 0) {
+        snprintf(err, errlen, "the server is shutting down: model '%s' was stopped after the "
+                              "drain time", m->name);
+        return 503;
     }
     m->kernel(in, out);
     return 0;

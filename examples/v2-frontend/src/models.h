@@ -27,6 +27,9 @@ extern "C" {
 typedef struct model model;
 
 void models_set_delay(unsigned delay_ms);
+/* Shutdown's drain time is over: cut short every delay, running and to come
+ * (those runs answer 503). Idempotent. */
+void models_cut_delays(void);
 const model *model_find(const char *name);
 /* model_find, for a request naming version (NULL or "" for any): every
  * built-in model has exactly version "1". */

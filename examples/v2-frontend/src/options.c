@@ -49,6 +49,13 @@ static void usage(FILE *to, const char *argv0)
             "  --grpc-restricted-protocol shared-memory:KEY=VALUE\n"
             "                              the same over gRPC: metadata triton-grpc-protocol-KEY\n"
             "  --tenants FILE              bearer tokens -> tenants, each with its own regions\n"
+            "  --max-buffered-mb N         request bodies held at once, all connections together,\n"
+            "                              in MiB; past it a request gets 503 (default 256, at least\n"
+            "                              --max-body-mb)\n"
+            "  --max-client-connections N  connections from one IP address at once, 0 = no limit\n"
+            "                              (default 64)\n"
+            "  --request-timeout-s N       close a connection idle this long: a request whose headers\n"
+            "                              or body stall, or an unused kept-alive one (default 10)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -177,8 +184,9 @@ int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
-           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM,
-           OPT_ACCESS /* + access_opt: access.c parses these */ };
+           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
+           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT,
+           OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -205,6 +213,9 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"http-restricted-api", required_argument, NULL, OPT_ACCESS + ACCESS_HTTP_RESTRICTED},
         {"grpc-restricted-protocol", required_argument, NULL, OPT_ACCESS + ACCESS_GRPC_RESTRICTED},
         {"tenants", required_argument, NULL, OPT_ACCESS + ACCESS_TENANTS},
+        {"max-buffered-mb", required_argument, NULL, OPT_BUFFERED},
+        {"max-client-connections", required_argument, NULL, OPT_CLIENT_CONNS},
+        {"request-timeout-s", required_argument, NULL, OPT_REQUEST_TIMEOUT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -213,7 +224,9 @@ int options_parse(int argc, char **argv, frontend_options *o)
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
-                            .uds_max_connections = 64, .uds_max_regions = 16};
+                            .uds_max_connections = 64, .uds_max_regions = 16,
+                            .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
+                            .request_timeout_s = 10};
     access_options_init(&o->access);
     size_t n_prefixes = 0;
     unsigned long v;
@@ -264,6 +277,9 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_ACCESS + ACCESS_TENANTS:
             rc = access_option(&o->access, (access_opt)(c - OPT_ACCESS), optarg);
             break;
+        case OPT_BUFFERED: rc = parse_uint("--max-buffered-mb", optarg, 1, 65536, &v); o->max_buffered = (size_t)v << 20; break;
+        case OPT_CLIENT_CONNS: rc = parse_uint("--max-client-connections", optarg, 0, 65536, &v); o->max_client_connections = (unsigned)v; break;
+        case OPT_REQUEST_TIMEOUT: rc = parse_uint("--request-timeout-s", optarg, 1, 3600, &v); o->request_timeout_s = (unsigned)v; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;
@@ -280,6 +296,12 @@ int options_parse(int argc, char **argv, frontend_options *o)
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
         usage(stderr, argv[0]);
+        return -1;
+    }
+    /* Else a body the size limit allows could never be buffered. */
+    if (o->max_body > o->max_buffered) {
+        fprintf(stderr, "error: --max-body-mb (%zu) must not exceed --max-buffered-mb (%zu)\n",
+                o->max_body >> 20, o->max_buffered >> 20);
         return -1;
     }
     return 0;

@@ -33,6 +33,9 @@ typedef struct frontend_options {
     unsigned uds_max_connections;     /* --uds-max-connections: open at once */
     unsigned uds_max_regions;         /* --uds-max-regions: registered per connection */
     access_options access;            /* --allow-uid, --max-*, --*-restricted-*, --tenants */
+    size_t max_buffered;              /* request body bytes held at once, all connections together */
+    unsigned max_client_connections;  /* connections from one IP address at once; 0: no limit */
+    unsigned request_timeout_s;       /* a connection idle this long is closed (stalled request) */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
