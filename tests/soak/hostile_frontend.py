@@ -17,6 +17,7 @@ usage: FRONTEND_BIN=... python tests/soak/hostile_frontend.py --seconds 300
 """
 import argparse
 import collections
+import http.client
 import json
 import os
 import signal
@@ -125,10 +126,10 @@ def truncator(server, index, stop, tally):
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         try:
             os.ftruncate(fd, PAGE)
-            status, _ = server.json("POST", f"/v2/systemsharedmemory/region/{name}/register",
-                                    shm_register_body(key, 0, PAGE))
+            status, data = request(server, "POST", f"/v2/systemsharedmemory/region/{name}/register",
+                                   shm_register_body(key, 0, PAGE))
             if status != 200:
-                tally.add("truncator register refused", f"register: {status}")
+                tally.add("truncator register refused", f"register: {status} {data[:200]!r}")
                 continue
             os.ftruncate(fd, 0)
             body = {"inputs": [
@@ -137,9 +138,10 @@ def truncator(server, index, stop, tally):
                 for n in ("INPUT0", "INPUT1")],
                 "outputs": [{"name": "OUTPUT0", "parameters": {"shared_memory_region": name,
                                                                "shared_memory_byte_size": NBYTES}}]}
-            status, _, data = request(server, "POST", "/v2/models/simple/infer", body)
+            status, data = request(server, "POST", "/v2/models/simple/infer", body)
             expect_4xx(tally, "truncated read", status, data)
-            server.json("POST", f"/v2/systemsharedmemory/region/{name}/unregister")
+            status, data = request(server, "POST", f"/v2/systemsharedmemory/region/{name}/unregister")
+            expect_4xx(tally, "truncator unregister", status, data)
         finally:
             os.close(fd)
             os.unlink(path)
@@ -156,47 +158,55 @@ def flooder(server, index, stop, tally, burst):
             names = []
             for i in range(burst):
                 name = f"flood-{index}-{i}"
-                status, _, data = request(server, "POST",
-                                          f"/v2/systemsharedmemory/region/{name}/register",
-                                          shm_register_body(key, 0, PAGE))
+                status, data = request(server, "POST",
+                                       f"/v2/systemsharedmemory/region/{name}/register",
+                                       shm_register_body(key, 0, PAGE), FLOODER_ADDR)
                 expect_4xx(tally, "flood register", status, data)
                 if status == 200:
                     names.append(name)
                 if stop.is_set():
                     break
             for name in names:
-                server.json("POST", f"/v2/systemsharedmemory/region/{name}/unregister")
+                status, data = request(server, "POST",
+                                       f"/v2/systemsharedmemory/region/{name}/unregister",
+                                       source=FLOODER_ADDR)
+                expect_4xx(tally, "flood unregister", status, data)
     finally:
         os.close(fd)
         os.unlink("/dev/shm" + key)
 
 
-def slow_uploader(server, stop, tally, conns):
-    """Announce 64 MiB bodies on several connections, send a few bytes, and
-    keep the connections open; replace each one the server closes."""
+def slow_uploader(server, stop, tally, conns, sent_mib):
+    """Announce 64 MiB bodies on several connections, send sent_mib of each,
+    and go silent; replace each connection the server answers or closes."""
     socks = []
+    chunk = b"0" * (sent_mib << 20)
     while not stop.is_set():
-        while len(socks) < conns:
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            s.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: 67108864\r\n\r\n{\"in")
+        while len(socks) < conns and not stop.is_set():
+            try:
+                s = connect_from(server, UPLOADER_ADDR)
+                s.sendall(b"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: 67108864\r\n\r\n")
+                s.sendall(chunk)
+            except OSError:  # refused, answered or closed mid-upload: defences
+                tally.add("slow upload cut short by the server")
+                break
             socks.append(s)
-            tally.add("slow upload started")
+            tally.add("slow upload stalled")
         time.sleep(0.5)
         alive = []
         for s in socks:
             try:
                 s.setblocking(False)
-                if s.recv(4096) == b"":
-                    raise ConnectionResetError
+                answer = s.recv(4096)
                 s.close()
-                tally.add("slow upload answered")
+                tally.add("slow upload answered " + (answer[9:12].decode() if answer else "(closed)"))
             except BlockingIOError:
-                s.setblocking(True)
+                s.settimeout(5)
                 alive.append(s)
             except OSError:
                 s.close()
-                tally.add("slow upload closed by server")
+                tally.add("slow upload answered (reset)")
         socks = alive
     for s in socks:
         s.close()
@@ -209,8 +219,12 @@ def abandoner(server, stop, tally):
     while not stop.is_set():
         for part in (b"GET /v2/heal", b"POST /v2/systemsharedmemory/region/x/register HTTP/1.1\r\n"
                      b"Content-Length: 10\r\n"):
-            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-            s.sendall(part)
+            try:
+                s = connect_from(server, ABANDONER_ADDR)
+                s.sendall(part)
+            except OSError:  # refused past the per-address limit: a defence
+                tally.add("abandoned connection refused")
+                continue
             held.append(s)
         while len(held) > 64:
             held.pop(0).close()
@@ -220,13 +234,34 @@ def abandoner(server, stop, tally):
         s.close()
 
 
-def request(server, method, path, body=None):
-    """(status, headers, body) or (None, None, error text) when the server
-    did not answer."""
+# Hostile clients come from addresses of their own (all of 127/8 is
+# loopback), as they would from other hosts: the server's per-address
+# connection limit is one of the defences under test, and honest clients on
+# 127.0.0.1 must not share it with them.
+TRUNCATOR_ADDR, FLOODER_ADDR, UPLOADER_ADDR, ABANDONER_ADDR = (
+    "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+
+
+def request(server, method, path, body=None, source=TRUNCATOR_ADDR):
+    """(status, body bytes) from source, or (None, error text) when the
+    server did not answer."""
+    if body is not None and not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30,
+                                      source_address=(source, 0))
     try:
-        return server.request(method, path, body, timeout=30)
+        conn.request(method, path, body=body)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
     except OSError as e:
-        return None, None, str(e).encode()
+        return None, str(e).encode()
+    finally:
+        conn.close()
+
+
+def connect_from(server, source):
+    return socket.create_connection(("127.0.0.1", server.port), timeout=5,
+                                    source_address=(source, 0))
 
 
 def rss_kib(pid):
@@ -245,9 +280,10 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--honest", type=int, default=2, help="honest clients per protocol")
-    p.add_argument("--rss-limit-mib", type=float, default=512,
+    p.add_argument("--rss-limit-mib", type=float, default=256,
                    help="fail when the server's RSS grows past this")
-    p.add_argument("--server-arg", action="append", default=[],
+    p.add_argument("--server-arg", action="append",
+                   default=["--allow-client-shm=true", "--max-body-mb=64", "--max-buffered-mb=128"],
                    help="extra frontend option (repeatable), e.g. --server-arg=--max-regions=2000")
     return p.parse_args()
 
@@ -264,7 +300,7 @@ def run_soak(args):
                for proto in ("http", "grpc") for i in range(args.honest)]
     threads += [threading.Thread(target=truncator, args=(server, i, stop, tally)) for i in range(2)]
     threads += [threading.Thread(target=flooder, args=(server, 0, stop, tally, 500))]
-    threads += [threading.Thread(target=slow_uploader, args=(server, stop, tally, 8))]
+    threads += [threading.Thread(target=slow_uploader, args=(server, stop, tally, 8, 24))]
     threads += [threading.Thread(target=abandoner, args=(server, stop, tally))]
     rss0, fds0 = rss_kib(server.pid), fd_count(server.pid)
     rss_max = rss0
