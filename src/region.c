@@ -10,8 +10,11 @@
 char shmreg__rcu_tsan_token;
 #endif
 
+static void region_reclaim(struct shmreg__reclaim_node *n);
+
 shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__region_args *a,
-                              const struct shmreg__mapping *map, struct shmreg_region **out)
+                              struct shmreg__mapping *m, size_t window_offset, size_t byte_size,
+                              struct shmreg_region **out)
 {
     size_t name_len = strlen(a->name);
     struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1);
@@ -31,18 +34,36 @@ shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__regi
     r->offset = a->offset;
     r->flags = a->flags;
     r->charged = a->charged;
-    r->map = *map;
+    r->mapping = m;
+    r->win = (struct shmreg__window){
+        .backend = m->opened.backend,
+        .addr = (char *)m->opened.base + (window_offset - m->opened.object_offset),
+        .byte_size = byte_size,
+        .device_id = m->opened.device_id,
+        .pinned = m->opened.pinned,
+    };
+    r->reclaim.run = region_reclaim;
+    r->reclaim.bytes = a->charged.mapped_bytes;
     r->table = t;
     /* The registry's reference; the insert under the lock publishes it. */
     shmreg__ref_init(&r->entry.refs, 1);
+    *out = r;
+    return SHMREG_OK;
+}
+
+void shmreg__region_own_locked(struct shmreg__table *t, struct shmreg_region *r)
+{
     /* Hand-off: this region now keeps the table (its lock, hash table and
      * counters) alive until its own deleter has run. */
     shmreg__table_get(t);
-    pthread_mutex_lock(&t->lock);
     t->regions_alive++;
-    pthread_mutex_unlock(&t->lock);
-    *out = r;
-    return SHMREG_OK;
+}
+
+void shmreg__region_discard(struct shmreg_region *r)
+{
+    shmreg__free(r->key);
+    shmreg__free(r->tag);
+    shmreg__free(r);
 }
 
 static void region_free_rcu(struct rcu_head *head)
@@ -54,30 +75,30 @@ static void region_free_rcu(struct rcu_head *head)
 }
 
 /* Take the name out of the table if it is still there (a DEFER-pending
- * region leaves it on its last release) and give back what the region
- * counted against the limits. Removal is of this entry only, so a region
- * re-registered under the same name is never touched. */
-static void region_retire(struct shmreg_region *r)
+ * region leaves it on its last release) and leave the mapping, which gives
+ * back what the region counted against the limits, or keeps it counting
+ * while the mapping waits for its close. Removal is of this entry only, so
+ * a region re-registered under the same name is never touched. Returns the
+ * mappings to close. */
+static struct shmreg__mapping *region_retire(struct shmreg_region *r)
 {
     struct shmreg__table *t = r->table;
     shmreg__table_lock(t);
     if (r->entry.linked)
         shmreg__table_unlink_locked(t, &r->entry);
-    shmreg__usage_give_back_locked(t, &r->charged);
+    struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
     t->regions_alive--;
     shmreg__table_unlock(t);
+    return close;
 }
 
 /* The deleter: the count is dead, so no caller holds the region and no
- * lookup can take a new reference. */
+ * lookup can take a new reference. The mapping is closed here, once, unless
+ * other regions are on it or the cache keeps it. */
 static void region_destroy(struct shmreg_region *r)
 {
     struct shmreg__table *t = r->table;
-    region_retire(r);
-    shmreg_err err = r->map.backend->close(&r->map, r->name);
-    if (err != SHMREG_OK)
-        shmreg__table_log(t, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
-                          shmreg_err_name(err), shmreg_last_error());
+    shmreg__mapping_close_list(t, region_retire(r));
     shmreg__free(r->key);
     shmreg__free(r->tag);
     r->key = r->tag = NULL;
@@ -88,7 +109,14 @@ static void region_destroy(struct shmreg_region *r)
     shmreg__table_put(t);
 }
 
-void shmreg__region_put(struct shmreg_region *r)
+/* The reclaim thread's half of a hand-off. */
+static void region_reclaim(struct shmreg__reclaim_node *n)
+{
+    region_destroy(caa_container_of(n, struct shmreg_region, reclaim));
+}
+
+/* Drop one reference; true when it was the last (the deleter is ours). */
+static bool region_drop(struct shmreg_region *r)
 {
     /* Between this put's decrement and its swap to DEAD, a lookup may revive
      * the count, and the reviver's own last put may then run the deleter,
@@ -98,7 +126,20 @@ void shmreg__region_put(struct shmreg_region *r)
     shmreg__rcu_read_lock();
     bool last = shmreg__ref_put(&r->entry.refs);
     shmreg__rcu_read_unlock();
-    if (last)
+    return last;
+}
+
+void shmreg__region_put(struct shmreg_region *r)
+{
+    if (region_drop(r))
+        region_destroy(r);
+}
+
+void shmreg__region_release(struct shmreg_region *r)
+{
+    /* Hand-off: the dead region, and the duty to tear it down, go to the
+     * reclaim thread; without one, the deleter runs here. */
+    if (region_drop(r) && !shmreg__reclaim_hand_off(&r->table->reclaim, &r->reclaim))
         region_destroy(r);
 }
 
@@ -132,7 +173,7 @@ bool shmreg__region_matches(const struct shmreg_region *r, shmreg_kind kind, con
 void shmreg_release(shmreg_region *ref)
 {
     if (ref)
-        shmreg__region_put(ref);
+        shmreg__region_release(ref);
 }
 
 shmreg_region *shmreg_retain(shmreg_region *ref)

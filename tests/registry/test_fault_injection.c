@@ -95,6 +95,9 @@ static void fill_config(struct fx *f, shmreg_config *cfg)
     cfg->reserved_key_prefixes = prefixes;
     cfg->log_fn = capture_log;
     cfg->log_user = &f->log;
+    /* Deleters run in the thread that armed the injection; the reclaim
+     * thread's own calls are failed by the cases at the end. */
+    cfg->reclaim = SHMREG_RECLAIM_INLINE;
 }
 
 static shmreg_registry *new_registry(struct fx *f)

@@ -15,6 +15,11 @@ int tu_count_fds(void);
  * /proc/self/maps); optionally only those of one key (NULL: all). */
 int tu_count_shm_maps(const char *key);
 
+/* Poll tu_count_shm_maps(key) until it is `want` or timeout_ms passed;
+ * returns the last count. For mappings a reclaim thread unmaps after its
+ * registry was destroyed. */
+int tu_wait_shm_maps(const char *key, int want, int timeout_ms);
+
 /* As tu_count_shm_maps, counting only mappings that allow writing. */
 int tu_count_writable_shm_maps(const char *key);
 
