@@ -2,16 +2,28 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "reclaim.h"
 
+/* How the thread waits for work. While hand-offs keep coming it polls the
+ * stack every POLL_MS, so that a release makes no system call at all (a
+ * futex wake costs 10-40 us on a virtual machine, and the scheduler may
+ * even run the woken thread's munmap on the waker's CPU first). After
+ * DEEP_AFTER_POLLS empty polls it sleeps until woken, and the next hand-off
+ * pays one futex wake. */
+#define POLL_MS 2
+#define DEEP_AFTER_POLLS 500
+
+enum { AWAKE, POLLING, DEEP };
+
 /* Private futexes: the word is never shared with another process. */
-static void futex_wait(atomic_uint *word, unsigned expected)
+static void futex_wait(atomic_uint *word, unsigned expected, const struct timespec *timeout)
 {
-    (void)syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+    (void)syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, expected, timeout, NULL, 0);
 }
 
 static void futex_wake(atomic_uint *word)
@@ -24,7 +36,7 @@ void shmreg__reclaim_init(struct shmreg__reclaim *q, bool background)
     q->background = background;
     atomic_init(&q->head, NULL);
     atomic_init(&q->wake, 0);
-    atomic_init(&q->sleeping, false);
+    atomic_init(&q->sleeping, AWAKE);
     atomic_init(&q->state, SHMREG__RECLAIM_OFF);
     atomic_init(&q->stop, false);
     atomic_init(&q->waiting, 0);
@@ -62,9 +74,16 @@ bool shmreg__reclaim_hand_off(struct shmreg__reclaim *q, struct shmreg__reclaim_
     while (!atomic_compare_exchange_weak_explicit(&q->head, &old, n, memory_order_release,
                                                   memory_order_relaxed));
     atomic_fetch_add(&q->wake, 1);
-    if (atomic_load(&q->sleeping))
+    if (atomic_load(&q->sleeping) == DEEP)
         futex_wake(&q->wake);
     return true;
+}
+
+/* Wake the thread whatever it does (the slow paths that wait for it). */
+static void kick(struct shmreg__reclaim *q)
+{
+    atomic_fetch_add(&q->wake, 1);
+    futex_wake(&q->wake);
 }
 
 /* Tear down one batch, oldest first; false when the thread is orphaned. */
@@ -100,6 +119,13 @@ static bool run_batch(struct shmreg__reclaim *q, struct shmreg__reclaim_node *ba
 static void *reclaim_main(void *p)
 {
     struct shmreg__reclaim *q = p;
+    /* Background work: the lowest priority a thread can set for itself, so
+     * that its munmap yields to the server's request threads (per thread on
+     * Linux). Not SCHED_IDLE: under full load it must still progress, since
+     * registrations may wait for it. */
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    const struct timespec poll = {0, POLL_MS * 1000000L};
+    unsigned empty_polls = 0;
     for (;;) {
         struct shmreg__reclaim_node *batch = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
         if (batch) {
@@ -107,15 +133,18 @@ static void *reclaim_main(void *p)
                 q->orphan(q->orphan_arg); /* frees q */
                 return NULL;
             }
+            empty_polls = 0;
             continue;
         }
         if (atomic_load_explicit(&q->stop, memory_order_acquire))
             return NULL;
-        atomic_store(&q->sleeping, true);
+        bool deep = empty_polls >= DEEP_AFTER_POLLS;
+        atomic_store(&q->sleeping, deep ? DEEP : POLLING);
         unsigned seen = atomic_load(&q->wake);
         if (atomic_load(&q->head) == NULL && !atomic_load(&q->stop))
-            futex_wait(&q->wake, seen);
-        atomic_store(&q->sleeping, false);
+            futex_wait(&q->wake, seen, deep ? NULL : &poll);
+        atomic_store(&q->sleeping, AWAKE);
+        empty_polls += !deep;
     }
 }
 
@@ -150,6 +179,7 @@ void shmreg__reclaim_wait_idle(struct shmreg__reclaim *q)
      * the teardowns done. */
     if (atomic_load_explicit(&q->waiting, memory_order_acquire) == 0)
         return;
+    kick(q); /* a polling thread would otherwise finish its nap first */
     pthread_mutex_lock(&q->idle_lock);
     while (atomic_load_explicit(&q->waiting, memory_order_acquire) != 0)
         pthread_cond_wait(&q->idle, &q->idle_lock);
@@ -165,6 +195,7 @@ void shmreg__reclaim_wait_idle_for(struct shmreg__reclaim *q, unsigned ms)
 {
     if (!shmreg__reclaim_busy(q))
         return;
+    kick(q);
     /* The condition variable's clock is the default, CLOCK_REALTIME. */
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -190,8 +221,7 @@ bool shmreg__reclaim_stop(struct shmreg__reclaim *q)
         return false;
     }
     atomic_store_explicit(&q->stop, true, memory_order_release);
-    atomic_fetch_add(&q->wake, 1);
-    futex_wake(&q->wake);
+    kick(q);
     pthread_join(q->thread, NULL);
     return true;
 }

@@ -3,8 +3,9 @@
  * Under SHMREG_RECLAIM_BACKGROUND a last release must not pay for munmap,
  * unpinning or a CUDA close (milliseconds for a large pinned region), nor
  * wait for a lock that register or unregister hold. So it only pushes the
- * dead object on a lock-free stack and, when the thread sleeps, wakes it
- * with one futex call; the thread runs the object's deleter.
+ * dead object on a lock-free stack; the thread, polling while hand-offs
+ * come and asleep after a second without (then the hand-off wakes it with
+ * one futex call), runs the object's deleter at the lowest priority.
  *
  * The queue knows nothing of what it reclaims: a node carries the function
  * that tears its object down and the bytes that wait meanwhile. It lives in
@@ -40,7 +41,7 @@ struct shmreg__reclaim {
      * takes the whole stack at once, so no ABA). */
     _Atomic(struct shmreg__reclaim_node *) head;
     atomic_uint wake;     /* futex word, bumped by every hand-off */
-    atomic_bool sleeping; /* the thread is about to wait, or waits, on wake */
+    atomic_int sleeping;  /* how the thread waits on wake (reclaim.c) */
     atomic_int state;     /* enum shmreg__reclaim_state; written under idle_lock */
     atomic_bool stop;
     atomic_size_t waiting;       /* handed off, not yet torn down */
@@ -64,8 +65,8 @@ void shmreg__reclaim_fini(struct shmreg__reclaim *q);
  * INLINE; it returns false once, the first time, for the caller to log. */
 bool shmreg__reclaim_start(struct shmreg__reclaim *q, void (*orphan)(void *), void *arg);
 
-/* Hand n to the thread: no lock, no system call unless the thread sleeps
- * (then one futex wake). False when there is no thread to take it: the
+/* Hand n to the thread: no lock, no system call unless the thread fell
+ * asleep after a second without work (then one futex wake). False when there is no thread to take it: the
  * caller runs the deleter itself. */
 bool shmreg__reclaim_hand_off(struct shmreg__reclaim *q, struct shmreg__reclaim_node *n);
 
