@@ -256,9 +256,13 @@ typedef struct shmreg_region shmreg_region;     /* opaque: one counted reference
 SHMREG_API shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **out);
 
 /* Server shutdown: unregister every region whatever the busy policy, then free
- * the registry handle. References that requests still hold stay valid; each
+ * the registry handle. Idle regions, regions already released to the reclaim
+ * thread and cached mappings are unmapped, unpinned and closed before it
+ * returns. References that requests still hold stay valid; each
  * region is unmapped by its own last shmreg_release, which may come after this
- * call returns (the log callback, if any, gets a WARNING naming how many).
+ * call returns (the log callback, if any, gets a WARNING naming how many);
+ * the reclaim thread then lives until that last region is unmapped, and
+ * ends by itself. Otherwise the thread is joined here.
  * No other call may use reg after this one starts. When no reference is
  * outstanding it also waits (milliseconds) until the library holds none of
  * the registry's memory, so it must not be called inside a liburcu-bp
