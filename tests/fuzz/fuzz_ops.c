@@ -280,6 +280,7 @@ struct world {
     bool pin_usable;
     bool background; /* the current registry reclaims in its thread */
     bool cache_seen; /* a registry of this input had the cache on */
+    size_t cache_bytes; /* the current registry's */
 };
 
 static void count_log(void *user, shmreg_log_level level, const char *msg)
@@ -316,13 +317,6 @@ static void create_registry(struct world *w, struct input *in)
     cfg.log_user = w;
     cfg.max_regions = mc.max_regions;
     cfg.max_mapped_bytes = mc.max_mapped_bytes;
-    /* reclaim mode and cache: off, smaller than an object, a few objects */
-    static const size_t cache_sizes[] = {0, 0, 100, 3 * 4096, 1 << 20};
-    uint8_t reclaim = take_u8(in);
-    cfg.reclaim = reclaim & 1 ? SHMREG_RECLAIM_INLINE : SHMREG_RECLAIM_BACKGROUND;
-    cfg.cache_bytes = cache_sizes[(reclaim >> 1) % 5];
-    w->background = cfg.reclaim == SHMREG_RECLAIM_BACKGROUND;
-    w->cache_seen |= cfg.cache_bytes > 0;
     /* none; only another uid (every object refused); another and ours */
     switch (take_u8(in) % 4) {
     case 1:
@@ -336,6 +330,14 @@ static void create_registry(struct world *w, struct input *in)
     default:
         break;
     }
+    /* reclaim mode and cache: off, smaller than an object, a few objects */
+    static const size_t cache_sizes[] = {0, 0, 100, 3 * 4096, 1 << 20};
+    uint8_t reclaim = take_u8(in);
+    cfg.reclaim = reclaim & 1 ? SHMREG_RECLAIM_INLINE : SHMREG_RECLAIM_BACKGROUND;
+    cfg.cache_bytes = cache_sizes[(reclaim >> 1) % 5];
+    w->background = cfg.reclaim == SHMREG_RECLAIM_BACKGROUND;
+    w->cache_seen |= cfg.cache_bytes > 0;
+    w->cache_bytes = cfg.cache_bytes;
     mc.owner_accepted = cfg.allowed_owner_uid_count != 1;
     check_code("registry_create", shmreg_registry_create(&cfg, &w->reg), SHMREG_OK);
     model_create(&w->model, &mc);
@@ -600,6 +602,27 @@ static void op_recreate(struct world *w, struct input *in)
     create_registry(w, in);
 }
 
+/* Give back what no caller holds: afterwards nothing waits for reclaim and
+ * nothing is cached; before, the cache kept within its bound. */
+static void op_trim(struct world *w, struct input *in)
+{
+    shmreg_stats s;
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+    CHECK(s.cached_bytes <= w->cache_bytes, "%llu bytes cached, over cache_bytes %zu",
+          (unsigned long long)s.cached_bytes, w->cache_bytes);
+    CHECK(s.cached_bytes <= s.mapped_bytes, "cached bytes not counted in mapped_bytes");
+    CHECK(w->cache_bytes > 0 || (s.cache_hits == 0 && s.cached_mappings == 0), "a hit with the cache off");
+    check_code("registry_trim", shmreg_registry_trim(w->reg), SHMREG_OK);
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+    CHECK(s.cached_mappings == 0 && s.cached_bytes == 0, "trim left %llu mappings cached",
+          (unsigned long long)s.cached_mappings);
+    CHECK(s.reclaim_waiting_bytes == 0, "trim left %llu bytes waiting for reclaim",
+          (unsigned long long)s.reclaim_waiting_bytes);
+    CHECK(s.mapped_regions == model_mapped_in(&w->model, w->model.registry),
+          "after trim: %zu regions mapped, the model has %zu", s.mapped_regions,
+          model_mapped_in(&w->model, w->model.registry));
+}
+
 /* NULL where the header says a pointer is required, and NULL no-ops. */
 static void op_null_arguments(struct world *w, struct input *in)
 {
@@ -643,6 +666,7 @@ typedef void (*operation)(struct world *w, struct input *in);
 static const operation operations[] = {
     op_register, op_register, op_acquire, op_acquire, op_retain, op_release,
     op_unregister, op_unregister_all, op_status, op_recreate, op_null_arguments, op_register_cuda,
+    op_trim,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
