@@ -148,6 +148,11 @@ static void *reclaim_main(void *p)
     }
 }
 
+bool shmreg__reclaim_wanted(struct shmreg__reclaim *q)
+{
+    return q->background && atomic_load_explicit(&q->state, memory_order_acquire) == SHMREG__RECLAIM_OFF;
+}
+
 bool shmreg__reclaim_start(struct shmreg__reclaim *q, void (*orphan)(void *), void *arg)
 {
     if (!q->background || atomic_load_explicit(&q->state, memory_order_acquire) != SHMREG__RECLAIM_OFF)

@@ -65,6 +65,9 @@ void shmreg__reclaim_fini(struct shmreg__reclaim *q);
  * INLINE; it returns false once, the first time, for the caller to log. */
 bool shmreg__reclaim_start(struct shmreg__reclaim *q, void (*orphan)(void *), void *arg);
 
+/* Whether the mode wants the thread and it was never started. */
+bool shmreg__reclaim_wanted(struct shmreg__reclaim *q);
+
 /* Hand n to the thread: no lock, no system call unless the thread fell
  * asleep after a second without work (then one futex wake). False when there is no thread to take it: the
  * caller runs the deleter itself. */

@@ -76,6 +76,13 @@ bool shmreg__table_put(struct shmreg__table *t)
 
 void shmreg__table_start_reclaim(struct shmreg__table *t)
 {
+    if (!shmreg__reclaim_wanted(&t->reclaim))
+        return;
+    /* liburcu starts its call_rcu worker on the first deferred free. Were
+     * that on the reclaim thread, the worker would inherit its name, its
+     * nice 19 and its blocked signals (Linux threads inherit them): make
+     * sure it exists before, started from the application's thread. */
+    (void)urcu_bp_get_default_call_rcu_data();
     if (!shmreg__reclaim_start(&t->reclaim, table_free, t))
         shmreg__table_log(t, SHMREG_LOG_WARNING,
                           "could not start the reclaim thread: last releases unmap in the releasing thread");
