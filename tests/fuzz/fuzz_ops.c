@@ -429,8 +429,13 @@ static void release_held(struct world *w, size_t i)
     /* A last release may have handed the region to a reclaim thread. */
     if (current && w->background)
         check_code("registry_trim", shmreg_registry_trim(w->reg), SHMREG_OK);
-    else if (!current)
-        CHECK(settle_maps(NOBJECTS + model_mapped(&w->model)), "a destroyed registry's region was not unmapped");
+    else if (!current) {
+        /* The current registry's cache keeps mappings no region is on. */
+        shmreg_stats s;
+        check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+        CHECK(settle_maps(NOBJECTS + model_mapped(&w->model) + s.cached_mappings),
+              "a destroyed registry's region was not unmapped");
+    }
 }
 
 /* ------------------------------------------------------------ operations */
