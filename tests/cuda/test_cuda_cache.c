@@ -67,16 +67,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static int is_pinned(const void *p)
-{
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return attr.type == cudaMemoryTypeHost;
-}
-
 static shmreg_stats stats_of(shmreg_registry *reg)
 {
     shmreg_stats s;
@@ -93,7 +83,7 @@ static void test_pinned_hit_keeps_the_pin(void **state)
     assert_ok(shmreg_acquire(f->reg, "a", 0, SIZE, &ref, &v1));
     shmreg_release(ref);
     assert_ok(shmreg_unregister(f->reg, "a", SHMREG_KIND_SYSTEM));
-    assert_int_equal(is_pinned(v1.addr), 1); /* cached, still pinned */
+    assert_int_equal(gt_is_pinned(v1.addr), 1); /* cached, still pinned */
     assert_int_equal(stats_of(f->reg).pinned_bytes, SIZE); /* and counted */
 
     assert_ok(shmreg_register_system(f->reg, "b", f->key, 4096, SIZE - 4096, SHMREG_PIN));
@@ -112,7 +102,7 @@ static void test_pinned_hit_keeps_the_pin(void **state)
     assert_int_equal(stats_of(f->reg).cache_hits, 1);
     assert_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_ANY));
     assert_ok(shmreg_registry_trim(f->reg));
-    assert_int_equal(is_pinned(v1.addr), 0);
+    assert_int_equal(gt_is_pinned(v1.addr), 0);
     assert_int_equal(stats_of(f->reg).pinned_bytes, 0);
 }
 
@@ -186,7 +176,7 @@ static void test_reclaim_thread_closes_every_kind(void **state)
     shmreg_release(ri);
     shmreg_release(rv);
     assert_ok(shmreg_registry_trim(reg));
-    assert_int_equal(is_pinned(vs.addr), 0);
+    assert_int_equal(gt_is_pinned(vs.addr), 0);
     assert_false(gt_device_mapped(vi.addr));
     if (rv)
         assert_false(gt_device_mapped(vv.addr));

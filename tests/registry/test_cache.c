@@ -22,8 +22,10 @@
 #define OBJ 8192
 #define CACHE (1u << 20)
 
-static shmreg_registry *cached_registry(struct ut *t, size_t cache_bytes, size_t max_mapped,
-                                        const uid_t *owners, size_t nowners)
+/* A registry with this cache, limit and owner allow-list, and the same
+ * reserved prefix in every test. */
+static shmreg_registry *new_registry(size_t cache_bytes, size_t max_mapped, const uid_t *owners,
+                                     size_t nowners)
 {
     static const char *const prefixes[] = {"reserved-", NULL};
     shmreg_config cfg;
@@ -34,10 +36,24 @@ static shmreg_registry *cached_registry(struct ut *t, size_t cache_bytes, size_t
     cfg.allowed_owner_uids = owners;
     cfg.allowed_owner_uid_count = nowners;
     cfg.reserved_key_prefixes = prefixes;
+    shmreg_registry *reg = NULL;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    return reg;
+}
+
+/* The fixture's registry, replaced by one with the cache. */
+static shmreg_registry *cached_registry(struct ut *t, size_t cache_bytes, size_t max_mapped,
+                                        const uid_t *owners, size_t nowners)
+{
     shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
+    t->reg = new_registry(cache_bytes, max_mapped, owners, nowners);
     return t->reg;
+}
+
+/* One without the cache: what a miss answers. */
+static shmreg_registry *plain_registry(const uid_t *owners, size_t nowners)
+{
+    return new_registry(0, 0, owners, nowners);
 }
 
 static shmreg_stats stats_of(shmreg_registry *reg)
@@ -68,20 +84,6 @@ static void assert_same_refusal(shmreg_registry *cached, shmreg_registry *plain,
     shmreg_err b = shmreg_register_system(cached, name, key, off, size, flags);
     assert_string_equal(shmreg_err_name(b), shmreg_err_name(want));
     assert_string_equal(shmreg_last_error(), plain_msg);
-}
-
-static shmreg_registry *plain_registry(const uid_t *owners, size_t nowners)
-{
-    static const char *const prefixes[] = {"reserved-", NULL};
-    shmreg_config cfg;
-    shmreg_config_init(&cfg);
-    cfg.pin_policy = SHMREG_PIN_NEVER;
-    cfg.allowed_owner_uids = owners;
-    cfg.allowed_owner_uid_count = nowners;
-    cfg.reserved_key_prefixes = prefixes;
-    shmreg_registry *reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &reg));
-    return reg;
 }
 
 static void test_reregistration_reuses_the_cached_mapping(void **state)

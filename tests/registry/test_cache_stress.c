@@ -48,19 +48,9 @@ struct worker {
     pthread_t thread;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t next_random(struct worker *w)
 {
-    w->rng ^= w->rng << 13;
-    w->rng ^= w->rng >> 7;
-    w->rng ^= w->rng << 17;
-    return w->rng;
+    return tu_xorshift(&w->rng);
 }
 
 static bool worker_fail(struct worker *w, const char *what)
@@ -138,7 +128,7 @@ static bool step(struct worker *w)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    for (unsigned i = 0; i < MAX_ITERS && now_ns() < w->deadline && atomic_load(w->failures) == 0; i++)
+    for (unsigned i = 0; i < MAX_ITERS && tu_now_ns() < w->deadline && atomic_load(w->failures) == 0; i++)
         if (!step(w))
             break;
     while (w->nheld > 0)
@@ -160,7 +150,7 @@ static void run(struct ut *t, size_t cache_bytes, shmreg_reclaim reclaim)
     assert_ok(shmreg_registry_create(&cfg, &t->reg));
     static struct worker workers[THREADS];
     atomic_int failures = 0;
-    uint64_t deadline = now_ns() + (uint64_t)RUN_MS * 1000000u;
+    uint64_t deadline = tu_now_ns() + (uint64_t)RUN_MS * 1000000u;
     for (unsigned i = 0; i < THREADS; i++) {
         memset(&workers[i], 0, sizeof workers[i]);
         workers[i].reg = t->reg;

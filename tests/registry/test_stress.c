@@ -52,20 +52,9 @@ struct worker {
     pthread_t thread;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t next_random(struct worker *w)
 {
-    /* xorshift64: cheap, per thread, no shared state. */
-    w->rng ^= w->rng << 13;
-    w->rng ^= w->rng >> 7;
-    w->rng ^= w->rng << 17;
-    return w->rng;
+    return tu_xorshift(&w->rng);
 }
 
 /* Workers cannot use cmocka's asserts (they longjmp on the main thread's
@@ -255,7 +244,7 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     for (unsigned iter = 0; iter < STRESS_MAX_ITERS && !atomic_load(&w->s->stop); iter++) {
-        if ((iter & 63) == 0 && now_ns() > w->s->deadline_ns)
+        if ((iter & 63) == 0 && tu_now_ns() > w->s->deadline_ns)
             break;
         uint64_t r = next_random(w);
         unsigned name = (unsigned)(r >> 32) % STRESS_NAMES, pick = (unsigned)(r >> 40);
@@ -296,7 +285,7 @@ static void run_policy(struct ut *t, shmreg_policy policy)
     static struct worker workers[STRESS_THREADS];
     struct stress s = {.reg = ut_registry(t, policy), .policy = policy};
     pthread_mutex_init(&s.fail_lock, NULL);
-    s.deadline_ns = now_ns() + (uint64_t)STRESS_RUN_MS * 1000000u;
+    s.deadline_ns = tu_now_ns() + (uint64_t)STRESS_RUN_MS * 1000000u;
 
     for (unsigned i = 0; i < STRESS_THREADS; i++) {
         memset(&workers[i], 0, sizeof workers[i]);

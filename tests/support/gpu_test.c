@@ -1,9 +1,8 @@
 #include "gpu_test.h"
 
-#include <unistd.h>
-
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 
@@ -22,6 +21,16 @@ int gt_device_mapped(const void *ptr)
     CUdeviceptr base;
     size_t size;
     return gt_cu.cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS;
+}
+
+int gt_is_pinned(const void *p)
+{
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost;
 }
 
 int gt_wait_unmapped(const void *ptr)

@@ -64,6 +64,13 @@ int tu_count_shm_maps(const char *key)
     return count_shm_maps(key, 0);
 }
 
+uint64_t tu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int tu_wait_shm_maps(const char *key, int want, int timeout_ms)
 {
     int n = tu_count_shm_maps(key);
