@@ -60,7 +60,7 @@ static void print_status(shmreg_registry *reg, const char *step, const char *nam
         return;
     }
     for (size_t i = 0; i < n; i++)
-        printf("%-28s '%s' key=%s in_use=%u pending_unregister=%d generation=%llu\n", step,
+        printf("%-28s '%s' key=%s references=%u pending_unregister=%d generation=%llu\n", step,
                st[i].name, st[i].key, st[i].references, st[i].pending_unregister,
                (unsigned long long)st[i].generation);
     shmreg_status_free(st, n);

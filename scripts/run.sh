@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: build libshmreg, install it to a local prefix (build/run/prefix),
 # build the KServe v2 frontend example against that installed package, and
-# start it in the foreground. Ctrl-C stops it cleanly (in-flight requests
-# finish, every region is unmapped).
-# Arguments go to the frontend, e.g.: bash scripts/run.sh --port 8001 -v
+# start it in the foreground, serving HTTP on :8000 and gRPC on Triton's :8001.
+# Ctrl-C stops it cleanly (in-flight requests finish, every region is
+# unmapped).
+# Arguments go to the frontend and win over these defaults, e.g.:
+#   bash scripts/run.sh --port 9000 --grpc-port 9001 -v    (--grpc-port 0: HTTP only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -16,4 +18,4 @@ cmake --install build/run/lib >/dev/null
 cmake -S examples/v2-frontend -B build/run/frontend -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/run/frontend -j "$jobs" >/dev/null
-exec build/run/frontend/shmreg-v2-frontend "$@"
+exec build/run/frontend/shmreg-v2-frontend --grpc-port 8001 "$@"

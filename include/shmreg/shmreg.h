@@ -68,14 +68,18 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
+/* The one place the version is written: CMakeLists.txt reads these three
+ * numbers for project(), the SOVERSION (MAJOR) and the packages. */
 #define SHMREG_VERSION_MAJOR 1
-#define SHMREG_VERSION_MINOR 0
+#define SHMREG_VERSION_MINOR 1
 #define SHMREG_VERSION_PATCH 0
 #define SHMREG_VERSION_STR_(x) #x
 #define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)
+/* "MAJOR.MINOR.PATCH", made from the three numbers so it cannot disagree. */
 #define SHMREG_VERSION_STRING                                                          \
-    SHMREG_VERSION_XSTR_(SHMREG_VERSION_MAJOR)                                         \
-    "." SHMREG_VERSION_XSTR_(SHMREG_VERSION_MINOR) "." SHMREG_VERSION_XSTR_(SHMREG_VERSION_PATCH)
+    SHMREG_VERSION_XSTR_(SHMREG_VERSION_MAJOR) "."                                     \
+    SHMREG_VERSION_XSTR_(SHMREG_VERSION_MINOR) "."                                     \
+    SHMREG_VERSION_XSTR_(SHMREG_VERSION_PATCH)
 
 /* The version of the library loaded at run time, "MAJOR.MINOR.PATCH".
  * Static storage; never NULL. */

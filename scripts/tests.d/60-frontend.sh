@@ -1,7 +1,9 @@
-# The v2 frontend, consumed as a user would: install the library to a prefix
-# under build/, build examples/v2-frontend against it with find_package, then
-# drive it with plain HTTP, the official tritonclient and perf_analyzer from
-# PyPI (in a venv under build/). Exit 0 only if every test passed.
+# The v2 frontends, consumed as a user would: install the library to a prefix
+# under build/, build examples/v2-frontend against it with find_package,
+# `pip install .[fastapi]` the Python package into a venv under build/ for
+# examples/python-frontend, then drive both with plain HTTP, the official
+# tritonclient (HTTP and gRPC; gRPC for the C frontend only) and perf_analyzer
+# from PyPI (the C frontend only). Exit 0 only if every test passed.
 source "$(dirname "$0")/lib.sh"
 dir=build/frontend-ci
 prefix=$PWD/$dir/prefix
@@ -27,7 +29,10 @@ configure_and_build examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
-"$dir/venv/bin/pip" install -q 'tritonclient[http]' pytest perf-analyzer
+"$dir/venv/bin/pip" install -q 'tritonclient[http,grpc]' pytest perf-analyzer uvicorn httpx
+# The Python frontend's shmreg, built from this checkout as a user gets it
+# (tests/frontend/test_kserve_module.py uses FastAPI's TestClient: httpx).
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$dir/venv/bin/pip" install -q '.[fastapi]'
 
 # On a glibc older than 2.38 pip resolves perf-analyzer to a placeholder with
 # no executable, because every real wheel is tagged manylinux_2_38. Fetch the
@@ -49,9 +54,11 @@ else
 fi
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
-echo "--- release build"
+echo "--- release build of the C frontend, and the Python frontend"
 FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "${pytest[@]}" -v tests/frontend || exit 1
-echo "--- ASan+UBSan build (perf_analyzer left to the release build)"
+echo "--- ASan+UBSan build of the C frontend (perf_analyzer left to the release build)"
 FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "${pytest[@]}" -q tests/frontend --deselect tests/frontend/test_perf_analyzer.py || exit 1
+  "${pytest[@]}" -q tests/frontend --frontend c --deselect tests/frontend/test_perf_analyzer.py \
+  --deselect tests/frontend/test_perf_analyzer_grpc.py \
+  --deselect tests/frontend/test_kserve_module.py || exit 1

@@ -1,6 +1,9 @@
-"""Start and stop the shmreg-v2-frontend binary, and speak plain HTTP to it.
+"""Start and stop a frontend, and speak plain HTTP to it.
 
-The binary comes from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh sets it).
+Two frontends take the same options and give the same answers: the C
+binary shmreg-v2-frontend, from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh
+sets it), and the Python one, examples/python-frontend/server.py, run by this
+interpreter (which must have the shmreg package with its fastapi extra).
 Each server listens on a free loopback port (--port 0) and prints it first.
 """
 import http.client
@@ -10,6 +13,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import time
 
 START_TIMEOUT_S = 10
@@ -23,11 +27,34 @@ def binary():
     return path
 
 
-class Frontend:
-    """One running frontend process."""
+PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                               "examples", "python-frontend", "server.py")
 
-    def __init__(self, *args):
-        self.args = [binary(), "--host", "127.0.0.1", "--port", "0", *args]
+
+def frontend_command(frontend):
+    """The program that starts a frontend: "c" or "python"."""
+    if frontend == "python":
+        return [sys.executable, os.path.normpath(PYTHON_FRONTEND)]
+    if frontend == "c":
+        return [binary()]
+    raise ValueError(f"unknown frontend {frontend!r}: c or python")
+
+
+def sibling_binary(name):
+    """A program the frontend's build puts next to $FRONTEND_BIN."""
+    path = os.path.join(os.path.dirname(binary()), name)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{name} was not built next to $FRONTEND_BIN ({binary()})")
+    return path
+
+
+class Frontend:
+    """One running frontend process. command: the program and its leading
+    arguments, when it is not the frontend itself; the frontend's options
+    (address, port, then args) follow them."""
+
+    def __init__(self, *args, command=None):
+        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""
@@ -67,7 +94,9 @@ class Frontend:
         return self.proc.returncode, self.stderr
 
     def request(self, method, path, body=None, headers=None, timeout=30):
-        """(status, headers dict, body bytes). body: bytes, str, or a JSON value."""
+        """(status, headers, body bytes). body: bytes, str, or a JSON value.
+        headers: a mapping with case-insensitive names, as HTTP has them
+        (uvicorn sends them in lower case)."""
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
         if isinstance(body, str):
@@ -76,7 +105,7 @@ class Frontend:
         try:
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()
-            return resp.status, dict(resp.getheaders()), resp.read()
+            return resp.status, resp.headers, resp.read()
         finally:
             conn.close()
 

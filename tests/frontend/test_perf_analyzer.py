@@ -34,6 +34,7 @@ def perf_analyzer_path():
     return path
 
 
+@pytest.mark.frontends("c")
 def test_perf_analyzer_identity_system_shm(start_frontend):
     pa = perf_analyzer_path()
     server = start_frontend("--threads", "4")

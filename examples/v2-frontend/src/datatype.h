@@ -6,6 +6,10 @@
 
 #include <jansson.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Bytes per element of the datatype named name; 0 for BYTES (variable
  * length); -1 for a name that is not a v2 datatype. */
 int datatype_size(const char *name);
@@ -20,5 +24,9 @@ int datatype_from_json(const char *name, const json_t *v, void *buf, size_t i);
 
 /* Element i of buf as a new JSON value, or NULL without memory. */
 json_t *datatype_to_json(const char *name, const void *buf, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,11 +17,19 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Each returns 0, or an HTTP status (501: no device copy in this build or on
  * this machine; 500: the copy itself failed) with a message in err. */
 unsigned device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
                              char *err, size_t errlen);
 unsigned device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
                                char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,15 +1,20 @@
 /*
- * The inference request path, the worked example of docs/integration.md:
+ * The inference request path over HTTP, the worked example of
+ * docs/integration.md:
  *
  *   1. parse the JSON header (and find the binary section after it);
  *   2. for every input and output placed in shared memory, shmreg_acquire the
- *      window it names and hand the reference to the request (request_hold):
- *      from here on the bytes stay mapped until the response has been sent,
- *      whatever unregister does meanwhile;
+ *      window it names and hand the reference to the request (rq->held, in
+ *      infer_core.c): from here on the bytes stay mapped until the response
+ *      has been sent, whatever unregister does meanwhile; an output's view
+ *      must be writable (a region registered SHMREG_READONLY is refused with
+ *      400);
  *   3. run the model straight from and into those views (a CUDA region is
  *      staged through a host buffer: device_copy.h);
  *   4. build the response; server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
+ *
+ * Steps 2 and 3 are infer_core.c, shared with the gRPC service.
  *
  * Every error return leaves the references already taken in the request, so
  * they are released by the same completion callback: there is no second
@@ -17,62 +22,30 @@
  */
 #include "infer.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "datatype.h"
-#include "device_copy.h"
 #include "endpoints.h"
+#include "infer_core.h"
 #include "models.h"
 #include "tensor.h"
 
-#define MAX_INPUTS 8
+/* infer_fail (infer_core.h), under the short name the parsers below use. */
+#define fail infer_fail
 
-typedef enum placement { PLACE_NONE = 0, PLACE_JSON, PLACE_BINARY, PLACE_SHM } placement;
-
-typedef struct infer_ctx {
-    shmreg_registry *reg;
+/* An HTTP inference: the shared part, and the request's JSON header and
+ * binary section. */
+typedef struct http_infer {
+    infer_ctx c;
     request *rq;
-    const model *m;
     json_t *root;                /* the request's JSON header */
-    tensor in[MAX_INPUTS];
-    size_t n_in;
-    tensor out[MODEL_MAX_OUTPUTS];
-    placement out_place[MODEL_MAX_OUTPUTS];
-    /* An output in a CUDA region: its region's name (NULL for any other
-     * output) and the device window its host buffer is copied to. */
-    const char *out_region[MODEL_MAX_OUTPUTS];
-    shmreg_view out_device[MODEL_MAX_OUTPUTS];
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
-    char err[1024];
-} infer_ctx;
-
-/* A failure: its HTTP status, with the message in ctx->err. */
-static unsigned fail(infer_ctx *c, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static unsigned fail(infer_ctx *c, unsigned status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
-{
-    return fail(c, http_status_from_shmreg(e), "%s", shmreg_last_error());
-}
+} http_infer;
 
 /* ---------------------------------------------------- shared-memory tensors */
-
-typedef struct shm_window {
-    const char *region;
-    size_t offset, byte_size;
-} shm_window;
 
 /* A JSON integer >= 0 that fits size_t, or -1. */
 static int json_size(const json_t *v, size_t *out)
@@ -111,50 +84,6 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_t *params, const
         return fail(c, 400, "'shared_memory_offset' of %s '%s' must be a non-negative integer",
                     what, name);
     w->region = json_string_value(region);
-    return 0;
-}
-
-/* Acquire the window for this request: the reference belongs to the request
- * from here on, and view->addr stays valid until its response has been sent. */
-static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view)
-{
-    shmreg_region *ref;
-    shmreg_err e = shmreg_acquire(c->reg, w->region, w->offset, w->byte_size, &ref, view);
-    if (e != SHMREG_OK)
-        return fail_shmreg(c, e);
-    if (request_hold(c->rq, ref) != 0)
-        return fail(c, 500, "out of memory holding region '%s'", w->region);
-    return 0;
-}
-
-/* A device copy's failure, with the tensor and region named in the message. */
-static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const char *region,
-                          const char *why)
-{
-    return fail(c, status, "tensor '%s' in CUDA shared memory region '%s': %s", name, region, why);
-}
-
-/* An input in shared memory: a system region is read where it lies; a CUDA
- * one is copied to a host buffer first, since the models run on the CPU. */
-static unsigned input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
-{
-    shmreg_view view;
-    unsigned st = acquire_window(c, w, &view);
-    if (st)
-        return st;
-    t->byte_size = w->byte_size;
-    if (view.kind == SHMREG_KIND_SYSTEM) {
-        t->data = view.addr;
-        return 0;
-    }
-    t->owned = malloc(t->byte_size ? t->byte_size : 1);
-    if (!t->owned)
-        return fail(c, 500, "out of memory staging input '%s'", t->name);
-    char why[512];
-    st = device_copy_to_host(t->owned, view.addr, t->byte_size, view.device_id, why, sizeof why);
-    if (st)
-        return fail_copy(c, st, t->name, w->region, why);
-    t->data = t->owned;
     return 0;
 }
 
@@ -197,23 +126,9 @@ static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_t *data
     return 0;
 }
 
-/* The byte size the input's datatype and shape demand, checked against what
- * the client supplied (BYTES has no fixed size: anything goes). */
-static unsigned check_input_size(infer_ctx *c, const tensor *t, size_t given)
+static unsigned parse_input(http_infer *h, const json_t *j, tensor *t)
 {
-    size_t expected;
-    if (datatype_size(t->datatype) == 0)
-        return 0;
-    if (tensor_expected_size(t, &expected) != 0)
-        return fail(c, 400, "input '%s': shape too large", t->name);
-    if (expected != given)
-        return fail(c, 400, "input byte size mismatch for input '%s' for model '%s'. Expected %zu, "
-                            "got %zu", t->name, model_name(c->m), expected, given);
-    return 0;
-}
-
-static unsigned parse_input(infer_ctx *c, const json_t *j, tensor *t)
-{
+    infer_ctx *c = &h->c;
     const json_t *name = json_object_get(j, "name"), *dt = json_object_get(j, "datatype");
     const json_t *params = json_object_get(j, "parameters"), *data = json_object_get(j, "data");
     if (!json_is_object(j) || !json_is_string(name) || !json_is_string(dt))
@@ -239,98 +154,59 @@ static unsigned parse_input(infer_ctx *c, const json_t *j, tensor *t)
     if (data)
         return input_from_json_data(c, t, data);
     if (w.region) {
-        if ((st = check_input_size(c, t, w.byte_size)) != 0)
+        if ((st = infer_check_input_size(c, t, w.byte_size)) != 0)
             return st;
-        return input_from_window(c, t, &w);
+        return infer_input_from_window(c, t, &w);
     }
     size_t n;
     if (json_size(binary_size, &n) != 0)
         return fail(c, 400, "'binary_data_size' of input '%s' must be a non-negative integer",
                     t->name);
-    if (n > c->binary_left)
+    if (n > h->binary_left)
         return fail(c, 400, "input '%s' claims %zu bytes of binary data but only %zu remain in "
-                            "the request", t->name, n, c->binary_left);
-    if ((st = check_input_size(c, t, n)) != 0)
+                            "the request", t->name, n, h->binary_left);
+    if ((st = infer_check_input_size(c, t, n)) != 0)
         return st;
-    t->data = (void *)c->binary; /* the request body outlives the request's work */
+    t->data = (void *)h->binary; /* the request body outlives the request's work */
     t->byte_size = n;
-    c->binary += n;
-    c->binary_left -= n;
+    h->binary += n;
+    h->binary_left -= n;
     return 0;
 }
 
-static unsigned parse_inputs(infer_ctx *c)
+static unsigned parse_inputs(http_infer *h)
 {
-    const json_t *inputs = json_object_get(c->root, "inputs");
+    infer_ctx *c = &h->c;
+    const json_t *inputs = json_object_get(h->root, "inputs");
     if (!json_is_array(inputs) || json_array_size(inputs) == 0)
         return fail(c, 400, "the request needs a non-empty 'inputs' array");
-    if (json_array_size(inputs) > MAX_INPUTS)
-        return fail(c, 400, "at most %d inputs are accepted", MAX_INPUTS);
+    if (json_array_size(inputs) > INFER_MAX_INPUTS)
+        return fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
     size_t i;
     const json_t *j;
     json_array_foreach(inputs, i, j) {
         c->n_in = i + 1; /* counted before parsing, so that a half-built one is freed too */
-        unsigned st = parse_input(c, j, &c->in[i]);
+        unsigned st = parse_input(h, j, &c->in[i]);
         if (st)
             return st;
     }
-    if (c->binary_left)
+    if (h->binary_left)
         return fail(c, 400, "the request carries %zu bytes of binary data that no input claims",
-                    c->binary_left);
+                    h->binary_left);
     return 0;
 }
 
 /* ----------------------------------------------------------------- outputs */
 
-static int output_index(const infer_ctx *c, const char *name)
+static unsigned parse_outputs(http_infer *h)
 {
-    for (size_t i = 0; i < model_n_outputs(c->m); i++)
-        if (strcmp(c->out[i].name, name) == 0)
-            return (int)i;
-    return -1;
-}
-
-/* Place output i in shared memory (checking it fits) or in a buffer. An
- * output in a CUDA region is computed into a buffer (allocate_outputs) and
- * copied to the device after the model has run (outputs_to_device). */
-static unsigned place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
-{
-    tensor *t = &c->out[i];
-    if (place == PLACE_SHM) {
-        if (w->byte_size < t->byte_size)
-            return fail(c, 400, "shared memory size specified with the request for output '%s' "
-                                "(%zu bytes) should be at least %zu bytes to hold the results",
-                        t->name, w->byte_size, t->byte_size);
-        /* Acquire only the bytes the output fills. */
-        shm_window exact = {.region = w->region, .offset = w->offset, .byte_size = t->byte_size};
-        shmreg_view view;
-        c->out_place[i] = PLACE_SHM;
-        unsigned st = acquire_window(c, &exact, &view);
-        if (st)
-            return st;
-        if (view.kind == SHMREG_KIND_SYSTEM)
-            t->data = view.addr;
-        else {
-            c->out_device[i] = view;
-            c->out_region[i] = w->region;
-        }
-        return 0;
-    }
-    if (place == PLACE_JSON && !datatype_has_json(t->datatype))
-        return fail(c, 400, "output '%s' is %s: request it as binary data or in shared memory",
-                    t->name, t->datatype);
-    c->out_place[i] = place;
-    return 0;
-}
-
-static unsigned parse_outputs(infer_ctx *c)
-{
-    const json_t *params = json_object_get(c->root, "parameters");
+    infer_ctx *c = &h->c;
+    const json_t *params = json_object_get(h->root, "parameters");
     int binary_all = json_is_true(json_object_get(params, "binary_data_output"));
-    const json_t *outputs = json_object_get(c->root, "outputs");
+    const json_t *outputs = json_object_get(h->root, "outputs");
     if (!outputs) { /* no list: every output, binary if the request says so */
         for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-            unsigned st = place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
+            unsigned st = infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
             if (st)
                 return st;
         }
@@ -345,7 +221,7 @@ static unsigned parse_outputs(infer_ctx *c)
         const json_t *oparams = json_object_get(j, "parameters");
         if (!json_is_string(name))
             return fail(c, 400, "each requested output needs a string 'name'");
-        int i = output_index(c, json_string_value(name));
+        int i = infer_output_index(c, json_string_value(name));
         if (i < 0 || c->out_place[i] != PLACE_NONE)
             return fail(c, 400, "unexpected inference output '%s' for model '%s'",
                         json_string_value(name), model_name(c->m));
@@ -360,42 +236,8 @@ static unsigned parse_outputs(infer_ctx *c)
         placement place = w.region ? PLACE_SHM
                           : (binary ? json_is_true(binary) : binary_all) ? PLACE_BINARY
                                                                          : PLACE_JSON;
-        if ((st = place_output(c, (size_t)i, place, &w)) != 0)
+        if ((st = infer_place_output(c, (size_t)i, place, &w)) != 0)
             return st;
-    }
-    return 0;
-}
-
-/* Outputs not in a system region (those in a CUDA region, in the response
- * or not requested) get a buffer. */
-static unsigned allocate_outputs(infer_ctx *c)
-{
-    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-        tensor *t = &c->out[i];
-        if (c->out_place[i] == PLACE_SHM && !c->out_region[i])
-            continue;
-        t->owned = malloc(t->byte_size ? t->byte_size : 1);
-        if (!t->owned)
-            return fail(c, 500, "out of memory for output '%s'", t->name);
-        t->data = t->owned;
-    }
-    return 0;
-}
-
-/* Copy the outputs placed in CUDA regions to the device. Each copy has
- * finished when this returns: the response that follows tells the client the
- * bytes are there, and the references are released once it has been sent. */
-static unsigned outputs_to_device(infer_ctx *c)
-{
-    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-        const shmreg_view *v = &c->out_device[i];
-        if (!c->out_region[i])
-            continue;
-        char why[512];
-        unsigned st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
-                                            v->device_id, why, sizeof why);
-        if (st)
-            return fail_copy(c, st, c->out[i].name, c->out_region[i], why);
     }
     return 0;
 }
@@ -431,12 +273,13 @@ static json_t *output_json(const infer_ctx *c, size_t i)
 }
 
 /* The JSON header, then the binary outputs in the order the header lists them. */
-static unsigned build_response(infer_ctx *c, reply *out)
+static unsigned build_response(http_infer *h, reply *out)
 {
+    infer_ctx *c = &h->c;
     json_t *outputs = json_array();
     json_t *root = json_pack("{s:s,s:s,s:o}", "model_name", model_name(c->m), "model_version", "1",
                              "outputs", outputs);
-    const json_t *id = json_object_get(c->root, "id");
+    const json_t *id = json_object_get(h->root, "id");
     if (!root || (json_is_string(id) && json_object_set(root, "id", (json_t *)id) != 0)) {
         json_decref(root);
         return fail(c, 500, "out of memory building the response");
@@ -473,9 +316,10 @@ static unsigned build_response(infer_ctx *c, reply *out)
 
 /* ------------------------------------------------------------------- entry */
 
-static unsigned locate_header(infer_ctx *c)
+static unsigned locate_header(http_infer *h)
 {
-    request *rq = c->rq;
+    infer_ctx *c = &h->c;
+    request *rq = h->rq;
     size_t header_len = rq->body_len;
     if (rq->header_length >= 0) {
         if ((uint64_t)rq->header_length > rq->body_len || rq->header_length == 0)
@@ -484,55 +328,43 @@ static unsigned locate_header(infer_ctx *c)
         header_len = (size_t)rq->header_length;
     }
     json_error_t jerr;
-    c->root = json_loadb(rq->body ? rq->body : "", header_len, 0, &jerr);
-    if (!c->root)
+    h->root = json_loadb(rq->body ? rq->body : "", header_len, 0, &jerr);
+    if (!h->root)
         return fail(c, 400, "failed to parse the request JSON buffer: %s at line %d, column %d",
                     jerr.text, jerr.line, jerr.column);
-    if (!json_is_object(c->root))
+    if (!json_is_object(h->root))
         return fail(c, 400, "the inference request must be a JSON object");
-    const json_t *params = json_object_get(c->root, "parameters");
+    const json_t *params = json_object_get(h->root, "parameters");
     if (params && !json_is_object(params))
         return fail(c, 400, "request 'parameters' must be an object");
-    c->binary = rq->body + header_len;
-    c->binary_left = rq->body_len - header_len;
+    h->binary = rq->body + header_len;
+    h->binary_left = rq->body_len - header_len;
     return 0;
 }
 
-static unsigned run(infer_ctx *c, reply *out)
+static unsigned run(http_infer *h, reply *out)
 {
+    infer_ctx *c = &h->c;
     unsigned st;
-    const tensor *ordered[MAX_INPUTS];
-    if ((st = locate_header(c)) || (st = parse_inputs(c)))
+    const tensor *ordered[INFER_MAX_INPUTS];
+    if ((st = infer_ready(c)) || (st = locate_header(h)) || (st = parse_inputs(h)) ||
+        (st = infer_bind(c, ordered)) || (st = parse_outputs(h)) || (st = infer_compute(c, ordered)))
         return st;
-    if (model_bind_inputs(c->m, c->in, c->n_in, ordered, c->err, sizeof c->err) != 0)
-        return 400;
-    model_describe_outputs(c->m, ordered, c->out);
-    if ((st = parse_outputs(c)) || (st = allocate_outputs(c)))
-        return st;
-    model_run(c->m, ordered, c->out);
-    if ((st = outputs_to_device(c)) != 0)
-        return st;
-    return build_response(c, out);
+    return build_response(h, out);
 }
 
 void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
 {
-    infer_ctx c = {.reg = reg, .rq = rq, .m = model_find_version(rt->model, rt->version)};
-    if (!c.m) {
+    http_infer h = {.c = {.reg = reg, .held = &rq->held,
+                          .m = model_find_version(rt->model, rt->version)},
+                    .rq = rq};
+    if (!h.c.m) {
         reply_unknown_model(out, rt);
         return;
     }
-    unsigned st = run(&c, out);
+    unsigned st = run(&h, out);
     if (st)
-        reply_error(out, st, "%s", c.err);
-    for (size_t i = 0; i < c.n_in; i++)
-        tensor_free(&c.in[i]);
-    for (size_t i = 0; i < MODEL_MAX_OUTPUTS; i++)
-        tensor_free(&c.out[i]);
-    json_decref(c.root);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    model_record(c.m, st == 0,
-                 (uint64_t)(now.tv_sec - rq->started.tv_sec) * 1000000000u +
-                     (uint64_t)(now.tv_nsec - rq->started.tv_nsec));
+        reply_error(out, st, "%s", h.c.err);
+    infer_finish(&h.c, st, &rq->started);
+    json_decref(h.root);
 }

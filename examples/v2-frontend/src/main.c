@@ -2,10 +2,13 @@
  * shmreg-v2-frontend: a KServe v2 inference server with Triton's
  * shared-memory extension, on libshmreg's public API alone.
  *
- * Start-up:  registry, then the HTTP server; print "listening on HOST:PORT".
- * Shutdown:  SIGINT or SIGTERM -> stop accepting, finish in-flight requests
- *            (their completion releases their region references), stop the
- *            workers, then destroy the registry, which unmaps every region.
+ * Start-up:  registry, then the HTTP server; print "listening on HOST:PORT";
+ *            with --grpc-port, the gRPC service too ("grpc listening on
+ *            HOST:PORT").
+ * Shutdown:  SIGINT or SIGTERM -> both servers stop accepting and finish
+ *            their in-flight requests at the same time (their completion
+ *            releases their region references), stop their workers, then the
+ *            registry is destroyed, which unmaps every region.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -17,6 +20,8 @@
 
 #include <shmreg/shmreg.h>
 
+#include "grpc_frontend.h"
+#include "model_yolo.h"
 #include "models.h"
 #include "options.h"
 #include "server.h"
@@ -25,8 +30,8 @@
  * last release, say) go to stderr. */
 static void log_to_stderr(void *user, shmreg_log_level level, const char *msg)
 {
-    static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "shmreg %s: %s\n", level <= SHMREG_LOG_INFO ? names[level] : "?", msg);
+    static const char *const names[] = {"error", "warning"};
+    fprintf(stderr, "shmreg %s: %s\n", level <= SHMREG_LOG_WARNING ? names[level] : "?", msg);
 }
 
 static shmreg_registry *create_registry(const frontend_options *o)
@@ -35,7 +40,7 @@ static shmreg_registry *create_registry(const frontend_options *o)
     shmreg_config_init(&cfg);
     cfg.busy_policy = o->busy_policy;
     cfg.reserved_key_prefixes = o->reserved_prefixes; /* copied by create */
-    cfg.pin_policy = SHMREG_PIN_AUTO;
+    cfg.pin_policy = o->pin_policy; /* --pin */
     cfg.log_fn = log_to_stderr;
     shmreg_registry *reg = NULL;
     if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
@@ -72,6 +77,13 @@ static void report_leftovers(void)
             descriptors);
 }
 
+/* The gRPC drain runs on its own thread, so that both servers drain at once. */
+static void *stop_grpc(void *g)
+{
+    grpc_frontend_stop(g);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     frontend_options opts;
@@ -90,20 +102,42 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 
     models_set_delay(opts.delay_ms);
+    yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window);
     shmreg_registry *reg = create_registry(&opts);
     frontend_server server;
     if (!reg || server_start(&server, &opts, reg) != 0) {
+        yolo_stop();
         shmreg_registry_destroy(reg);
         options_free(&opts);
         return 1;
     }
     printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
     fflush(stdout);
+    grpc_frontend *grpc = NULL;
+    if (opts.grpc_port) {
+        grpc = grpc_frontend_start(&opts, reg);
+        if (!grpc) {
+            server_stop(&server);
+            yolo_stop();
+            shmreg_registry_destroy(reg);
+            options_free(&opts);
+            return 1;
+        }
+        printf("grpc listening on %s:%u\n", opts.host, grpc_frontend_port(grpc));
+        fflush(stdout);
+    }
 
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
+    pthread_t grpc_stopper;
+    int grpc_thread = grpc && pthread_create(&grpc_stopper, NULL, stop_grpc, grpc) == 0;
+    if (grpc && !grpc_thread)
+        grpc_frontend_stop(grpc); /* no thread: one drain after the other */
     server_stop(&server);
+    if (grpc_thread)
+        pthread_join(grpc_stopper, NULL);
+    yolo_stop(); /* no request runs any more, on either protocol */
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
     report_leftovers();

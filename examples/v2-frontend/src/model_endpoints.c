@@ -3,12 +3,13 @@
 
 #include "models.h"
 
-static void server_metadata(reply *out)
+#include <stdio.h>
+
+json_t *server_metadata_json(void)
 {
-    reply_json(out, 200,
-               json_pack("{s:s,s:s,s:[s,s,s,s]}", "name", "shmreg-v2-frontend", "version",
-                         shmreg_version(), "extensions", "binary_tensor_data", "statistics",
-                         "system_shared_memory", "cuda_shared_memory"));
+    return json_pack("{s:s,s:s,s:[s,s,s,s]}", "name", "shmreg-v2-frontend", "version",
+                     shmreg_version(), "extensions", "binary_tensor_data", "statistics",
+                     "system_shared_memory", "cuda_shared_memory");
 }
 
 static void model_stats(const model *m, reply *out)
@@ -20,10 +21,30 @@ static void model_stats(const model *m, reply *out)
     reply_json(out, 200, json_pack("{s:o}", "model_stats", list));
 }
 
+/* 200 when the model can run; else (the GPU model without a GPU) 400 with
+ * the reason, where Triton answers a model that is not ready with 400. */
+static void model_ready_reply(const model *m, reply *out)
+{
+    char why[600];
+    unsigned st = model_ready(m, why, sizeof why);
+    if (st)
+        reply_error(out, st, "%s", why);
+    else
+        reply_empty(out);
+}
+
+void unknown_model_message(char *buf, size_t len, const char *name, const char *version)
+{
+    int versioned = version != NULL;
+    snprintf(buf, len, "Request for unknown model: '%s'%s%s is not found", name,
+             versioned ? " version " : "", versioned ? version : "");
+}
+
 void reply_unknown_model(reply *out, const route *rt)
 {
-    reply_error(out, 404, "Request for unknown model: '%s'%s%s is not found", rt->model,
-                rt->version ? " version " : "", rt->version ? rt->version : "");
+    char message[600];
+    unknown_model_message(message, sizeof message, rt->model, rt->version);
+    reply_error(out, 404, "%s", message);
 }
 
 void model_endpoints_handle(const route *rt, reply *out)
@@ -33,7 +54,7 @@ void model_endpoints_handle(const route *rt, reply *out)
         return;
     }
     if (rt->id == ROUTE_SERVER_METADATA) {
-        server_metadata(out);
+        reply_json(out, 200, server_metadata_json());
         return;
     }
     const model *m = rt->model ? model_find_version(rt->model, rt->version) : NULL;
@@ -43,7 +64,7 @@ void model_endpoints_handle(const route *rt, reply *out)
     }
     switch (rt->id) {
     case ROUTE_MODEL_METADATA: reply_json(out, 200, model_metadata_json(m)); break;
-    case ROUTE_MODEL_READY: reply_empty(out); break;
+    case ROUTE_MODEL_READY: model_ready_reply(m, out); break;
     case ROUTE_MODEL_CONFIG: reply_json(out, 200, model_config_json(m)); break;
     case ROUTE_MODEL_STATS: model_stats(m, out); break;
     default: reply_error(out, 404, "Not Found"); break;

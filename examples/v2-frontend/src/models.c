@@ -7,6 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "model_ops.h"
+#include "model_yolo.h"
+
 typedef struct tensor_spec {
     const char *name;
     const char *datatype;
@@ -24,8 +27,11 @@ struct model {
     tensor_spec inputs[2], outputs[MODEL_MAX_OUTPUTS];
     size_t n_inputs, n_outputs;
     kernel_fn kernel;
+    const model_ops *ops; /* a model with code of its own (model_ops.h), or NULL */
     /* Statistics; relaxed: they are counters, nothing is published through them. */
     _Atomic uint64_t success, success_ns, fail, fail_ns, last_ms;
+    /* A model with ops: its runs and their phases (model_phases). */
+    _Atomic uint64_t runs, queue_ns, input_ns, infer_ns, output_ns;
 };
 
 /* simple: element-wise sum and difference, wrapping like the int32 hardware
@@ -67,6 +73,12 @@ static model models[] = {
      .inputs = {{"INPUT0", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
      .outputs = {{"OUTPUT0", "FP16", {3, -1, -1}, 3}}, .n_outputs = 1,
      .kernel = identity_kernel},
+    /* The GPU model of seed 003's shape (model_yolo.h): listed in every
+     * build, available where CUDA is. */
+    {.name = "yolo",
+     .inputs = {{"images", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
+     .outputs = {{"output0", "FP16", {YOLO_ROWS, -1}, 2}}, .n_outputs = 1,
+     .ops = &yolo_ops},
 };
 
 static unsigned delay_ms_;
@@ -156,11 +168,15 @@ static json_t *config_tensors(const tensor_spec *specs, size_t n)
 
 json_t *model_config_json(const model *m)
 {
-    return json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name,
-                     "platform", "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
-                     m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
-                     config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
-                     "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
+    json_t *cfg =
+        json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name, "platform",
+                  "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
+                  m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
+                  config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
+                  "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
+    if (cfg && m->ops && m->ops->config)
+        m->ops->config(cfg);
+    return cfg;
 }
 
 static json_t *duration(uint64_t count, uint64_t ns)
@@ -175,15 +191,25 @@ json_t *model_stats_json(const model *m)
     uint64_t bad = atomic_load_explicit(&((model *)m)->fail, memory_order_relaxed);
     uint64_t bad_ns = atomic_load_explicit(&((model *)m)->fail_ns, memory_order_relaxed);
     uint64_t last = atomic_load_explicit(&((model *)m)->last_ms, memory_order_relaxed);
-    /* The whole request is compute_infer here: no queue, no batching. */
+    /* The whole request is compute_infer here: no queue, no batching. A
+     * model with ops reports the phases of its runs instead. */
+    uint64_t runs = ok, queue = 0, input = 0, infer = ok_ns, output = 0;
+    if (m->ops) {
+        model *w = (model *)m;
+        runs = atomic_load_explicit(&w->runs, memory_order_relaxed);
+        queue = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
+        input = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
+        infer = atomic_load_explicit(&w->infer_ns, memory_order_relaxed);
+        output = atomic_load_explicit(&w->output_ns, memory_order_relaxed);
+    }
     return json_pack("{s:s,s:s,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:[]}", "name",
                      m->name, "version", "1", "last_inference", (json_int_t)last,
                      "inference_count", (json_int_t)ok, "execution_count", (json_int_t)ok,
                      "inference_stats", "success", duration(ok, ok_ns), "fail",
-                     duration(bad, bad_ns), "queue", duration(ok, 0), "compute_input",
-                     duration(ok, 0), "compute_infer", duration(ok, ok_ns), "compute_output",
-                     duration(ok, 0), "cache_hit", duration(0, 0), "cache_miss", duration(0, 0),
-                     "batch_stats");
+                     duration(bad, bad_ns), "queue", duration(runs, queue), "compute_input",
+                     duration(runs, input), "compute_infer", duration(runs, infer),
+                     "compute_output", duration(runs, output), "cache_hit", duration(0, 0),
+                     "cache_miss", duration(0, 0), "batch_stats");
 }
 
 void model_record(const model *m, int ok, uint64_t ns)
@@ -233,6 +259,8 @@ static int bind_one(const model *m, const tensor_spec *s, const tensor *t, char 
                  tensor_shape_string(t->shape, t->ndims, got, sizeof got));
         return -1;
     }
+    if (m->ops && m->ops->check_input && m->ops->check_input(t, m->name, err, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -269,6 +297,10 @@ int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor *
 
 void model_describe_outputs(const model *m, const tensor *const *in, tensor *out)
 {
+    if (m->ops && m->ops->describe) {
+        m->ops->describe(in, out);
+        return;
+    }
     /* Every output here has the datatype, shape and size of the first input. */
     for (size_t i = 0; i < m->n_outputs; i++) {
         out[i] = (tensor){.name = m->outputs[i].name,
@@ -279,12 +311,36 @@ void model_describe_outputs(const model *m, const tensor *const *in, tensor *out
     }
 }
 
-void model_run(const model *m, const tensor *const *in, tensor *out)
+unsigned model_ready(const model *m, char *err, size_t errlen)
 {
+    return m->ops && m->ops->ready ? m->ops->ready(err, errlen) : 0;
+}
+
+int model_device_tensors(const model *m)
+{
+    return m->ops != NULL;
+}
+
+unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen)
+{
+    if (m->ops) {
+        model_phases ph = {0};
+        unsigned st = m->ops->run(in, out, &ph, err, errlen);
+        if (st == 0) {
+            model *w = (model *)m; /* only the statistics change */
+            atomic_fetch_add_explicit(&w->runs, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->queue_ns, ph.queue_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->input_ns, ph.input_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->infer_ns, ph.infer_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->output_ns, ph.output_ns, memory_order_relaxed);
+        }
+        return st;
+    }
     if (m->delayed && delay_ms_) {
         struct timespec d = {.tv_sec = delay_ms_ / 1000, .tv_nsec = (long)(delay_ms_ % 1000) * 1000000L};
         while (nanosleep(&d, &d) != 0)
             ;
     }
     m->kernel(in, out);
+    return 0;
 }

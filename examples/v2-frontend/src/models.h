@@ -4,6 +4,9 @@
  *   simple_delayed  the same after sleeping --delay-ms, so that a test can
  *                   unregister regions while a request holds them
  *   identity        OUTPUT0 = INPUT0, any datatype and shape
+ *   yolo            FP16 images [3,H,W] -> FP16 output0 [84,anchors], a CUDA
+ *                   kernel on the GPU instances of --gpus (model_yolo.h);
+ *                   unavailable without CUDA or a device
  */
 #ifndef FRONTEND_MODELS_H
 #define FRONTEND_MODELS_H
@@ -14,6 +17,10 @@
 #include <jansson.h>
 
 #include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define MODEL_MAX_OUTPUTS 2
 
@@ -39,9 +46,20 @@ int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor *
                       char *err, size_t errlen);
 /* Name, datatype, shape and byte size of each output for these inputs. */
 void model_describe_outputs(const model *m, const tensor *const *in, tensor *out);
-/* Compute the outputs into out[i].data (each out[i].byte_size bytes). */
-void model_run(const model *m, const tensor *const *in, tensor *out);
+/* 0 when the model can run now; else an HTTP status with the reason in err. */
+unsigned model_ready(const model *m, char *err, size_t errlen);
+/* 1: the model takes tensors in CUDA regions where they lie (device
+ * pointers, tensor.on_device) and places outputs there itself; 0: they are
+ * staged through host buffers for it. */
+int model_device_tensors(const model *m);
+/* Compute the outputs into out[i].data (each out[i].byte_size bytes).
+ * Returns 0, or an HTTP status with the message in err. */
+unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);
 /* Count one request in the statistics. */
 void model_record(const model *m, int ok, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

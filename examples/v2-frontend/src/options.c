@@ -13,12 +13,21 @@ static void usage(FILE *to, const char *argv0)
             "usage: %s [options]\n"
             "  --host ADDR                 numeric address to listen on (default 127.0.0.1)\n"
             "  --port N                    TCP port, 0 = any free one (default 8000)\n"
+            "  --grpc-port N               KServe v2 gRPC port beside HTTP, 0 = off (default 0;\n"
+            "                              Triton's is 8001, which scripts/run.sh passes)\n"
             "  --busy-policy P             defer | detach | refuse: unregister of a region in use\n"
             "  --reserved-key-prefix P     refuse shm keys starting with P (repeatable)\n"
             "  --threads N                 inference worker threads (default 4)\n"
             "  --delay-ms N                sleep of the simple_delayed model (default 1000)\n"
             "  --max-body-mb N             largest request body in MiB (default 256)\n"
             "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"
+            "  --pin P                     never | auto | always: page-lock registered system regions\n"
+            "                              for DMA (default auto: when a CUDA device is usable)\n"
+            "  --gpus LIST                 devices of the GPU model 'yolo': all, none or e.g. 0,1\n"
+            "                              (default all)\n"
+            "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
+            "  --yolo-window N             samples per side of each output's input window, the\n"
+            "                              cost of 'yolo' (default 32)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -39,20 +48,74 @@ static int parse_uint(const char *opt, const char *s, unsigned long min, unsigne
     return 0;
 }
 
+/* One of a few named values. */
+typedef struct choice {
+    const char *name;
+    int value;
+} choice;
+
+/* s as one of the n choices: 0 with its value in *out, or -1 after an error
+ * that names opt and the choices ("wants a, b or c"). */
+static int parse_choice(const char *opt, const char *s, const choice *choices, size_t n, int *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, choices[i].name) == 0) {
+            *out = choices[i].value;
+            return 0;
+        }
+    }
+    fprintf(stderr, "error: %s wants ", opt);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i].name);
+    fprintf(stderr, ", got '%s'\n", s);
+    return -1;
+}
+
 static int parse_policy(const char *s, shmreg_policy *out)
 {
-    static const struct { const char *name; shmreg_policy policy; } policies[] = {
+    static const choice policies[] = {
         {"defer", SHMREG_POLICY_DEFER},
         {"detach", SHMREG_POLICY_DETACH},
         {"refuse", SHMREG_POLICY_REFUSE},
     };
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
-        if (strcmp(s, policies[i].name) == 0) {
-            *out = policies[i].policy;
+    int v;
+    int rc = parse_choice("--busy-policy", s, policies, sizeof policies / sizeof policies[0], &v);
+    *out = (shmreg_policy)v;
+    return rc;
+}
+
+static int parse_pin(const char *s, shmreg_pin_policy *out)
+{
+    static const choice policies[] = {
+        {"never", SHMREG_PIN_NEVER},
+        {"auto", SHMREG_PIN_AUTO},
+        {"always", SHMREG_PIN_ALWAYS},
+    };
+    int v;
+    int rc = parse_choice("--pin", s, policies, sizeof policies / sizeof policies[0], &v);
+    *out = (shmreg_pin_policy)v;
+    return rc;
+}
+
+/* "all", "none" or a comma-separated list of device numbers; the devices
+ * themselves are checked when the GPU model starts (gpu_instances.h). */
+static int check_gpus(const char *s)
+{
+    if (strcmp(s, "all") == 0 || strcmp(s, "none") == 0)
+        return 0;
+    const char *p = s;
+    for (;;) {
+        if (*p < '0' || *p > '9')
+            break;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p == 0)
             return 0;
-        }
+        if (*p++ != ',')
+            break;
     }
-    fprintf(stderr, "error: --busy-policy wants defer, detach or refuse, got '%s'\n", s);
+    fprintf(stderr, "error: --gpus wants all, none or a list of device numbers such as 0,1, "
+                    "got '%s'\n", s);
     return -1;
 }
 
@@ -72,23 +135,29 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
+        {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
         {"busy-policy", required_argument, NULL, OPT_POLICY},
         {"reserved-key-prefix", required_argument, NULL, OPT_PREFIX},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"delay-ms", required_argument, NULL, OPT_DELAY},
         {"max-body-mb", required_argument, NULL, OPT_BODY},
         {"drain-s", required_argument, NULL, OPT_DRAIN},
+        {"pin", required_argument, NULL, OPT_PIN},
+        {"gpus", required_argument, NULL, OPT_GPUS},
+        {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
+        {"yolo-window", required_argument, NULL, OPT_WINDOW},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
-                            .drain_s = 30};
+                            .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
+                            .instances_per_gpu = 2, .yolo_window = 32};
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -98,6 +167,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         switch (c) {
         case OPT_HOST: o->host = optarg; break;
         case OPT_PORT: rc = parse_uint("--port", optarg, 0, 65535, &v); o->port = (unsigned)v; break;
+        case OPT_GRPC_PORT:
+            rc = parse_uint("--grpc-port", optarg, 0, 65535, &v);
+            o->grpc_port = (unsigned)v;
+            break;
         case OPT_POLICY: rc = parse_policy(optarg, &o->busy_policy); break;
         case OPT_PREFIX:
             if (!optarg[0]) {
@@ -111,6 +184,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_DELAY: rc = parse_uint("--delay-ms", optarg, 0, 600000, &v); o->delay_ms = (unsigned)v; break;
         case OPT_BODY: rc = parse_uint("--max-body-mb", optarg, 1, 4096, &v); o->max_body = (size_t)v << 20; break;
         case OPT_DRAIN: rc = parse_uint("--drain-s", optarg, 0, 3600, &v); o->drain_s = (unsigned)v; break;
+        case OPT_PIN: rc = parse_pin(optarg, &o->pin_policy); break;
+        case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
+        case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
+        case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;

@@ -6,9 +6,14 @@
 
 #include <shmreg/shmreg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct frontend_options {
     const char *host;                 /* numeric IPv4 or IPv6 address to listen on */
     unsigned port;                    /* 0: any free port (printed at start-up) */
+    unsigned grpc_port;               /* KServe v2 gRPC port; 0: no gRPC (the default) */
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
     unsigned threads;                 /* inference worker threads */
@@ -16,11 +21,19 @@ typedef struct frontend_options {
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
     int verbose;                      /* 1: one log line per request */
+    shmreg_pin_policy pin_policy;     /* --pin: whether system regions are page-locked */
+    const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
+    unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
+    unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
  * -1 after printing an error (exit 2). Free with options_free either way. */
 int options_parse(int argc, char **argv, frontend_options *o);
 void options_free(frontend_options *o);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

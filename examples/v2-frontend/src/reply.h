@@ -7,6 +7,10 @@
 #include <jansson.h>
 #include <shmreg/shmreg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct reply {
     unsigned status;  /* HTTP status */
     char *body;       /* malloc'ed, or NULL for an empty body */
@@ -27,5 +31,9 @@ void reply_error(reply *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The library's failure err, with this thread's message from the library. */
 void reply_shmreg_error(reply *r, shmreg_err err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

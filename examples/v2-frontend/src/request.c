@@ -53,31 +53,11 @@ int request_append(request *rq, const char *data, size_t len, size_t max_body)
     return 0;
 }
 
-int request_hold(request *rq, shmreg_region *ref)
-{
-    if (rq->n_held == rq->cap_held) {
-        size_t cap = rq->cap_held ? rq->cap_held * 2 : 4;
-        shmreg_region **grown = realloc(rq->held, cap * sizeof *grown);
-        if (!grown) {
-            shmreg_release(ref);
-            return -1;
-        }
-        rq->held = grown;
-        rq->cap_held = cap;
-    }
-    rq->held[rq->n_held++] = ref; /* the request owns this reference now */
-    return 0;
-}
-
 void request_finish(request *rq)
 {
     if (!rq)
         return;
-    /* The response is on the wire (or the connection is gone): nothing reads
-     * or writes these regions for this request any more. */
-    for (size_t i = 0; i < rq->n_held; i++)
-        shmreg_release(rq->held[i]);
-    free(rq->held);
+    refs_release_all(&rq->held); /* the response is on the wire, or the connection is gone */
     route_free(&rq->rt);
     free(rq->answer.body); /* NULL once handed to libmicrohttpd */
     free(rq->body);

@@ -3,10 +3,11 @@
  * references it holds.
  *
  * The lifetime rule of libshmreg, in one place: every region a request names
- * is acquired while the request is parsed (request_hold) and released only
- * when its response has been sent or the connection has failed
- * (request_finish, from libmicrohttpd's completion callback). Between the two,
- * the mapping cannot go away, whatever unregister does meanwhile.
+ * is acquired while the request is parsed (refs_hold on rq->held, in
+ * infer_core.c) and released only when its response has been sent or the
+ * connection has failed (request_finish, from libmicrohttpd's completion
+ * callback). Between the two, the mapping cannot go away, whatever unregister
+ * does meanwhile.
  */
 #ifndef FRONTEND_REQUEST_H
 #define FRONTEND_REQUEST_H
@@ -17,6 +18,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "refs.h"
 #include "reply.h"
 #include "router.h"
 
@@ -25,8 +27,7 @@ typedef struct request {
     size_t body_len, body_cap;
     int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
     int64_t header_length; /* Inference-Header-Content-Length, or -1 */
-    shmreg_region **held;  /* references acquired for this request */
-    size_t n_held, cap_held;
+    refs held;             /* references acquired for this request */
     struct timespec started;
     char *method, *url;    /* copies: method made printable, url as decoded */
     char *log_url;         /* url made printable, for the log line */
@@ -40,9 +41,6 @@ typedef struct request {
 request *request_new(const char *method, const char *url);
 /* Append uploaded bytes; past max_body the request is marked too large. */
 int request_append(request *rq, const char *data, size_t len, size_t max_body);
-/* Take ownership of ref until request_finish. On failure (out of memory) ref
- * is released here and -1 returned: the caller must not use it. */
-int request_hold(request *rq, shmreg_region *ref);
 /* Release every held reference and free rq. NULL is a no-op. */
 void request_finish(request *rq);
 

@@ -9,7 +9,6 @@
 #include "endpoints.h"
 
 #include <resolv.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* A size field of a register body: a JSON integer >= 0. */
@@ -98,8 +97,11 @@ static void register_cuda(shmreg_registry *reg, const char *name, const json_t *
 
 static json_t *status_entry(const shmreg_region_status *s)
 {
+    /* "in_use" is the key clients of this frontend read; its value is the
+     * references callers hold (a request holds one per tensor it places in
+     * the region), which is what the library counts. */
     json_t *e = json_pack("{s:s,s:I,s:I,s:b}", "name", s->name, "byte_size",
-                          (json_int_t)s->byte_size, "in_use", (json_int_t)s->in_use,
+                          (json_int_t)s->byte_size, "in_use", (json_int_t)s->references,
                           "pending_unregister", s->pending_unregister);
     if (!e)
         return NULL;
@@ -135,34 +137,22 @@ static void status(shmreg_registry *reg, const route *rt, reply *r)
 }
 
 /* Unregistering a name that nothing holds is success, as in Triton (whose
- * clients and tests rely on it); a name held by the other kind is reported. */
+ * clients and tests rely on it); a name registered as the other kind is
+ * WRONG_KIND, reported with the library's message. One call tells the two
+ * apart. */
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const char *name, shmreg_kind kind)
+{
+    shmreg_err e = name ? shmreg_unregister(reg, name, kind) : shmreg_unregister_all(reg, kind);
+    return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
+}
+
 static void unregister(shmreg_registry *reg, const route *rt, reply *r)
 {
-    if (!rt->region) {
-        shmreg_err e = shmreg_unregister_all(reg, rt->kind);
-        if (e != SHMREG_OK)
-            reply_shmreg_error(r, e);
-        else
-            reply_empty(r);
-        return;
-    }
-    shmreg_err e = shmreg_unregister(reg, rt->region, rt->kind);
-    if (e == SHMREG_ERR_NOT_FOUND) {
-        reply_shmreg_error(r, e); /* keeps the library's message before the next call */
-        shmreg_region_status *st;
-        size_t count;
-        if (shmreg_status(reg, rt->region, SHMREG_KIND_ANY, &st, &count) == SHMREG_ERR_NOT_FOUND) {
-            free(r->body);
-            reply_empty(r);
-            return;
-        }
-        shmreg_status_free(st, count);
-        return;
-    }
-    if (e != SHMREG_OK)
-        reply_shmreg_error(r, e);
-    else
+    shmreg_err e = shm_unregister_as_triton(reg, rt->region, rt->kind);
+    if (e == SHMREG_OK)
         reply_empty(r);
+    else
+        reply_shmreg_error(r, e);
 }
 
 void shm_endpoints_handle(shmreg_registry *reg, const request *rq, const route *rt, reply *r)

@@ -7,6 +7,10 @@
 
 #include <jansson.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define TENSOR_MAX_DIMS 8
 
 typedef struct tensor {
@@ -17,6 +21,11 @@ typedef struct tensor {
     size_t byte_size;     /* bytes at data */
     void *data;           /* in a shared-memory view, the request body, or owned */
     void *owned;          /* malloc'ed buffer behind data, or NULL */
+    /* Where data lies, for a model that runs on a GPU (model_yolo.c); zero
+     * for the request body and owned buffers. */
+    int on_device;        /* data is a device pointer on device_id (a CUDA region) */
+    int device_id;
+    int pinned;           /* data is page-locked host memory (a pinned system region) */
 } tensor;
 
 /* Read a JSON shape (array of non-negative integers) into t. Returns 0, or
@@ -29,5 +38,9 @@ int tensor_expected_size(const tensor *t, size_t *bytes);
 /* "[1,16]" into buf, for messages. */
 const char *tensor_shape_string(const int64_t *shape, int ndims, char *buf, size_t len);
 void tensor_free(tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

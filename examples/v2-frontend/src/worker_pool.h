@@ -4,6 +4,10 @@
 #ifndef FRONTEND_WORKER_POOL_H
 #define FRONTEND_WORKER_POOL_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct worker_pool worker_pool;
 typedef void (*worker_fn)(void *ctx, void *item);
 
@@ -13,5 +17,9 @@ worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx);
 int worker_pool_submit(worker_pool *p, void *item);
 /* Run what is queued, then join the threads and free p. NULL is a no-op. */
 void worker_pool_stop(worker_pool *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

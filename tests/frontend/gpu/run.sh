@@ -2,17 +2,27 @@
 # The v2 frontend's device copy on the GPU machine, in one call: build the
 # library (SHMREG_WITH_CUDA=ON) and install it to a prefix, build
 # examples/v2-frontend against it with FRONTEND_WITH_CUDA=ON, then run
-# tests/frontend/gpu/test_cuda_infer.py with the machine's python3 (CuPy,
-# NumPy and pytest are in its image; tritonclient is not, so the test speaks
-# plain HTTP). Prints one summary line last; exit 0 only if at least one test
-# passed and none failed (everything skipped means no device was usable,
-# which on this machine is a failure).
+# tests/frontend/gpu/test_cuda_infer.py (the device copy) and
+# test_gpu_model.py (the GPU model 'yolo') with the machine's python3 (CuPy,
+# NumPy and pytest are in its image; tritonclient is not, so the tests speak
+# plain HTTP, and test_gpu_model.py adds tritonclient where PYTHONPATH holds
+# it: tests/frontend/gpu/issue14.sh installs the carried wheels there). The
+# kernel is built for every major GPU architecture unless
+# FRONTEND_CUDA_ARCHITECTURES says otherwise (e.g. 90 for the H200 alone).
+# Prints one summary line last; exit 0 only if at least one test passed and
+# none failed (everything skipped means no device was usable, which on this
+# machine is a failure).
 #
 # The GPU machine has no network and lacks libmicrohttpd, jansson, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
 # $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
-# these added for the frontend:
-#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev
+# these added for the frontend (HTTP, then the gRPC service, which generates
+# its code with protoc and grpc_cpp_plugin at build time):
+#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev \
+#     libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc \
+#     protobuf-compiler libprotoc32 libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
+#     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
+#     libssl-dev zlib1g-dev
 # They are unpacked under build/, never into /. The whole log goes to
 # $OUT/frontend-gpu.log (default build/gpu-out): one file, since a device call
 # brings back few.
@@ -64,7 +74,8 @@ build() {
     cmake --build "$BUILD/lib" -j "$JOBS" &&
     rm -rf "$BUILD/prefix" && cmake --install "$BUILD/lib" &&
     cmake -S examples/v2-frontend -B "$BUILD/app" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DFRONTEND_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$BUILD/prefix;$CMAKE_PREFIX_PATH" &&
+      -DFRONTEND_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$BUILD/prefix;$CMAKE_PREFIX_PATH" \
+      ${FRONTEND_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$FRONTEND_CUDA_ARCHITECTURES} &&
     cmake --build "$BUILD/app" -j "$JOBS"
 }
 
@@ -75,7 +86,7 @@ if ! unpack_carried >>"$LOG" 2>&1 || ! build >>"$LOG" 2>&1; then
   summary "BUILD FAILED (log: $LOG)"
   exit 1
 fi
-grep -E "shmreg: CUDA backends|device copy for CUDA regions" "$LOG"
+grep -E "shmreg: CUDA backends|device copy for CUDA regions|GPU model 'yolo'" "$LOG"
 BIN=$BUILD/app/shmreg-v2-frontend
 # A library the loader cannot find would make every test fail at start-up;
 # say which one here instead.
@@ -85,12 +96,12 @@ if ldd "$BIN" | grep -q "not found"; then
   exit 1
 fi
 
-echo "=== frontend-gpu: tests/frontend/gpu/test_cuda_infer.py"
+echo "=== frontend-gpu: tests/frontend/gpu/test_cuda_infer.py test_gpu_model.py"
 FRONTEND_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
   "$PYTHON" -m pytest -p no:cacheprovider -rs -v tests/frontend/gpu/test_cuda_infer.py \
-  >>"$LOG" 2>&1
+  tests/frontend/gpu/test_gpu_model.py >>"$LOG" 2>&1
 rc=$?
-grep -E "PASSED|FAILED|ERROR|SKIPPED" "$LOG" | grep -v "^=" | head -30
+grep -E "PASSED|FAILED|ERROR|SKIPPED" "$LOG" | grep -v "^=" | head -60
 # pytest's closing line, e.g. "7 passed in 4.02s".
 last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" "$LOG" | tail -1 |
   sed -E 's/^=+ //; s/ =+$//')

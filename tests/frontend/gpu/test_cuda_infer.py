@@ -249,6 +249,20 @@ def test_cuda_output_too_small_is_400_and_released(server, cuda_region):
     server.wait_until(lambda: nothing_in_use(server, "cuda"), what="every region released")
 
 
+def test_cuda_region_named_under_the_system_endpoints_is_404(server, cuda_region):
+    """The other kind: one library call answers it (SHMREG_ERR_WRONG_KIND),
+    with the library's message saying which kind the name is; the region
+    stays registered. tests/frontend/test_protocol.py checks the reverse."""
+    region = cuda_region("kind", 64)
+    expected = (f"The region named '{region.name}' is registered as CUDA shared memory, "
+                "not system shared memory")
+    for method, verb in (("GET", "status"), ("POST", "unregister")):
+        assert call(server, method, f"v2/systemsharedmemory/region/{region.name}/{verb}") == (
+            404, {"error": expected}), verb
+    assert [r["name"] for r in ok(server, "GET", "v2/cudasharedmemory/status")] == [region.name]
+    assert ok(server, "GET", "v2/systemsharedmemory/status") == []
+
+
 def test_many_requests_leave_nothing_in_use(server, cuda_region):
     """Repeated copies through the worker threads: each thread's device and
     stream are left as found, and every reference comes back."""

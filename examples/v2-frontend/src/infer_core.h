@@ -1,0 +1,101 @@
+/*
+ * The inference request path without its protocol: what HTTP (infer.c) and
+ * gRPC (grpc_frontend.cc) share once each has parsed its own wire format.
+ *
+ *   0. the model must be able to run now (infer_ready): the GPU model
+ *      without a device is refused before anything is parsed or acquired;
+ *   1. for every input and output placed in shared memory, shmreg_acquire the
+ *      window it names and hand the reference to the request's refs: from
+ *      here on the bytes stay mapped until the response has been sent,
+ *      whatever unregister does meanwhile (infer_input_from_window,
+ *      infer_place_output); an output's view must be writable;
+ *   2. bind the inputs to the model and describe its outputs (infer_bind);
+ *   3. run the model straight from and into those views, a CUDA region staged
+ *      through a host buffer for a model on the CPU and handed over as a
+ *      device pointer to a GPU model (infer_compute);
+ *   4. the protocol builds its response from c->out, sends it, and its
+ *      completion callback releases the references (refs_release_all).
+ *
+ * Every failure returns an HTTP status with the message in c->err (gRPC maps
+ * the status to its code: grpc_frontend.cc) and leaves the references already
+ * taken in the request's refs, released by that same completion callback.
+ */
+#ifndef FRONTEND_INFER_CORE_H
+#define FRONTEND_INFER_CORE_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include <shmreg/shmreg.h>
+
+#include "models.h"
+#include "refs.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFER_MAX_INPUTS 8
+
+/* Where an output's bytes go. */
+typedef enum placement {
+    PLACE_NONE = 0, /* not requested */
+    PLACE_JSON,     /* HTTP: elements in the JSON response */
+    PLACE_BINARY,   /* HTTP: binary data after the JSON; gRPC: raw_output_contents */
+    PLACE_SHM       /* a registered region */
+} placement;
+
+/* A tensor's window in a registered region, as the request names it. */
+typedef struct shm_window {
+    const char *region; /* NULL: the tensor is not in shared memory */
+    size_t offset, byte_size;
+} shm_window;
+
+typedef struct infer_ctx {
+    shmreg_registry *reg;
+    refs *held;                  /* the request's references: released after its response */
+    const model *m;
+    tensor in[INFER_MAX_INPUTS];
+    size_t n_in;
+    tensor out[MODEL_MAX_OUTPUTS];
+    placement out_place[MODEL_MAX_OUTPUTS];
+    /* An output in a CUDA region: its region's name (NULL for any other
+     * output) and the device window its host buffer is copied to. */
+    const char *out_region[MODEL_MAX_OUTPUTS];
+    shmreg_view out_device[MODEL_MAX_OUTPUTS];
+    char err[1024];
+} infer_ctx;
+
+/* A failure: its HTTP status, with the message in c->err. */
+unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 0 when c->m can run now; else its HTTP status, the reason in c->err. */
+unsigned infer_ready(infer_ctx *c);
+/* The byte size t's datatype and shape demand, checked against what the
+ * client supplied (BYTES has no fixed size: anything goes). */
+unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
+/* Acquire w for input t: a system region is read where it lies; a CUDA one
+ * is copied to a host buffer first, or handed over as a device pointer to a
+ * GPU model (model_device_tensors). Call infer_check_input_size first. */
+unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
+/* Bind c->in to the model into ordered and describe c->out. */
+unsigned infer_bind(infer_ctx *c, const tensor **ordered);
+/* The index in c->out of the output named name, or -1. */
+int infer_output_index(const infer_ctx *c, const char *name);
+/* Place output i (shared memory: checked to fit, acquired, writable). */
+unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w);
+/* Buffers for outputs not in a system region, the model (which may fail: its
+ * status, the message in c->err), the copies to CUDA regions: when this
+ * returns 0, every output is where the response says. */
+unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
+/* Free the tensors' buffers and count the request (st == 0: a success) in
+ * the model's statistics. The references stay in c->held. */
+void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,123 @@
+"""The exceptions and the status records of shmreg (pure Python).
+
+The extension (shmreg._shmreg) raises these classes and builds these records;
+they live here so that they are ordinary, picklable Python types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Error(Exception):
+    """A libshmreg call failed. ``code`` is the library's error code (the
+    value of its ``shmreg_err``), ``str(e)`` the library's message, which
+    names the region and the cause."""
+
+    code: int = -1
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class InvalidArgument(Error, ValueError):
+    """SHMREG_ERR_INVALID_ARG: a bad name, key, tag, flags or setting."""
+
+    code = 1
+
+
+class NotFound(Error):
+    """SHMREG_ERR_NOT_FOUND: no region of that name is registered (or visible to that tag)."""
+
+    code = 2
+
+
+class AlreadyExists(Error):
+    """SHMREG_ERR_ALREADY_EXISTS: the name is taken, or pending unregister."""
+
+    code = 3
+
+
+class OutOfBounds(Error):
+    """SHMREG_ERR_OUT_OF_BOUNDS: offset or size outside the region or the object."""
+
+    code = 4
+
+
+class Busy(Error):
+    """SHMREG_ERR_BUSY: the region is in use and the busy policy refuses."""
+
+    code = 5
+
+
+class System(Error):
+    """SHMREG_ERR_SYSTEM: an operating-system call failed (errno in the message)."""
+
+    code = 6
+
+
+class Cuda(Error):
+    """SHMREG_ERR_CUDA: a CUDA call failed (its error name and string in the message)."""
+
+    code = 7
+
+
+class Unsupported(Error):
+    """SHMREG_ERR_UNSUPPORTED: not available in this build or on this machine."""
+
+    code = 8
+
+
+class NoMemory(Error):
+    """SHMREG_ERR_NO_MEMORY: out of memory, or a configured limit was reached."""
+
+    code = 9
+
+
+class WrongKind(Error):
+    """SHMREG_ERR_WRONG_KIND: the name is registered, but as the other kind of memory."""
+
+    code = 10
+
+
+#: Index = error code; the extension raises ERRORS[code] (Error for a code it does not know).
+ERRORS: tuple[type[Error], ...] = (
+    Error, InvalidArgument, NotFound, AlreadyExists, OutOfBounds, Busy,
+    System, Cuda, Unsupported, NoMemory, WrongKind,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RegionStatus:
+    """One region as Registry.status lists it (shmreg_region_status)."""
+
+    name: str
+    key: str | None          # system regions: the shm key as registered; CUDA: None
+    kind: str                # "system" or "cuda"
+    offset: int
+    byte_size: int
+    device_id: int           # -1 for system regions
+    in_use: int              # references callers hold now (the C field `references`)
+    pending_unregister: bool  # DEFER: unregistered, waiting for in_use to reach 0
+    generation: int          # unique per registration in its registry
+    pinned: bool             # a system region page-locked for DMA
+    readonly: bool           # registered read-only
+    flags: int               # the SHMREG_* flags it was registered with
+    tag: str | None          # owner tag, or None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counters of a whole registry (shmreg_stats), from Registry.stats()."""
+
+    regions: int           # listed by status: registered or pending
+    pending_regions: int   # of those, DEFER-unregistered and still referenced
+    detached_regions: int  # DETACH-unregistered (or destroyed), still mapped for references
+    references: int        # references callers hold on listed regions
+    mapped_regions: int    # every region still mapped: listed + detached
+    mapped_bytes: int      # what max_mapped_bytes counts
+    pinned_bytes: int      # what max_pinned_bytes counts
+    registrations: int     # successful registrations since the registry was made
+    refusals: int          # registrations refused for any reason since then

@@ -1,0 +1,703 @@
+"""Triton's shared-memory extension for FastAPI servers, over a shmreg.Registry.
+
+Two parts, usable apart:
+
+- ``shared_memory_router(registry)``: an ``APIRouter`` with Triton's system and
+  CUDA shared-memory endpoints (``/v2/systemsharedmemory/...`` and
+  ``/v2/cudasharedmemory/...``: register, unregister, status), answering with
+  Triton's status codes and the library's messages, as the C example frontend
+  (``examples/v2-frontend``) does.
+- The request path of a KServe v2 ``infer`` endpoint: ``decode_request`` turns
+  a request (JSON, binary tensor extension, or tensors naming shared-memory
+  regions) into numpy arrays, ``place_outputs`` gives each output its array
+  (a view of the region the client named, or a fresh buffer), and
+  ``encode_response`` builds the answer. Every region reference a request
+  takes is kept in its ``RequestRegions``, which releases them all in one
+  place when the response has been sent, on every outcome: use the FastAPI
+  dependency ``request_regions(registry)`` (or ``RequestRegions`` as a
+  context manager where the response is sent inside the ``with``).
+
+The rule is docs/integration.md's: acquire while parsing, release when the
+response is done. Needs ``fastapi>=0.118``, whose dependencies with ``yield``
+finish after the response has been sent (``pip install 'shmreg[fastapi]'``).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable, Sequence
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+import shmreg
+
+__all__ = [
+    "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
+    "decode_request", "encode_response", "error_response", "header_length", "http_status",
+    "parse_json",
+    "place_outputs", "request_regions", "shared_memory_router",
+]
+
+# ------------------------------------------------------------------- errors
+
+# The table of docs/errors.md (reply.c, http_status_from_shmreg): Triton's
+# statuses where Triton has one, since clients test for them. By class name,
+# so that a code this module does not know still answers 500.
+_STATUS_BY_ERROR = (
+    ("InvalidArgument", 400), ("AlreadyExists", 400), ("OutOfBounds", 400), ("Busy", 400),
+    ("NotFound", 404), ("WrongKind", 404),  # the name is not one of this endpoint's kind
+    ("Unsupported", 501), ("NoMemory", 507), ("OutOfMemory", 507),
+)
+
+
+def http_status(err: shmreg.Error) -> int:
+    """The HTTP status of a library error: 400, 404, 500, 501 or 507."""
+    for name, status in _STATUS_BY_ERROR:
+        cls = getattr(shmreg, name, None)
+        if isinstance(cls, type) and isinstance(err, cls):
+            return status
+    return 500
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    """Every error body is ``{"error": message}``, as Triton sends them."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+class InferError(Exception):
+    """A request that cannot be served: its HTTP status and message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    @classmethod
+    def from_shmreg(cls, err: shmreg.Error) -> "InferError":
+        return cls(http_status(err), str(err))
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.message)
+
+
+def _clean_errors(fn: Callable) -> Callable:
+    """Raise a function's InferError afresh from the function itself. The
+    original's traceback holds the frames of the parsing below, whose locals
+    hold numpy views of regions, and every such view holds a reference: a
+    caller keeping the exception (a log, a test) would keep the regions in
+    use after the request. The fresh one is raised outside the except block,
+    so the original and its frames are freed first."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InferError as e:
+            error = InferError(e.status, e.message)
+        # This frame stays in the new traceback: it must hold neither the
+        # request (args) nor the error itself (a cycle only gc would free,
+        # with every frame the error later passes through).
+        del args, kwargs
+        try:
+            raise error
+        finally:
+            del error
+
+    return wrapper
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(text: str) -> int:
+    value = int(text)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        # jansson's words, which Triton's clients see from the C frontend.
+        raise ValueError("too big integer")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"invalid token '{name}'")
+
+
+def parse_json(data: bytes | str) -> Any:
+    """Parse a request body as the C frontend does: integers must fit int64
+    (a bigger one is "too big integer", so 2**64 - 32 never reaches the
+    registry), NaN and Infinity are not JSON. Raises InferError(400)."""
+    try:
+        return json.loads(data, parse_int=_int64, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise InferError(400, f"failed to parse the request JSON buffer: {e.msg} at line "
+                              f"{e.lineno}, column {e.colno}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InferError(400, f"failed to parse the request JSON buffer: {e}") from None
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _size(v: Any) -> int | None:
+    """A JSON integer >= 0, or None."""
+    return v if _is_int(v) and v >= 0 else None
+
+
+# --------------------------------------------------------- the shm endpoints
+
+_KINDS = {"system": "systemsharedmemory", "cuda": "cudasharedmemory"}
+
+
+def _empty() -> Response:
+    return Response(status_code=200)
+
+
+def _status_entry(s: Any) -> dict:
+    # "in_use" is the key this frontend's clients read; its value is the
+    # references held (one per tensor a request placed in the region).
+    entry = {"name": s.name, "byte_size": s.byte_size, "in_use": s.in_use,
+             "pending_unregister": bool(s.pending_unregister)}
+    if s.kind == "cuda":
+        entry["device_id"] = s.device_id
+    else:
+        entry["key"] = s.key
+        entry["offset"] = s.offset
+    return entry
+
+
+def _register_body(data: bytes) -> dict:
+    body = parse_json(data)
+    if not isinstance(body, dict):
+        raise InferError(400, "the register request must be a JSON object")
+    return body
+
+
+def _body_size(body: dict, field_name: str, required: bool) -> int:
+    if field_name not in body and not required:
+        return 0
+    value = _size(body.get(field_name))
+    if value is None:
+        raise InferError(400, f"'{field_name}' must be {'given as ' if required else ''}"
+                              "a non-negative integer")
+    return value
+
+
+def _register_system(registry: Any, name: str, body: dict) -> None:
+    key = body.get("key")
+    if not isinstance(key, str):
+        raise InferError(400, "'key' must be given as a string")
+    offset = _body_size(body, "offset", False)
+    byte_size = _body_size(body, "byte_size", True)
+    registry.register_system(name, key, byte_size, offset=offset)
+
+
+# A cudaIpcMemHandle_t is 64 bytes; anything up to this decodes, so that the
+# library, not this parser, reports a handle of the wrong size (as in C).
+_MAX_HANDLE = 128
+
+
+def _register_cuda(registry: Any, name: str, body: dict) -> None:
+    raw = body.get("raw_handle")
+    b64 = raw.get("b64") if isinstance(raw, dict) else None
+    if not isinstance(b64, str):
+        raise InferError(400, "'raw_handle' must be given as {\"b64\": \"<base64>\"}")
+    device = body.get("device_id")
+    if not _is_int(device) or not 0 <= device <= 1 << 20:
+        raise InferError(400, "'device_id' must be given as a non-negative integer")
+    byte_size = _body_size(body, "byte_size", True)
+    try:
+        handle = base64.b64decode("".join(b64.split()), validate=True)
+    except (binascii.Error, ValueError):
+        handle = None
+    if handle is None or len(handle) > _MAX_HANDLE:
+        raise InferError(400, f"'raw_handle' of region '{name}' is not valid base64 of at most "
+                              f"{_MAX_HANDLE} bytes")
+    registry.register_cuda_ipc(name, handle, device, byte_size)
+
+
+def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cuda"),
+                         **router_options: Any) -> APIRouter:
+    """An APIRouter with Triton's shared-memory extension over ``registry``:
+
+    ====================================================  ===========================
+    ``POST v2/{kind}sharedmemory/region/{name}/register``  register_system / _cuda_ipc
+    ``GET  v2/{kind}sharedmemory[/region/{name}]/status``   status
+    ``POST v2/{kind}sharedmemory/region/{name}/unregister`` unregister
+    ``POST v2/{kind}sharedmemory/unregister``               unregister_all
+    ====================================================  ===========================
+
+    ``kind`` is ``system`` or ``cuda``. Bodies are checked before the library
+    is called (400 for a missing or mistyped field); library errors answer
+    with ``http_status`` and the library's message. Unregistering a name that
+    is not registered answers 200, as Triton does; a name registered as the
+    other kind is a 404 saying so. The handlers are plain functions, which
+    FastAPI runs in its thread pool: a register that pins, or an unregister
+    that unmaps, never holds up the event loop."""
+    router = APIRouter(**router_options)
+
+    def add(kind: str) -> None:
+        base = f"/v2/{_KINDS[kind]}"
+        register_one = _register_system if kind == "system" else _register_cuda
+
+        def status(name: str | None = None) -> Response:
+            try:
+                regions = registry.status(name, kind=kind)
+            except shmreg.Error as e:
+                return error_response(http_status(e), str(e))
+            return JSONResponse([_status_entry(s) for s in regions])
+
+        def unregister(name: str | None = None) -> Response:
+            try:
+                if name is None:
+                    registry.unregister_all(kind=kind)
+                else:
+                    registry.unregister(name, kind=kind)
+            except shmreg.Error as e:
+                # Absent is success, as in Triton (its clients "unregister
+                # before registering"); WRONG_KIND and BUSY are errors. One
+                # call tells them apart.
+                if not isinstance(e, shmreg.NotFound):
+                    return error_response(http_status(e), str(e))
+            return _empty()
+
+        async def register(name: str, request: Request) -> Response:
+            data = await request.body()
+            try:
+                body = _register_body(data)
+                # Registering may pin or import a CUDA handle: off the loop.
+                await run_in_threadpool(register_one, registry, name, body)
+            except InferError as e:
+                return e.response()
+            except shmreg.Error as e:
+                return error_response(http_status(e), str(e))
+            return _empty()
+
+        router.add_api_route(f"{base}/status", status, methods=["GET"])
+        router.add_api_route(f"{base}/region/{{name}}/status", status, methods=["GET"])
+        router.add_api_route(f"{base}/unregister", unregister, methods=["POST"])
+        router.add_api_route(f"{base}/region/{{name}}/unregister", unregister, methods=["POST"])
+        router.add_api_route(f"{base}/region/{{name}}/register", register, methods=["POST"])
+
+    for kind in kinds:
+        add(kind)
+    return router
+
+
+# ------------------------------------------------------- region references
+
+
+class RequestRegions:
+    """The region references one inference request holds, released together.
+
+    ``input(...)`` and ``output(...)`` acquire a window of a named region and
+    return it as a uint8 numpy array over the mapped bytes (no copy). The
+    array is what holds the library reference (the package's lifetime rule:
+    a view made from a region holds a reference of its own) and the Region is
+    released at once, so the count shown by status is one per tensor, as for
+    the C frontend. ``release()`` drops every array
+    this object holds; a region is released there unless the server's own code
+    kept an array made from it, in which case it stays mapped (safely) until
+    that array is gone. Idempotent; also the context manager's exit."""
+
+    def __init__(self, registry: Any):
+        self.registry = registry
+        self._held: list[np.ndarray] = []
+
+    def _acquire(self, region: str, offset: int, byte_size: int) -> np.ndarray:
+        try:
+            ref = self.registry.acquire(region, offset, byte_size)
+        except shmreg.Error as e:
+            raise InferError.from_shmreg(e) from None
+        try:
+            if ref.kind == "cuda":
+                view = self._device_to_host(ref, region)
+            else:
+                # The buffer protocol rather than DLPack: a pinned region's
+                # DLPack device is kDLCUDAHost, which not every numpy takes.
+                view = np.frombuffer(memoryview(ref), dtype=np.uint8)
+        finally:
+            ref.release()  # the array's buffer holds its own reference from here on
+        self._held.append(view)  # the request owns it now
+        return view
+
+    @staticmethod
+    def _device_to_host(ref: Any, region: str) -> np.ndarray:
+        # The models here run on the CPU, and numpy cannot read device
+        # memory; a server with CuPy or PyTorch takes the DLPack view itself.
+        raise InferError(501, f"shared memory region '{region}' is CUDA memory, which this "
+                              "server's CPU models cannot read")
+
+    @_clean_errors
+    def input(self, region: str, offset: int, byte_size: int) -> np.ndarray:
+        """The bytes [offset, offset + byte_size) of ``region``, read-only or
+        not as registered. Raises InferError with the library's message."""
+        return self._acquire(region, offset, byte_size)
+
+    @_clean_errors
+    def output(self, name: str, region: str, offset: int, byte_size: int) -> np.ndarray:
+        """A writable window for output ``name``: 400 when the region was
+        registered read-only (writing would fault), before any model runs."""
+        view = self._acquire(region, offset, byte_size)
+        if not view.flags.writeable:
+            raise InferError(400, f"output '{name}' cannot be written to shared memory region "
+                                  f"'{region}': it was registered read-only")
+        return view
+
+    @property
+    def count(self) -> int:
+        return len(self._held)
+
+    def release(self) -> None:
+        self._held.clear()
+
+    def __enter__(self) -> "RequestRegions":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def request_regions(registry: Any) -> Callable[[], AsyncIterator[RequestRegions]]:
+    """A FastAPI dependency: ``regions: RequestRegions = Depends(request_regions(reg))``.
+    The references are released after the response has been sent, or when
+    the handler fails, whatever the outcome (fastapi>=0.118 runs the exit of
+    a dependency with yield after the response).
+
+    It is an async generator on purpose: its exit runs on the event loop
+    right after the last byte is handed to the transport, before the loop
+    reads another request. A plain generator's exit would be sent to the
+    thread pool, and a client that unregisters as soon as it has the
+    response could find the region still in use."""
+
+    async def dependency() -> AsyncIterator[RequestRegions]:
+        held = RequestRegions(registry)
+        try:
+            yield held
+        finally:
+            held.release()
+
+    return dependency
+
+
+# --------------------------------------------------------------- datatypes
+
+# KServe v2 datatypes: (numpy dtype, element size). BF16 has no numpy type:
+# it is carried as its 16-bit pattern. BYTES has no fixed size.
+DATATYPES: dict[str, tuple[np.dtype | None, int]] = {
+    "BOOL": (np.dtype(np.bool_), 1), "UINT8": (np.dtype("<u1"), 1),
+    "UINT16": (np.dtype("<u2"), 2), "UINT32": (np.dtype("<u4"), 4),
+    "UINT64": (np.dtype("<u8"), 8), "INT8": (np.dtype("<i1"), 1),
+    "INT16": (np.dtype("<i2"), 2), "INT32": (np.dtype("<i4"), 4),
+    "INT64": (np.dtype("<i8"), 8), "FP16": (np.dtype("<f2"), 2),
+    "BF16": (np.dtype("<u2"), 2), "FP32": (np.dtype("<f4"), 4),
+    "FP64": (np.dtype("<f8"), 8), "BYTES": (None, 0),
+}
+_NO_JSON = {"FP16", "BF16", "BYTES"}
+_INT_RANGES = {
+    "UINT8": (0, 2**8 - 1), "UINT16": (0, 2**16 - 1), "UINT32": (0, 2**32 - 1),
+    "UINT64": (0, _INT64_MAX),  # JSON integers here are int64
+    "INT8": (-(2**7), 2**7 - 1), "INT16": (-(2**15), 2**15 - 1),
+    "INT32": (-(2**31), 2**31 - 1), "INT64": (_INT64_MIN, _INT64_MAX),
+}
+
+
+def _typed(raw: np.ndarray, datatype: str, shape: Sequence[int]) -> np.ndarray:
+    """The uint8 array raw seen as datatype and shape (a view, no copy)."""
+    dtype, size = DATATYPES[datatype]
+    if dtype is None:
+        return raw
+    return raw.view(dtype).reshape(shape)
+
+
+def _element_ok(datatype: str, v: Any) -> bool:
+    if datatype == "BOOL":
+        return isinstance(v, bool)
+    if datatype in ("FP32", "FP64"):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    lo, hi = _INT_RANGES[datatype]
+    return _is_int(v) and lo <= v <= hi
+
+
+def _flatten(v: Any, out: list) -> None:
+    if isinstance(v, list):
+        for e in v:
+            _flatten(e, out)
+    else:
+        out.append(v)
+
+
+# ------------------------------------------------------------ the request
+
+
+@dataclass
+class Tensor:
+    """One input or output: name, datatype, shape, and its data as a numpy
+    array of that datatype and shape (for BYTES, the raw uint8 bytes)."""
+    name: str
+    datatype: str
+    shape: list[int]
+    data: np.ndarray | None = None
+    byte_size: int = 0
+
+
+@dataclass
+class InferRequest:
+    id: str | None
+    inputs: list[Tensor]
+    outputs: list[dict] | None   # the request's "outputs", or None: every output
+    parameters: dict
+    header: dict = field(repr=False, default_factory=dict)
+
+
+def _window(params: dict, what: str, name: str) -> tuple[str, int, int] | None:
+    """shared_memory_{region,offset,byte_size} of a tensor's parameters, or None."""
+    region = params.get("shared_memory_region")
+    offset = params.get("shared_memory_offset")
+    size = params.get("shared_memory_byte_size")
+    if region is None:
+        if offset is not None or size is not None:
+            raise InferError(400, f"{what} '{name}' gives a shared-memory offset or size but no "
+                                  "'shared_memory_region'")
+        return None
+    if not isinstance(region, str):
+        raise InferError(400, f"'shared_memory_region' of {what} '{name}' must be a string")
+    if size is None:
+        raise InferError(400, "'shared_memory_byte_size' must be given along with "
+                              f"'shared_memory_region' for {what} '{name}'")
+    if _size(size) is None:
+        raise InferError(400, f"'shared_memory_byte_size' of {what} '{name}' must be a "
+                              "non-negative integer")
+    if offset is not None and _size(offset) is None:
+        raise InferError(400, f"'shared_memory_offset' of {what} '{name}' must be a "
+                              "non-negative integer")
+    return region, offset or 0, size
+
+
+def _expected_size(t: Tensor) -> int | None:
+    size = DATATYPES[t.datatype][1]
+    if size == 0:
+        return None
+    for d in t.shape:
+        size *= d
+    return size
+
+
+def _check_size(t: Tensor, model: str, given: int) -> None:
+    expected = _expected_size(t)
+    if expected is not None and expected != given:
+        raise InferError(400, f"input byte size mismatch for input '{t.name}' for model "
+                              f"'{model}'. Expected {expected}, got {given}")
+
+
+def _input_from_json(t: Tensor, data: Any) -> np.ndarray:
+    if t.datatype in _NO_JSON:
+        raise InferError(400, f"input '{t.name}': {t.datatype} tensors must be sent as binary "
+                              "data or in shared memory, not as JSON")
+    n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
+    flat: list = []
+    _flatten(data, flat)
+    if len(flat) != n or not all(_element_ok(t.datatype, v) for v in flat):
+        raise InferError(400, f"unable to parse 'data' of input '{t.name}': expected {n} "
+                              f"{t.datatype} elements matching its shape")
+    return np.array(flat, dtype=DATATYPES[t.datatype][0]).reshape(t.shape)
+
+
+def header_length(headers: Any) -> int | None:
+    """The ``Inference-Header-Content-Length`` of a request's headers (any
+    mapping with case-insensitive names, such as FastAPI's), or None when
+    absent. Raises InferError(400) unless it is a decimal integer."""
+    text = headers.get("inference-header-content-length")
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise InferError(400, "Inference-Header-Content-Length must be a non-negative integer")
+    return int(text)
+
+
+@_clean_errors
+def decode_request(body: bytes | memoryview, header_length: int | None, model: str,
+                   regions: RequestRegions, max_inputs: int = 8) -> InferRequest:
+    """A KServe v2 inference request, its inputs as numpy arrays.
+
+    body: the whole request body; header_length: the value of the
+    ``Inference-Header-Content-Length`` header (None when absent: the body is
+    all JSON). An input is taken from its JSON ``data``, from the binary
+    section after the header (``binary_data_size``), or from the shared
+    memory region its parameters name, acquired into ``regions`` (a view of
+    the mapped bytes: no copy). Sizes are checked with Triton's messages
+    before any acquire. Raises InferError; references already taken stay in
+    ``regions`` and go with the rest."""
+    body = memoryview(body)
+    if header_length is None:
+        header_length = len(body)
+    elif header_length == 0 or header_length > len(body):
+        raise InferError(400, f"Inference-Header-Content-Length {header_length} is outside the "
+                              f"request body of {len(body)} bytes")
+    root = parse_json(bytes(body[:header_length]))
+    if not isinstance(root, dict):
+        raise InferError(400, "the inference request must be a JSON object")
+    params = root.get("parameters", {})
+    if not isinstance(params, dict):
+        raise InferError(400, "request 'parameters' must be an object")
+    binary, at = body[header_length:], 0
+
+    inputs_json = root.get("inputs")
+    if not isinstance(inputs_json, list) or not inputs_json:
+        raise InferError(400, "the request needs a non-empty 'inputs' array")
+    if len(inputs_json) > max_inputs:
+        raise InferError(400, f"at most {max_inputs} inputs are accepted")
+    inputs = []
+    for j in inputs_json:
+        name = j.get("name") if isinstance(j, dict) else None
+        datatype = j.get("datatype") if isinstance(j, dict) else None
+        if not isinstance(name, str) or not isinstance(datatype, str):
+            raise InferError(400, "each input needs a string 'name', a string 'datatype' and a "
+                                  "'shape'")
+        if datatype not in DATATYPES:
+            raise InferError(400, f"input '{name}' has an unknown datatype '{datatype}'")
+        shape = j.get("shape")
+        if not isinstance(shape, list):
+            raise InferError(400, "'shape' must be an array of integers")
+        if not all(_size(d) is not None for d in shape):
+            raise InferError(400, "'shape' must be an array of non-negative integers")
+        t = Tensor(name, datatype, shape)
+        tparams = j.get("parameters", {})
+        if not isinstance(tparams, dict):
+            raise InferError(400, f"'parameters' of input '{name}' must be an object")
+        window = _window(tparams, "input", name)
+        binary_size = tparams.get("binary_data_size")
+        data = j.get("data")
+        if (window is not None) + (binary_size is not None) + (data is not None) != 1:
+            raise InferError(400, f"input '{name}' must give exactly one of 'data', "
+                                  "'binary_data_size' and 'shared_memory_region'")
+        if data is not None:
+            t.data = _input_from_json(t, data)
+        elif window is not None:
+            region, offset, size = window
+            _check_size(t, model, size)
+            t.data = _typed(regions.input(region, offset, size), datatype, shape)
+        else:
+            n = _size(binary_size)
+            if n is None:
+                raise InferError(400, f"'binary_data_size' of input '{name}' must be a "
+                                      "non-negative integer")
+            if n > len(binary) - at:
+                raise InferError(400, f"input '{name}' claims {n} bytes of binary data but only "
+                                      f"{len(binary) - at} remain in the request")
+            _check_size(t, model, n)
+            raw = np.frombuffer(binary[at:at + n], dtype=np.uint8)
+            t.data = _typed(raw, datatype, shape)
+            at += n
+        t.byte_size = t.data.nbytes
+        inputs.append(t)
+    if at != len(binary):
+        raise InferError(400, f"the request carries {len(binary) - at} bytes of binary data that "
+                              "no input claims")
+    outputs = root.get("outputs")
+    if outputs is not None and not isinstance(outputs, list):
+        raise InferError(400, "'outputs' must be an array")
+    rid = root.get("id")
+    return InferRequest(rid if isinstance(rid, str) else None, inputs, outputs, params, root)
+
+
+# ------------------------------------------------------------- the outputs
+
+PLACE_JSON, PLACE_BINARY, PLACE_SHM = "json", "binary", "shm"
+
+
+@dataclass
+class OutputSlot:
+    """Where one output goes: ``array`` is what the model writes (a view of
+    the client's region for PLACE_SHM, a fresh buffer otherwise)."""
+    tensor: Tensor
+    placement: str
+    array: np.ndarray
+
+
+def _slot(t: Tensor, placement: str, regions: RequestRegions,
+          window: tuple[str, int, int] | None) -> OutputSlot:
+    size = _expected_size(t)
+    size = t.byte_size if size is None else size
+    if placement == PLACE_SHM:
+        region, offset, given = window
+        if given < size:
+            raise InferError(400, f"shared memory size specified with the request for output "
+                                  f"'{t.name}' ({given} bytes) should be at least {size} bytes "
+                                  "to hold the results")
+        # Acquire only the bytes the output fills.
+        raw = regions.output(t.name, region, offset, size)
+        return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape))
+    if placement == PLACE_JSON and t.datatype in _NO_JSON:
+        raise InferError(400, f"output '{t.name}' is {t.datatype}: request it as binary data or "
+                              "in shared memory")
+    raw = np.empty(size, dtype=np.uint8)
+    return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape))
+
+
+@_clean_errors
+def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor],
+                  regions: RequestRegions) -> list[OutputSlot]:
+    """The model's outputs (``described``: name, datatype, shape, and
+    byte_size for BYTES) placed as the request asks: in the shared-memory
+    region its parameters name (size checked, window acquired into
+    ``regions``, writable), as binary data, or as JSON; outputs the request
+    does not list are left out. Raises InferError."""
+    binary_all = request.parameters.get("binary_data_output") is True
+    if request.outputs is None:
+        place = PLACE_BINARY if binary_all else PLACE_JSON
+        return [_slot(t, place, regions, None) for t in described]
+    by_name = {t.name: t for t in described}
+    slots: dict[str, OutputSlot] = {}
+    for j in request.outputs:
+        name = j.get("name") if isinstance(j, dict) else None
+        if not isinstance(name, str):
+            raise InferError(400, "each requested output needs a string 'name'")
+        if name not in by_name or name in slots:
+            raise InferError(400, f"unexpected inference output '{name}' for model '{model}'")
+        oparams = j.get("parameters", {})
+        if not isinstance(oparams, dict):
+            raise InferError(400, f"'parameters' of output '{name}' must be an object")
+        window = _window(oparams, "output", name)
+        binary = oparams.get("binary_data")
+        if window is not None:
+            place = PLACE_SHM
+        elif (binary is True) if binary is not None else binary_all:
+            place = PLACE_BINARY
+        else:
+            place = PLACE_JSON
+        slots[name] = _slot(by_name[name], place, regions, window)
+    # In the model's order, as the C frontend answers.
+    return [slots[t.name] for t in described if t.name in slots]
+
+
+def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlot],
+                    version: str = "1") -> Response:
+    """The response: a JSON header, then the binary outputs in its order.
+    An output in shared memory is listed with name, datatype and shape only
+    (no data, no parameters: Triton's C++ client reads any output parameters
+    as binary data); its bytes are in the client's region."""
+    outputs, chunks = [], []
+    for s in slots:
+        t = s.tensor
+        o = {"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
+        if s.placement == PLACE_BINARY:
+            o["parameters"] = {"binary_data_size": s.array.nbytes}
+            chunks.append(s.array)
+        elif s.placement == PLACE_JSON:
+            o["data"] = s.array.reshape(-1).tolist()
+        outputs.append(o)
+    header = {"model_name": model, "model_version": version, "outputs": outputs}
+    if request.id is not None:
+        header["id"] = request.id
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if not chunks:
+        return Response(text, media_type="application/json")
+    body = b"".join([text, *(np.ascontiguousarray(c).view(np.uint8).tobytes() for c in chunks)])
+    return Response(body, media_type="application/octet-stream",
+                    headers={"Inference-Header-Content-Length": str(len(text))})

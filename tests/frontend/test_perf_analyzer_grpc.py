@@ -1,0 +1,28 @@
+"""perf_analyzer -i grpc --shared-memory system against identity, the gRPC
+twin of test_perf_analyzer.py: the same counts, the same checks, and the same
+skip (with the loader's exact reason) where perf_analyzer cannot execute."""
+import subprocess
+
+from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import region_status
+from test_perf_analyzer import CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES, perf_analyzer_path
+
+
+def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F811
+    pa = perf_analyzer_path()
+    server = start_grpc_frontend("--threads", "4")
+    for concurrency in CONCURRENCY:
+        cmd = [pa, "-m", "identity", "-u", server.grpc_url, "-i", "grpc", "--shared-memory",
+               "system", "--output-shared-memory-size", str(TENSOR_BYTES), "--shape", SHAPE,
+               "--concurrency-range", str(concurrency), "--request-count", str(REQUESTS_PER_LEVEL)]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        print(run.stdout)
+        assert run.returncode == 0, run.stdout + run.stderr
+
+    status, stats = server.json("GET", "/v2/models/identity/stats")
+    assert status == 200
+    counts = stats["model_stats"][0]["inference_stats"]
+    assert counts["fail"]["count"] == 0
+    assert counts["success"]["count"] == len(CONCURRENCY) * REQUESTS_PER_LEVEL
+    # perf_analyzer unregisters its regions at exit; nothing may stay in use.
+    assert all(r.in_use == 0 for r in region_status(server.grpc_url).values())

@@ -1,0 +1,240 @@
+"""Registry: configuration, register, unregister, status, stats, close."""
+
+import os
+
+import pytest
+
+import shmreg
+
+
+# ------------------------------------------------------------------ config
+
+@pytest.mark.parametrize("policy", ["defer", "detach", "refuse"])
+def test_busy_policies_accepted(policy):
+    shmreg.Registry(policy).close()
+    shmreg.Registry(busy_policy=policy).close()
+
+
+def test_bad_settings_raise_invalid_argument():
+    with pytest.raises(shmreg.InvalidArgument, match="busy_policy must be"):
+        shmreg.Registry("later")
+    with pytest.raises(shmreg.InvalidArgument, match="pin_policy must be"):
+        shmreg.Registry(pin_policy="sometimes")
+    with pytest.raises(shmreg.InvalidArgument):
+        shmreg.Registry(reserved_key_prefixes=[""])  # the library refuses an empty prefix
+    with pytest.raises(TypeError):
+        shmreg.Registry(reserved_key_prefixes="/secret")  # a str is not a list of prefixes
+    with pytest.raises(TypeError):
+        shmreg.Registry(no_such_setting=1)
+    with pytest.raises(TypeError):
+        shmreg.Registry(max_regions=-1)
+
+
+def test_reserved_key_prefixes(make_shm):
+    obj = make_shm()
+    with shmreg.Registry(reserved_key_prefixes=(obj.key[:-1],), pin_policy="never") as reg:
+        with pytest.raises(shmreg.InvalidArgument) as info:
+            reg.register_system("a", obj.key, 16)
+        assert str(info.value)  # the library's message
+        assert reg.status() == []
+        assert reg.stats().refusals == 1
+
+
+def test_allowed_owner_uids(make_shm):
+    obj = make_shm()
+    with shmreg.Registry(allowed_owner_uids=[os.getuid()], pin_policy="never") as reg:
+        reg.register_system("mine", obj.key, 16)
+    with shmreg.Registry(allowed_owner_uids=[os.getuid() + 1], pin_policy="never") as reg:
+        with pytest.raises(shmreg.InvalidArgument):
+            reg.register_system("theirs", obj.key, 16)
+
+
+def test_limits(make_shm):
+    obj = make_shm(8192)
+    with shmreg.Registry(max_regions=1, pin_policy="never") as reg:
+        reg.register_system("a", obj.key, 16)
+        with pytest.raises(shmreg.NoMemory):
+            reg.register_system("b", obj.key, 16)
+    with shmreg.Registry(max_mapped_bytes=4096, pin_policy="never") as reg:
+        reg.register_system("a", obj.key, 4096)
+        with pytest.raises(shmreg.NoMemory):
+            reg.register_system("b", obj.key, 1)
+        assert [s.name for s in reg.status()] == ["a"]
+
+
+def test_pinning_without_cuda(make_shm):
+    if shmreg.cuda_available():
+        pytest.skip("this machine can pin: tests/python/gpu covers it")
+    obj = make_shm()
+    with shmreg.Registry(pin_policy="always") as reg:
+        with pytest.raises(shmreg.Unsupported):
+            reg.register_system("a", obj.key, 16)
+    with shmreg.Registry() as reg:  # "auto": no CUDA, no pinning, no error
+        reg.register_system("a", obj.key, 16)
+        assert reg.status("a")[0].pinned is False
+        with pytest.raises(shmreg.Unsupported):
+            reg.register_system("b", obj.key, 16, pin=True)
+        reg.register_system("c", obj.key, 16, pin=False)
+
+
+# ----------------------------------------------------------------- register
+
+def test_register_system_and_status(reg, shm):
+    reg.register_system("in", shm.key, 1024, 512, tag="client-1")
+    reg.register_system("ro", shm.key, 100, readonly=True)
+    by_name = {s.name: s for s in reg.status()}
+    s = by_name["in"]
+    assert (s.key, s.kind, s.offset, s.byte_size, s.device_id) == (shm.key, "system", 512, 1024, -1)
+    assert (s.in_use, s.pending_unregister, s.pinned, s.readonly, s.flags, s.tag) == (0, False, False, False, 0, "client-1")
+    r = by_name["ro"]
+    assert r.readonly and r.flags == 1 and r.tag is None and r.offset == 0
+    assert r.generation != s.generation
+    assert reg.status("in") == [s]
+    assert reg.status(kind="system", tag="client-1") == [s]
+    assert reg.status(kind="cuda") == []
+
+
+def test_register_errors_leave_nothing(reg, shm):
+    reg.register_system("a", shm.key, 16)
+    cases = [
+        (shmreg.AlreadyExists, ("a", shm.key, 16)),
+        (shmreg.OutOfBounds, ("b", shm.key, shm.size + 1)),
+        (shmreg.OutOfBounds, ("b", shm.key, 16, shm.size)),
+        (shmreg.OutOfBounds, ("b", shm.key, 0)),
+        (shmreg.System, ("b", "/shmreg-pytest-no-such-object", 16)),
+        (shmreg.InvalidArgument, ("", shm.key, 16)),
+        (shmreg.InvalidArgument, ("x" * 256, shm.key, 16)),
+        (shmreg.InvalidArgument, ("b\n", shm.key, 16)),
+        (shmreg.InvalidArgument, ("b\0c", shm.key, 16)),
+        (shmreg.InvalidArgument, ("b", shm.key + "\0", 16)),
+    ]
+    for cls, args in cases:
+        with pytest.raises(cls) as info:
+            reg.register_system(*args)
+        assert type(info.value) is cls and str(info.value), args
+    with pytest.raises(shmreg.InvalidArgument):
+        reg.register_system("b", shm.key, 16, tag="\x01")
+    with pytest.raises(TypeError):
+        reg.register_system("b", shm.key, -1)
+    with pytest.raises(TypeError):
+        reg.register_system("b", shm.key, 16, colour="red")
+    assert [s.name for s in reg.status()] == ["a"]
+
+
+def test_register_messages_are_the_librarys(reg, shm):
+    reg.register_system("a", shm.key, 16)
+    with pytest.raises(shmreg.AlreadyExists, match="'a'"):
+        reg.register_system("a", shm.key, 16)
+    with pytest.raises(shmreg.OutOfBounds, match=str(shm.size)):
+        reg.register_system("b", shm.key, shm.size + 1)
+
+
+def test_cuda_registration_without_cuda(reg):
+    if shmreg.cuda_available():
+        pytest.skip("tests/python/gpu covers CUDA registration")
+    with pytest.raises(shmreg.Error) as info:
+        reg.register_cuda_ipc("g", bytes(64), 0, 1024)
+    assert isinstance(info.value, (shmreg.Unsupported, shmreg.InvalidArgument))
+    r, w = os.pipe()
+    try:
+        with pytest.raises(shmreg.Error):
+            reg.register_cuda_fd("g", r, 0, 1024)
+    finally:
+        os.close(r)
+        os.close(w)
+    with pytest.raises(shmreg.Error):
+        reg.register_cuda_fd("g", -1, 0, 1024)
+    with pytest.raises(TypeError):
+        reg.register_cuda_ipc("g", "not bytes", 0, 1024)
+    assert reg.status() == []
+
+
+# --------------------------------------------------------------- unregister
+
+def test_unregister_kinds(reg, shm):
+    reg.register_system("a", shm.key, 16)
+    with pytest.raises(shmreg.WrongKind):
+        reg.unregister("a", "cuda")
+    with pytest.raises(shmreg.WrongKind):
+        reg.status("a", "cuda")
+    with pytest.raises(shmreg.InvalidArgument, match="kind must be"):
+        reg.unregister("a", "gpu")
+    reg.unregister("a", kind="system")
+    with pytest.raises(shmreg.NotFound):
+        reg.unregister("a")
+    with pytest.raises(shmreg.NotFound, match="'a'"):
+        reg.status("a")
+
+
+def test_unregister_all_and_tags(reg, shm):
+    for i in range(3):
+        reg.register_system(f"t{i}", shm.key, 16, tag="tenant")
+    reg.register_system("other", shm.key, 16)
+    reg.unregister_all(kind="cuda")
+    assert len(reg.status()) == 4
+    reg.unregister_all(tag="tenant")
+    assert [s.name for s in reg.status()] == ["other"]
+    reg.unregister_all()
+    assert reg.status() == []
+
+
+@pytest.mark.parametrize("policy", ["defer", "detach", "refuse"])
+def test_busy_policy(policy, shm):
+    with shmreg.Registry(policy, pin_policy="never") as reg:
+        reg.register_system("a", shm.key, 64)
+        region = reg.acquire("a", 0, 64)
+        if policy == "refuse":
+            with pytest.raises(shmreg.Busy, match="1"):
+                reg.unregister("a")
+            assert reg.status("a")[0].in_use == 1
+        else:
+            reg.unregister("a")
+            if policy == "defer":
+                (s,) = reg.status()
+                assert s.pending_unregister and s.in_use == 1
+                reg.acquire("a", 0, 1).release()  # still acquirable under its name
+                assert reg.stats().pending_regions == 1
+            else:
+                assert reg.status() == []
+                assert reg.stats().detached_regions == 1
+                reg.register_system("a", shm.key, 64)  # the name is free again
+                reg.unregister("a")
+        region.release()
+        reg.trim()  # the reclaim thread unmaps what the last release handed over
+        stats = reg.stats()
+        assert stats.references == 0 and stats.pending_regions == 0 and stats.detached_regions == 0
+
+
+def test_stats(reg, shm):
+    s = reg.stats()
+    assert isinstance(s, shmreg.Stats)
+    assert s == shmreg.Stats(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    reg.register_system("a", shm.key, 100)
+    with pytest.raises(shmreg.AlreadyExists):
+        reg.register_system("a", shm.key, 100)
+    with reg.acquire("a", 0, 10):
+        s = reg.stats()
+    assert (s.regions, s.references, s.mapped_regions, s.mapped_bytes, s.registrations, s.refusals) == (1, 1, 1, 100, 1, 1)
+
+
+# -------------------------------------------------------------------- close
+
+def test_close_and_context_manager(shm):
+    with shmreg.Registry(pin_policy="never") as reg:
+        reg.register_system("a", shm.key, 16)
+        assert not reg.closed
+    assert reg.closed
+    reg.close()  # idempotent
+    for call in (lambda: reg.acquire("a", 0, 1), reg.status, reg.stats,
+                 lambda: reg.register_system("b", shm.key, 16), lambda: reg.unregister("a"),
+                 reg.unregister_all):
+        with pytest.raises(shmreg.InvalidArgument, match="closed"):
+            call()
+
+
+def test_records_are_frozen_dataclasses(reg, shm):
+    reg.register_system("a", shm.key, 16)
+    (s,) = reg.status()
+    assert isinstance(s, shmreg.RegionStatus)
+    with pytest.raises(AttributeError):
+        s.in_use = 3  # type: ignore[misc]

@@ -1,0 +1,41 @@
+"""Not a test: a program that uses the whole API with annotations, which
+test_typing.py runs `mypy --strict` over against the installed stub and
+py.typed. A stub that drifted from the API fails there."""
+
+from __future__ import annotations
+
+import shmreg
+
+
+def serve(reg: shmreg.Registry, key: str) -> list[int]:
+    reg.register_system("in", key, 4096, 0, pin=None, readonly=False, tag="t")
+    region: shmreg.Region = reg.acquire("in", 0, 16)
+    with region as r:
+        size: int = r.byte_size
+        kind: str = r.kind
+        device: tuple[int, int] = r.__dlpack_device__()
+        capsule = r.__dlpack__(max_version=(1, 0))
+        view = memoryview(r)
+        del capsule, view
+    region.release()
+    statuses: list[shmreg.RegionStatus] = reg.status(kind="system")
+    in_use: int = statuses[0].in_use
+    pending: bool = statuses[0].pending_unregister
+    stats: shmreg.Stats = reg.stats()
+    try:
+        reg.unregister("in", "system")
+    except shmreg.Busy as e:
+        code: int = e.code
+        print(code, str(e))
+    reg.unregister_all("any", tag="t")
+    version: str = shmreg.__version__
+    gpu: bool = shmreg.cuda_available()
+    print(kind, version, gpu, pending)
+    return [size, device[0], in_use, stats.references]
+
+
+def main() -> None:
+    with shmreg.Registry("defer", ("/secret",), pin_policy="never", max_regions=8) as reg:
+        serve(reg, "/client")
+        reg.register_cuda_ipc("g", bytes(64), 0, 1 << 20, readonly=True)
+        reg.register_cuda_fd("v", 3, 0, 1 << 21, tag=None)
