@@ -57,7 +57,11 @@ void tu_shm_create(size_t size, uint8_t seed, char *key_out);
 void tu_shm_unlink(const char *key);
 static inline uint8_t tu_pattern(uint8_t seed, size_t i)
 {
+#ifdef __cplusplus /* the C++ header's test builds with -Wold-style-cast */
+    return static_cast<uint8_t>(seed + i * 7u + (i >> 8));
+#else
     return (uint8_t)(seed + i * 7u + (i >> 8));
+#endif
 }
 
 /* Map the whole object `key` read-write in this process (the test's own view
