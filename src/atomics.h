@@ -80,6 +80,38 @@ static inline bool shmreg__ref_put(shmreg__refcount *r)
                                                    memory_order_relaxed);
 }
 
+/* shmreg__ref_put in its two steps, for a put that checks what it drops
+ * (region.c: a release past zero, issue 11). dec returns the stored value
+ * before the decrement: > 0 others still hold it, 0 this was the last
+ * reference, < 0 there was none to drop (NOREF or DEAD). Acquire as well as
+ * release: a dropper that finds no other holder then reads, without a lock,
+ * whether the registry still holds its reference, and must see what the
+ * registry wrote before its own drop, which came first (one release
+ * sequence). The same one locked instruction as a release-only fetch_sub
+ * on x86; TSan checks the order, which it could not through a fence. */
+static inline long shmreg__ref_dec(shmreg__refcount *r)
+{
+    return atomic_fetch_sub_explicit(r, 1, memory_order_acq_rel);
+}
+
+/* After a dec that returned 0: whether this caller runs the deleter. */
+static inline bool shmreg__ref_kill(shmreg__refcount *r)
+{
+    long expected = SHMREG__REF_NOREF;
+    return atomic_compare_exchange_strong_explicit(r, &expected, SHMREG__REF_DEAD, memory_order_acq_rel,
+                                                   memory_order_relaxed);
+}
+
+/* Give back a decrement that dropped a reference the caller did not hold.
+ * Additions commute with every other change of the count, so whatever
+ * lookups and puts ran meanwhile, the count ends where it would have been
+ * without the wrong decrement, unless the count died in between (a dead
+ * count stays dead). Relaxed: no data is handed over. */
+static inline void shmreg__ref_undo_dec(shmreg__refcount *r)
+{
+    atomic_fetch_add_explicit(r, 1, memory_order_relaxed);
+}
+
 /* References held right now (0 once dropped or dead): a racy snapshot, for
  * status reporting and liveness checks under the registry lock. */
 static inline unsigned long shmreg__ref_count(shmreg__refcount *r)

@@ -5,6 +5,7 @@ static const struct shmreg__backend *const backends[] = {
     [SHMREG_SOURCE_SHM] = &shmreg__backend_system,
     [SHMREG_SOURCE_CUDA_IPC] = &shmreg__backend_cuda_ipc,
     [SHMREG_SOURCE_CUDA_FD] = &shmreg__backend_cuda_fd,
+    [SHMREG_SOURCE_FD] = &shmreg__backend_system_fd,
 };
 
 const struct shmreg__backend *shmreg__backend_of(shmreg_source source)

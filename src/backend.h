@@ -50,8 +50,13 @@ struct shmreg__open_args {
     const char *const *reserved_key_prefixes;
     const uid_t *allowed_uids; /* a system object's owner must be one of these, */
     size_t allowed_uid_count;  /* unless the count is 0 */
-    /* Set by prepare: page-lock the mapping, and the bytes that pins. */
+    bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
+    /* Set by prepare: page-lock the mapping, and the bytes that pins.
+     * pin_optional: the pin is AUTO's choice, not demanded, so register.c
+     * drops it when it would pass the AUTO budget, and open drops it for a
+     * window with holes (system_window.h); then the region is unpinned. */
     bool pin;
+    bool pin_optional;
     size_t pinned_bytes;
     /* Set by inspect: who the memory is, where the window starts in it, and
      * what open carries on from (a descriptor, or -1), for forget to close. */
@@ -78,11 +83,12 @@ struct shmreg__backend {
 /* The backend of a source, or NULL for a value no backend serves. */
 const struct shmreg__backend *shmreg__backend_of(shmreg_source source);
 
-/* The entries of the table: backend_system.c, and backend_cuda_*.c or, in a
+/* The entries of the table: backend_system.c, backend_system_fd.c, and backend_cuda_*.c or, in a
  * build without CUDA, backend_cuda_stub.c. */
 extern const struct shmreg__backend shmreg__backend_system;
 extern const struct shmreg__backend shmreg__backend_cuda_ipc;
 extern const struct shmreg__backend shmreg__backend_cuda_fd;
+extern const struct shmreg__backend shmreg__backend_system_fd; /* SHMREG_SOURCE_FD */
 
 /* The CUDA sources' prepare, the same in every build (cuda_args.c). */
 shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "sys.h"
 
 #include "names.h"
+#include "system_window.h"
 
 static shmreg_err system_prepare(struct shmreg__open_args *a);
 static shmreg_err system_inspect(struct shmreg__open_args *a);
@@ -35,31 +37,14 @@ static size_t page_size(void)
     return (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Whether to page-lock a new system region: a flag decides, else the
- * policy; AUTO pins only where the CUDA layer says pinning can work. */
-static bool decide_pin(shmreg_pin_policy policy, unsigned flags)
-{
-    if (flags & (SHMREG_PIN | SHMREG_NO_PIN))
-        return (flags & SHMREG_PIN) != 0;
-    switch (policy) {
-    case SHMREG_PIN_ALWAYS:
-        return true;
-    case SHMREG_PIN_NEVER:
-        return false;
-    case SHMREG_PIN_AUTO:
-        break;
-    }
-    return shmreg__host_pinning.usable();
-}
-
 static shmreg_err system_prepare(struct shmreg__open_args *a)
 {
     const shmreg_registration *r = a->r;
     shmreg_err err = shmreg__check_key(r->name, r->key, a->reserved_key_prefixes);
     if (err != SHMREG_OK)
         return err;
-    a->pin = decide_pin(a->pin_policy, r->flags);
-    a->pinned_bytes = a->pin ? r->byte_size : 0;
+    /* issue 11: shared with backend_system_fd.c; AUTO's pin is optional. */
+    shmreg__system_decide_pin(a);
     return SHMREG_OK;
 }
 
@@ -95,30 +80,51 @@ static shmreg_err check_owner(const struct shmreg__open_args *a, const struct st
                         a->r->name, a->r->key, (unsigned)st->st_uid);
 }
 
-/* Open the key and run every check that needs the object: its owner, and
- * the window against its size now. On success a->fd stays open (for
- * map_window, and forget closes it) and a->id says which object it is:
- * fstat's device and inode, and how it would be mapped (access, pinning),
- * so an object unlinked and created again under the same key is another. */
+/* Every check of the object behind fd, in order: its type (issue 11: a
+ * FIFO or socket is refused), its owner, the window against its size now,
+ * and the holes rule, which may drop an optional pin (a->pin). */
+static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat *st)
+{
+    const shmreg_registration *r = a->r;
+    if (shmreg__sys.fstat(fd, st) != 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to fstat shared memory region '%s' (key '%s')",
+                                  r->name, r->key);
+    char what[SHMREG_KEY_WHAT_MAX];
+    snprintf(what, sizeof what, "shm key '%s'", r->key);
+    shmreg_err err = shmreg__system_check_regular(r->name, what, st);
+    if (err == SHMREG_OK)
+        err = check_owner(a, st);
+    /* fstat never reports a negative size for a shm object; 0 refuses any window. */
+    size_t object_size = st->st_size < 0 ? 0 : (size_t)st->st_size;
+    if (err == SHMREG_OK)
+        err = check_window(r, object_size);
+    /* issue 11: never pin (and so fault in) pages the client did not populate. */
+    if (err == SHMREG_OK)
+        err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, object_size, &a->pin);
+    return err;
+}
+
+/* Open the key and run every check that needs the object (check_object).
+ * On success a->fd stays open (for map_window, and forget closes it) and
+ * a->id says which object it is: fstat's device and inode, and how it would
+ * be mapped (access, and pinning as the checks left it), so an object
+ * unlinked and created again under the same key is another. Both a cache
+ * hit and a miss come through here, so both answer the same.
+ * issue 11: opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that a
+ * FIFO someone created under the key cannot block the open; the type and
+ * owner are checked before anything else touches the object. mmap ignores
+ * O_NONBLOCK, and the descriptor is closed after mapping, so it stays set. */
 static shmreg_err system_inspect(struct shmreg__open_args *a)
 {
     const shmreg_registration *r = a->r;
     int ro = (r->flags & SHMREG_READONLY) != 0;
     a->fd = -1;
-    int fd = shmreg__sys.shm_open(r->key, ro ? O_RDONLY : O_RDWR, 0);
+    int fd = shmreg__sys.shm_open(r->key, (ro ? O_RDONLY : O_RDWR) | O_NONBLOCK, 0);
     if (fd < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to open shared memory region: '%s'",
                                   r->key);
-    shmreg_err err = SHMREG_OK;
     struct stat st;
-    if (shmreg__sys.fstat(fd, &st) != 0)
-        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                 "Unable to fstat shared memory region '%s' (key '%s')", r->name, r->key);
-    if (err == SHMREG_OK)
-        err = check_owner(a, &st);
-    /* fstat never reports a negative size for a shm object; 0 refuses any window. */
-    if (err == SHMREG_OK)
-        err = check_window(r, st.st_size < 0 ? 0 : (size_t)st.st_size);
+    shmreg_err err = check_object(a, fd, &st);
     if (err != SHMREG_OK) {
         /* A failing close on a failed path loses nothing. */
         shmreg__sys.close(fd);
@@ -182,7 +188,9 @@ static shmreg_err pin_window(const struct shmreg__open_args *a, struct shmreg__o
 }
 
 /* With the cache on, register.c ran inspect and forgets after; without it,
- * open inspects and forgets itself, before pinning, as 1.0 did. */
+ * open inspects and forgets itself, before pinning, as 1.0 did. Pinned as
+ * inspect left the decision: out->pinned says whether it was (an optional
+ * pin of a window with holes is dropped). */
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     struct shmreg__opened m = {.backend = &shmreg__backend_system, .device_id = -1};
@@ -194,8 +202,8 @@ static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__
     err = map_window(&own, &m);
     if (inspected_here)
         system_forget(&own);
-    if (err == SHMREG_OK && a->pin)
-        err = pin_window(a, &m);
+    if (err == SHMREG_OK && own.pin)
+        err = pin_window(&own, &m);
     if (err != SHMREG_OK)
         return err;
     *out = m;

@@ -29,10 +29,18 @@ struct frame {
     unsigned char payload[SHMREG_FD_PAYLOAD_MAX];
 };
 
-/* Control buffer for exactly one descriptor, aligned for cmsghdr. */
+/* Control buffer for what shmreg_send_fd sends, one descriptor, aligned for
+ * cmsghdr. Receiving, it also has room for the SCM_CREDENTIALS message the
+ * kernel adds to every message when the receiving socket has SO_PASSCRED
+ * set (how a server authenticates its peer): without that room the kernel
+ * truncates the control data and every receive fails. */
 union one_fd_control {
     struct cmsghdr align;
     char buf[CMSG_SPACE(sizeof(int))];
+};
+union recv_control {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
 };
 
 /* Send all of buf[0, len) after the first `sent` bytes went with sendmsg. */
@@ -103,7 +111,8 @@ static void close_received(struct msghdr *msg)
 }
 
 /* The one descriptor of a received message: OK, OUT_OF_BOUNDS when the
- * control data was truncated (all received closed), NOT_FOUND when none. */
+ * control data was truncated (all received closed), NOT_FOUND when none.
+ * SCM_CREDENTIALS beside it (SO_PASSCRED) is passed over. */
 static shmreg_err take_fd(struct msghdr *msg, int *fd_out)
 {
     if (msg->msg_flags & MSG_CTRUNC) {
@@ -113,6 +122,8 @@ static shmreg_err take_fd(struct msghdr *msg, int *fd_out)
                             "one); the descriptors received were closed");
     }
     struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+    while (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS)
+        c = CMSG_NXTHDR(msg, c);
     if (c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
         close_received(msg);
         return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no "
@@ -126,6 +137,15 @@ static shmreg_err take_fd(struct msghdr *msg, int *fd_out)
                             "shmreg_recv_fd: control data truncated (more than one descriptor "
                             "sent); the descriptors received were closed");
     }
+    /* Anything after it but credentials is not shmreg_send_fd's either. */
+    for (struct cmsghdr *rest = CMSG_NXTHDR(msg, c); rest != NULL; rest = CMSG_NXTHDR(msg, rest)) {
+        if (rest->cmsg_level != SOL_SOCKET || rest->cmsg_type != SCM_CREDENTIALS) {
+            close_received(msg);
+            return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                                "shmreg_recv_fd: more control data than one descriptor; the descriptors "
+                                "received were closed");
+        }
+    }
     memcpy(fd_out, CMSG_DATA(c), sizeof *fd_out);
     return SHMREG_OK;
 }
@@ -136,7 +156,7 @@ static shmreg_err take_fd(struct msghdr *msg, int *fd_out)
 static shmreg_err receive_with_fd(int sock, void *buf, size_t len, int flags, size_t *got,
                                   int *msg_flags, int *fd_out)
 {
-    union one_fd_control control;
+    union recv_control control;
     memset(&control, 0, sizeof control);
     struct iovec one = {.iov_base = buf, .iov_len = len};
     struct msghdr msg = {.msg_iov = &one, .msg_iovlen = 1, .msg_control = control.buf,
@@ -239,6 +259,26 @@ static shmreg_err read_exact(int sock, void *buf, size_t len)
     return SHMREG_OK;
 }
 
+/* SOCK_STREAM, a message that came without a descriptor (got bytes of it
+ * read, up to a header's): when it is a frame, read the rest of it, so that
+ * the next message starts where this one ended. NOT_FOUND either way; bytes
+ * that are not a frame's leave no way to find the next message, and the
+ * message says so. */
+static shmreg_err skip_frame(int sock, struct frame *f, size_t got)
+{
+    if (got < sizeof f->h)
+        return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (and "
+                                                  "is shorter than a frame's header)");
+    if (f->h.magic != FRAME_MAGIC || f->h.size == 0 || f->h.size > SHMREG_FD_PAYLOAD_MAX)
+        return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (and "
+                                                  "is not a shmreg_send_fd frame: the stream is out of step)");
+    shmreg_err rc = read_exact(sock, f->payload, f->h.size);
+    if (rc != SHMREG_OK)
+        return rc;
+    return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (its %u "
+                                              "payload bytes were read and dropped)", (unsigned)f->h.size);
+}
+
 /* SOCK_STREAM: the header with the descriptor, then exactly its payload, so
  * the next message starts where this one ended even when this one is
  * refused for its size. */
@@ -250,6 +290,8 @@ static shmreg_err recv_stream(int sock, int *fd_out, void *payload, size_t cap,
     int msg_flags;
     int fd = -1;
     shmreg_err rc = receive_with_fd(sock, &f.h, sizeof f.h, MSG_WAITALL, &n, &msg_flags, &fd);
+    if (rc == SHMREG_ERR_NOT_FOUND)
+        return skip_frame(sock, &f, n);
     if (rc != SHMREG_OK)
         return rc;
     if (n < sizeof f.h) {

@@ -47,6 +47,7 @@ shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__regi
     r->table = t;
     /* The registry's reference; the insert under the lock publishes it. */
     shmreg__ref_init(&r->entry.refs, 1);
+    atomic_init(&r->registry_ref, true);
     *out = r;
     return SHMREG_OK;
 }
@@ -115,18 +116,79 @@ static void region_reclaim(struct shmreg__reclaim_node *n)
     region_destroy(caa_container_of(n, struct shmreg_region, reclaim));
 }
 
+void shmreg__region_disown(struct shmreg_region *r)
+{
+    /* Relaxed: the registry's put that follows is the release that hands
+     * this store to the last dropper (see shmreg__ref_dec). */
+    atomic_store_explicit(&r->registry_ref, false, memory_order_relaxed);
+}
+
+/* issue 11: whether the registry still holds its own reference to r. Read
+ * without the table's lock, so that a last release under background
+ * reclaim takes no lock that register or unregister hold: the flag is
+ * cleared before the registry's put, and the dropper's decrement, which
+ * found no other holder, is acquire (shmreg__ref_dec), so a registry's put
+ * that came before it is seen. Relaxed: that decrement carries the order. */
+static bool registry_holds(struct shmreg_region *r)
+{
+    return atomic_load_explicit(&r->registry_ref, memory_order_relaxed);
+}
+
+/* The rest of a drop whose decrement found no other holder (old <= 0),
+ * inside the drop's read-side section, which it leaves; true when the
+ * deleter is the caller's to run. Out of line: the common drop does not
+ * carry it. */
+static __attribute__((noinline)) bool region_drop_last(struct shmreg_region *r, long old)
+{
+    const char *past_zero = NULL;
+    bool last = false;
+    if (old == 0 && registry_holds(r)) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+        past_zero = "its last reference is the registry's own";
+    } else if (old == 0) {
+        last = shmreg__ref_kill(&r->entry.refs);
+    } else if (old == SHMREG__REF_NOREF) {
+        shmreg__ref_undo_dec(&r->entry.refs);
+    }
+    shmreg__rcu_read_unlock();
+    if (past_zero)
+        shmreg__table_log(r->table, SHMREG_LOG_ERROR,
+                          "shmreg_release of shared memory region '%s' past zero (%s): a reference released "
+                          "twice, or never acquired; ignored, the region stays mapped",
+                          r->name, past_zero);
+    return last;
+}
+
 /* Drop one reference; true when it was the last (the deleter is ours). */
 static bool region_drop(struct shmreg_region *r)
 {
-    /* Between this put's decrement and its swap to DEAD, a lookup may revive
-     * the count, and the reviver's own last put may then run the deleter,
-     * which frees the region after a grace period. The read-side section,
-     * entered before the decrement, holds that free back until this put's
-     * swap is done. (ThreadSanitizer found the use-after-free without it.) */
+    /* Between this drop's decrement and its swap to DEAD, a lookup may
+     * revive the count, and the reviver's own last drop may then run the
+     * deleter, which frees the region after a grace period. The read-side
+     * section, entered before the decrement, holds that free back until
+     * this drop's swap is done. (ThreadSanitizer found the use-after-free
+     * without it.)
+     *
+     * issue 11, a release past zero (a caller releasing a reference it does
+     * not hold) is caught in two cases, and dropped without effect:
+     *  - the count had no reference left (NOREF or DEAD): the decrement is
+     *    given back, unless the count is dead, where it changes nothing.
+     *    Not logged: the region is being torn down, and its table (the log
+     *    sink) may already be freed;
+     *  - it would drop the last reference while the registry still holds
+     *    one: that reference is the registry's, which only unregister and
+     *    destroy drop, and only after disowning the region. The decrement
+     *    is given back, and the region stays mapped.
+     * Any other extra release takes another holder's reference and cannot
+     * be told from a right one (docs/security.md). The common drop (others
+     * still hold it) is the one fetch_sub it was. */
     shmreg__rcu_read_lock();
-    bool last = shmreg__ref_put(&r->entry.refs);
-    shmreg__rcu_read_unlock();
-    return last;
+    long old = shmreg__ref_dec(&r->entry.refs);
+    if (old > 0) {
+        shmreg__rcu_read_unlock();
+        return false;
+    }
+    return region_drop_last(r, old);
 }
 
 void shmreg__region_put(struct shmreg_region *r)

@@ -14,6 +14,7 @@
 #ifndef SHMREG_REGION_H
 #define SHMREG_REGION_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,6 +38,10 @@ struct shmreg_region {
     unsigned flags;
     bool pending; /* DEFER-unregistered: registry's reference dropped; under the table's lock */
     bool reused;  /* the registration found its mapping already there */
+    /* The count includes the registry's reference: set at creation, cleared
+     * by whoever is about to drop that reference (shmreg__region_disown).
+     * Atomic: a release reads it without the table's lock. */
+    atomic_bool registry_ref;
     struct shmreg__table *table;  /* holds a table reference */
     struct shmreg__mapping *mapping; /* counts this region among its regions */
     struct shmreg__reclaim_node reclaim; /* the hand-off to the reclaim thread */
@@ -84,6 +89,11 @@ void shmreg__region_own_locked(struct shmreg__table *t, struct shmreg_region *r)
 
 /* Free a region that shmreg__region_own_locked never owned. */
 void shmreg__region_discard(struct shmreg_region *r);
+
+/* Before dropping the registry's reference (unregister, destroy, a failed
+ * publish): from then on a release that finds no other holder is the last,
+ * not one past zero. */
+void shmreg__region_disown(struct shmreg_region *r);
 
 /* Drop one reference; the last one runs the deleter in this thread. For
  * the verbs (unregister, destroy), whose callers expect idle regions gone

@@ -10,6 +10,7 @@
 #include "region.h"
 #include "registry.h"
 #include "sys.h"
+#include "system_window.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
@@ -48,12 +49,17 @@ static shmreg_err validate(const shmreg_registration *r, const struct shmreg__ba
 }
 
 /* The name is free, in the message Triton's clients know; a pending name
- * says so, since it frees itself when its last reference is released. */
-static shmreg_err name_free_locked(struct shmreg__table *t, const char *name)
+ * says so, since it frees itself when its last reference is released.
+ * issue 11: a registration with a tag learns nothing of a region that is not
+ * its tag's beyond the one fact a shared namespace cannot hide (the name is
+ * taken): the same message whoever holds it, without its state. */
+static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, const char *tag)
 {
     struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
     if (!r)
         return SHMREG_OK;
+    if (tag && !shmreg__region_matches(r, SHMREG_KIND_ANY, tag))
+        return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name);
     if (r->pending) {
         unsigned long held = shmreg__region_in_use(r);
         return shmreg__fail(SHMREG_ERR_ALREADY_EXISTS,
@@ -73,29 +79,55 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name)
  * a client that unregisters and registers again expects the room back, so
  * the registration waits for the reclaim thread, once and for at most
  * SHMREG__RESERVE_WAIT_MS, before it is refused (the message then counts
- * the bytes still waiting). */
+ * the bytes still waiting).
+ * issue 11: an optional (AUTO) pin that would pass the AUTO budget is
+ * dropped here (a->pin and want->pinned_bytes), and the region is
+ * registered unpinned; cached mappings and regions waiting for reclaim
+ * give way to it first too, so that the cache never leaves unpinned what
+ * would have been pinned without it. */
 #define SHMREG__RESERVE_WAIT_MS 1000
-static shmreg_err reserve(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
+
+/* One try of reserve, under the lock, once the name is free. Short of room
+ * (AUTO's pin past its budget, or a limit), the cache's least recently used
+ * mapping gives way (*evicted, for the caller to close outside the lock),
+ * or, with none, the reclaim thread may (may_wait): true, try again. Only
+ * then is AUTO's pin dropped, or the registration refused (*err). */
+static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct shmreg__open_args *a,
+                               struct shmreg__usage *want, bool may_wait, shmreg_err *err,
+                               struct shmreg__mapping **evicted)
+{
+    if (a->pin && a->pin_optional && !shmreg__system_auto_pin_fits_locked(t, want->pinned_bytes)) {
+        if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
+            return true;
+        a->pin = false;
+        a->pinned_bytes = want->pinned_bytes = 0;
+    }
+    if ((*err = shmreg__usage_take_locked(t, name, want)) == SHMREG_OK)
+        return false;
+    return (*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait;
+}
+
+static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
+                          struct shmreg__open_args *a, struct shmreg__usage *want)
 {
     bool waited = false;
     for (;;) {
-        shmreg__table_lock(t);
-        shmreg_err err = name_free_locked(t, name);
-        bool refused = false;
+        bool may_wait = !waited && shmreg__reclaim_busy(&t->reclaim);
         struct shmreg__mapping *evicted = NULL;
-        if (err == SHMREG_OK && (err = shmreg__usage_take_locked(t, name, want)) != SHMREG_OK) {
-            refused = true;
-            evicted = shmreg__mapping_evict_one_locked(t);
-        }
+        bool again = false;
+        shmreg__table_lock(t);
+        shmreg_err err = name_free_locked(t, name, tag);
+        if (err == SHMREG_OK)
+            again = try_reserve_locked(t, name, a, want, may_wait, &err, &evicted);
         shmreg__table_unlock(t);
+        if (!again)
+            return err;
         if (evicted) {
             shmreg__mapping_close_list(t, evicted);
-            continue;
+        } else {
+            waited = true;
+            shmreg__reclaim_wait_idle_for(&t->reclaim, SHMREG__RESERVE_WAIT_MS);
         }
-        if (!refused || waited || !shmreg__reclaim_busy(&t->reclaim))
-            return err;
-        waited = true;
-        shmreg__reclaim_wait_idle_for(&t->reclaim, SHMREG__RESERVE_WAIT_MS);
     }
 }
 
@@ -152,7 +184,7 @@ static shmreg_err publish(struct shmreg__table *t, struct pending_registration *
     if (!p->reused)
         shmreg__mapping_attach_locked(t, p->mapping);
     shmreg__region_own_locked(t, r);
-    err = name_free_locked(t, p->args.name);
+    err = name_free_locked(t, p->args.name, p->args.tag);
     if (err == SHMREG_OK) {
         r->generation = ++t->next_generation;
         shmreg__table_link_locked(t, &r->entry);
@@ -160,9 +192,22 @@ static shmreg_err publish(struct shmreg__table *t, struct pending_registration *
     shmreg__table_unlock(t);
     /* Never published: its deleter leaves the mapping and returns the
      * reservation it was charged with. */
-    if (err != SHMREG_OK)
+    if (err != SHMREG_OK) {
+        shmreg__region_disown(r);
         shmreg__region_put(r);
+    }
     return err;
+}
+
+/* issue 11: the backend dropped an optional pin (a window with holes):
+ * give its share of the limits back, so the region counts what it holds. */
+static void keep_pin_share(struct shmreg__table *t, struct shmreg__usage *charged, bool pinned)
+{
+    if (pinned || charged->pinned_bytes == 0)
+        return;
+    const struct shmreg__usage unpinned = {0, 0, charged->pinned_bytes};
+    unreserve(t, &unpinned);
+    charged->pinned_bytes = 0;
 }
 
 /* The memory, reused when the cache is on and a mapping of the same memory
@@ -182,13 +227,19 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
         shmreg__table_unlock(t);
         p->reused = p->mapping != NULL;
     }
-    if (!p->mapping) {
+    if (p->mapping) {
+        /* Immutable since it was opened, and held by our count on it. */
+        keep_pin_share(t, &p->args.charged, p->mapping->opened.pinned);
+    } else {
         struct shmreg__opened opened;
-        if ((err = b->open(&p->open, &opened)) == SHMREG_OK &&
-            !(p->mapping = shmreg__mapping_new(&opened, &p->open.id, &p->args.charged, r->name))) {
-            (void)b->close(&opened, r->name);
-            err = shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
-                               r->name);
+        if ((err = b->open(&p->open, &opened)) == SHMREG_OK) {
+            /* Before the mapping takes the charge as its cost when cached. */
+            keep_pin_share(t, &p->args.charged, opened.pinned);
+            if (!(p->mapping = shmreg__mapping_new(&opened, &p->open.id, &p->args.charged, r->name))) {
+                (void)b->close(&opened, r->name);
+                err = shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
+                                   r->name);
+            }
         }
     }
     if (b->forget)
@@ -208,6 +259,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .reserved_key_prefixes = (const char *const *)reg->reserved_prefixes,
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
+        .accept_unsealed_fds = reg->accept_unsealed_fds,
         .fd = -1,
     };
     if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
@@ -221,7 +273,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
     };
     /* Before the first region exists: its last release may need the thread. */
     shmreg__table_start_reclaim(reg->table);
-    if ((err = reserve(reg->table, r->name, &p.args.charged)) != SHMREG_OK)
+    if ((err = reserve(reg->table, r->name, r->tag, &p.open, &p.args.charged)) != SHMREG_OK)
         return err;
     if ((err = open_memory(reg->table, &p)) != SHMREG_OK) {
         unreserve(reg->table, &p.args.charged);
@@ -251,45 +303,52 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 
 /* ---- the plain verbs: one registration each */
 
-shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key, size_t offset,
-                                  size_t byte_size, unsigned flags)
+/* What every plain verb fills: the source, the name, the size and flags,
+ * the rest as shmreg_registration_init leaves it (no tag). */
+static shmreg_registration plain(shmreg_source source, const char *name, size_t byte_size, unsigned flags)
 {
     shmreg_registration r;
     shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_SHM;
+    r.source = source;
     r.name = name;
-    r.key = key;
-    r.offset = offset;
     r.byte_size = byte_size;
     r.flags = flags;
+    return r;
+}
+
+shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name, const char *key, size_t offset,
+                                  size_t byte_size, unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_SHM, name, byte_size, flags);
+    r.key = key;
+    r.offset = offset;
+    return shmreg_register(reg, &r);
+}
+
+shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char *name, int fd, size_t offset,
+                                     size_t byte_size, unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_FD, name, byte_size, flags);
+    r.fd = fd;
+    r.offset = offset;
     return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char *name, const void *raw_handle,
                                     size_t raw_handle_size, int device_id, size_t byte_size, unsigned flags)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_IPC;
-    r.name = name;
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_IPC, name, byte_size, flags);
     r.raw_handle = raw_handle;
     r.raw_handle_size = raw_handle_size;
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = flags;
     return shmreg_register(reg, &r);
 }
 
 shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd, int device_id,
                                    size_t byte_size, unsigned flags)
 {
-    shmreg_registration r;
-    shmreg_registration_init(&r);
-    r.source = SHMREG_SOURCE_CUDA_FD;
-    r.name = name;
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_FD, name, byte_size, flags);
     r.fd = fd;
     r.device_id = device_id;
-    r.byte_size = byte_size;
-    r.flags = flags;
     return shmreg_register(reg, &r);
 }

@@ -171,6 +171,7 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     struct shmreg_registry *reg = shmreg__calloc(1, sizeof *reg);
     if (!reg)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
+    reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
     const struct shmreg__table_config tc = {
         .limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes},
         .cache_bytes = cfg->cache_bytes,
@@ -211,6 +212,7 @@ void shmreg_registry_destroy(shmreg_registry *reg)
         shmreg__table_unlink_locked(t, e);
         /* Pending regions already gave up the registry's reference. */
         if (!r->pending) {
+            shmreg__region_disown(r);
             r->next_batch = batch;
             batch = r;
         }
@@ -258,7 +260,8 @@ shmreg_err shmreg_registry_trim(shmreg_registry *reg)
 
 /* [offset, offset + byte_size) inside a region of size bytes; the messages
  * are Triton's, which its clients already know. */
-static shmreg_err check_view(const char *name, size_t size, size_t offset, size_t byte_size)
+static inline __attribute__((always_inline)) shmreg_err check_view(const char *name, size_t size, size_t offset,
+                                                                    size_t byte_size)
 {
     if (offset >= size)
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "Invalid offset for shared memory region: '%s'", name);
@@ -270,6 +273,29 @@ static shmreg_err check_view(const char *name, size_t size, size_t offset, size_
     if (offset + byte_size > size)
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "Invalid offset + byte size for shared memory region: '%s'",
                             name);
+    return SHMREG_OK;
+}
+
+/* The end of an acquire: r holds the reference the lookup took; check the
+ * window and hand that reference and a view to the caller, or drop it.
+ * Inline, so that shmreg_acquire's path is what it was. */
+static inline __attribute__((always_inline)) shmreg_err hand_over(struct shmreg_region *r, const char *name, size_t offset, size_t byte_size,
+                                   shmreg_region **out, shmreg_view *view)
+{
+    shmreg_err err = check_view(name, r->win.byte_size, offset, byte_size);
+    if (err != SHMREG_OK) {
+        shmreg__region_release(r);
+        return err;
+    }
+    view->addr = (char *)r->win.addr + offset;
+    view->byte_size = byte_size;
+    view->kind = shmreg__region_kind(r);
+    view->device_id = r->win.device_id;
+    view->pinned = r->win.pinned;
+    view->writable = !(r->flags & SHMREG_READONLY);
+    /* Hand-off: the reference the table took now belongs to the caller, who
+     * drops it with shmreg_release. */
+    *out = r;
     return SHMREG_OK;
 }
 
@@ -294,19 +320,45 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
         shmreg_err err = shmreg__check_name(name);
         return err != SHMREG_OK ? err : not_found(name, SHMREG_KIND_ANY);
     }
-    shmreg_err err = check_view(name, r->win.byte_size, offset, byte_size);
-    if (err != SHMREG_OK) {
-        shmreg__region_release(r);
+    return hand_over(r, name, offset, byte_size, out, view);
+}
+
+shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *filter, size_t offset,
+                                   size_t byte_size, shmreg_region **out, shmreg_view *view)
+{
+    if (out)
+        *out = NULL;
+    if (!reg || !filter || !out || !view)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "acquire: %s is NULL",
+                            !reg ? "registry" : !filter ? "filter" : !out ? "out" : "view");
+    shmreg_filter f;
+    shmreg_err err = shmreg__filter_check(filter, &f);
+    if (err == SHMREG_OK && !f.name)
+        err = shmreg__check_name(f.name);
+    if (err != SHMREG_OK)
         return err;
+    /* The lookup is shmreg_acquire's, for the whole region (offset 0, no
+     * bytes: any region passes), so that its inline lookup keeps one call
+     * site and stays inlined there. */
+    struct shmreg_region *r = NULL;
+    shmreg_view whole;
+    err = shmreg_acquire(reg, f.name, 0, 0, &r, &whole);
+    if (err == SHMREG_ERR_NOT_FOUND)
+        return not_found(f.name, f.kind);
+    if (err != SHMREG_OK)
+        return err;
+    /* Another tag's region answers exactly as an absent one, and before the
+     * bounds are looked at, which would tell its size. */
+    if (!shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
+        shmreg__region_release(r);
+        return not_found(f.name, f.kind);
     }
-    view->addr = (char *)r->win.addr + offset;
-    view->byte_size = byte_size;
-    view->kind = shmreg__region_kind(r);
-    view->device_id = r->win.device_id;
-    view->pinned = r->win.pinned;
-    view->writable = !(r->flags & SHMREG_READONLY);
-    /* Hand-off: the reference the table took now belongs to the caller, who
-     * drops it with shmreg_release. */
-    *out = r;
-    return SHMREG_OK;
+    if (!shmreg__region_matches(r, f.kind, NULL)) {
+        shmreg_kind kind = shmreg__region_kind(r);
+        shmreg__region_release(r);
+        return shmreg__fail(SHMREG_ERR_WRONG_KIND,
+                            "The region named '%s' is registered as %s shared memory, not %s shared memory",
+                            f.name, kind_title(kind), kind_title(f.kind));
+    }
+    return hand_over(r, f.name, offset, byte_size, out, view);
 }

@@ -16,6 +16,7 @@ struct shmreg_registry {
     char **reserved_prefixes; /* owned, NULL-terminated, or NULL */
     uid_t *allowed_uids;      /* owned, or NULL */
     size_t allowed_uid_count;
+    bool accept_unsealed_fds; /* 1.1: SHMREG_SOURCE_FD without F_SEAL_SHRINK */
 };
 
 /* Whether shmreg_registry_destroy, when it frees the table, waits for the

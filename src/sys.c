@@ -1,4 +1,5 @@
 /* The operating-system seam (see sys.h): libc by default. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -6,11 +7,19 @@
 
 #include "sys.h"
 
+/* fcntl is variadic: the seam's entry takes the one int argument the
+ * library ever passes. */
+static int fcntl_int(int fd, int cmd, int arg)
+{
+    return fcntl(fd, cmd, arg);
+}
+
 /* Both tables start as libc; a C initializer cannot copy one into the other. */
 #define SHMREG_SYS_LIBC                                                       \
     {                                                                         \
         .shm_open = shm_open, .fstat = fstat, .mmap = mmap, .munmap = munmap, \
-        .close = close, .malloc = malloc, .calloc = calloc, .free = free,     \
+        .close = close, .fcntl = fcntl_int, .lseek = lseek, .malloc = malloc, \
+        .calloc = calloc, .free = free,                                       \
     }
 
 const struct shmreg__sys shmreg__sys_default = SHMREG_SYS_LIBC;

@@ -17,6 +17,9 @@ struct shmreg__sys {
     void *(*mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off);
     int (*munmap)(void *addr, size_t len);
     int (*close)(int fd);
+    /* fcntl with an int argument (F_GET_SEALS takes none: pass 0). */
+    int (*fcntl)(int fd, int cmd, int arg);
+    off_t (*lseek)(int fd, off_t off, int whence);
     void *(*malloc)(size_t size);
     void *(*calloc)(size_t n, size_t size);
     void (*free)(void *p);

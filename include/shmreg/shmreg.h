@@ -103,7 +103,8 @@ SHMREG_API const char *shmreg_version(void);
     X(ERR_CUDA, 7, "a CUDA call failed (CUDA error name and string in the message)")   \
     X(ERR_UNSUPPORTED, 8, "not available in this build or on this machine")            \
     X(ERR_NO_MEMORY, 9, "out of memory, or a configured limit was reached")            \
-    X(ERR_WRONG_KIND, 10, "the name is registered, but as the other kind of memory")
+    X(ERR_WRONG_KIND, 10, "the name is registered, but as the other kind of memory")         \
+    X(ERR_FAULT, 11, "a guarded copy touched memory that is gone (the object was truncated)")
 
 typedef enum shmreg_err {
 #define SHMREG_ERR_ENUM_(name, value, desc) SHMREG_##name = value,
@@ -149,9 +150,12 @@ typedef enum shmreg_policy {
 } shmreg_policy;
 
 /* Whether system regions are page-locked for DMA (cudaHostRegister) at
- * register time, so host<->device copies run at the pinned rate. */
+ * register time, so host<->device copies run at the pinned rate. Pinning
+ * never faults in a page the client has not populated: a window with holes
+ * is refused for pinning (see SHMREG_AUTO_PIN_BUDGET). */
 typedef enum shmreg_pin_policy {
-    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process; else don't */
+    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process, within a
+                             budget and for populated windows only; else don't */
     SHMREG_PIN_NEVER = 1, /* never pin (SHMREG_PIN in flags still demands it) */
     SHMREG_PIN_ALWAYS = 2 /* every system region must be pinned, or register fails */
 } shmreg_pin_policy;
@@ -215,7 +219,15 @@ typedef struct shmreg_config {
     size_t max_regions;
     size_t max_mapped_bytes; /* sum of byte_size over mapped regions, all kinds */
     size_t max_pinned_bytes; /* sum of pinned (page-locked) bytes */
-    /* Since 1.1. Default SHMREG_RECLAIM_BACKGROUND. */
+    /* 1.1 (carved from reserved_; pointer-sized, so no offset moves on any
+     * ABI): nonzero lets SHMREG_SOURCE_FD register a descriptor that does not
+     * carry F_SEAL_SHRINK. Its owner can then shrink the object under the
+     * mapping, and a plain read of the lost pages raises SIGBUS in the
+     * server: use the guarded copies (shmreg_copy_from_view) for such regions.
+     * 0 (default, and what a 1.0 program passes): refused. */
+    size_t accept_unsealed_fds;
+    /* Since 1.1. Default SHMREG_RECLAIM_BACKGROUND. An enum in a slot of its
+     * own: the size_t after it keeps the slot pointer-aligned on every ABI. */
     shmreg_reclaim reclaim;
     /* Since 1.1. The registration cache, 0 (default): off. When the last
      * region on a mapping is unmapped, the mapping (with its pin, or its
@@ -227,17 +239,28 @@ typedef struct shmreg_config {
      * pinning, and the mapping covers the window; a CUDA IPC region when the
      * handle bytes, the device and the access are the same. A reuse passes
      * every check a new mapping passes, in the same order and with the same
-     * errors (the object's current size included); an object unlinked and
-     * created again under the same key is another object. Cached bytes count
+     * errors (the object's current size, its type, its owner and the pinning
+     * rules included); an object unlinked and created again under the same
+     * key is another object. A descriptor registration (SHMREG_SOURCE_FD)
+     * neither reuses nor leaves a cached mapping. Cached bytes count
      * against max_mapped_bytes and max_pinned_bytes, and are evicted before
      * a registration is refused for lack of room. */
     size_t cache_bytes;
-    void *reserved_[9];      /* zero; room for later fields */
+    void *reserved_[8];      /* zero; room for later fields */
 } shmreg_config;
 
+/* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
+ * the registry's pinned bytes stay within max_pinned_bytes, or within this
+ * budget when max_pinned_bytes is 0, and only a window whose every page the
+ * client has populated itself (no holes). A region it does not pin is
+ * registered unpinned; the registration does not fail. SHMREG_PIN and
+ * SHMREG_PIN_ALWAYS are not bounded by this budget (only by max_pinned_bytes)
+ * but refuse a window with holes. */
+#define SHMREG_AUTO_PIN_BUDGET ((size_t)1 << 30)
+
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
- * pinning, no log, no limits, background reclaim, no cache). NULL is a
- * no-op. */
+ * pinning within SHMREG_AUTO_PIN_BUDGET, no log, no limits, sealed
+ * descriptors only, background reclaim, no cache). NULL is a no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -323,7 +346,12 @@ typedef enum shmreg_source {
     SHMREG_SOURCE_CUDA_IPC = 1,
     /* A CUDA VMM allocation (cuMemCreate) exported as a POSIX file
      * descriptor. Kind CUDA. */
-    SHMREG_SOURCE_CUDA_FD = 2
+    SHMREG_SOURCE_CUDA_FD = 2,
+    /* 1.1: a window of a file descriptor the caller holds, typically a memfd
+     * received over a Unix socket with shmreg_recv_fd: [offset, offset +
+     * byte_size) of it, mapped MAP_SHARED. Kind SYSTEM. See
+     * shmreg_register_system_fd. */
+    SHMREG_SOURCE_FD = 3
 } shmreg_source;
 
 /*
@@ -342,13 +370,13 @@ typedef struct shmreg_registration {
      * cannot remove another client's regions. Copied. */
     const char *tag;
     /* SHMREG_SOURCE_SHM */
-    const char *key;       /* POSIX shm key; copied */
-    size_t offset;         /* of the window in the object; any value */
+    const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
+    size_t offset;         /* _SHM and _FD: of the window in the object; any value */
     /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
     int device_id;         /* default 0 */
     const void *raw_handle;   /* _CUDA_IPC: the handle's bytes */
     size_t raw_handle_size;   /* _CUDA_IPC: must be 64 */
-    int fd;                /* _CUDA_FD: the caller keeps it; default -1 */
+    int fd;                /* _CUDA_FD and _FD: the caller keeps it; default -1 */
     void *reserved_[8];    /* zero; room for later fields */
 } shmreg_registration;
 
@@ -365,7 +393,8 @@ SHMREG_API void shmreg_registration_init(shmreg_registration *r);
  * Errors: INVALID_ARG (NULL or bad name, tag, key or flags, a reserved key,
  * an unknown source, an object owned by a uid the allow-list refuses),
  * ALREADY_EXISTS (the name is taken, or pending unregister: the message says
- * which), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
+ * which, except to a registration with a tag that is not the holder's,
+ * which hears only that the name is taken), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
  * or allocation: the message gives the sizes), SYSTEM, CUDA, UNSUPPORTED,
  * NO_MEMORY (out of memory or over a configured limit).
  */
@@ -390,6 +419,35 @@ SHMREG_API shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registr
 SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *name,
                                              const char *key, size_t offset,
                                              size_t byte_size, unsigned flags);
+
+/*
+ * 1.1. Register the window [offset, offset + byte_size) of the file
+ * descriptor fd under `name`: a memfd (memfd_create) that a client sent over
+ * a Unix socket (shmreg_recv_fd), or any regular file the caller opened.
+ * Unlike a POSIX shm key, a memfd can be sealed, needs no /dev/shm space nor
+ * a shared IPC namespace, and leaves nothing behind when its client dies.
+ * The same as shmreg_register with SHMREG_SOURCE_FD and no tag.
+ *
+ * Ownership: the caller keeps fd. The registry maps the window itself and
+ * never closes, duplicates or keeps fd; the caller may close it as soon as
+ * this returns (the mapping keeps the memory alive).
+ * What is checked, before anything is mapped: fd is a regular file (fstat
+ * S_ISREG: a memfd is one; a pipe, socket or device is INVALID_ARG); its
+ * owner (st_uid) passes the config's owner allow-list; it carries
+ * F_SEAL_SHRINK, so that its owner can never shrink it under the mapping
+ * (INVALID_ARG otherwise, unless the config sets accept_unsealed_fds); the
+ * window lies inside its size. fd must be open read-write, or read-only with
+ * SHMREG_READONLY. Pinning follows the same rules as shmreg_register_system.
+ * Status reports the region as kind SYSTEM with key NULL: a descriptor has no
+ * name outside the process that holds it.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (fd negative, not a regular file,
+ * unsealed, an owner the allow-list refuses), SYSTEM (fstat, fcntl or mmap
+ * failed: e.g. a read-only fd without SHMREG_READONLY, or a write-sealed
+ * memfd mapped writable).
+ */
+SHMREG_API shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char *name, int fd,
+                                                size_t offset, size_t byte_size, unsigned flags);
 
 /*
  * Register GPU memory exported by another process as a legacy CUDA IPC handle:
@@ -461,6 +519,8 @@ typedef struct shmreg_view {
  * Lookups share no lock with each other or with register/unregister.
  *
  * out and view must not be NULL. On failure *out is NULL and *view untouched.
+ * It ignores owner tags: a frontend serving several tenants acquires with
+ * shmreg_acquire_matching and the caller's tag.
  * Errors: INVALID_ARG, NOT_FOUND, OUT_OF_BOUNDS (offset past the end, offset +
  * byte_size overflowing or past the end).
  */
@@ -472,7 +532,12 @@ SHMREG_API shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, siz
  * to the reclaim thread (no system call, no lock), under INLINE it unmaps
  * in the calling thread; either may happen after the registry was
  * destroyed. The view it gave is invalid from this call on. NULL is a
- * no-op. Any thread. */
+ * no-op. Any thread.
+ * 1.1: a release past zero that would drop the registry's own reference (a
+ * reference released twice while the region is still registered) is caught:
+ * logged at SHMREG_LOG_ERROR and ignored, so the region stays mapped for its
+ * other users. Not every double release can be caught; docs/security.md
+ * says which are. */
 SHMREG_API void shmreg_release(shmreg_region *ref);
 
 /* Take another reference to the region ref refers to (for a second owner,
@@ -498,6 +563,21 @@ typedef struct shmreg_filter {
 /* Fill f with the defaults (every region of every kind and tag). NULL is a
  * no-op. */
 SHMREG_API void shmreg_filter_init(shmreg_filter *f);
+
+/*
+ * 1.1. shmreg_acquire of the one region f selects: f->name is required; with
+ * f->tag, a region registered under another tag (or none) answers exactly as
+ * an absent one, NOT_FOUND with the same message, before any bounds check,
+ * so a tenant learns nothing of another's regions; with f->kind SYSTEM or
+ * CUDA, a region of the other kind is WRONG_KIND (after the tag check).
+ * A multi-tenant frontend acquires through this call with the caller's tag.
+ * The lookup is shmreg_acquire's (no lock); the filter's checks come after.
+ * Errors: as shmreg_acquire; INVALID_ARG also for a NULL filter or name, a
+ * bad tag or kind; WRONG_KIND.
+ */
+SHMREG_API shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *f,
+                                              size_t offset, size_t byte_size, shmreg_region **out,
+                                              shmreg_view *view);
 
 /* ----------------------------------------------------------- unregister */
 
@@ -568,6 +648,45 @@ SHMREG_API shmreg_err shmreg_status(shmreg_registry *reg, const char *name, shmr
 /* Free what shmreg_status or shmreg_status_matching returned. NULL is a no-op. */
 SHMREG_API void shmreg_status_free(shmreg_region_status *st, size_t count);
 
+/* ------------------------------------------- guarded copies (1.1) */
+
+/*
+ * A client that registered POSIX shm (or an unsealed descriptor) can truncate
+ * its object under the server's mapping; a read or write of the lost pages
+ * then raises SIGBUS, which kills the server and every tenant's requests.
+ * Guarded copies turn that fault into SHMREG_ERR_FAULT for the one request.
+ *
+ * shmreg_guard_install: opt-in, once per process (later calls do nothing
+ * and return OK; thread-safe). Installs a SIGBUS handler (sigaction,
+ * SA_SIGINFO | SA_ONSTACK | SA_RESTART) that handles only a fault whose
+ * address lies inside the region a guarded copy of the faulting thread is
+ * copying; every other SIGBUS goes to the handler that was installed before
+ * (called as it asked: sa_sigaction or sa_handler), or, for SIG_DFL, ends
+ * the process as it would have. The handler stays for the life of the
+ * process. A host that installs its own SIGBUS handler afterwards must chain
+ * to the previous one for guarded copies to keep working.
+ * Errors: SYSTEM (sigaction failed).
+ */
+SHMREG_API shmreg_err shmreg_guard_install(void);
+
+/*
+ * Copy n bytes from [view->addr + offset, + n) into dst (from_view), or
+ * from src into the view (to_view). ref is the reference that gave view
+ * (shmreg_acquire); the view must be a SYSTEM one, and offset + n within
+ * view->byte_size; to_view needs a writable view. n == 0 copies nothing.
+ * Without shmreg_guard_install the copy is refused (UNSUPPORTED), never done
+ * unguarded. When the object was truncated under the mapping the copy stops
+ * at the fault and returns FAULT naming the region (some bytes of dst, or of
+ * the view, may have been written). A copy that does not fault makes no
+ * system call: its cost over memcpy is about 12 ns (docs/performance.md).
+ * Errors: INVALID_ARG (NULL arguments, a CUDA view, a view that is not
+ * ref's, a read-only view for to_view), OUT_OF_BOUNDS, UNSUPPORTED, FAULT.
+ */
+SHMREG_API shmreg_err shmreg_copy_from_view(shmreg_region *ref, const shmreg_view *view, size_t offset,
+                                            void *dst, size_t n);
+SHMREG_API shmreg_err shmreg_copy_to_view(shmreg_region *ref, const shmreg_view *view, size_t offset,
+                                          const void *src, size_t n);
+
 /* ------------------------------------------- descriptor passing (VMM fds) */
 
 /*
@@ -584,7 +703,11 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
  * Errors: INVALID_ARG, SYSTEM (recvmsg failed, the peer closed: "connection
  * closed", or a message that is not shmreg_send_fd's, whose descriptor is
  * closed), OUT_OF_BOUNDS (payload or control data truncated; any descriptor
- * received is closed), NOT_FOUND (a message carrying no descriptor).
+ * received is closed), NOT_FOUND (a message carrying no descriptor; on a
+ * stream socket its frame is read to its end, so the next call reads the
+ * next message). The receiving socket may have SO_PASSCRED set: the
+ * credentials the kernel adds beside the descriptor are passed over (read
+ * the peer's with SO_PEERCRED).
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);

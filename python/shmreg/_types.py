@@ -82,10 +82,16 @@ class WrongKind(Error):
     code = 10
 
 
+class Fault(Error):
+    """SHMREG_ERR_FAULT: a guarded copy touched memory that is gone (the object was truncated)."""
+
+    code = 11
+
+
 #: Index = error code; the extension raises ERRORS[code] (Error for a code it does not know).
 ERRORS: tuple[type[Error], ...] = (
     Error, InvalidArgument, NotFound, AlreadyExists, OutOfBounds, Busy,
-    System, Cuda, Unsupported, NoMemory, WrongKind,
+    System, Cuda, Unsupported, NoMemory, WrongKind, Fault,
 )
 
 

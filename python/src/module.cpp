@@ -11,7 +11,7 @@ namespace {
 // Strong references taken at import and never dropped: the classes live as
 // long as the process (a static nb::object would be destroyed after the
 // interpreter is gone).
-constexpr int error_count = 11;
+constexpr int error_count = 12; /* SHMREG_ERR_MAP's codes, 0..11 */
 PyObject *error_types[error_count];
 PyObject *region_status_cls;
 PyObject *stats_cls;

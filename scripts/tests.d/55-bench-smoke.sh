@@ -24,3 +24,9 @@ rows() { grep -c "$1" "$dir/smoke.csv" || true; }
 [ "$(rows '^churn_latency,')" -eq 2 ] || { echo "bench-smoke: expected 2 latency rows"; exit 1; }
 grep -q '^| 4096 | 2 |' "$dir/smoke.txt" || { echo "bench-smoke: table row missing"; exit 1; }
 echo "bench-smoke: ok (figures not judged)"
+
+# The guarded-copy bench: one round, six rows (two directions x three sizes).
+copy=$dir/bench/shmreg-bench-copy
+"$copy" --rounds 1 --csv "$dir/copy.csv" | tee "$dir/copy.txt"
+[ "$(grep -c '^guarded_copy,' "$dir/copy.csv")" -eq 6 ] || { echo "bench-smoke: expected 6 guarded-copy rows"; exit 1; }
+echo "bench-smoke: guarded copies ok (figures not judged)"

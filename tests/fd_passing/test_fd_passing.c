@@ -4,6 +4,7 @@
  * leaves no descriptor behind. Needs no GPU: runs in CI. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -56,19 +57,24 @@ static void assert_is_pipe_writer(struct fixture *f, int fd)
     assert_int_equal(c, 'x');
 }
 
-static void test_round_trip(void **state)
+/* Send the pipe's write end with msg, receive it, check both. */
+static void assert_round_trip(struct fixture *f, const char *msg, size_t size)
 {
-    struct fixture *f = *state;
-    const char msg[] = "region input0 size 1474560";
-    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, sizeof msg));
+    assert_ok(shmreg_send_fd(f->sv[0], f->pipe[1], msg, size));
     char got[64];
     size_t len = 0;
     int fd = -1;
     assert_ok(shmreg_recv_fd(f->sv[1], &fd, got, sizeof got, &len));
-    assert_int_equal(len, sizeof msg);
-    assert_memory_equal(got, msg, sizeof msg);
+    assert_int_equal(len, size);
+    assert_memory_equal(got, msg, size);
     assert_is_pipe_writer(f, fd);
     close(fd);
+}
+
+static void test_round_trip(void **state)
+{
+    const char msg[] = "region input0 size 1474560";
+    assert_round_trip(*state, msg, sizeof msg);
 }
 
 static void test_messages_keep_their_boundaries(void **state)
@@ -273,6 +279,36 @@ static void test_invalid_arguments(void **state)
                             strerror(EBADF));
 }
 
+/* issue 11 (8): with SO_PASSCRED on the receiving socket, the kernel adds
+ * SCM_CREDENTIALS to every message; the descriptor beside it still arrives
+ * (before the fix every receive failed with "control data truncated" and
+ * closed the descriptor), as does the next message. */
+static void test_passcred_receiver(void **state)
+{
+    struct fixture *f = *state;
+    int on = 1;
+    assert_int_equal(setsockopt(f->sv[1], SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
+    for (int i = 0; i < 2; i++)
+        assert_round_trip(f, "region input0", 14);
+}
+
+/* issue 11 (8): a well-framed message without a descriptor is refused, and
+ * on a stream its payload is consumed, so the next valid message is read
+ * (before the fix the payload stayed and the next receive read it as a
+ * header: "bad header"). */
+static void test_frame_without_descriptor_is_skipped(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        uint32_t magic, size;
+        char payload[11];
+    } frame = {0x46524853u, 11, "no fd here!"};
+    size_t frame_len = 2 * sizeof(uint32_t) + sizeof frame.payload; /* no padding */
+    assert_int_equal(send(f->sv[0], &frame, frame_len, 0), (ssize_t)frame_len);
+    assert_recv_refused(f, SHMREG_ERR_NOT_FOUND, "the message carries no descriptor");
+    assert_round_trip(f, "next", 5);
+}
+
 #define ALL_TYPES(fn)                                                                        \
     cmocka_unit_test_setup_teardown(fn, setup_stream, teardown),                             \
         cmocka_unit_test_setup_teardown(fn, setup_seqpacket, teardown),                      \
@@ -287,6 +323,8 @@ int main(void)
         ALL_TYPES(test_truncated_control_data),
         ALL_TYPES(test_missing_descriptor),
         ALL_TYPES(test_foreign_message_is_refused),
+        ALL_TYPES(test_passcred_receiver),
+        ALL_TYPES(test_frame_without_descriptor_is_skipped),
         cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_seqpacket, teardown),
         cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_dgram, teardown),
         cmocka_unit_test_setup_teardown(test_closed_peer, setup_stream, teardown),

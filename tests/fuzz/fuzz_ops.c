@@ -318,8 +318,13 @@ static void create_registry(struct world *w, struct input *in)
     cfg.log_user = w;
     cfg.max_regions = mc.max_regions;
     cfg.max_mapped_bytes = mc.max_mapped_bytes;
-    /* none; only another uid (every object refused); another and ours */
-    switch (take_u8(in) % 4) {
+    /* none; only another uid (every object refused); another and ours. Bit 2:
+     * accept unsealed descriptors (the harness's shm objects cannot be
+     * sealed, so without it every descriptor registration is refused). */
+    uint8_t owners_choice = take_u8(in);
+    mc.accept_unsealed_fds = owners_choice & 4;
+    cfg.accept_unsealed_fds = mc.accept_unsealed_fds;
+    switch (owners_choice % 4) {
     case 1:
         cfg.allowed_owner_uids = owners;
         cfg.allowed_owner_uid_count = 1;
@@ -448,13 +453,35 @@ static void op_register(struct world *w, struct input *in)
     a.object_size = a.object >= 0 ? object_sizes[a.object] : 4096;
     a.offset = take_extent(in, a.object_size);
     a.size = take_extent(in, a.object_size);
-    a.flags = take_u8(in) & 0xf;
+    uint8_t flags = take_u8(in);
+    a.flags = flags & 0xf;
+    a.via_fd = flags & 0x10; /* the object as a descriptor (SHMREG_SOURCE_FD) */
     a.tag = take_tag(in);
     a.pin_usable = w->pin_usable;
     if (w->model.nregions == MODEL_MAX_REGIONS)
         return;
     struct model_region *r = NULL;
     shmreg_err want = model_register(&w->model, &a, &r);
+    if (a.via_fd) {
+        int fd = a.object >= 0 ? shm_open(object_keys[a.object], O_RDWR, 0) : -1;
+        CHECK(a.object < 0 || fd >= 0, "cannot open the harness's object %d", a.object);
+        shmreg_registration reg;
+        shmreg_registration_init(&reg);
+        reg.source = SHMREG_SOURCE_FD;
+        reg.name = a.name;
+        reg.fd = fd;
+        reg.offset = a.offset;
+        reg.byte_size = a.size;
+        reg.flags = a.flags;
+        reg.tag = a.tag;
+        shmreg_err got = a.tag || take_u8(in) % 2 ? shmreg_register(w->reg, &reg)
+                                                  : shmreg_register_system_fd(w->reg, a.name, fd, a.offset, a.size,
+                                                                              a.flags);
+        if (fd >= 0)
+            close(fd); /* the registry keeps its own mapping */
+        check_code("register_system_fd", got, want);
+        return;
+    }
     /* Untagged registrations go through both doors: the plain verb and the
      * registration struct. */
     shmreg_err got = a.tag || take_u8(in) % 2
@@ -582,7 +609,7 @@ static void check_entry(struct world *w, const shmreg_region_status *st)
 {
     struct model_region *r = model_find(&w->model, st->name);
     CHECK(r, "status lists '%s', which the model does not", st->name);
-    CHECK(strcmp(st->key, r->key) == 0 && st->offset == r->offset && st->byte_size == r->size &&
+    CHECK((r->from_fd ? st->key == NULL : st->key && strcmp(st->key, r->key) == 0) && st->offset == r->offset && st->byte_size == r->size &&
               st->flags == r->flags && st->kind == SHMREG_KIND_SYSTEM && st->device_id == -1,
           "status of '%s' does not describe its registration", st->name);
     CHECK(st->references == r->refs, "status of '%s': references %u, the harness holds %u", st->name,

@@ -104,6 +104,12 @@ OPS = {
         + unr(0) + reg(1, 2, ZERO, U16(1000)) + reg(0, 0, ZERO, LIMIT) + acq(0, ZERO, ONE) + unr(0)
         + [REL, 0, TRIM] + reg(2, 1, ZERO, ONE) + [RECR] + config(0, cache_sel=2) + reg(0, 0, ZERO, ONE)
         + acq(0, ZERO, ONE) + [RECR] + config(0) + [REL, 0] + st(),
+    # SHMREG_SOURCE_FD (flags bit 0x10): the objects as descriptors. owners=4
+    # accepts unsealed descriptors (the harness's shm objects cannot be
+    # sealed); without it every descriptor registration is refused.
+    'descriptors': config(0, owners=4) + reg(0, 0, ZERO, LIMIT, 0x10) + reg(1, 2, U8(7), U8(100), 0x11, tag=TA)
+        + reg(2, 10, ZERO, ONE, 0x10) + reg(0, 1, ZERO, ONE, 0x10) + acq(0, ZERO, LIMIT) + acq(1, ZERO, ONE)
+        + st() + unr(0) + [REL, 0, REL, 0] + [RECR] + config(0) + reg(0, 0, ZERO, LIMIT, 0x10) + st(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }

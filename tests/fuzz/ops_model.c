@@ -21,6 +21,7 @@ void model_create(struct model *m, const struct model_config *cfg)
     m->max_regions = cfg->max_regions;
     m->max_mapped_bytes = cfg->max_mapped_bytes;
     m->owner_accepted = cfg->owner_accepted;
+    m->accept_unsealed_fds = cfg->accept_unsealed_fds;
     m->registry++;
 }
 
@@ -84,8 +85,9 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_INVALID_ARG;
     if (a->size == 0)
         return SHMREG_ERR_OUT_OF_BOUNDS;
-    if (!a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
-        return SHMREG_ERR_INVALID_ARG;
+    if (a->via_fd ? a->object < 0
+                  : !a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
+        return SHMREG_ERR_INVALID_ARG; /* the source's own argument: the key, or the descriptor */
     if (model_find(m, a->name))
         return SHMREG_ERR_ALREADY_EXISTS;
     if (!limits_allow(m, a->size))
@@ -94,6 +96,8 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_SYSTEM; /* shm_open: no such object */
     if (!m->owner_accepted)
         return SHMREG_ERR_INVALID_ARG;
+    if (a->via_fd && !m->accept_unsealed_fds)
+        return SHMREG_ERR_INVALID_ARG; /* no F_SEAL_SHRINK */
     if (!window_fits(a->offset, a->size, a->object_size))
         return SHMREG_ERR_OUT_OF_BOUNDS;
     if ((a->flags & SHMREG_PIN) && !a->pin_usable)
@@ -112,7 +116,8 @@ shmreg_err model_register(struct model *m, const struct model_register_args *a,
     struct model_region *r = &m->regions[m->nregions++];
     memset(r, 0, sizeof *r);
     strcpy(r->name, a->name);
-    snprintf(r->key, sizeof r->key, "%s", a->key);
+    snprintf(r->key, sizeof r->key, "%s", a->via_fd ? "" : a->key);
+    r->from_fd = a->via_fd;
     r->tagged = a->tag != NULL;
     snprintf(r->tag, sizeof r->tag, "%s", a->tag ? a->tag : "");
     r->registry = m->registry;

@@ -28,7 +28,8 @@ struct model_region {
     char tag[256];   /* owner tag ("" with tagged false: none) */
     bool tagged;
     unsigned registry; /* which registry (incarnation) it belongs to */
-    char key[300];   /* as registered */
+    char key[300];   /* as registered ("" for a descriptor region) */
+    bool from_fd;    /* SHMREG_SOURCE_FD: a descriptor of the object, status key NULL */
     int object;      /* which of the harness's shm objects */
     size_t offset, size;
     unsigned flags;
@@ -41,6 +42,7 @@ struct model {
     const char *const *reserved_prefixes;
     size_t max_regions, max_mapped_bytes; /* 0: unlimited */
     bool owner_accepted; /* the owner allow-list (if any) accepts the objects' owner */
+    bool accept_unsealed_fds; /* the harness's objects are shm, never sealed */
     unsigned registry;   /* incarnation of the current registry */
     struct model_region regions[MODEL_MAX_REGIONS];
     size_t nregions;
@@ -54,6 +56,9 @@ struct model_register_args {
     size_t offset, size;
     unsigned flags;
     bool pin_usable; /* CUDA pinning works in this process */
+    /* SHMREG_SOURCE_FD: the object is passed as a descriptor (object -1: a
+     * negative descriptor) and key is not given. */
+    bool via_fd;
 };
 
 /* What a registry is created with. */
@@ -62,6 +67,7 @@ struct model_config {
     const char *const *reserved_prefixes;
     size_t max_regions, max_mapped_bytes;
     bool owner_accepted;
+    bool accept_unsealed_fds;
 };
 
 /* Forget every region (a new input). */

@@ -49,7 +49,7 @@ def test_cuda_available_is_a_bool():
 ERROR_CODES = {
     shmreg.InvalidArgument: 1, shmreg.NotFound: 2, shmreg.AlreadyExists: 3, shmreg.OutOfBounds: 4,
     shmreg.Busy: 5, shmreg.System: 6, shmreg.Cuda: 7, shmreg.Unsupported: 8, shmreg.NoMemory: 9,
-    shmreg.WrongKind: 10,
+    shmreg.WrongKind: 10, shmreg.Fault: 11,
 }
 
 

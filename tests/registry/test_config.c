@@ -18,6 +18,7 @@ static void test_config_init_sets_every_default(void **state)
     assert_int_equal(cfg.max_regions, 0);
     assert_int_equal(cfg.max_mapped_bytes, 0);
     assert_int_equal(cfg.max_pinned_bytes, 0);
+    assert_int_equal(cfg.accept_unsealed_fds, 0);
     for (size_t i = 0; i < sizeof cfg.reserved_ / sizeof cfg.reserved_[0]; i++)
         assert_null(cfg.reserved_[i]);
 }

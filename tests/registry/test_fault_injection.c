@@ -1,5 +1,5 @@
 /* Failure injection: for each public operation, fail its N-th failable call
- * (shm_open, fstat, mmap, munmap, close, malloc, calloc), for every N
+ * (shm_open, fstat, mmap, munmap, close, fcntl, lseek, malloc, calloc), for every N
  * until the operation makes fewer than N calls, with each errno of a list,
  * and prove that the failure is clean:
  *  - an operation that can report the failure returns the right code and
@@ -23,13 +23,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <urcu/urcu-bp.h>
 
+#include "backend.h"
 #include "faultinject.h"
+#include "fixture.h"
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 
@@ -44,6 +48,19 @@ static const int injected_errnos[] = {EACCES, EIO, ENOMEM, EMFILE, EINTR};
 
 static unsigned long survived;
 static char keys[NOBJECTS][64];
+
+/* A sealed memfd for the SHMREG_SOURCE_FD cases, open for the whole run. */
+static int memfd = -1;
+
+static void open_memfd(void)
+{
+    memfd = memfd_create("fi-memfd", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(memfd >= 0);
+    static char page[4096];
+    for (size_t done = 0; done < OBJ_SIZE; done += sizeof page)
+        assert_int_equal(pwrite(memfd, page, sizeof page, (off_t)done), (ssize_t)sizeof page);
+    assert_int_equal(fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+}
 
 /* ------------------------------------------------------------ fixture */
 
@@ -64,6 +81,7 @@ struct fx {
     shmreg_region_status *st;
     size_t count;
     struct log_capture log;
+    bool pin_demanded; /* the register_system_fd case with SHMREG_PIN */
 };
 
 /* Must not call into the registry (see shmreg_log_fn). */
@@ -131,6 +149,7 @@ static int group_setup(void **state)
     fi_install();
     for (int i = 0; i < NOBJECTS; i++)
         tu_shm_create(OBJ_SIZE, (uint8_t)(40 + i), keys[i]);
+    open_memfd();
     /* One whole lifecycle first: liburcu's once-per-process set-up (its
      * worker thread, the reader registry) is not a leak of any test. */
     struct fx warm = {.policy = SHMREG_POLICY_DEFER};
@@ -146,6 +165,7 @@ static int group_teardown(void **state)
 {
     for (int i = 0; i < NOBJECTS; i++)
         tu_shm_unlink(keys[i]);
+    close(memfd);
     fi_remove();
     printf("fault injection: %lu injected failures survived\n", survived);
     return 0;
@@ -494,6 +514,143 @@ static void test_register_system(void **state)
                                      .cleanup = cleanup_register};
     /* shm_open, fstat, mmap, close, then the region, its key and its tag */
     assert_true(inject_every_call(*state, &c) >= 7);
+}
+
+/* ---------------------------------------------- register a descriptor */
+
+/* SHMREG_SOURCE_FD (issue 11): a sealed memfd the test keeps open; the
+ * registry never closes it, so no close is counted. With SHMREG_PIN the
+ * holes check (lseek) runs, then pinning, which needs CUDA. */
+#define FD_NAME "fi-fd"
+
+static shmreg_err run_register_fd_flags(struct fx *f, unsigned flags)
+{
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_FD;
+    r.name = FD_NAME;
+    r.fd = memfd;
+    r.offset = REG_OFFSET;
+    r.byte_size = REG_SIZE;
+    r.flags = flags;
+    r.tag = TAG;
+    return shmreg_register(f->reg, &r);
+}
+
+static shmreg_err run_register_fd(struct fx *f)
+{
+    return run_register_fd_flags(f, 0);
+}
+
+static shmreg_err run_register_fd_pinned(struct fx *f)
+{
+    return run_register_fd_flags(f, SHMREG_PIN);
+}
+
+static shmreg_err expect_register_fd(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    /* Without CUDA a demanded pin ends in UNSUPPORTED once the checks pass. */
+    bool pinned = f->pin_demanded;
+    if (!shot->fired)
+        return pinned && !ut_cuda_usable() ? SHMREG_ERR_UNSUPPORTED : SHMREG_OK;
+    const char *why = strerror(shot->errnum);
+    struct stat st;
+    assert_int_equal(fstat(memfd, &st), 0);
+    char what[64];
+    snprintf(what, sizeof what, "descriptor %d (inode %llu)", memfd, (unsigned long long)st.st_ino);
+    switch (shot->call) {
+    case FI_FSTAT:
+        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (descriptor %d): %s", FD_NAME, memfd, why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_FCNTL:
+        snprintf(msg, cap, "cannot register shared memory region '%s': reading the seals of %s: %s", FD_NAME, what,
+                 why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_MMAP:
+        snprintf(msg, cap, "Unable to map shared memory region '%s' (%s): %s", FD_NAME, what, why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_LSEEK:
+        snprintf(msg, cap, "cannot pin shared memory region '%s': looking for holes in its window failed: %s",
+                 FD_NAME, why);
+        return SHMREG_ERR_SYSTEM;
+    case FI_MALLOC:
+    case FI_CALLOC:
+        snprintf(msg, cap, "out of memory registering shared memory region '%s'", FD_NAME);
+        return SHMREG_ERR_NO_MEMORY;
+    case FI_MUNMAP:
+        /* Without CUDA: the pin failed and the munmap undoing the mapping
+         * failed too; the pin's error is the one reported, and the test
+         * removes the mapping the failed munmap left. */
+        assert_true(pinned && !ut_cuda_usable());
+        assert_int_equal(munmap(shot->addr, shot->len), 0);
+        snprintf(msg, cap, "%s", shmreg_last_error());
+        return SHMREG_ERR_UNSUPPORTED;
+    default:
+        fail_msg("register_system_fd called %s", fi_call_name(shot->call));
+    }
+    return SHMREG_ERR_UNSUPPORTED;
+}
+
+static void prepare_fd(struct fx *f)
+{
+    f->pin_demanded = false;
+    add_resident(f);
+}
+
+/* Where pinning works (the GPU machine), the process's first pin makes
+ * CUDA's context, which opens descriptors (the driver's, pipes, eventfds)
+ * that stay for the process: make it before the case takes its baseline,
+ * with a pin of a page of our own, once, before any case takes a baseline,
+ * so that only what a case itself opens is counted. */
+static void warm_up_pinning(void)
+{
+    if (!shmreg__host_pinning.usable())
+        return;
+    /* Outside any test: a failure here only leaves the warm-up undone,
+     * which the pinned case's own checks then report. */
+    size_t len = (size_t)sysconf(_SC_PAGESIZE);
+    void *page = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return;
+    memset(page, 1, len);
+    if (shmreg__host_pinning.pin("warm-up", page, len, false) == SHMREG_OK)
+        (void)shmreg__host_pinning.unpin("warm-up", page);
+    (void)munmap(page, len);
+}
+
+static void prepare_fd_pinned(struct fx *f)
+{
+    f->pin_demanded = true;
+    add_resident(f);
+}
+
+static void cleanup_register_fd(struct fx *f)
+{
+    shmreg_err err = shmreg_unregister(f->reg, FD_NAME, SHMREG_KIND_ANY);
+    assert_true(err == SHMREG_OK || err == SHMREG_ERR_NOT_FOUND);
+    drop_resident(f);
+    /* The caller's descriptor survives every path. */
+    assert_true(fcntl(memfd, F_GETFD) >= 0);
+}
+
+static void test_register_system_fd(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_fd,
+                                     .run = run_register_fd,
+                                     .expect = expect_register_fd,
+                                     .cleanup = cleanup_register_fd};
+    /* fstat, fcntl (seals), mmap, then the region and its tag */
+    assert_true(inject_every_call(*state, &c) >= 5);
+}
+
+static void test_register_system_fd_pinned(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_fd_pinned,
+                                     .run = run_register_fd_pinned,
+                                     .expect = expect_register_fd,
+                                     .cleanup = cleanup_register_fd};
+    /* fstat, fcntl, mmap, lseek (holes), then pinning (CUDA) */
+    assert_true(inject_every_call(*state, &c) >= 4);
 }
 
 /* ------------------------------------------------------------ status */
@@ -940,9 +1097,12 @@ static void test_refusal_names_bytes_waiting_for_reclaim(void **state)
 
 int main(void)
 {
+    warm_up_pinning();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create, setup_defer, teardown),
         FOR_EACH_POLICY(test_register_system),
+        cmocka_unit_test_setup_teardown(test_register_system_fd, setup_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_register_system_fd_pinned, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_status, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_acquire_and_retain, setup_defer, teardown),
         FOR_EACH_POLICY(test_unregister_idle),

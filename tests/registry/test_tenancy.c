@@ -11,14 +11,6 @@
 
 #define OBJ 8192
 
-static shmreg_registry *registry_with(struct ut *t, const shmreg_config *cfg)
-{
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(cfg, &t->reg));
-    return t->reg;
-}
-
 /* ---- owners */
 
 static void test_owner_allow_list_refuses_other_owners(void **state)
@@ -30,7 +22,7 @@ static void test_owner_allow_list_refuses_other_owners(void **state)
     shmreg_config_init(&cfg);
     cfg.allowed_owner_uids = &other;
     cfg.allowed_owner_uid_count = 1;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
 
     assert_fails(shmreg_register_system(reg, "a", key, 0, OBJ, 0), SHMREG_ERR_INVALID_ARG,
                  ut_fmt("cannot register shared memory region 'a': shm key '%s' is owned by uid %u, "
@@ -49,7 +41,7 @@ static void test_owner_allow_list_accepts_listed_owners(void **state)
     shmreg_config_init(&cfg);
     cfg.allowed_owner_uids = uids;
     cfg.allowed_owner_uid_count = 2;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
     uids[1] = getuid() + 2; /* the registry copied the list */
 
     assert_ok(shmreg_register_system(reg, "a", key, 0, OBJ, 0));
@@ -77,7 +69,7 @@ static void test_region_limit_counts_pending_regions(void **state)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.max_regions = 2;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
 
     assert_ok(shmreg_register_system(reg, "a", key, 0, 100, 0));
     assert_ok(shmreg_register_system(reg, "b", key, 100, 100, 0));
@@ -102,7 +94,7 @@ static void test_mapped_bytes_limit(void **state)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.max_mapped_bytes = 10000;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
 
     assert_ok(shmreg_register_system(reg, "a", key, 0, 6000, 0));
     assert_fails(shmreg_register_system(reg, "b", key, 0, 6000, 0), SHMREG_ERR_NO_MEMORY,
@@ -123,7 +115,7 @@ static void test_pinned_bytes_limit_is_checked_before_pinning(void **state)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.max_pinned_bytes = 4096;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
 
     /* Refused by the limit before any mapping or pinning, CUDA or not. */
     assert_fails(shmreg_register_system(reg, "a", key, 0, 5000, SHMREG_PIN), SHMREG_ERR_NO_MEMORY,
@@ -162,7 +154,7 @@ static void test_concurrent_registrations_respect_the_limit(void **state)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.max_regions = 37;
-    shmreg_registry *reg = registry_with(t, &cfg);
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
     atomic_int ok = 0;
     struct racer racers[4];
     pthread_t threads[4];

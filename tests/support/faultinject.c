@@ -14,7 +14,7 @@
 static const char *const call_names[FI_NCALLS] = {
     [FI_SHM_OPEN] = "shm_open", [FI_FSTAT] = "fstat",   [FI_MMAP] = "mmap",
     [FI_MUNMAP] = "munmap",     [FI_CLOSE] = "close",   [FI_MALLOC] = "malloc",
-    [FI_CALLOC] = "calloc",
+    [FI_CALLOC] = "calloc",     [FI_FCNTL] = "fcntl",   [FI_LSEEK] = "lseek",
 };
 
 /* The arming thread's state: other threads see armed == false. */
@@ -133,6 +133,16 @@ static int fi_close(int fd)
     return -1;
 }
 
+static int fi_fcntl(int fd, int cmd, int arg)
+{
+    return should_fail(FI_FCNTL) ? -1 : shmreg__sys_default.fcntl(fd, cmd, arg);
+}
+
+static off_t fi_lseek(int fd, off_t off, int whence)
+{
+    return should_fail(FI_LSEEK) ? -1 : shmreg__sys_default.lseek(fd, off, whence);
+}
+
 static void *counted(void *p)
 {
     if (p)
@@ -162,7 +172,8 @@ void fi_install(void)
     shmreg__sys = (struct shmreg__sys){
         .shm_open = fi_shm_open, .fstat = fi_fstat,   .mmap = fi_mmap,
         .munmap = fi_munmap,     .close = fi_close,   .malloc = fi_malloc,
-        .calloc = fi_calloc,     .free = fi_free,
+        .calloc = fi_calloc,     .free = fi_free,     .fcntl = fi_fcntl,
+        .lseek = fi_lseek,
     };
 }
 

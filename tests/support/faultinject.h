@@ -7,7 +7,7 @@
  * frees regions after a grace period) never consumes the injected failure.
  *
  * How each injected failure behaves, as the real call would:
- *  - shm_open, fstat, mmap, malloc, calloc: nothing is done; the
+ *  - shm_open, fstat, mmap, fcntl, lseek, malloc, calloc: nothing is done; the
  *    call returns its failure value with errno set.
  *  - munmap: nothing is unmapped (the mapping stays, as after a real EINVAL);
  *    the shot records addr and length so that the test can unmap it itself.
@@ -28,6 +28,8 @@ enum fi_call {
     FI_CLOSE,
     FI_MALLOC,
     FI_CALLOC,
+    FI_FCNTL,
+    FI_LSEEK,
     FI_NCALLS
 };
 

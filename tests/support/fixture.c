@@ -56,6 +56,14 @@ shmreg_registry *ut_registry(struct ut *t, shmreg_policy policy)
     return t->reg;
 }
 
+shmreg_registry *ut_registry_config(struct ut *t, const shmreg_config *cfg)
+{
+    shmreg_registry_destroy(t->reg);
+    t->reg = NULL;
+    assert_ok(shmreg_registry_create(cfg, &t->reg));
+    return t->reg;
+}
+
 shmreg_registry *ut_new_registry(shmreg_pin_policy pin, shmreg_policy busy)
 {
     shmreg_config cfg;

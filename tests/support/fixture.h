@@ -39,6 +39,9 @@ int ut_teardown(void **state);
 /* Replace the fixture's registry with one whose busy policy is `policy`. */
 shmreg_registry *ut_registry(struct ut *t, shmreg_policy policy);
 
+/* Replace the fixture's registry with one created from cfg. */
+shmreg_registry *ut_registry_config(struct ut *t, const shmreg_config *cfg);
+
 /* A new registry with these pin and busy policies (other settings default),
  * for tests that keep their own fixture. */
 shmreg_registry *ut_new_registry(shmreg_pin_policy pin, shmreg_policy busy);

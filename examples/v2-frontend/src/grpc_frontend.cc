@@ -62,7 +62,8 @@ grpc::StatusCode grpc_code_from_shmreg(shmreg_err e)
     switch (e) {
     case SHMREG_OK: return grpc::StatusCode::OK;
     case SHMREG_ERR_INVALID_ARG:
-    case SHMREG_ERR_OUT_OF_BOUNDS: return grpc::StatusCode::INVALID_ARGUMENT;
+    case SHMREG_ERR_OUT_OF_BOUNDS:
+    case SHMREG_ERR_FAULT: return grpc::StatusCode::INVALID_ARGUMENT; /* the client truncated its region */
     case SHMREG_ERR_ALREADY_EXISTS: return grpc::StatusCode::ALREADY_EXISTS;
     case SHMREG_ERR_NOT_FOUND:
     case SHMREG_ERR_WRONG_KIND: return grpc::StatusCode::NOT_FOUND;

@@ -15,7 +15,9 @@ unsigned http_status_from_shmreg(shmreg_err err)
     case SHMREG_ERR_INVALID_ARG:
     case SHMREG_ERR_ALREADY_EXISTS:
     case SHMREG_ERR_OUT_OF_BOUNDS:
-    case SHMREG_ERR_BUSY: return 400; /* the request cannot be done as asked */
+    case SHMREG_ERR_BUSY:
+    case SHMREG_ERR_FAULT: return 400; /* the request cannot be done as asked (FAULT:
+                                          the client truncated its own region) */
     case SHMREG_ERR_NOT_FOUND:
     case SHMREG_ERR_WRONG_KIND: return 404; /* the name is not one of this endpoint's kind */
     case SHMREG_ERR_UNSUPPORTED: return 501;

@@ -76,17 +76,26 @@ class Exporter:
         self.proc.wait(30)
 
 
-@pytest.fixture
+# Session-scoped, and each makes its CUDA context at once: a framework's
+# first CUDA call opens descriptors (pipes, eventfds) it keeps for the
+# process, and a session fixture is set up before the per-test leak check
+# (conftest.no_leaks) takes its baseline.
+@pytest.fixture(scope="session")
 def torch():
     t = pytest.importorskip("torch")
     if not t.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
+    t.zeros(1, device="cuda")
+    t.cuda.synchronize()
     return t
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cupy():
-    return pytest.importorskip("cupy")
+    cp = pytest.importorskip("cupy")
+    cp.zeros(1)
+    cp.cuda.Device(0).synchronize()
+    return cp
 
 
 @pytest.fixture
@@ -304,7 +313,8 @@ def test_pinned_region_into_torch(torch, make_shm):
 
 
 def test_pinned_lifetime(torch, make_shm):
-    obj = make_shm(SIZE)
+    # Every page written: a window with holes is never pinned (issue 11).
+    obj = make_shm(SIZE, fill=bytes(range(256)))
     reg = shmreg.Registry(pin_policy="always")
     reg.register_system("pinned", obj.key, SIZE)
     with reg.acquire("pinned", 0, SIZE) as region:
