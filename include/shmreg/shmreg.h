@@ -439,7 +439,10 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  * window lies inside its size. fd must be open read-write, or read-only with
  * SHMREG_READONLY. Pinning follows the same rules as shmreg_register_system.
  * Status reports the region as kind SYSTEM with key NULL: a descriptor has no
- * name outside the process that holds it.
+ * name outside the process that holds it, so the registration cache
+ * (cache_bytes) never reuses a mapping for it nor keeps its mapping cached;
+ * its last release is unmapped like any region's (by the reclaim thread
+ * under SHMREG_RECLAIM_BACKGROUND).
  *
  * Errors: as shmreg_register; INVALID_ARG (fd negative, not a regular file,
  * unsealed, an owner the allow-list refuses), SYSTEM (fstat, fcntl or mmap

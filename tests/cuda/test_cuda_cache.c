@@ -2,10 +2,12 @@
  * system region and a CUDA IPC handle registered again after unregister
  * reuse their mapping (pin, IPC open) with every check still made; the
  * reclaim thread unpins, closes IPC handles and unmaps VMM imports after the
- * last release; destroy and trim leave nothing pinned or open. */
+ * last release; destroy and trim leave nothing pinned or open. A hit runs
+ * issue 11's pinning rules (holes, AUTO's budget) as a miss does. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "exporter.h"
@@ -123,6 +125,81 @@ static void test_cached_pins_give_way(void **state)
     shmreg_registry_destroy(reg);
 }
 
+static int pinned_of(shmreg_registry *reg, const char *name)
+{
+    shmreg_region_status *st = ut_status_of(reg, name);
+    int pinned = st->pinned;
+    shmreg_status_free(st, 1);
+    return pinned;
+}
+
+/* issue 11's holes rule on the hit path: a pinned cached mapping is reused
+ * only for a window still populated. With a hole punched into the object
+ * after it was cached, a demanded pin is refused with the miss's message,
+ * and AUTO registers unpinned (its pin dropped before the lookup), as a
+ * registry without the cache does; a window before the hole still hits. */
+static void test_pinned_hit_checks_holes(void **state)
+{
+    struct fixture *f = *state;
+    assert_ok(shmreg_register_system(f->reg, "a", f->key, 0, SIZE, SHMREG_PIN));
+    assert_ok(shmreg_unregister(f->reg, "a", SHMREG_KIND_SYSTEM));
+    int fd = shm_open(f->key, O_RDWR, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(SIZE / 2), 1 << 20), 0);
+    close(fd);
+
+    assert_fails_containing(shmreg_register_system(f->plain, "b", f->key, 0, SIZE, SHMREG_PIN),
+                            SHMREG_ERR_INVALID_ARG, "never populated");
+    char want[1024];
+    snprintf(want, sizeof want, "%s", shmreg_last_error());
+    assert_fails(shmreg_register_system(f->reg, "b", f->key, 0, SIZE, SHMREG_PIN), SHMREG_ERR_INVALID_ARG, want);
+    assert_ok(shmreg_register_system(f->plain, "c", f->key, 0, SIZE, 0));
+    assert_ok(shmreg_register_system(f->reg, "c", f->key, 0, SIZE, 0));
+    assert_int_equal(pinned_of(f->plain, "c"), 0);
+    assert_int_equal(pinned_of(f->reg, "c"), 0);
+    assert_int_equal(stats_of(f->reg).cache_hits, 0);
+
+    assert_ok(shmreg_register_system(f->reg, "d", f->key, 0, SIZE / 4, SHMREG_PIN));
+    assert_int_equal(stats_of(f->reg).cache_hits, 1);
+    assert_int_equal(pinned_of(f->reg, "d"), 1);
+    assert_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_ANY));
+    assert_ok(shmreg_unregister_all(f->plain, SHMREG_KIND_ANY));
+    assert_ok(shmreg_registry_trim(f->reg));
+    assert_int_equal(stats_of(f->reg).pinned_bytes, 0);
+}
+
+/* AUTO's budget (max_pinned_bytes here) with the cache as without it:
+ * cached pins give way to an AUTO pin before that pin is dropped, so the
+ * cache never leaves unpinned what a registry without it pins; past the
+ * budget with nothing left to evict, AUTO registers unpinned. */
+static void test_auto_pin_budget_with_the_cache(void **state)
+{
+    struct fixture *f = *state;
+    char key2[64];
+    tu_shm_create(SIZE / 2, SEED, key2);
+    for (int cached = 0; cached < 2; cached++) {
+        shmreg_config cfg;
+        shmreg_config_init(&cfg);
+        cfg.cache_bytes = cached ? (size_t)1 << 30 : 0;
+        cfg.max_pinned_bytes = SIZE;
+        shmreg_registry *reg = NULL;
+        assert_ok(shmreg_registry_create(&cfg, &reg));
+        assert_ok(shmreg_register_system(reg, "a", f->key, 0, SIZE, 0));
+        assert_int_equal(pinned_of(reg, "a"), 1);
+        assert_ok(shmreg_unregister(reg, "a", SHMREG_KIND_SYSTEM));
+        assert_ok(shmreg_register_system(reg, "b", key2, 0, SIZE / 2, 0));
+        assert_int_equal(pinned_of(reg, "b"), 1);
+        assert_ok(shmreg_register_system(reg, "c", f->key, 0, SIZE, 0));
+        assert_int_equal(pinned_of(reg, "c"), 0);
+        shmreg_stats s = stats_of(reg);
+        assert_int_equal(s.pinned_bytes, SIZE / 2);
+        assert_int_equal(s.cache_hits, 0);
+        assert_int_equal(s.cache_evictions, cached);
+        shmreg_registry_destroy(reg);
+    }
+    tu_shm_unlink(key2);
+}
+
 static void test_ipc_hit_reuses_the_open(void **state)
 {
     struct fixture *f = *state;
@@ -203,6 +280,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         TEST(test_pinned_hit_keeps_the_pin),
         TEST(test_cached_pins_give_way),
+        TEST(test_pinned_hit_checks_holes),
+        TEST(test_auto_pin_budget_with_the_cache),
         TEST(test_ipc_hit_reuses_the_open),
         TEST(test_reclaim_thread_closes_every_kind),
     };

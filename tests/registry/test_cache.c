@@ -22,20 +22,26 @@
 #define OBJ 8192
 #define CACHE (1u << 20)
 
-/* A registry with this cache, limit and owner allow-list, and the same
+/* A config with this cache, limit and owner allow-list, and the same
  * reserved prefix in every test. */
+static void cache_config(shmreg_config *cfg, size_t cache_bytes, size_t max_mapped, const uid_t *owners,
+                         size_t nowners)
+{
+    static const char *const prefixes[] = {"reserved-", NULL};
+    shmreg_config_init(cfg);
+    cfg->pin_policy = SHMREG_PIN_NEVER;
+    cfg->cache_bytes = cache_bytes;
+    cfg->max_mapped_bytes = max_mapped;
+    cfg->allowed_owner_uids = owners;
+    cfg->allowed_owner_uid_count = nowners;
+    cfg->reserved_key_prefixes = prefixes;
+}
+
 static shmreg_registry *new_registry(size_t cache_bytes, size_t max_mapped, const uid_t *owners,
                                      size_t nowners)
 {
-    static const char *const prefixes[] = {"reserved-", NULL};
     shmreg_config cfg;
-    shmreg_config_init(&cfg);
-    cfg.pin_policy = SHMREG_PIN_NEVER;
-    cfg.cache_bytes = cache_bytes;
-    cfg.max_mapped_bytes = max_mapped;
-    cfg.allowed_owner_uids = owners;
-    cfg.allowed_owner_uid_count = nowners;
-    cfg.reserved_key_prefixes = prefixes;
+    cache_config(&cfg, cache_bytes, max_mapped, owners, nowners);
     shmreg_registry *reg = NULL;
     assert_ok(shmreg_registry_create(&cfg, &reg));
     return reg;
@@ -45,9 +51,9 @@ static shmreg_registry *new_registry(size_t cache_bytes, size_t max_mapped, cons
 static shmreg_registry *cached_registry(struct ut *t, size_t cache_bytes, size_t max_mapped,
                                         const uid_t *owners, size_t nowners)
 {
-    shmreg_registry_destroy(t->reg);
-    t->reg = new_registry(cache_bytes, max_mapped, owners, nowners);
-    return t->reg;
+    shmreg_config cfg;
+    cache_config(&cfg, cache_bytes, max_mapped, owners, nowners);
+    return ut_registry_config(t, &cfg);
 }
 
 /* One without the cache: what a miss answers. */
@@ -355,6 +361,94 @@ static void test_destroy_empties_the_cache(void **state)
     assert_int_equal(tu_count_shm_maps(key), 0);
 }
 
+/* issue 11: a FIFO created under a key whose object was cached is refused
+ * as on a miss, and without blocking: the hit path, too, opens the key
+ * non-blocking and checks the object's type before anything else. */
+static void test_hit_path_refuses_a_fifo_without_blocking(void **state)
+{
+    struct ut *t = *state;
+    char key[64], path[100];
+    tu_shm_create(OBJ, 27, key);
+    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
+    shmreg_registry *plain = plain_registry(NULL, 0);
+    leave_cached(reg, "a", key, 0, OBJ, 0);
+    tu_shm_unlink(key);
+    snprintf(path, sizeof path, "/dev/shm%s", key);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10); /* a blocking open would hang here: SIGALRM ends the test */
+    assert_same_refusal(reg, plain, "f", key, 0, 1, SHMREG_READONLY, SHMREG_ERR_INVALID_ARG);
+    assert_same_refusal(reg, plain, "f", key, 0, 1, 0, SHMREG_ERR_INVALID_ARG);
+    alarm(0);
+    unlink(path);
+    assert_int_equal(stats_of(reg).cache_hits, 0);
+    shmreg_registry_destroy(plain);
+}
+
+/* The pin decision is part of what a hit must match: a demanded pin is
+ * never served by an unpinned cached mapping, and answers as a miss does
+ * (UNSUPPORTED without CUDA; with it, pinned in a mapping of its own). */
+static void test_a_demanded_pin_is_not_an_unpinned_hit(void **state)
+{
+    struct ut *t = *state;
+    const char *key = ut_object(t, OBJ, 28);
+    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
+    shmreg_registry *plain = plain_registry(NULL, 0);
+    leave_cached(reg, "a", key, 0, OBJ, 0); /* unpinned: PIN_NEVER */
+    if (!ut_cuda_usable()) {
+        assert_same_refusal(reg, plain, "p", key, 0, OBJ, SHMREG_PIN, SHMREG_ERR_UNSUPPORTED);
+    } else {
+        assert_ok(shmreg_register_system(reg, "p", key, 0, OBJ, SHMREG_PIN));
+        shmreg_region_status *st = ut_status_of(reg, "p");
+        assert_int_equal(st->pinned, 1);
+        assert_int_equal(st->mapping_reused, 0);
+        shmreg_status_free(st, 1);
+        assert_ok(shmreg_unregister(reg, "p", SHMREG_KIND_SYSTEM));
+    }
+    assert_int_equal(stats_of(reg).cache_hits, 0);
+    shmreg_registry_destroy(plain);
+}
+
+/* SHMREG_SOURCE_FD: a descriptor names nothing the cache could find again,
+ * so a descriptor registration neither reuses a mapping (not even one of
+ * the same object, cached under its key) nor leaves its own cached. */
+static void test_descriptors_neither_hit_nor_fill_the_cache(void **state)
+{
+    struct ut *t = *state;
+    const char *key = ut_object(t, OBJ, 29);
+    shmreg_config cfg;
+    cache_config(&cfg, CACHE, 0, NULL, 0);
+    cfg.accept_unsealed_fds = 1; /* a shm object cannot be sealed */
+    shmreg_registry *reg = ut_registry_config(t, &cfg);
+    leave_cached(reg, "a", key, 0, OBJ, 0);
+    int fd = shm_open(key, O_RDWR, 0);
+    assert_true(fd >= 0);
+    assert_ok(shmreg_register_system_fd(reg, "fd1", fd, 0, OBJ, 0));
+    assert_ok(shmreg_register_system_fd(reg, "fd2", fd, 100, 4000, 0));
+    close(fd); /* the registry keeps its own mappings */
+    shmreg_stats s = stats_of(reg);
+    assert_int_equal(s.cache_hits, 0);
+    assert_int_equal(s.cache_misses, 1); /* a's: descriptors are not looked up */
+    assert_int_equal(s.cached_mappings, 1);
+    assert_int_equal(tu_count_shm_maps(key), 3);
+    shmreg_region_status *st = ut_status_of(reg, "fd2");
+    assert_int_equal(st->mapping_reused, 0);
+    assert_int_equal(st->mapping_regions, 1);
+    shmreg_status_free(st, 1);
+
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "fd2", 0, 4000, &ref, &v));
+    ut_assert_pattern(v.addr, 4000, 29, 100);
+    shmreg_release(ref);
+    assert_ok(shmreg_unregister(reg, "fd1", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_unregister(reg, "fd2", SHMREG_KIND_SYSTEM));
+    s = stats_of(reg);
+    assert_int_equal(s.cached_mappings, 1); /* still only a's */
+    assert_int_equal(s.cached_bytes, OBJ);
+    assert_int_equal(s.mapped_bytes, OBJ);
+    assert_int_equal(tu_count_shm_maps(key), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +462,9 @@ int main(void)
         UT_TEST(test_cached_bytes_give_way_to_a_registration),
         UT_TEST(test_cache_bytes_evicts_least_recently_used),
         UT_TEST(test_destroy_empties_the_cache),
+        UT_TEST(test_hit_path_refuses_a_fifo_without_blocking),
+        UT_TEST(test_a_demanded_pin_is_not_an_unpinned_hit),
+        UT_TEST(test_descriptors_neither_hit_nor_fill_the_cache),
     };
     return cmocka_run_group_tests(tests, ut_group_setup, NULL);
 }
