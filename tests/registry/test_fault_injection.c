@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include "backend.h"
 #include "faultinject.h"
 #include "fixture.h"
+#include "registry.h"
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 
@@ -974,17 +976,30 @@ static void assert_nothing_counted(shmreg_registry *reg)
     assert_int_equal(s.cached_mappings, 0);
 }
 
+/* What the reclaim thread is given: a region's last release, after a
+ * mapping was cached for it to evict, or of a descriptor region (never
+ * cached, reclaimed all the same). */
+enum reclaimed { RECLAIM_REGION, RECLAIM_EVICTING, RECLAIM_FD_REGION };
+
+static void register_released(struct fx *f, enum reclaimed what)
+{
+    if (what == RECLAIM_EVICTING) { /* a mapping in the cache, for the release to evict */
+        register_idle(f->reg, "fi-old", 1);
+        check_ok(shmreg_unregister(f->reg, "fi-old", SHMREG_KIND_ANY));
+    }
+    if (what == RECLAIM_FD_REGION)
+        check_ok(shmreg_register_system_fd(f->reg, REG_NAME, memfd, 0, OBJ_SIZE, 0));
+    else
+        register_idle(f->reg, REG_NAME, 0);
+}
+
 /* One shot at the reclaim thread's call n; whether it fired. */
-static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, bool evicting)
+static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, enum reclaimed what)
 {
     long allocations_start = settled_allocations();
     struct tu_baseline start = tu_take_baseline();
     shmreg_view view;
-    if (evicting) { /* a mapping in the cache, for the release to evict */
-        register_idle(f->reg, "fi-old", 1);
-        check_ok(shmreg_unregister(f->reg, "fi-old", SHMREG_KIND_ANY));
-    }
-    register_idle(f->reg, REG_NAME, 0);
+    register_released(f, what);
     check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &f->held, &view));
     check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
     f->log.count = 0;
@@ -995,7 +1010,7 @@ static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, bool evicting)
     check_ok(shmreg_registry_trim(f->reg)); /* waits for the thread */
     struct fi_shot shot = fi_disarm_thread();
 
-    check_reclaim_failure(f, &shot, evicting ? "fi-old" : REG_NAME);
+    check_reclaim_failure(f, &shot, what == RECLAIM_EVICTING ? "fi-old" : REG_NAME);
     check_ok(shmreg_registry_trim(f->reg)); /* the cache, in this thread */
     assert_nothing_counted(f->reg);
     tu_check_baseline(start);
@@ -1006,12 +1021,12 @@ static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, bool evicting)
     return shot.fired;
 }
 
-static unsigned reclaim_every_call(struct fx *f, bool evicting)
+static unsigned reclaim_every_call(struct fx *f, enum reclaimed what)
 {
     unsigned calls = 0;
     for (size_t e = 0; e < sizeof injected_errnos / sizeof *injected_errnos; e++) {
         unsigned n = 1;
-        while (reclaim_attempt(f, n, injected_errnos[e], evicting))
+        while (reclaim_attempt(f, n, injected_errnos[e], what))
             n++;
         calls = n - 1;
     }
@@ -1020,12 +1035,17 @@ static unsigned reclaim_every_call(struct fx *f, bool evicting)
 
 static void test_reclaim_thread_unmaps(void **state)
 {
-    assert_int_equal(reclaim_every_call(*state, false), 1);
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_REGION), 1);
 }
 
 static void test_reclaim_thread_evicts(void **state)
 {
-    assert_int_equal(reclaim_every_call(*state, true), 1);
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_EVICTING), 1);
+}
+
+static void test_reclaim_thread_unmaps_descriptor_regions(void **state)
+{
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_FD_REGION), 1);
 }
 
 /* The last release after destroy: the thread tears the region down, fails,
@@ -1088,6 +1108,76 @@ static void test_refusal_names_bytes_waiting_for_reclaim(void **state)
     check_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_ANY));
 }
 
+/* ------------------------------------------------------------ the releasing thread
+ *
+ * Under BACKGROUND a last release hands the region over, and a release past
+ * zero is caught, without a failable call (no munmap, no close) and without
+ * the lock that register and unregister hold: both finish on a thread of
+ * their own while this one holds that lock. */
+
+struct releases {
+    shmreg_region *refs[2];
+    struct fi_shot shot;
+};
+
+static void *release_both(void *arg)
+{
+    struct releases *r = arg;
+    fi_arm(1, EIO); /* counts this thread's calls; fails the first */
+    shmreg_release(r->refs[0]);
+    shmreg_release(r->refs[1]);
+    r->shot = fi_disarm();
+    return NULL;
+}
+
+static struct fi_shot release_under_lock(shmreg_registry *reg, shmreg_region *a, shmreg_region *b)
+{
+    struct releases r = {.refs = {a, b}};
+    pthread_t th;
+    struct timespec deadline;
+    shmreg__table_lock(reg->table);
+    assert_int_equal(pthread_create(&th, NULL, release_both, &r), 0);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    int waited = pthread_timedjoin_np(th, NULL, &deadline);
+    shmreg__table_unlock(reg->table);
+    if (waited != 0)
+        pthread_join(th, NULL);
+    assert_int_equal(waited, 0); /* ETIMEDOUT: a release waited for the lock */
+    assert_false(r.shot.fired);
+    assert_int_equal(r.shot.calls, 0);
+    return r.shot;
+}
+
+static void test_release_takes_no_lock_and_makes_no_call(void **state)
+{
+    struct fx *f = *state;
+    shmreg_region *a, *b;
+    shmreg_view view;
+    for (enum reclaimed what = RECLAIM_REGION; what <= RECLAIM_FD_REGION; what += 2) {
+        register_released(f, what);
+        check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &a, &view));
+        check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &b, &view));
+        check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY)); /* DEFER: b's release is the last */
+        release_under_lock(f->reg, a, b);
+        check_ok(shmreg_registry_trim(f->reg));
+        assert_nothing_counted(f->reg);
+    }
+    assert_int_equal(tu_count_shm_maps(keys[0]), 0);
+    assert_int_equal(f->log.count, 0);
+
+    register_idle(f->reg, REG_NAME, 0);
+    check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &a, &view));
+    release_under_lock(f->reg, a, a); /* the second is past zero */
+    assert_int_equal(f->log.count, 1);
+    assert_non_null(strstr(f->log.last, "past zero"));
+    check_ok(shmreg_registry_trim(f->reg));
+    assert_int_equal(tu_count_shm_maps(keys[0]), 1); /* kept for the registry */
+    check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    assert_int_equal(tu_count_shm_maps(keys[0]), 0);
+    f->log.count = 0;
+}
+
 /* ------------------------------------------------------------ main */
 
 #define FOR_EACH_POLICY(fn)                                    \
@@ -1113,8 +1203,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_defer, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_detach, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_evicts, setup_background_cached, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps_descriptor_regions, setup_background_cached,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_after_destroy, setup_background_defer, teardown),
         cmocka_unit_test_setup_teardown(test_refusal_names_bytes_waiting_for_reclaim, setup_background_defer,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_release_takes_no_lock_and_makes_no_call, setup_background_defer,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
