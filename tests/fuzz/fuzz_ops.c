@@ -445,6 +445,37 @@ static void release_held(struct world *w, size_t i)
 
 /* ------------------------------------------------------------ operations */
 
+/* The object as a descriptor (SHMREG_SOURCE_FD). A descriptor is never
+ * looked up in the registration cache: its registration counts no hit and
+ * no miss, whatever is cached. */
+static void register_fd(struct world *w, struct input *in, const struct model_register_args *a, shmreg_err want)
+{
+    int fd = a->object >= 0 ? shm_open(object_keys[a->object], O_RDWR, 0) : -1;
+    CHECK(a->object < 0 || fd >= 0, "cannot open the harness's object %d", a->object);
+    shmreg_registration reg;
+    shmreg_registration_init(&reg);
+    reg.source = SHMREG_SOURCE_FD;
+    reg.name = a->name;
+    reg.fd = fd;
+    reg.offset = a->offset;
+    reg.byte_size = a->size;
+    reg.flags = a->flags;
+    reg.tag = a->tag;
+    shmreg_stats before, after;
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &before), SHMREG_OK);
+    shmreg_err got = a->tag || take_u8(in) % 2
+                         ? shmreg_register(w->reg, &reg)
+                         : shmreg_register_system_fd(w->reg, a->name, fd, a->offset, a->size, a->flags);
+    if (fd >= 0)
+        close(fd); /* the registry keeps its own mapping */
+    check_code("register_system_fd", got, want);
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &after), SHMREG_OK);
+    CHECK(after.cache_hits == before.cache_hits && after.cache_misses == before.cache_misses,
+          "a descriptor registration was looked up in the cache (hits %llu -> %llu, misses %llu -> %llu)",
+          (unsigned long long)before.cache_hits, (unsigned long long)after.cache_hits,
+          (unsigned long long)before.cache_misses, (unsigned long long)after.cache_misses);
+}
+
 static void op_register(struct world *w, struct input *in)
 {
     char name_buf[300], key_buf[300];
@@ -463,23 +494,7 @@ static void op_register(struct world *w, struct input *in)
     struct model_region *r = NULL;
     shmreg_err want = model_register(&w->model, &a, &r);
     if (a.via_fd) {
-        int fd = a.object >= 0 ? shm_open(object_keys[a.object], O_RDWR, 0) : -1;
-        CHECK(a.object < 0 || fd >= 0, "cannot open the harness's object %d", a.object);
-        shmreg_registration reg;
-        shmreg_registration_init(&reg);
-        reg.source = SHMREG_SOURCE_FD;
-        reg.name = a.name;
-        reg.fd = fd;
-        reg.offset = a.offset;
-        reg.byte_size = a.size;
-        reg.flags = a.flags;
-        reg.tag = a.tag;
-        shmreg_err got = a.tag || take_u8(in) % 2 ? shmreg_register(w->reg, &reg)
-                                                  : shmreg_register_system_fd(w->reg, a.name, fd, a.offset, a.size,
-                                                                              a.flags);
-        if (fd >= 0)
-            close(fd); /* the registry keeps its own mapping */
-        check_code("register_system_fd", got, want);
+        register_fd(w, in, &a, want);
         return;
     }
     /* Untagged registrations go through both doors: the plain verb and the

@@ -110,6 +110,11 @@ OPS = {
     'descriptors': config(0, owners=4) + reg(0, 0, ZERO, LIMIT, 0x10) + reg(1, 2, U8(7), U8(100), 0x11, tag=TA)
         + reg(2, 10, ZERO, ONE, 0x10) + reg(0, 1, ZERO, ONE, 0x10) + acq(0, ZERO, LIMIT) + acq(1, ZERO, ONE)
         + st() + unr(0) + [REL, 0, REL, 0] + [RECR] + config(0) + reg(0, 0, ZERO, LIMIT, 0x10) + st(),
+    # Descriptors beside the cache: an object cached under its key is not
+    # reused by its descriptor, whose region the reclaim thread unmaps.
+    'descriptors-cached': config(0, owners=4, cache_sel=4) + reg(0, 0, ZERO, LIMIT) + unr(0)
+        + reg(1, 0, ZERO, LIMIT, 0x10) + acq(1, ZERO, ONE) + unr(1) + [REL, 0, TRIM]
+        + reg(0, 0, ZERO, LIMIT) + reg(2, 0, ZERO, ONE, 0x10) + st() + uall(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }
