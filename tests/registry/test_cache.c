@@ -69,6 +69,26 @@ static shmreg_stats stats_of(shmreg_registry *reg)
     return s;
 }
 
+/* Status of name: whether its registration reused a mapping, and how many
+ * regions are on that mapping. */
+static void assert_mapping(shmreg_registry *reg, const char *name, int reused, unsigned regions)
+{
+    shmreg_region_status *st = ut_status_of(reg, name);
+    assert_int_equal(st->mapping_reused, reused);
+    assert_int_equal(st->mapping_regions, regions);
+    shmreg_status_free(st, 1);
+}
+
+/* name's first size bytes, acquired, are tu_pattern(seed, first + i). */
+static void assert_reads(shmreg_registry *reg, const char *name, size_t size, uint8_t seed, size_t first)
+{
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, name, 0, size, &ref, &v));
+    ut_assert_pattern(v.addr, size, seed, first);
+    shmreg_release(ref);
+}
+
 /* Register name on key's [off, off+size), unregister it: its mapping is
  * left in the cache. */
 static void leave_cached(shmreg_registry *reg, const char *name, const char *key, size_t off, size_t size,
@@ -76,6 +96,17 @@ static void leave_cached(shmreg_registry *reg, const char *name, const char *key
 {
     assert_ok(shmreg_register_system(reg, name, key, off, size, flags));
     assert_ok(shmreg_unregister(reg, name, SHMREG_KIND_SYSTEM));
+}
+
+/* A registry with the cache holding key's whole object (region "a" left
+ * it there), and *plain, one without the cache: what a miss answers. */
+static shmreg_registry *hit_candidate(struct ut *t, const char *key, const uid_t *owners, size_t nowners,
+                                      shmreg_registry **plain)
+{
+    shmreg_registry *reg = cached_registry(t, CACHE, 0, owners, nowners);
+    *plain = plain_registry(owners, nowners);
+    leave_cached(reg, "a", key, 0, OBJ, 0);
+    return reg;
 }
 
 /* The same registration on a registry with the cache (where it is a hit
@@ -114,17 +145,11 @@ static void test_reregistration_reuses_the_cached_mapping(void **state)
     assert_int_equal(s.cached_bytes, 0);
     assert_int_equal(s.mapped_bytes, 4000);
     assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_mapping(reg, "b", 1, 1);
     shmreg_region_status *st = ut_status_of(reg, "b");
-    assert_int_equal(st->mapping_reused, 1);
-    assert_int_equal(st->mapping_regions, 1);
     assert_int_equal(st->offset, 100);
     shmreg_status_free(st, 1);
-
-    shmreg_region *ref;
-    shmreg_view v;
-    assert_ok(shmreg_acquire(reg, "b", 0, 4000, &ref, &v));
-    ut_assert_pattern(v.addr, 4000, 11, 100);
-    shmreg_release(ref);
+    assert_reads(reg, "b", 4000, 11, 100);
 
     assert_ok(shmreg_unregister(reg, "b", SHMREG_KIND_SYSTEM));
     assert_ok(shmreg_registry_trim(reg));
@@ -144,14 +169,8 @@ static void test_live_registrations_share_a_mapping(void **state)
     assert_ok(shmreg_register_system(reg, "whole", key, 0, OBJ, 0));
     assert_ok(shmreg_register_system(reg, "part", key, 5000, 3000, 0));
     assert_int_equal(tu_count_shm_maps(key), 1);
-    shmreg_region_status *st = ut_status_of(reg, "whole");
-    assert_int_equal(st->mapping_regions, 2);
-    assert_int_equal(st->mapping_reused, 0);
-    shmreg_status_free(st, 1);
-    st = ut_status_of(reg, "part");
-    assert_int_equal(st->mapping_regions, 2);
-    assert_int_equal(st->mapping_reused, 1);
-    shmreg_status_free(st, 1);
+    assert_mapping(reg, "whole", 0, 2);
+    assert_mapping(reg, "part", 1, 2);
 
     shmreg_region *r1, *r2;
     shmreg_view v1, v2;
@@ -190,9 +209,7 @@ static void test_what_is_not_a_hit(void **state)
     assert_ok(shmreg_acquire(reg, "ro", 0, 100, &ref, &v));
     assert_int_equal(v.writable, 0);
     shmreg_release(ref);
-    assert_ok(shmreg_acquire(reg, "beyond", 0, 200, &ref, &v));
-    ut_assert_pattern(v.addr, 200, 13, 4000);
-    shmreg_release(ref);
+    assert_reads(reg, "beyond", 200, 13, 4000);
 }
 
 /* Unlinked and created again under the same key: another inode, a miss,
@@ -221,11 +238,7 @@ static void test_a_recreated_object_is_a_miss(void **state)
 
     assert_ok(shmreg_register_system(reg, "a", key, 0, OBJ, 0));
     assert_int_equal(stats_of(reg).cache_hits, 0);
-    shmreg_region *ref;
-    shmreg_view v;
-    assert_ok(shmreg_acquire(reg, "a", 0, OBJ, &ref, &v));
-    ut_assert_pattern(v.addr, OBJ, 15, 0);
-    shmreg_release(ref);
+    assert_reads(reg, "a", OBJ, 15, 0);
     shmreg_registry_destroy(plain);
     assert_ok(shmreg_unregister(reg, "a", SHMREG_KIND_SYSTEM));
     shmreg_registry_destroy(t->reg);
@@ -239,9 +252,8 @@ static void test_hit_checks_the_current_size(void **state)
 {
     struct ut *t = *state;
     const char *key = ut_object(t, OBJ, 16);
-    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
-    shmreg_registry *plain = plain_registry(NULL, 0);
-    leave_cached(reg, "a", key, 0, OBJ, 0);
+    shmreg_registry *plain;
+    shmreg_registry *reg = hit_candidate(t, key, NULL, 0, &plain);
 
     int fd = shm_open(key, O_RDWR, 0);
     assert_true(fd >= 0);
@@ -262,9 +274,8 @@ static void test_hit_path_checks_arguments_first(void **state)
 {
     struct ut *t = *state;
     const char *key = ut_object(t, OBJ, 17);
-    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
-    shmreg_registry *plain = plain_registry(NULL, 0);
-    leave_cached(reg, "a", key, 0, OBJ, 0);
+    shmreg_registry *plain;
+    shmreg_registry *reg = hit_candidate(t, key, NULL, 0, &plain);
 
     assert_same_refusal(reg, plain, "", key, 0, 10, 0, SHMREG_ERR_INVALID_ARG);
     assert_same_refusal(reg, plain, "bad\nname", key, 0, 10, 0, SHMREG_ERR_INVALID_ARG);
@@ -291,9 +302,8 @@ static void test_hit_checks_the_owner(void **state)
         skip(); /* changing an object's owner needs root */
     const char *key = ut_object(t, OBJ, 18);
     const uid_t owners[] = {0};
-    shmreg_registry *reg = cached_registry(t, CACHE, 0, owners, 1);
-    shmreg_registry *plain = plain_registry(owners, 1);
-    leave_cached(reg, "a", key, 0, OBJ, 0);
+    shmreg_registry *plain;
+    shmreg_registry *reg = hit_candidate(t, key, owners, 1, &plain);
     int fd = shm_open(key, O_RDWR, 0);
     assert_true(fd >= 0);
     assert_int_equal(fchown(fd, 4242, (gid_t)-1), 0);
@@ -369,9 +379,8 @@ static void test_hit_path_refuses_a_fifo_without_blocking(void **state)
     struct ut *t = *state;
     char key[64], path[100];
     tu_shm_create(OBJ, 27, key);
-    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
-    shmreg_registry *plain = plain_registry(NULL, 0);
-    leave_cached(reg, "a", key, 0, OBJ, 0);
+    shmreg_registry *plain;
+    shmreg_registry *reg = hit_candidate(t, key, NULL, 0, &plain);
     tu_shm_unlink(key);
     snprintf(path, sizeof path, "/dev/shm%s", key);
     assert_int_equal(mkfifo(path, 0600), 0);
@@ -391,9 +400,8 @@ static void test_a_demanded_pin_is_not_an_unpinned_hit(void **state)
 {
     struct ut *t = *state;
     const char *key = ut_object(t, OBJ, 28);
-    shmreg_registry *reg = cached_registry(t, CACHE, 0, NULL, 0);
-    shmreg_registry *plain = plain_registry(NULL, 0);
-    leave_cached(reg, "a", key, 0, OBJ, 0); /* unpinned: PIN_NEVER */
+    shmreg_registry *plain;
+    shmreg_registry *reg = hit_candidate(t, key, NULL, 0, &plain); /* cached unpinned (PIN_NEVER) */
     if (!ut_cuda_usable()) {
         assert_same_refusal(reg, plain, "p", key, 0, OBJ, SHMREG_PIN, SHMREG_ERR_UNSUPPORTED);
     } else {
@@ -430,16 +438,8 @@ static void test_descriptors_neither_hit_nor_fill_the_cache(void **state)
     assert_int_equal(s.cache_misses, 1); /* a's: descriptors are not looked up */
     assert_int_equal(s.cached_mappings, 1);
     assert_int_equal(tu_count_shm_maps(key), 3);
-    shmreg_region_status *st = ut_status_of(reg, "fd2");
-    assert_int_equal(st->mapping_reused, 0);
-    assert_int_equal(st->mapping_regions, 1);
-    shmreg_status_free(st, 1);
-
-    shmreg_region *ref;
-    shmreg_view v;
-    assert_ok(shmreg_acquire(reg, "fd2", 0, 4000, &ref, &v));
-    ut_assert_pattern(v.addr, 4000, 29, 100);
-    shmreg_release(ref);
+    assert_mapping(reg, "fd2", 0, 1);
+    assert_reads(reg, "fd2", 4000, 29, 100);
     assert_ok(shmreg_unregister(reg, "fd1", SHMREG_KIND_SYSTEM));
     assert_ok(shmreg_unregister(reg, "fd2", SHMREG_KIND_SYSTEM));
     s = stats_of(reg);

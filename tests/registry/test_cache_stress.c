@@ -145,9 +145,7 @@ static void run(struct ut *t, size_t cache_bytes, shmreg_reclaim reclaim)
     cfg.pin_policy = SHMREG_PIN_NEVER;
     /* The name is free at once; held views keep the old mapping. */
     cfg.busy_policy = SHMREG_POLICY_DETACH;
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
+    ut_registry_config(t, &cfg);
     static struct worker workers[THREADS];
     atomic_int failures = 0;
     uint64_t deadline = tu_now_ns() + (uint64_t)RUN_MS * 1000000u;

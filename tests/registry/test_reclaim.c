@@ -59,10 +59,7 @@ static shmreg_registry *registry(struct ut *t, shmreg_reclaim mode)
     shmreg_config_init(&cfg);
     cfg.reclaim = mode;
     cfg.pin_policy = SHMREG_PIN_NEVER;
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
-    return t->reg;
+    return ut_registry_config(t, &cfg);
 }
 
 static void test_zero_is_background(void **state)
@@ -135,9 +132,7 @@ static void test_limits_count_until_reclaimed(void **state)
     shmreg_config_init(&cfg);
     cfg.max_mapped_bytes = OBJ;
     cfg.pin_policy = SHMREG_PIN_NEVER;
-    shmreg_registry_destroy(t->reg);
-    t->reg = NULL;
-    assert_ok(shmreg_registry_create(&cfg, &t->reg));
+    ut_registry_config(t, &cfg);
     for (int i = 0; i < 200; i++) {
         shmreg_region *ref;
         shmreg_view v;
