@@ -27,7 +27,7 @@ static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
     st->generation = r->generation;
     st->pinned = r->win.pinned;
     st->flags = r->flags;
-    st->mapping_regions = r->mapping->regions > UINT32_MAX ? UINT32_MAX : (unsigned)r->mapping->regions;
+    st->mapping_regions = r->mapping->regions;
     st->mapping_reused = r->reused;
     return SHMREG_OK;
 }

@@ -622,13 +622,15 @@ typedef struct shmreg_region_status {
     int pinned;             /* SYSTEM region page-locked for DMA */
     unsigned flags;         /* the flags it was registered with */
     const char *tag;        /* owner tag, or NULL */
-    /* Since 1.1: regions (this one included) on this region's mapping;
-     * more than 1 when registrations of the same memory share it. */
-    unsigned mapping_regions;
-    /* Since 1.1: 1 when the registration reused a mapping (from the cache
-     * or another live region) instead of opening its own. */
-    int mapping_reused;
-    void *reserved_[5];     /* zero; room for later fields */
+    /* Since 1.1, each in a pointer-sized slot carved from reserved_, so no
+     * 1.0 offset moves on any ABI. Regions (this one included) on this
+     * region's mapping; more than 1 when registrations of the same memory
+     * share it. */
+    size_t mapping_regions;
+    /* 1 when the registration reused a mapping (from the cache or another
+     * live region) instead of opening its own. */
+    size_t mapping_reused;
+    void *reserved_[4];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
