@@ -100,7 +100,7 @@ static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat 
         err = check_window(r, object_size);
     /* issue 11: never pin (and so fault in) pages the client did not populate. */
     if (err == SHMREG_OK)
-        err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, object_size, &a->pin);
+        err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, st, &a->pin);
     return err;
 }
 

@@ -117,7 +117,7 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__open
                                .length = length, .object_offset = r->offset - delta,
                                .addr = (char *)base + delta, .byte_size = r->byte_size};
     bool pin = a->pin;
-    err = shmreg__system_check_populated(a, r->fd, r->offset, r->byte_size, (size_t)st.st_size, &pin);
+    err = shmreg__system_check_populated(a, r->fd, r->offset, r->byte_size, &st, &pin);
     if (err == SHMREG_OK && pin) {
         err = shmreg__host_pinning.pin(r->name, m.base, m.length, ro != 0);
         m.pinned = err == SHMREG_OK;
