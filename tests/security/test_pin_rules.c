@@ -8,9 +8,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fixture.h"
+#include "sys.h"
 #include "system_window.h"
 
 #define MIB ((size_t)1 << 20)
@@ -30,6 +32,14 @@ static int make_sparse(int fd, size_t size, size_t populated)
 static int sparse_memfd(size_t size, size_t populated)
 {
     return make_sparse(memfd_create("shmreg-sparse", MFD_CLOEXEC), size, populated);
+}
+
+/* fstat of fd, for the holes rule (valid until the next call). */
+static const struct stat *stat_of(int fd)
+{
+    static struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    return &st;
 }
 
 static struct shmreg__open_args args_for(shmreg_registration *r, bool optional)
@@ -53,11 +63,11 @@ static void test_holes_refuse_a_demanded_pin(void **state)
     struct shmreg__open_args a = args_for(&r, false);
     bool pin = true;
     /* The populated first MiB: pinnable, at any offset inside it. */
-    assert_ok(shmreg__system_check_populated(&a, fd, 0, MIB, 4 * MIB, &pin));
-    assert_ok(shmreg__system_check_populated(&a, fd, 100, 4000, 4 * MIB, &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 0, MIB, stat_of(fd), &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 100, 4000, stat_of(fd), &pin));
     assert_true(pin);
     /* A window that reaches the hole. */
-    assert_fails(shmreg__system_check_populated(&a, fd, MIB - 10, 20, 4 * MIB, &pin), SHMREG_ERR_INVALID_ARG,
+    assert_fails(shmreg__system_check_populated(&a, fd, MIB - 10, 20, stat_of(fd), &pin), SHMREG_ERR_INVALID_ARG,
                  "cannot pin shared memory region 'sparse': its window has pages the client never populated (a "
                  "hole at byte 1048576 of the object); pinning would allocate them on the server. Write every "
                  "page first, or register without SHMREG_PIN");
@@ -72,14 +82,14 @@ static void test_holes_drop_an_optional_pin(void **state)
     struct shmreg__open_args a = args_for(&r, true);
     bool pin = true;
     /* The populated first MiB keeps the pin, at any offset inside it. */
-    assert_ok(shmreg__system_check_populated(&a, fd, 0, MIB, 4 * MIB, &pin));
-    assert_ok(shmreg__system_check_populated(&a, fd, 100, 4000, 4 * MIB, &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 0, MIB, stat_of(fd), &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 100, 4000, stat_of(fd), &pin));
     assert_true(pin);
     /* A window that reaches the hole, by one page or by all of it. */
-    assert_ok(shmreg__system_check_populated(&a, fd, MIB - 10, 20, 4 * MIB, &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, MIB - 10, 20, stat_of(fd), &pin));
     assert_false(pin); /* AUTO: registered unpinned */
     pin = true;
-    assert_ok(shmreg__system_check_populated(&a, fd, 2 * MIB, MIB, 4 * MIB, &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 2 * MIB, MIB, stat_of(fd), &pin));
     assert_false(pin);
     close(fd);
 }
@@ -93,9 +103,40 @@ static void test_partial_last_page(void **state)
     shmreg_registration r;
     struct shmreg__open_args a = args_for(&r, true);
     bool pin = true;
-    assert_ok(shmreg__system_check_populated(&a, fd, 0, 4196, 4196, &pin));
+    assert_ok(shmreg__system_check_populated(&a, fd, 0, 4196, stat_of(fd), &pin));
     assert_true(pin);
     close(fd);
+}
+
+static off_t lseek_calls;
+static off_t counting_lseek(int fd, off_t off, int whence)
+{
+    lseek_calls++;
+    return lseek(fd, off, whence);
+}
+
+/* A tmpfs object whose every page is allocated has no hole, which fstat's
+ * block count says without the page walk of SEEK_HOLE (milliseconds for a
+ * large object, on every registration and cache hit); a sparse one still
+ * gets the walk. */
+static void test_fully_written_object_skips_the_walk(void **state)
+{
+    off_t (*saved)(int, off_t, int) = shmreg__sys.lseek;
+    shmreg__sys.lseek = counting_lseek;
+    shmreg_registration r;
+    struct shmreg__open_args a = args_for(&r, true);
+    bool pin = true;
+    int full = sparse_memfd(4 * MIB, 4 * MIB), sparse = sparse_memfd(4 * MIB, MIB);
+    lseek_calls = 0;
+    assert_ok(shmreg__system_check_populated(&a, full, MIB, MIB, stat_of(full), &pin));
+    assert_true(pin);
+    assert_int_equal(lseek_calls, 0);
+    assert_ok(shmreg__system_check_populated(&a, sparse, 0, MIB, stat_of(sparse), &pin));
+    assert_true(pin);
+    assert_int_equal(lseek_calls, 1);
+    shmreg__sys.lseek = saved;
+    close(full);
+    close(sparse);
 }
 
 static void test_auto_budget(void **state)
@@ -206,6 +247,7 @@ int main(void)
         UT_TEST(test_holes_refuse_a_demanded_pin),
         UT_TEST(test_holes_drop_an_optional_pin),
         UT_TEST(test_partial_last_page),
+        UT_TEST(test_fully_written_object_skips_the_walk),
         UT_TEST(test_auto_budget),
         UT_TEST(test_decide_pin),
         UT_TEST(test_register_sparse_object_with_pin),
