@@ -554,6 +554,11 @@ static double loop_per_s(const char *key, size_t size, size_t cache_bytes, doubl
         cycles++;
     }
     double rate = (double)cycles / (now_s() - t0);
+    shmreg_stats st;
+    check_shmreg(shmreg_registry_stats(reg, &st), "stats");
+    printf("<!-- cache_bytes %zu: %ld cycles, cache hits %llu, misses %llu, evictions %llu -->\n", cache_bytes,
+           cycles, (unsigned long long)st.cache_hits, (unsigned long long)st.cache_misses,
+           (unsigned long long)st.cache_evictions);
     shmreg_registry_destroy(reg);
     return rate;
 }
