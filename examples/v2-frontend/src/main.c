@@ -42,6 +42,8 @@ static shmreg_registry *create_registry(const frontend_options *o)
     cfg.busy_policy = o->busy_policy;
     cfg.reserved_key_prefixes = o->reserved_prefixes; /* copied by create */
     cfg.pin_policy = o->pin_policy; /* --pin */
+    cfg.reclaim = o->reclaim;         /* --reclaim */
+    cfg.cache_bytes = o->cache_bytes; /* --cache-bytes */
     cfg.log_fn = log_to_stderr;
     access_config(&o->access, &cfg); /* --allow-uid, --max-*: copied by create */
     shmreg_registry *reg = NULL;

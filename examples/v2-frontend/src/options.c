@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ static void usage(FILE *to, const char *argv0)
             "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"
             "  --pin P                     never | auto | always: page-lock registered system regions\n"
             "                              for DMA (default auto: when a CUDA device is usable)\n"
+            "  --reclaim R                 background | inline: who unmaps (unpins) a region after\n"
+            "                              its last request: the library's thread, or that request's\n"
+            "                              (default background)\n"
+            "  --cache-bytes N             keep up to N bytes of mappings (and pins) of unregistered\n"
+            "                              regions for clients that register the same shm again,\n"
+            "                              0 = off (default 0; see README for a value)\n"
             "  --gpus LIST                 devices of the GPU model 'yolo': all, none or e.g. 0,1\n"
             "                              (default all)\n"
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
@@ -118,6 +125,18 @@ static int parse_bool(const char *opt, const char *s, int *out)
     return parse_choice(opt, s, values, sizeof values / sizeof values[0], out);
 }
 
+static int parse_reclaim(const char *s, shmreg_reclaim *out)
+{
+    static const choice modes[] = {
+        {"background", SHMREG_RECLAIM_BACKGROUND},
+        {"inline", SHMREG_RECLAIM_INLINE},
+    };
+    int v;
+    int rc = parse_choice("--reclaim", s, modes, sizeof modes / sizeof modes[0], &v);
+    *out = (shmreg_reclaim)v;
+    return rc;
+}
+
 static int parse_pin(const char *s, shmreg_pin_policy *out)
 {
     static const choice policies[] = {
@@ -185,7 +204,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
            OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
-           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT,
+           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -198,6 +217,8 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"max-body-mb", required_argument, NULL, OPT_BODY},
         {"drain-s", required_argument, NULL, OPT_DRAIN},
         {"pin", required_argument, NULL, OPT_PIN},
+        {"reclaim", required_argument, NULL, OPT_RECLAIM},
+        {"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
@@ -223,6 +244,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
     *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
+                            .reclaim = SHMREG_RECLAIM_BACKGROUND,
                             .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
                             .uds_max_connections = 64, .uds_max_regions = 16,
                             .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
@@ -255,6 +277,11 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_BODY: rc = parse_uint("--max-body-mb", optarg, 1, 4096, &v); o->max_body = (size_t)v << 20; break;
         case OPT_DRAIN: rc = parse_uint("--drain-s", optarg, 0, 3600, &v); o->drain_s = (unsigned)v; break;
         case OPT_PIN: rc = parse_pin(optarg, &o->pin_policy); break;
+        case OPT_RECLAIM: rc = parse_reclaim(optarg, &o->reclaim); break;
+        case OPT_CACHE_BYTES:
+            rc = parse_uint("--cache-bytes", optarg, 0, SIZE_MAX, &v);
+            o->cache_bytes = (size_t)v;
+            break;
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;

@@ -82,6 +82,10 @@ int route_match(const char *url, route *out)
             return 0; /* longer than any route */
         seg[n++] = s;
     }
+    if (n == 1 && is(seg[0], "metrics")) { /* Triton's path, outside v2 */
+        out->id = ROUTE_METRICS;
+        return 0;
+    }
     if (n == 0 || !is(seg[0], "v2"))
         return 0;
     if (n == 1) {

@@ -16,7 +16,8 @@ typedef enum route_id {
     ROUTE_MODEL_INFER,
     ROUTE_SHM_STATUS,   /* region NULL: every region of the kind */
     ROUTE_SHM_REGISTER,
-    ROUTE_SHM_UNREGISTER /* region NULL: every region of the kind */
+    ROUTE_SHM_UNREGISTER, /* region NULL: every region of the kind */
+    ROUTE_METRICS        /* metrics: Prometheus text, as Triton serves it */
 } route_id;
 
 typedef struct route {

@@ -24,6 +24,7 @@
 
 #include "endpoints.h"
 #include "infer.h"
+#include "metrics.h"
 #include "models.h"
 #include "reply.h"
 #include "request.h"
@@ -58,6 +59,7 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
     case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
+    case ROUTE_METRICS: metrics_handle(s->registry, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
     case ROUTE_SHM_UNREGISTER:
@@ -144,6 +146,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, rep
         snprintf(len, sizeof len, "%zu", r->json_len);
         MHD_add_response_header(resp, "Inference-Header-Content-Length", len);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    } else if (r->len && rq->rt.id == ROUTE_METRICS && r->status == 200) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, METRICS_CONTENT_TYPE);
     } else if (r->len) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     }

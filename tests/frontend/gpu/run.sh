@@ -3,7 +3,8 @@
 # library (SHMREG_WITH_CUDA=ON) and install it to a prefix, build
 # examples/v2-frontend against it with FRONTEND_WITH_CUDA=ON, then run
 # tests/frontend/gpu/test_cuda_infer.py (the device copy) and
-# test_gpu_model.py (the GPU model 'yolo') with the machine's python3 (CuPy,
+# test_gpu_model.py (the GPU model 'yolo'), then the bench
+# register_per_request.py (issue 10), with the machine's python3 (CuPy,
 # NumPy and pytest are in its image; tritonclient is not, so the tests speak
 # plain HTTP, and test_gpu_model.py adds tritonclient where PYTHONPATH holds
 # it: tests/frontend/gpu/issue14.sh installs the carried wheels there). The
@@ -111,5 +112,18 @@ if [ "$rc" -ne 0 ]; then
 elif ! grep -qE "[0-9]+ passed" <<<"$last"; then
   rc=1 # all skipped: no CuPy or no device where one is expected
 fi
-summary "${last:-no pytest summary} (rc=$rc)"
+
+# Issue 10's frontend row, with this CUDA build: register, infer, unregister
+# per request, pinned 16 MiB, cache off then on (about 25 s).
+echo "=== frontend-gpu: tests/frontend/gpu/register_per_request.py (figures in $OUT/register-per-request.md)"
+FRONTEND_BIN=$BIN OUT=$OUT PYTHONDONTWRITEBYTECODE=1 timeout 60 \
+  "$PYTHON" tests/frontend/gpu/register_per_request.py --seconds 10 >>"$LOG" 2>&1
+bench_rc=$?
+if [ "$bench_rc" -eq 0 ]; then
+  cat "$OUT/register-per-request.md"
+else
+  tail -20 "$LOG"
+  rc=1
+fi
+summary "${last:-no pytest summary} (rc=$rc, register-per-request bench rc=$bench_rc)"
 exit "$rc"

@@ -1,0 +1,279 @@
+"""Issue 10 section 3: the C frontend's GET /metrics (Prometheus text 0.0.4)
+and its --reclaim and --cache-bytes flags. Each test reads the page with a
+strict parser (prometheus_text.py) and checks that the figures move as the
+registry's state does: a region registered, a slow request holding it, the
+unregister draining through the reclaim thread (or inline), a cache hit.
+
+The C frontend only (examples/python-frontend has no /metrics)."""
+import subprocess
+import threading
+from multiprocessing import shared_memory
+
+import pytest
+
+from frontend_process import binary
+from prometheus_text import scrape
+
+pytestmark = pytest.mark.frontends("c")
+
+NBYTES = 64  # one [1, 16] INT32 tensor
+SYS = "/v2/systemsharedmemory"
+MODELS = ("simple", "simple_delayed", "identity", "yolo")
+
+# Every field of shmreg_stats, under its metric name and type.
+REGISTRY_METRICS = {
+    "shmreg_regions": "gauge",
+    "shmreg_pending_regions": "gauge",
+    "shmreg_detached_regions": "gauge",
+    "shmreg_references": "gauge",
+    "shmreg_mapped_regions": "gauge",
+    "shmreg_mapped_bytes": "gauge",
+    "shmreg_pinned_bytes": "gauge",
+    "shmreg_registrations_total": "counter",
+    "shmreg_registration_refusals_total": "counter",
+    "shmreg_reclaim_waiting_bytes": "gauge",
+    "shmreg_cached_bytes": "gauge",
+    "shmreg_cached_mappings": "gauge",
+    "shmreg_cache_hits_total": "counter",
+    "shmreg_cache_misses_total": "counter",
+    "shmreg_cache_evictions_total": "counter",
+}
+
+# Triton's per-model metrics, each with the /v2/models/stats figure it is:
+# (path in the model's statistics, divisor from nanoseconds to microseconds).
+MODEL_METRICS = {
+    "nv_inference_request_success": (("inference_stats", "success", "count"), 1),
+    "nv_inference_request_failure": (("inference_stats", "fail", "count"), 1),
+    "nv_inference_count": (("inference_count",), 1),
+    "nv_inference_exec_count": (("execution_count",), 1),
+    "nv_inference_request_duration_us": (("inference_stats", "success", "ns"), 1000),
+    "nv_inference_queue_duration_us": (("inference_stats", "queue", "ns"), 1000),
+    "nv_inference_compute_input_duration_us": (("inference_stats", "compute_input", "ns"), 1000),
+    "nv_inference_compute_infer_duration_us": (("inference_stats", "compute_infer", "ns"), 1000),
+    "nv_inference_compute_output_duration_us": (("inference_stats", "compute_output", "ns"),
+                                                1000),
+}
+
+
+def registry(server):
+    """{metric name: value} of the shmreg_ metrics now."""
+    _, metrics = scrape(server)
+    return {name: metrics.value(name) for name in REGISTRY_METRICS}
+
+
+@pytest.fixture
+def shm(shm_key):
+    """make(suffix, size) -> key of a new shm object of size bytes, zeros
+    (the inputs of infer_from), every page touched; unlinked afterwards."""
+    created = []
+
+    def make(suffix, size=4 * NBYTES):
+        mem = shared_memory.SharedMemory(name=shm_key(suffix).lstrip("/"), create=True, size=size)
+        created.append(mem)
+        mem.buf[:] = bytes(size)
+        return "/" + mem.name.lstrip("/")
+
+    yield make
+    for mem in created:
+        mem.close()
+        mem.unlink()
+
+
+def register(server, name, key, size):
+    return server.json("POST", f"{SYS}/region/{name}/register", {"key": key, "byte_size": size})
+
+
+def unregister(server, name):
+    assert server.json("POST", f"{SYS}/region/{name}/unregister") == (200, None)
+
+
+def infer_from(server, model, region):
+    """model (simple or simple_delayed) on INPUT0, INPUT1 at offsets 0 and 64 of region."""
+    def shm_input(name, offset):
+        return {"name": name, "datatype": "INT32", "shape": [1, 16],
+                "parameters": {"shared_memory_region": region, "shared_memory_offset": offset,
+                               "shared_memory_byte_size": NBYTES}}
+    body = {"inputs": [shm_input("INPUT0", 0), shm_input("INPUT1", NBYTES)]}
+    return server.json("POST", f"/v2/models/{model}/infer", body)
+
+
+def wait_for(server, what, predicate, timeout=10):
+    """Scrape until predicate(registry values) holds; the last values."""
+    seen = {}
+
+    def check():
+        seen.update(registry(server))
+        return predicate(seen)
+    server.wait_until(check, timeout=timeout, what=f"{what} (last: {seen})")
+    return seen
+
+
+# ---------------------------------------------------------------- the page
+
+
+def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
+    server = start_frontend()
+    content_type, metrics = scrape(server)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    for name, kind in REGISTRY_METRICS.items():
+        assert metrics.type[name] == kind, name
+        assert metrics.help[name], name
+        assert metrics.value(name) == 0, name
+    shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
+    assert sorted(shmreg_names) == sorted(REGISTRY_METRICS)
+    for name in shmreg_names:  # Prometheus's naming: only counters end in _total
+        assert name.endswith("_total") == (metrics.type[name] == "counter"), name
+    for name in MODEL_METRICS:
+        assert metrics.type[name] == "counter", name
+        for model in MODELS:
+            assert metrics.value(name, model=model, version="1") == 0, (name, model)
+
+
+def test_model_metrics_are_the_statistics_extension_figures(start_frontend, shm):
+    server = start_frontend("--delay-ms", "20")
+    key = shm("io")
+    assert register(server, "io", key, 4 * NBYTES)[0] == 200
+    for model in ("simple", "simple", "simple_delayed"):
+        assert infer_from(server, model, "io")[0] == 200
+    assert server.json("POST", "/v2/models/simple/infer", {"inputs": []})[0] == 400
+    unregister(server, "io")
+    _, metrics = scrape(server)
+    status, stats = server.json("GET", "/v2/models/stats")
+    assert status == 200
+    by_model = {s["name"]: s for s in stats["model_stats"]}
+    assert metrics.value("nv_inference_request_success", model="simple", version="1") == 2
+    assert metrics.value("nv_inference_request_failure", model="simple", version="1") == 1
+    assert metrics.value("nv_inference_request_duration_us", model="simple_delayed",
+                         version="1") >= 20000  # it slept --delay-ms 20
+    for name, (path, divisor) in MODEL_METRICS.items():
+        for model in MODELS:
+            figure = by_model[model]
+            for key in path:
+                figure = figure[key]
+            assert metrics.value(name, model=model, version="1") == figure // divisor, (name, model)
+
+
+def test_metrics_page_stays_the_same_size_whatever_is_registered(start_frontend, shm):
+    """Bounded output: the page has one line per metric (and per model), not
+    per region or per client."""
+    server = start_frontend()
+    before = server.request("GET", "/metrics")[2]
+    for i in range(32):
+        assert register(server, f"r{i}", shm(f"r{i}"), 4 * NBYTES)[0] == 200
+    after = server.request("GET", "/metrics")[2]
+    assert after.count(b"\n") == before.count(b"\n")
+    assert len(after) < 16384
+    assert registry(server)["shmreg_regions"] == 32
+    for i in range(32):
+        unregister(server, f"r{i}")
+
+
+# ------------------------------------------------ the figures as regions live
+
+
+@pytest.mark.parametrize("reclaim", ["background", "inline"])
+def test_register_infer_unregister_move_the_gauges(start_frontend, shm, reclaim):
+    """register: regions and mapped bytes up; a slow request: references held,
+    then none; unregistered while in use: pending until the request ends,
+    then nothing mapped and nothing waiting for reclaim."""
+    size = 1 << 20
+    server = start_frontend("--reclaim", reclaim, "--delay-ms", "1500")
+    key = shm("slow", size)
+    assert register(server, "slow", key, size)[0] == 200
+    now = registry(server)
+    assert (now["shmreg_regions"], now["shmreg_mapped_regions"]) == (1, 1)
+    assert now["shmreg_mapped_bytes"] >= size
+    assert now["shmreg_registrations_total"] == 1 and now["shmreg_references"] == 0
+
+    answers = []
+    request = threading.Thread(target=lambda: answers.append(
+        infer_from(server, "simple_delayed", "slow")))
+    request.start()
+    try:
+        wait_for(server, "the slow request's references",
+                 lambda m: m["shmreg_references"] >= 1)
+        unregister(server, "slow")  # defer: the region waits for the request
+        now = registry(server)
+        assert now["shmreg_pending_regions"] == 1 and now["shmreg_mapped_bytes"] >= size
+    finally:
+        request.join()
+    assert answers[0][0] == 200, answers
+    drained = wait_for(server, "the region unmapped",
+                       lambda m: m["shmreg_mapped_regions"] == 0)
+    assert drained["shmreg_references"] == 0
+    assert drained["shmreg_regions"] == drained["shmreg_pending_regions"] == 0
+    assert drained["shmreg_mapped_bytes"] == drained["shmreg_reclaim_waiting_bytes"] == 0
+    assert drained["shmreg_registrations_total"] == 1
+
+
+def test_refused_registrations_are_counted(start_frontend, shm, shm_key):
+    server = start_frontend()
+    assert register(server, "none", shm_key("absent"), NBYTES)[0] == 500  # no such object
+    assert register(server, "past", shm("small", NBYTES), 2 * NBYTES)[0] == 400  # past its end
+    now = registry(server)
+    assert now["shmreg_registration_refusals_total"] == 2
+    assert now["shmreg_registrations_total"] == now["shmreg_regions"] == 0
+
+
+# ------------------------------------------------------------ the cache flag
+
+
+def test_cache_keeps_the_mapping_and_a_second_registration_hits_it(start_frontend, shm):
+    size = 1 << 20
+    server = start_frontend("--cache-bytes", str(4 * size))
+    key = shm("cached", size)
+    assert register(server, "a", key, size)[0] == 200
+    now = registry(server)
+    assert (now["shmreg_cache_misses_total"], now["shmreg_cache_hits_total"]) == (1, 0)
+    unregister(server, "a")
+    cached = wait_for(server, "the mapping cached", lambda m: m["shmreg_cached_mappings"] == 1)
+    assert cached["shmreg_cached_bytes"] >= size
+    assert cached["shmreg_mapped_bytes"] == cached["shmreg_cached_bytes"]
+    assert cached["shmreg_regions"] == 0
+
+    assert register(server, "a", key, size)[0] == 200  # the same key again
+    hit = registry(server)
+    assert hit["shmreg_cache_hits_total"] == cached["shmreg_cache_hits_total"] + 1
+    assert hit["shmreg_cache_misses_total"] == cached["shmreg_cache_misses_total"]
+    assert hit["shmreg_cached_bytes"] == 0 and hit["shmreg_regions"] == 1
+    assert infer_from(server, "simple", "a")[0] == 200
+    unregister(server, "a")
+
+
+def test_without_cache_bytes_nothing_is_cached(start_frontend, shm):
+    server = start_frontend()
+    key = shm("uncached")
+    for _ in range(2):
+        assert register(server, "a", key, 4 * NBYTES)[0] == 200
+        unregister(server, "a")
+    now = wait_for(server, "nothing mapped", lambda m: m["shmreg_mapped_regions"] == 0)
+    assert now["shmreg_cache_hits_total"] == now["shmreg_cached_bytes"] == 0
+    assert now["shmreg_mapped_bytes"] == 0 and now["shmreg_registrations_total"] == 2
+
+
+def test_cache_bytes_bounds_what_stays_cached(start_frontend, shm):
+    """A mapping larger than --cache-bytes is unmapped, not kept."""
+    size = 1 << 20
+    server = start_frontend("--cache-bytes", str(size // 2))
+    assert register(server, "big", shm("big", size), size)[0] == 200
+    unregister(server, "big")
+    now = wait_for(server, "nothing mapped", lambda m: m["shmreg_mapped_regions"] == 0)
+    assert now["shmreg_cached_bytes"] == now["shmreg_mapped_bytes"] == 0
+
+
+# ----------------------------------------------------------------- the flags
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--reclaim", "lazy"), "--reclaim wants background or inline, got 'lazy'"),
+    (("--reclaim", ""), "--reclaim wants background or inline, got ''"),
+    (("--cache-bytes", "-1"), "--cache-bytes wants an integer"),
+    (("--cache-bytes", "1GiB"), "--cache-bytes wants an integer"),
+    (("--cache-bytes", ""), "--cache-bytes wants an integer"),
+    (("--cache-bytes", "18446744073709551616"), "--cache-bytes wants an integer"),
+])
+def test_bad_flag_values_are_refused_at_start(args, message):
+    proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
+                          timeout=20)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert message in proc.stderr
