@@ -68,12 +68,16 @@ static void churn_once(const churn_setup *s, size_t page, uint64_t cycle)
         bench_fatal("%s: acquire %s: %s", d->name, CHURN_NAME, d->last_error());
     for (size_t off = 0; off < s->churn_size; off += page)
         ((volatile char *)addr)[off] = (char)cycle;
-    /* Unregister first, then drop the last reference: the unmapping is then
-     * the last release's, which under background reclaim is the reclaim
-     * thread's, running beside the readers (issue 10's churn row). */
+    /* Where the design allows it, unregister first and drop the last
+     * reference after: the unmapping is then the last release's, which
+     * under background reclaim is the reclaim thread's, running beside the
+     * readers (issue 10's churn row). */
+    if (!d->releases_last)
+        d->release(&ref);
     if (d->unregister(s->reg, CHURN_NAME) != 0)
         bench_fatal("%s: unregister %s: %s", d->name, CHURN_NAME, d->last_error());
-    d->release(&ref);
+    if (d->releases_last)
+        d->release(&ref);
 }
 
 static void *churner_main(void *arg)

@@ -51,6 +51,7 @@ const bench_design bench_design_shmreg = {
     .release = shmreg_design_release,
     .unregister = shmreg_design_unregister,
     .last_error = shmreg_last_error,
+    .releases_last = 1,
 };
 
 static void *triton_design_create(void)

@@ -27,6 +27,11 @@ typedef struct bench_design {
     void (*release)(bench_ref *ref);
     int (*unregister)(void *reg, const char *name);
     const char *(*last_error)(void);
+    /* Unregistering a region in use is done at once and its last release
+     * unmaps it (libshmreg's DEFER); the churner then releases last, so
+     * that the unmapping runs where the design runs its deleter (libshmreg:
+     * the reclaim thread). Otherwise it releases before unregistering. */
+    int releases_last;
 } bench_design;
 
 /* libshmreg through its public API, system regions never pinned (pinning is a

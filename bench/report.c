@@ -114,9 +114,9 @@ void report_latency_begin(const bench_options *o, uint64_t timer_ns)
             "after %.2f s warm-up each, designs alternating, every sample counted. Each acquire\n"
             "is timed alone with clock_gettime (a back-to-back pair costs %" PRIu64
             " ns here, included).\nMeanwhile one more thread registers a %zu MiB region, writes "
-            "a byte per page through\nan acquired view, unregisters it and releases the view (the "
-            "last release: shmreg's\nreclaim thread unmaps), over and over. Stalls: acquires "
-            "over %u us.\n\n",
+            "a byte per page through\nan acquired view, and gives it up (shmreg: unregisters, then "
+            "releases last, so that\nits reclaim thread unmaps; triton-style: releases, then "
+            "unregisters), over and over.\nStalls: acquires over %u us.\n\n",
             o->latency_readers, o->latency_regions, o->repeat, o->latency_seconds, o->warmup_s,
             timer_ns, o->churn_mib, CHURN_STALL_NS / 1000u);
     fprintf(tables, "| design | p50 | p99 | p99.9 | max | acquires timed | stalls | churn cycles/s |\n");
