@@ -1,0 +1,58 @@
+"""Fixtures of the parity tests: one real Triton (triton_process.Triton) and
+one example frontend (the C binary of $FRONTEND_BIN, HTTP and gRPC), each
+started once for the session and stopped at its end; the example must then
+exit 0 with nothing left mapped or open, as in tests/frontend."""
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "frontend"))
+
+from frontend_process import binary, leftover_report  # noqa: E402
+from grpc_support import start_with_grpc  # noqa: E402
+from triton_process import Triton  # noqa: E402
+
+# Every shm object of a run starts with this; answers show it as <m>.
+MARKER = f"shmreg_parity_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+# The example's largest request body, in MiB (cases.OVERSIZED is just past it).
+MAX_BODY_MB = 1
+
+
+def frontend_args():
+    """The example's options: a 1 MiB body limit, and client shared memory
+    allowed where the binary has a switch for it (Triton 2.51 has none and
+    always allows it)."""
+    args = ["--max-body-mb", str(MAX_BODY_MB)]
+    help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
+    if "--allow-client-shm" in help_text:
+        args.append("--allow-client-shm=true" if "--allow-client-shm=" in help_text
+                    else "--allow-client-shm")
+    return args
+
+
+@pytest.fixture(scope="session")
+def triton():
+    server = Triton()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ours():
+    server = start_with_grpc(*frontend_args())
+    yield server
+    rc, err = server.stop()
+    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert leftover_report(err) == (0, 0), err
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_shm_objects_left():
+    yield
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(MARKER)]
+    assert left == [], f"shm objects left in /dev/shm: {left}"
