@@ -11,9 +11,7 @@ frontend=build/frontend-ci   # shared with tier 60: built once when both run
 venv=build/triton-parity/venv
 
 build_v2_frontend "$frontend"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# 0.7.0 carries tritonserver 2.51.0: the answers in expected_differences.toml are that version's.
-"$venv/bin/pip" install -q 'nvidia-pytriton==0.7.0' numpy 'tritonclient[http,grpc]' pytest
+setup_triton_venv "$venv"
 
 rc=0
 "$venv/bin/python" tests/triton_parity/triton_process.py --check || rc=$?

@@ -41,3 +41,13 @@ frontend_cmake() {
     || { cat "$out.configure.log"; return 1; }
   cmake --build "$out" -j "$JOBS"
 }
+
+# setup_triton_venv VENV: a venv with a real Triton (PyPI's nvidia-pytriton
+# 0.7.0 carries tritonserver 2.51.0; tests/triton_parity/expected_differences.toml
+# holds that version's answers), numpy for its Python-backend models, the
+# official clients and pytest.
+setup_triton_venv() {
+  local venv=$1
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q 'nvidia-pytriton==0.7.0' numpy 'tritonclient[http,grpc]' pytest
+}
