@@ -149,8 +149,13 @@ def register_duplicate_name(c, shm):
 
 @case()
 def register_same_key_twice(c, shm):
+    """Accepted or refused, no more: Triton 2.51 maps the second region
+    through the descriptor it kept from the first, which it has closed, so
+    its status and words depend on what that descriptor number is now
+    (500 'Invalid shared memory region' or 400 'invalid args')."""
     c.register_system("r1", shm.key("obj"), 0, PAGE)
-    return c.register_system("r2", shm.key("obj"), 0, PAGE)
+    answer = c.register_system("r2", shm.key("obj"), 0, PAGE)
+    return "accepted" if answer in ("200", "OK") else "refused"
 
 
 # ------------------------------------------------------------ status, unregister

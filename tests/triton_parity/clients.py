@@ -81,13 +81,17 @@ class HttpClient(Client):
         return self.request("POST", f"/v2/systemsharedmemory/region/{name}/register",
                             {"key": key, "offset": offset, "byte_size": byte_size})
 
+    @staticmethod
+    def path(kind, name, verb):
+        """The route of `verb` (status, unregister) for one region or all."""
+        return (f"/v2/{kind}sharedmemory/region/{name}/{verb}" if name
+                else f"/v2/{kind}sharedmemory/{verb}")
+
     def status_system(self, name=None):
-        path = f"/v2/systemsharedmemory/region/{name}/status" if name else "/v2/systemsharedmemory/status"
-        return self.request("GET", path)
+        return self.request("GET", self.path("system", name, "status"))
 
     def unregister_system(self, name=None):
-        path = f"/v2/systemsharedmemory/region/{name}/unregister" if name else "/v2/systemsharedmemory/unregister"
-        return self.request("POST", path)
+        return self.request("POST", self.path("system", name, "unregister"))
 
     # --- CUDA shared memory
     def register_cuda(self, name, raw_handle, device_id, byte_size):
@@ -97,12 +101,10 @@ class HttpClient(Client):
                             {"raw_handle": {"b64": b64}, "device_id": device_id, "byte_size": byte_size})
 
     def status_cuda(self, name=None):
-        path = f"/v2/cudasharedmemory/region/{name}/status" if name else "/v2/cudasharedmemory/status"
-        return self.request("GET", path)
+        return self.request("GET", self.path("cuda", name, "status"))
 
     def unregister_cuda(self, name=None):
-        path = f"/v2/cudasharedmemory/region/{name}/unregister" if name else "/v2/cudasharedmemory/unregister"
-        return self.request("POST", path)
+        return self.request("POST", self.path("cuda", name, "unregister"))
 
     # --- inference
     def infer(self, model, inputs, outputs):
