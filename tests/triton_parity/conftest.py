@@ -16,8 +16,10 @@ from frontend_process import binary, leftover_report  # noqa: E402
 from grpc_support import start_with_grpc  # noqa: E402
 from triton_process import Triton  # noqa: E402
 
-# Every shm object of a run starts with this; answers show it as <m>.
-MARKER = f"shmreg_parity_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+# Every shm object of a run starts with this; answers show it as <m>. Of one
+# length in every run (the pid padded to pid_max's 7 digits), since a parser's
+# message may give the column where it stopped.
+MARKER = f"shmreg_parity_{os.getpid():07d}_{uuid.uuid4().hex[:6]}"
 
 # The example's largest request body, in MiB (cases.OVERSIZED is just past it).
 MAX_BODY_MB = 1
