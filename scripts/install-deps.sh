@@ -9,7 +9,7 @@ packages=(
   liburcu-dev libxxhash-dev libcmocka-dev
   clang libclang-rt-14-dev llvm valgrind
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
-  libmicrohttpd-dev libjansson-dev
+  libmicrohttpd-dev libjson-c-dev  # json-c: the frontend's JSON, unsigned 64-bit integers included
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl
   python3-dev  # Python.h for the nanobind extension (tier 65-python)

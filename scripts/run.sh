@@ -18,4 +18,6 @@ cmake --install build/run/lib >/dev/null
 cmake -S examples/v2-frontend -B build/run/frontend -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/run/frontend -j "$jobs" >/dev/null
-exec build/run/frontend/shmreg-v2-frontend --grpc-port 8001 "$@"
+# --allow-client-shm=true: the example exists to show shared memory; the
+# binary, like Triton 2.73, refuses it unless told (README says why).
+exec build/run/frontend/shmreg-v2-frontend --grpc-port 8001 --allow-client-shm=true "$@"

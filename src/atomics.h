@@ -83,11 +83,15 @@ static inline bool shmreg__ref_put(shmreg__refcount *r)
 /* shmreg__ref_put in its two steps, for a put that checks what it drops
  * (region.c: a release past zero, issue 11). dec returns the stored value
  * before the decrement: > 0 others still hold it, 0 this was the last
- * reference, < 0 there was none to drop (NOREF or DEAD). Same orders as
- * shmreg__ref_put. */
+ * reference, < 0 there was none to drop (NOREF or DEAD). Acquire as well as
+ * release: a dropper that finds no other holder then reads, without a lock,
+ * whether the registry still holds its reference, and must see what the
+ * registry wrote before its own drop, which came first (one release
+ * sequence). The same one locked instruction as a release-only fetch_sub
+ * on x86; TSan checks the order, which it could not through a fence. */
 static inline long shmreg__ref_dec(shmreg__refcount *r)
 {
-    return atomic_fetch_sub_explicit(r, 1, memory_order_release);
+    return atomic_fetch_sub_explicit(r, 1, memory_order_acq_rel);
 }
 
 /* After a dec that returned 0: whether this caller runs the deleter. */

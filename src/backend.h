@@ -4,13 +4,23 @@
  * arguments every source shares (name, flags, tag, byte_size) once, then
  * hands the same shmreg__open_args to the source's backend: `prepare`
  * checks the source's own arguments and says what the registration will
- * count against the limits, `open` fills a shmreg__mapping, and `close`
+ * count against the limits, `open` fills a shmreg__opened, and `close`
  * undoes it. A new source needs a backend file and one entry in backend.c's
  * table, nothing else.
  *
- * prepare is cheap and does no I/O. open runs outside every registry lock
- * (it may take milliseconds: mmap, pinning, cudaIpcOpenMemHandle) and leaves
- * nothing behind on failure. */
+ * A source whose memory the registration cache can recognise also has
+ * `inspect`, run before open when the cache is on: it opens what identifies
+ * the memory and runs every check that needs it (for a shm key: shm_open,
+ * fstat, owner, the window against the object's current size), and says
+ * who the memory is (struct shmreg__identity). The core then either reuses
+ * a mapping of the same identity that covers the window, or calls open,
+ * which carries on from what inspect opened; `forget` closes that in both
+ * cases. A reuse thus passes every check a new mapping passes, in the same
+ * order, with the same errors.
+ *
+ * prepare is cheap and does no I/O. inspect and open run outside every
+ * registry lock (open may take milliseconds: mmap, pinning,
+ * cudaIpcOpenMemHandle) and leave nothing behind on failure. */
 #ifndef SHMREG_BACKEND_H
 #define SHMREG_BACKEND_H
 
@@ -21,7 +31,16 @@
 
 #include "shmreg/shmreg.h"
 
-struct shmreg__mapping;
+struct shmreg__opened;
+
+/* Who a registration's memory is, for the registration cache: equal
+ * identities (of the same backend) name the same memory, mapped the same
+ * way. */
+struct shmreg__identity {
+    bool valid;         /* false: this registration shares no mapping */
+    uint64_t words[10]; /* the backend's: (device, inode, access, pinned) or
+                           (handle bytes, device, access) */
+};
 
 /* One registration as a backend sees it. */
 struct shmreg__open_args {
@@ -39,17 +58,26 @@ struct shmreg__open_args {
     bool pin;
     bool pin_optional;
     size_t pinned_bytes;
+    /* Set by inspect: who the memory is, where the window starts in it, and
+     * what open carries on from (a descriptor, or -1), for forget to close. */
+    struct shmreg__identity id;
+    size_t object_offset;
+    int fd;
 };
 
 struct shmreg__backend {
     const char *name; /* "system", "cuda_ipc", "cuda_vmm": used in messages */
     shmreg_kind kind;
     shmreg_err (*prepare)(struct shmreg__open_args *a);
-    shmreg_err (*open)(const struct shmreg__open_args *a, struct shmreg__mapping *out);
+    /* Optional (NULL: the source's mappings are never shared or cached).
+     * On failure it has closed what it opened. */
+    shmreg_err (*inspect)(struct shmreg__open_args *a);
+    void (*forget)(struct shmreg__open_args *a);
+    shmreg_err (*open)(const struct shmreg__open_args *a, struct shmreg__opened *out);
     /* Undo everything open did. Runs once, in the last releaser's thread,
      * outside every lock. On failure it still releases all it can, sets the
      * thread's error message and returns the code; the caller logs it. */
-    shmreg_err (*close)(struct shmreg__mapping *m, const char *region_name);
+    shmreg_err (*close)(struct shmreg__opened *m, const char *region_name);
 };
 
 /* The backend of a source, or NULL for a value no backend serves. */
@@ -66,10 +94,11 @@ extern const struct shmreg__backend shmreg__backend_system_fd; /* SHMREG_SOURCE_
 shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);
 shmreg_err shmreg__cuda_fd_prepare(struct shmreg__open_args *a);
 
-/* What a backend opened; owned by the region that holds it. */
-struct shmreg__mapping {
+/* What a backend opened; owned by the mapping (mapping.h) that holds it. */
+struct shmreg__opened {
     const struct shmreg__backend *backend;
     void *addr;       /* byte 0 of the registered window (host or device pointer) */
+    size_t object_offset; /* where base lies in the object (the cache's coverage test) */
     size_t byte_size; /* bytes usable at addr */
     int device_id;    /* CUDA device, -1 for system memory */
     int pinned;       /* system memory page-locked with cudaHostRegister */

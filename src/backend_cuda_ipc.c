@@ -15,19 +15,42 @@
 
 #define SHMREG_CUDA_IPC_HANDLE_SIZE 64
 
-static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
-static shmreg_err cuda_ipc_close(struct shmreg__mapping *m, const char *region_name);
+static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a);
+static void cuda_ipc_forget(struct shmreg__open_args *a);
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
+static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_name);
 
 const struct shmreg__backend shmreg__backend_cuda_ipc = {
     .name = "cuda_ipc",
     .kind = SHMREG_KIND_CUDA,
     .prepare = shmreg__cuda_ipc_prepare,
+    .inspect = cuda_ipc_inspect,
+    .forget = cuda_ipc_forget,
     .open = cuda_ipc_open,
     .close = cuda_ipc_close,
 };
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == SHMREG_CUDA_IPC_HANDLE_SIZE,
                "the public API documents a 64-byte CUDA IPC handle (cuda_args.c checks that size)");
+
+/* The memory is who the handle bytes and the device say; nothing to open
+ * before the cache looks (the bounds against the allocation are checked
+ * against the mapping's length on a reuse, by open on a miss: the same
+ * message either way). */
+static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a)
+{
+    a->fd = -1;
+    a->object_offset = 0;
+    a->id = (struct shmreg__identity){.valid = true};
+    memcpy(a->id.words, a->r->raw_handle, SHMREG_CUDA_IPC_HANDLE_SIZE);
+    a->id.words[8] = (uint64_t)(int64_t)a->r->device_id;
+    a->id.words[9] = (a->r->flags & SHMREG_READONLY) != 0;
+    return SHMREG_OK;
+}
+
+static void cuda_ipc_forget(struct shmreg__open_args *a)
+{
+}
 
 /* How many bytes of the allocation lie at and after ptr. */
 static shmreg_err bytes_after(const char *what, void *ptr, size_t *out)
@@ -68,7 +91,7 @@ static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemH
     return SHMREG_OK;
 }
 
-static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const char *name = a->r->name;
     int device_id = a->r->device_id;
@@ -94,7 +117,7 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
 
     /* Legacy IPC has no read-only mapping: SHMREG_READONLY is recorded in
      * the region's flags and is the caller's promise, not enforced here. */
-    *out = (struct shmreg__mapping){
+    *out = (struct shmreg__opened){
         .backend = &shmreg__backend_cuda_ipc,
         .addr = ptr,
         .byte_size = byte_size,
@@ -106,7 +129,7 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
     return SHMREG_OK;
 }
 
-static shmreg_err cuda_ipc_close(struct shmreg__mapping *m, const char *region_name)
+static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_name)
 {
     char what[320];
     snprintf(what, sizeof what, "failed to close CUDA IPC region '%s'", region_name);

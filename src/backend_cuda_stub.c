@@ -6,19 +6,19 @@
 
 #define SHMREG_NO_CUDA_ "libshmreg was built without CUDA support (SHMREG_WITH_CUDA=OFF)"
 
-static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA IPC region '%s': %s", a->r->name,
                         SHMREG_NO_CUDA_);
 }
 
-static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA VMM region '%s': %s", a->r->name,
                         SHMREG_NO_CUDA_);
 }
 
-static shmreg_err nothing_to_close(struct shmreg__mapping *m, const char *region_name)
+static shmreg_err nothing_to_close(struct shmreg__opened *m, const char *region_name)
 {
     /* Nothing can have been opened in this build. */
     return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "cannot close CUDA region '%s': %s", region_name,

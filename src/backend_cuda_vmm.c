@@ -12,8 +12,8 @@
 #include "cuda_calls.h"
 #include "err.h"
 
-static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
-static shmreg_err cuda_vmm_close(struct shmreg__mapping *m, const char *region_name);
+static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
+static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_name);
 
 const struct shmreg__backend shmreg__backend_cuda_fd = {
     .name = "cuda_vmm",
@@ -143,7 +143,7 @@ static shmreg_err import_and_map(const char *what, const char *name, int fd, int
     return rc;
 }
 
-static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const char *name = a->r->name;
     int fd = a->r->fd, device_id = a->r->device_id;
@@ -167,7 +167,7 @@ static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg
     if (rc != SHMREG_OK)
         return rc;
 
-    *out = (struct shmreg__mapping){
+    *out = (struct shmreg__opened){
         .backend = &shmreg__backend_cuda_fd,
         .addr = (void *)(uintptr_t)imp.va,
         .byte_size = byte_size,
@@ -180,7 +180,7 @@ static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg
     return SHMREG_OK;
 }
 
-static shmreg_err cuda_vmm_close(struct shmreg__mapping *m, const char *region_name)
+static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_name)
 {
     char what[320];
     snprintf(what, sizeof what, "failed to close CUDA VMM region '%s'", region_name);

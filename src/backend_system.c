@@ -15,13 +15,17 @@
 #include "system_window.h"
 
 static shmreg_err system_prepare(struct shmreg__open_args *a);
-static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
-static shmreg_err system_close(struct shmreg__mapping *m, const char *region_name);
+static shmreg_err system_inspect(struct shmreg__open_args *a);
+static void system_forget(struct shmreg__open_args *a);
+static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
+static shmreg_err system_close(struct shmreg__opened *m, const char *region_name);
 
 const struct shmreg__backend shmreg__backend_system = {
     .name = "system",
     .kind = SHMREG_KIND_SYSTEM,
     .prepare = system_prepare,
+    .inspect = system_inspect,
+    .forget = system_forget,
     .open = system_open,
     .close = system_close,
 };
@@ -76,89 +80,137 @@ static shmreg_err check_owner(const struct shmreg__open_args *a, const struct st
                         a->r->name, a->r->key, (unsigned)st->st_uid);
 }
 
-/* Open, size-check and map; the descriptor is closed on every path, since a
- * MAP_SHARED mapping does not need it. *pin: whether to pin, on entry the
- * prepared decision, on return without the optional pin of a window with
- * holes (system_window.h).
- * issue 11: opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that
- * a FIFO someone created under the key cannot block the open; the type and
+/* Every check of the object behind fd, in order: its type (issue 11: a
+ * FIFO or socket is refused), its owner, the window against its size now,
+ * and the holes rule, which may drop an optional pin (a->pin). */
+static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat *st)
+{
+    const shmreg_registration *r = a->r;
+    if (shmreg__sys.fstat(fd, st) != 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to fstat shared memory region '%s' (key '%s')",
+                                  r->name, r->key);
+    char what[SHMREG_KEY_WHAT_MAX];
+    snprintf(what, sizeof what, "shm key '%s'", r->key);
+    shmreg_err err = shmreg__system_check_regular(r->name, what, st);
+    if (err == SHMREG_OK)
+        err = check_owner(a, st);
+    /* fstat never reports a negative size for a shm object; 0 refuses any window. */
+    size_t object_size = st->st_size < 0 ? 0 : (size_t)st->st_size;
+    if (err == SHMREG_OK)
+        err = check_window(r, object_size);
+    /* issue 11: never pin (and so fault in) pages the client did not populate. */
+    if (err == SHMREG_OK)
+        err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, st, &a->pin);
+    return err;
+}
+
+/* Open the key and run every check that needs the object (check_object).
+ * On success a->fd stays open (for map_window, and forget closes it) and
+ * a->id says which object it is: fstat's device and inode, and how it would
+ * be mapped (access, and pinning as the checks left it), so an object
+ * unlinked and created again under the same key is another. Both a cache
+ * hit and a miss come through here, so both answer the same.
+ * issue 11: opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that a
+ * FIFO someone created under the key cannot block the open; the type and
  * owner are checked before anything else touches the object. mmap ignores
- * O_NONBLOCK, and the descriptor is closed right after, so it stays set. */
-static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__mapping *m, bool *pin)
+ * O_NONBLOCK, and the descriptor is closed after mapping, so it stays set. */
+static shmreg_err system_inspect(struct shmreg__open_args *a)
 {
     const shmreg_registration *r = a->r;
     int ro = (r->flags & SHMREG_READONLY) != 0;
+    a->fd = -1;
     int fd = shmreg__sys.shm_open(r->key, (ro ? O_RDONLY : O_RDWR) | O_NONBLOCK, 0);
     if (fd < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to open shared memory region: '%s'",
                                   r->key);
-
-    shmreg_err err = SHMREG_OK;
     struct stat st;
-    if (shmreg__sys.fstat(fd, &st) != 0) {
-        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                 "Unable to fstat shared memory region '%s' (key '%s')", r->name, r->key);
-        goto out;
+    shmreg_err err = check_object(a, fd, &st);
+    if (err != SHMREG_OK) {
+        /* A failing close on a failed path loses nothing. */
+        shmreg__sys.close(fd);
+        return err;
     }
-    char what[SHMREG_KEY_WHAT_MAX];
-    snprintf(what, sizeof what, "shm key '%s'", r->key);
-    if ((err = shmreg__system_check_regular(r->name, what, &st)) != SHMREG_OK ||
-        (err = check_owner(a, &st)) != SHMREG_OK)
-        goto out;
-    /* fstat never reports a negative size for a shm object; 0 refuses any window. */
-    if ((err = check_window(r, st.st_size < 0 ? 0 : (size_t)st.st_size)) != SHMREG_OK)
-        goto out;
+    a->fd = fd;
+    a->object_offset = r->offset;
+    a->id = (struct shmreg__identity){
+        .valid = true,
+        .words = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)ro, (uint64_t)a->pin},
+    };
+    return SHMREG_OK;
+}
 
+/* The descriptor is closed on every path, since a MAP_SHARED mapping does
+ * not need it; a failing close loses nothing. */
+static void system_forget(struct shmreg__open_args *a)
+{
+    if (a->fd >= 0)
+        shmreg__sys.close(a->fd);
+    a->fd = -1;
+}
+
+/* Map the window from the descriptor inspect opened. */
+static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__opened *m)
+{
+    const shmreg_registration *r = a->r;
+    int ro = (r->flags & SHMREG_READONLY) != 0;
     /* mmap wants a page-aligned file offset: map from the page holding the
      * first byte and point inside it, so any offset works. */
     size_t delta = r->offset % page_size();
     size_t length = r->byte_size + delta;
     void *base = shmreg__sys.mmap(NULL, length, ro ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-                                  fd, (off_t)(r->offset - delta));
-    if (base == MAP_FAILED) {
-        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                 "Unable to map shared memory region '%s' (key '%s')", r->name, r->key);
-        goto out;
-    }
+                                  a->fd, (off_t)(r->offset - delta));
+    if (base == MAP_FAILED)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
+                                  "Unable to map shared memory region '%s' (key '%s')", r->name, r->key);
     m->base = base;
     m->length = length;
+    m->object_offset = r->offset - delta;
     m->addr = (char *)base + delta;
     m->byte_size = r->byte_size;
-    /* issue 11: never pin (and so fault in) pages the client did not populate. */
-    if ((err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, (size_t)st.st_size, pin)) !=
-        SHMREG_OK)
-        (void)shmreg__sys.munmap(base, length);
-out:
-    /* A failing close on a read-only path loses nothing; the mapping (if any)
-     * stands on its own. */
-    shmreg__sys.close(fd);
-    return err;
+    return SHMREG_OK;
 }
 
-static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+/* Page-lock the whole mapped window (pages are the unit of page-locking);
+ * on failure the mapping is gone again. */
+static shmreg_err pin_window(const struct shmreg__open_args *a, struct shmreg__opened *m)
 {
-    struct shmreg__mapping m = {.backend = &shmreg__backend_system, .device_id = -1};
-    bool pin = a->pin;
-    shmreg_err err = map_window(a, &m, &pin);
+    shmreg_err err = shmreg__host_pinning.pin(a->r->name, m->base, m->length,
+                                              (a->r->flags & SHMREG_READONLY) != 0);
+    if (err != SHMREG_OK) {
+        /* munmap of a mapping made a moment ago, with its own address and
+         * length, has no way to fail but EINVAL; the pin error is the one
+         * to report. */
+        (void)shmreg__sys.munmap(m->base, m->length);
+        return err;
+    }
+    m->pinned = 1;
+    return SHMREG_OK;
+}
+
+/* With the cache on, register.c ran inspect and forgets after; without it,
+ * open inspects and forgets itself, before pinning, as 1.0 did. Pinned as
+ * inspect left the decision: out->pinned says whether it was (an optional
+ * pin of a window with holes is dropped). */
+static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    struct shmreg__opened m = {.backend = &shmreg__backend_system, .device_id = -1};
+    struct shmreg__open_args own = *a;
+    bool inspected_here = a->fd < 0;
+    shmreg_err err = inspected_here ? system_inspect(&own) : SHMREG_OK;
     if (err != SHMREG_OK)
         return err;
-    if (pin) {
-        /* Pin the whole mapped window: pages are the unit of page-locking. */
-        err = shmreg__host_pinning.pin(a->r->name, m.base, m.length, (a->r->flags & SHMREG_READONLY) != 0);
-        if (err != SHMREG_OK) {
-            /* munmap of a mapping made a moment ago, with its own address and
-             * length, has no way to fail but EINVAL; the pin error is the
-             * one to report. */
-            (void)shmreg__sys.munmap(m.base, m.length);
-            return err;
-        }
-        m.pinned = 1;
-    }
+    err = map_window(&own, &m);
+    if (inspected_here)
+        system_forget(&own);
+    if (err == SHMREG_OK && own.pin)
+        err = pin_window(&own, &m);
+    if (err != SHMREG_OK)
+        return err;
     *out = m;
     return SHMREG_OK;
 }
 
-static shmreg_err system_close(struct shmreg__mapping *m, const char *region_name)
+static shmreg_err system_close(struct shmreg__opened *m, const char *region_name)
 {
     shmreg_err err = SHMREG_OK;
     /* Unpin before unmapping: after munmap the driver no longer reports an

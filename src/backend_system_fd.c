@@ -19,9 +19,12 @@
 #include "system_window.h"
 
 static shmreg_err fd_prepare(struct shmreg__open_args *a);
-static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__mapping *out);
-static shmreg_err fd_close(struct shmreg__mapping *m, const char *region_name);
+static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
+static shmreg_err fd_close(struct shmreg__opened *m, const char *region_name);
 
+/* No inspect: a descriptor names nothing the registration cache could look
+ * up again (a memfd has no key, and a descriptor number says nothing), so
+ * a descriptor region's mapping is its own, never shared or cached. */
 const struct shmreg__backend shmreg__backend_system_fd = {
     .name = "system_fd",
     .kind = SHMREG_KIND_SYSTEM,
@@ -87,7 +90,7 @@ static shmreg_err check_object(const struct shmreg__open_args *a, const struct s
     return SHMREG_OK;
 }
 
-static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__mapping *out)
+static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const shmreg_registration *r = a->r;
     int ro = (r->flags & SHMREG_READONLY) != 0;
@@ -110,10 +113,11 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__mapp
     if (base == MAP_FAILED)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "Unable to map shared memory region '%s' (%s)",
                                   r->name, what);
-    struct shmreg__mapping m = {.backend = &shmreg__backend_system_fd, .device_id = -1, .base = base,
-                                .length = length, .addr = (char *)base + delta, .byte_size = r->byte_size};
+    struct shmreg__opened m = {.backend = &shmreg__backend_system_fd, .device_id = -1, .base = base,
+                               .length = length, .object_offset = r->offset - delta,
+                               .addr = (char *)base + delta, .byte_size = r->byte_size};
     bool pin = a->pin;
-    err = shmreg__system_check_populated(a, r->fd, r->offset, r->byte_size, (size_t)st.st_size, &pin);
+    err = shmreg__system_check_populated(a, r->fd, r->offset, r->byte_size, &st, &pin);
     if (err == SHMREG_OK && pin) {
         err = shmreg__host_pinning.pin(r->name, m.base, m.length, ro != 0);
         m.pinned = err == SHMREG_OK;
@@ -129,7 +133,7 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__mapp
 }
 
 /* The same mapping as a shm key's: unpin, then unmap. */
-static shmreg_err fd_close(struct shmreg__mapping *m, const char *region_name)
+static shmreg_err fd_close(struct shmreg__opened *m, const char *region_name)
 {
     return shmreg__backend_system.close(m, region_name);
 }

@@ -28,6 +28,7 @@ struct shmreg__cuda shmreg__cuda = {
     .DriverGetVersion = cudaDriverGetVersion,
     .GetDevice = cudaGetDevice,
     .SetDevice = cudaSetDevice,
+    .GetLastError = cudaGetLastError,
     .IpcOpenMemHandle = cudaIpcOpenMemHandle,
     .IpcCloseMemHandle = cudaIpcCloseMemHandle,
     .HostRegister = cudaHostRegister,
@@ -249,11 +250,19 @@ static shmreg_err pin(const char *name, void *addr, size_t len, bool read_only)
     if (read_only)
         flags |= cudaHostRegisterReadOnly;
     cudaError_t err = shmreg__cuda.HostRegister(addr, len, flags);
+    /* A failed cudaHostRegister also leaves its error pending in the runtime
+     * (cudaGetLastError), where it would surface in an unrelated later call
+     * of the server's own; clear it, after the fallback's attempt too. */
+    if (err != cudaSuccess)
+        (void)shmreg__cuda.GetLastError();
     /* A device without read-only registration may still lock the pages for
      * reading alone. */
-    if (err != cudaSuccess && read_only &&
-        shmreg__cuda.HostRegister(addr, len, cudaHostRegisterPortable) == cudaSuccess)
-        return SHMREG_OK;
+    if (err != cudaSuccess && read_only) {
+        cudaError_t retry = shmreg__cuda.HostRegister(addr, len, cudaHostRegisterPortable);
+        if (retry == cudaSuccess)
+            return SHMREG_OK;
+        (void)shmreg__cuda.GetLastError();
+    }
     if (err != cudaSuccess)
         return shmreg__cuda_fail(err, "cannot pin system shared memory region '%s' (%zu bytes%s)",
                                  name, len, read_only ? ", read-only" : "");

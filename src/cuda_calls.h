@@ -22,6 +22,7 @@ struct shmreg__cuda {
     cudaError_t (*DriverGetVersion)(int *version);
     cudaError_t (*GetDevice)(int *device);
     cudaError_t (*SetDevice)(int device);
+    cudaError_t (*GetLastError)(void);
     cudaError_t (*IpcOpenMemHandle)(void **ptr, cudaIpcMemHandle_t handle, unsigned flags);
     cudaError_t (*IpcCloseMemHandle)(void *ptr);
     cudaError_t (*HostRegister)(void *ptr, size_t size, unsigned flags);

@@ -119,8 +119,8 @@ static shmreg_err check_copy(struct shmreg_region *ref, const shmreg_view *view,
     if (view->kind != SHMREG_KIND_SYSTEM || shmreg__region_kind(ref) != SHMREG_KIND_SYSTEM)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: region '%s' is not host memory (copy CUDA views with "
                             "cudaMemcpy)", verb, ref->name);
-    const char *lo = ref->map.addr, *v = view->addr;
-    if (v < lo || view->byte_size > ref->map.byte_size || (size_t)(v - lo) > ref->map.byte_size - view->byte_size)
+    const char *lo = ref->win.addr, *v = view->addr;
+    if (v < lo || view->byte_size > ref->win.byte_size || (size_t)(v - lo) > ref->win.byte_size - view->byte_size)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the view is not one of region '%s'", verb, ref->name);
     if (offset > view->byte_size || n > view->byte_size - offset)
         return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
@@ -138,8 +138,10 @@ static shmreg_err check_copy(struct shmreg_region *ref, const shmreg_view *view,
 static shmreg_err guarded_memcpy(struct shmreg_region *ref, void *dst, const void *src, size_t n)
 {
     struct guard_frame frame;
-    frame.lo = ref->map.base;
-    frame.hi = (const char *)ref->map.base + ref->map.length;
+    /* The whole mapping the window lies in (its pages fault, not only the
+     * window's bytes): fixed when it was opened, and kept by ref's region. */
+    frame.lo = ref->mapping->opened.base;
+    frame.hi = (const char *)ref->mapping->opened.base + ref->mapping->opened.length;
     frame.fault_at = NULL;
     if (sigsetjmp(frame.jump, 0) != 0) {
         /* Back from the handler: the kernel blocked SIGBUS for it, and we
@@ -148,11 +150,11 @@ static shmreg_err guarded_memcpy(struct shmreg_region *ref, void *dst, const voi
         sigemptyset(&bus);
         sigaddset(&bus, SIGBUS);
         pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
-        size_t at = (size_t)(frame.fault_at - (const char *)ref->map.addr);
+        size_t at = (size_t)(frame.fault_at - (const char *)ref->win.addr);
         return shmreg__fail(SHMREG_ERR_FAULT,
                             "shared memory region '%s': byte %zu of it is gone (its object was truncated under "
                             "the mapping); the copy was stopped",
-                            ref->name, frame.fault_at >= (const char *)ref->map.addr ? at : 0);
+                            ref->name, frame.fault_at >= (const char *)ref->win.addr ? at : 0);
     }
     /* The handler may run between any two instructions of this thread: the
      * fences keep the compiler from moving the copy out of the guarded span. */

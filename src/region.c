@@ -10,8 +10,11 @@
 char shmreg__rcu_tsan_token;
 #endif
 
+static void region_reclaim(struct shmreg__reclaim_node *n);
+
 shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__region_args *a,
-                              const struct shmreg__mapping *map, struct shmreg_region **out)
+                              struct shmreg__mapping *m, size_t window_offset, size_t byte_size,
+                              struct shmreg_region **out)
 {
     size_t name_len = strlen(a->name);
     struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1);
@@ -31,18 +34,37 @@ shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__regi
     r->offset = a->offset;
     r->flags = a->flags;
     r->charged = a->charged;
-    r->map = *map;
+    r->mapping = m;
+    r->win = (struct shmreg__window){
+        .backend = m->opened.backend,
+        .addr = (char *)m->opened.base + (window_offset - m->opened.object_offset),
+        .byte_size = byte_size,
+        .device_id = m->opened.device_id,
+        .pinned = m->opened.pinned,
+    };
+    r->reclaim.run = region_reclaim;
+    r->reclaim.bytes = a->charged.mapped_bytes;
     r->table = t;
     /* The registry's reference; the insert under the lock publishes it. */
     shmreg__ref_init(&r->entry.refs, 1);
+    atomic_init(&r->registry_ref, true);
+    *out = r;
+    return SHMREG_OK;
+}
+
+void shmreg__region_own_locked(struct shmreg__table *t, struct shmreg_region *r)
+{
     /* Hand-off: this region now keeps the table (its lock, hash table and
      * counters) alive until its own deleter has run. */
     shmreg__table_get(t);
-    pthread_mutex_lock(&t->lock);
     t->regions_alive++;
-    pthread_mutex_unlock(&t->lock);
-    *out = r;
-    return SHMREG_OK;
+}
+
+void shmreg__region_discard(struct shmreg_region *r)
+{
+    shmreg__free(r->key);
+    shmreg__free(r->tag);
+    shmreg__free(r);
 }
 
 static void region_free_rcu(struct rcu_head *head)
@@ -54,30 +76,30 @@ static void region_free_rcu(struct rcu_head *head)
 }
 
 /* Take the name out of the table if it is still there (a DEFER-pending
- * region leaves it on its last release) and give back what the region
- * counted against the limits. Removal is of this entry only, so a region
- * re-registered under the same name is never touched. */
-static void region_retire(struct shmreg_region *r)
+ * region leaves it on its last release) and leave the mapping, which gives
+ * back what the region counted against the limits, or keeps it counting
+ * while the mapping waits for its close. Removal is of this entry only, so
+ * a region re-registered under the same name is never touched. Returns the
+ * mappings to close. */
+static struct shmreg__mapping *region_retire(struct shmreg_region *r)
 {
     struct shmreg__table *t = r->table;
     shmreg__table_lock(t);
     if (r->entry.linked)
         shmreg__table_unlink_locked(t, &r->entry);
-    shmreg__usage_give_back_locked(t, &r->charged);
+    struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
     t->regions_alive--;
     shmreg__table_unlock(t);
+    return close;
 }
 
 /* The deleter: the count is dead, so no caller holds the region and no
- * lookup can take a new reference. */
+ * lookup can take a new reference. The mapping is closed here, once, unless
+ * other regions are on it or the cache keeps it. */
 static void region_destroy(struct shmreg_region *r)
 {
     struct shmreg__table *t = r->table;
-    region_retire(r);
-    shmreg_err err = r->map.backend->close(&r->map, r->name);
-    if (err != SHMREG_OK)
-        shmreg__table_log(t, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", r->name,
-                          shmreg_err_name(err), shmreg_last_error());
+    shmreg__mapping_close_list(t, region_retire(r));
     shmreg__free(r->key);
     shmreg__free(r->tag);
     r->key = r->tag = NULL;
@@ -88,21 +110,35 @@ static void region_destroy(struct shmreg_region *r)
     shmreg__table_put(t);
 }
 
-/* issue 11: whether the registry still holds its own reference to r: it
- * is linked and not DEFER-pending (unregister and destroy unlink or mark
- * pending, under the lock, before they drop it). */
-static bool registry_holds(struct shmreg_region *r)
+/* The reclaim thread's half of a hand-off. */
+static void region_reclaim(struct shmreg__reclaim_node *n)
 {
-    shmreg__table_lock(r->table);
-    bool holds = r->entry.linked && !r->pending;
-    shmreg__table_unlock(r->table);
-    return holds;
+    region_destroy(caa_container_of(n, struct shmreg_region, reclaim));
 }
 
-/* The rest of a put whose decrement found no other holder (old <= 0),
- * inside the put's read-side section, which it leaves. Out of line: the
- * common put does not carry it. */
-static __attribute__((noinline)) void region_put_last(struct shmreg_region *r, long old)
+void shmreg__region_disown(struct shmreg_region *r)
+{
+    /* Relaxed: the registry's put that follows is the release that hands
+     * this store to the last dropper (see shmreg__ref_dec). */
+    atomic_store_explicit(&r->registry_ref, false, memory_order_relaxed);
+}
+
+/* issue 11: whether the registry still holds its own reference to r. Read
+ * without the table's lock, so that a last release under background
+ * reclaim takes no lock that register or unregister hold: the flag is
+ * cleared before the registry's put, and the dropper's decrement, which
+ * found no other holder, is acquire (shmreg__ref_dec), so a registry's put
+ * that came before it is seen. Relaxed: that decrement carries the order. */
+static bool registry_holds(struct shmreg_region *r)
+{
+    return atomic_load_explicit(&r->registry_ref, memory_order_relaxed);
+}
+
+/* The rest of a drop whose decrement found no other holder (old <= 0),
+ * inside the drop's read-side section, which it leaves; true when the
+ * deleter is the caller's to run. Out of line: the common drop does not
+ * carry it. */
+static __attribute__((noinline)) bool region_drop_last(struct shmreg_region *r, long old)
 {
     const char *past_zero = NULL;
     bool last = false;
@@ -120,17 +156,18 @@ static __attribute__((noinline)) void region_put_last(struct shmreg_region *r, l
                           "shmreg_release of shared memory region '%s' past zero (%s): a reference released "
                           "twice, or never acquired; ignored, the region stays mapped",
                           r->name, past_zero);
-    if (last)
-        region_destroy(r);
+    return last;
 }
 
-void shmreg__region_put(struct shmreg_region *r)
+/* Drop one reference; true when it was the last (the deleter is ours). */
+static bool region_drop(struct shmreg_region *r)
 {
-    /* Between this put's decrement and its swap to DEAD, a lookup may revive
-     * the count, and the reviver's own last put may then run the deleter,
-     * which frees the region after a grace period. The read-side section,
-     * entered before the decrement, holds that free back until this put's
-     * swap is done. (ThreadSanitizer found the use-after-free without it.)
+    /* Between this drop's decrement and its swap to DEAD, a lookup may
+     * revive the count, and the reviver's own last drop may then run the
+     * deleter, which frees the region after a grace period. The read-side
+     * section, entered before the decrement, holds that free back until
+     * this drop's swap is done. (ThreadSanitizer found the use-after-free
+     * without it.)
      *
      * issue 11, a release past zero (a caller releasing a reference it does
      * not hold) is caught in two cases, and dropped without effect:
@@ -140,18 +177,32 @@ void shmreg__region_put(struct shmreg_region *r)
      *    sink) may already be freed;
      *  - it would drop the last reference while the registry still holds
      *    one: that reference is the registry's, which only unregister and
-     *    destroy drop, and only after unlinking or marking the region
-     *    pending. The decrement is given back, and the region stays mapped.
+     *    destroy drop, and only after disowning the region. The decrement
+     *    is given back, and the region stays mapped.
      * Any other extra release takes another holder's reference and cannot
-     * be told from a right one (docs/security.md). The common put (others
+     * be told from a right one (docs/security.md). The common drop (others
      * still hold it) is the one fetch_sub it was. */
     shmreg__rcu_read_lock();
     long old = shmreg__ref_dec(&r->entry.refs);
     if (old > 0) {
         shmreg__rcu_read_unlock();
-        return;
+        return false;
     }
-    region_put_last(r, old);
+    return region_drop_last(r, old);
+}
+
+void shmreg__region_put(struct shmreg_region *r)
+{
+    if (region_drop(r))
+        region_destroy(r);
+}
+
+void shmreg__region_release(struct shmreg_region *r)
+{
+    /* Hand-off: the dead region, and the duty to tear it down, go to the
+     * reclaim thread; without one, the deleter runs here. */
+    if (region_drop(r) && !shmreg__reclaim_hand_off(&r->table->reclaim, &r->reclaim))
+        region_destroy(r);
 }
 
 void shmreg__region_put_batch(struct shmreg_region *batch)
@@ -184,7 +235,7 @@ bool shmreg__region_matches(const struct shmreg_region *r, shmreg_kind kind, con
 void shmreg_release(shmreg_region *ref)
 {
     if (ref)
-        shmreg__region_put(ref);
+        shmreg__region_release(ref);
 }
 
 shmreg_region *shmreg_retain(shmreg_region *ref)

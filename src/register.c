@@ -6,8 +6,10 @@
 #include "backend.h"
 #include "err.h"
 #include "names.h"
+#include "mapping.h"
 #include "region.h"
 #include "registry.h"
+#include "sys.h"
 #include "system_window.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
@@ -70,22 +72,63 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, co
 
 /* Under the lock, so that concurrent registrations cannot together map more
  * than the limits allow: the name must be free, then the usage is taken.
+ * Cached mappings give way first: while the limits refuse and the cache
+ * holds something, the least recently used mapping is closed (here, outside
+ * the lock: registration is the slow path anyway) and the usage tried
+ * again. Then regions released but not yet unmapped by the reclaim thread:
+ * a client that unregisters and registers again expects the room back, so
+ * the registration waits for the reclaim thread, once and for at most
+ * SHMREG__RESERVE_WAIT_MS, before it is refused (the message then counts
+ * the bytes still waiting).
  * issue 11: an optional (AUTO) pin that would pass the AUTO budget is
  * dropped here (a->pin and want->pinned_bytes), and the region is
- * registered unpinned. */
-static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
-                          struct shmreg__open_args *a, struct shmreg__usage *want)
+ * registered unpinned; cached mappings and regions waiting for reclaim
+ * give way to it first too, so that the cache never leaves unpinned what
+ * would have been pinned without it. */
+#define SHMREG__RESERVE_WAIT_MS 1000
+
+/* One try of reserve, under the lock, once the name is free. Short of room
+ * (AUTO's pin past its budget, or a limit), the cache's least recently used
+ * mapping gives way (*evicted, for the caller to close outside the lock),
+ * or, with none, the reclaim thread may (may_wait): true, try again. Only
+ * then is AUTO's pin dropped, or the registration refused (*err). */
+static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct shmreg__open_args *a,
+                               struct shmreg__usage *want, bool may_wait, shmreg_err *err,
+                               struct shmreg__mapping **evicted)
 {
-    shmreg__table_lock(t);
-    shmreg_err err = name_free_locked(t, name, tag);
-    if (err == SHMREG_OK && a->pin_optional && !shmreg__system_auto_pin_fits_locked(t, want->pinned_bytes)) {
+    if (a->pin && a->pin_optional && !shmreg__system_auto_pin_fits_locked(t, want->pinned_bytes)) {
+        if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
+            return true;
         a->pin = false;
         a->pinned_bytes = want->pinned_bytes = 0;
     }
-    if (err == SHMREG_OK)
-        err = shmreg__usage_take_locked(t, name, want);
-    shmreg__table_unlock(t);
-    return err;
+    if ((*err = shmreg__usage_take_locked(t, name, want)) == SHMREG_OK)
+        return false;
+    return (*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait;
+}
+
+static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
+                          struct shmreg__open_args *a, struct shmreg__usage *want)
+{
+    bool waited = false;
+    for (;;) {
+        bool may_wait = !waited && shmreg__reclaim_busy(&t->reclaim);
+        struct shmreg__mapping *evicted = NULL;
+        bool again = false;
+        shmreg__table_lock(t);
+        shmreg_err err = name_free_locked(t, name, tag);
+        if (err == SHMREG_OK)
+            again = try_reserve_locked(t, name, a, want, may_wait, &err, &evicted);
+        shmreg__table_unlock(t);
+        if (!again)
+            return err;
+        if (evicted) {
+            shmreg__mapping_close_list(t, evicted);
+        } else {
+            waited = true;
+            shmreg__reclaim_wait_idle_for(&t->reclaim, SHMREG__RESERVE_WAIT_MS);
+        }
+    }
 }
 
 static void unreserve(struct shmreg__table *t, const struct shmreg__usage *want)
@@ -95,70 +138,148 @@ static void unreserve(struct shmreg__table *t, const struct shmreg__usage *want)
     shmreg__table_unlock(t);
 }
 
+/* What one registration has in hand between its steps. */
+struct pending_registration {
+    struct shmreg__region_args args;
+    const struct shmreg__backend *backend;
+    struct shmreg__open_args open;
+    struct shmreg__mapping *mapping; /* reused (counted) or new (not yet attached) */
+    bool reused;
+};
+
+/* Give back what a registration that cannot be published holds: its share
+ * of a reused mapping, or the whole new one, and its reservation. */
+static void abandon(struct shmreg__table *t, struct pending_registration *p)
+{
+    struct shmreg__mapping *m = p->mapping;
+    if (p->reused) {
+        shmreg__table_lock(t);
+        struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, m, &p->args.charged);
+        shmreg__table_unlock(t);
+        shmreg__mapping_close_list(t, close);
+        return;
+    }
+    /* A mapping opened a moment ago closes cleanly; report the failure that
+     * brought us here, not a close's. */
+    (void)m->opened.backend->close(&m->opened, p->args.name);
+    shmreg__free(m);
+    unreserve(t, &p->args.charged);
+}
+
 /* Publish the region under its name, checking the name again: another
  * registration may have taken it while the backend was opening. On failure
- * the mapping is closed and the reservation returned. */
-static shmreg_err publish(struct shmreg__table *t, const struct shmreg__region_args *args,
-                          struct shmreg__mapping *map)
+ * the mapping is closed (or left) and the reservation returned. */
+static shmreg_err publish(struct shmreg__table *t, struct pending_registration *p)
 {
+    const shmreg_registration *reg = p->open.r;
+    size_t window_offset = p->backend->kind == SHMREG_KIND_SYSTEM ? reg->offset : 0;
     struct shmreg_region *r;
-    shmreg_err err = shmreg__region_new(t, args, map, &r);
+    shmreg_err err = shmreg__region_new(t, &p->args, p->mapping, window_offset, reg->byte_size, &r);
     if (err != SHMREG_OK) {
-        map->backend->close(map, args->name);
-        unreserve(t, &args->charged);
-        return shmreg__fail(err, "out of memory registering shared memory region '%s'", args->name);
+        abandon(t, p);
+        return shmreg__fail(err, "out of memory registering shared memory region '%s'", p->args.name);
     }
+    r->reused = p->reused;
     shmreg__table_lock(t);
-    err = name_free_locked(t, args->name, args->tag);
+    if (!p->reused)
+        shmreg__mapping_attach_locked(t, p->mapping);
+    shmreg__region_own_locked(t, r);
+    err = name_free_locked(t, p->args.name, p->args.tag);
     if (err == SHMREG_OK) {
         r->generation = ++t->next_generation;
         shmreg__table_link_locked(t, &r->entry);
     }
     shmreg__table_unlock(t);
-    /* Never published: its deleter closes the mapping and returns the
+    /* Never published: its deleter leaves the mapping and returns the
      * reservation it was charged with. */
-    if (err != SHMREG_OK)
+    if (err != SHMREG_OK) {
+        shmreg__region_disown(r);
         shmreg__region_put(r);
+    }
+    return err;
+}
+
+/* issue 11: the backend dropped an optional pin (a window with holes):
+ * give its share of the limits back, so the region counts what it holds. */
+static void keep_pin_share(struct shmreg__table *t, struct shmreg__usage *charged, bool pinned)
+{
+    if (pinned || charged->pinned_bytes == 0)
+        return;
+    const struct shmreg__usage unpinned = {0, 0, charged->pinned_bytes};
+    unreserve(t, &unpinned);
+    charged->pinned_bytes = 0;
+}
+
+/* The memory, reused when the cache is on and a mapping of the same memory
+ * covers the window (inspect ran every check a new mapping runs), else
+ * opened; either way the backend then forgets what inspect opened. */
+static shmreg_err open_memory(struct shmreg__table *t, struct pending_registration *p)
+{
+    const struct shmreg__backend *b = p->backend;
+    const shmreg_registration *r = p->open.r;
+    shmreg_err err = SHMREG_OK;
+    /* cache_limit changes only in destroy, which no other call may race. */
+    if (t->cache_limit > 0 && b->inspect) {
+        if ((err = b->inspect(&p->open)) != SHMREG_OK)
+            return err;
+        shmreg__table_lock(t);
+        p->mapping = shmreg__mapping_reuse_locked(t, b, &p->open.id, p->open.object_offset, r->byte_size);
+        shmreg__table_unlock(t);
+        p->reused = p->mapping != NULL;
+    }
+    if (p->mapping) {
+        /* Immutable since it was opened, and held by our count on it. */
+        keep_pin_share(t, &p->args.charged, p->mapping->opened.pinned);
+    } else {
+        struct shmreg__opened opened;
+        if ((err = b->open(&p->open, &opened)) == SHMREG_OK) {
+            /* Before the mapping takes the charge as its cost when cached. */
+            keep_pin_share(t, &p->args.charged, opened.pinned);
+            if (!(p->mapping = shmreg__mapping_new(&opened, &p->open.id, &p->args.charged, r->name))) {
+                (void)b->close(&opened, r->name);
+                err = shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
+                                   r->name);
+            }
+        }
+    }
+    if (b->forget)
+        b->forget(&p->open);
     return err;
 }
 
 static shmreg_err register_region(shmreg_registry *reg, const shmreg_registration *r)
 {
-    const struct shmreg__backend *backend = NULL;
-    shmreg_err err = validate(r, &backend);
+    struct pending_registration p = {.open = {.fd = -1}};
+    shmreg_err err = validate(r, &p.backend);
     if (err != SHMREG_OK)
         return err;
-    struct shmreg__open_args a = {
+    p.open = (struct shmreg__open_args){
         .r = r,
         .pin_policy = reg->pin_policy,
         .reserved_key_prefixes = (const char *const *)reg->reserved_prefixes,
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
         .accept_unsealed_fds = reg->accept_unsealed_fds,
+        .fd = -1,
     };
-    if ((err = backend->prepare(&a)) != SHMREG_OK)
+    if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
         return err;
 
-    struct shmreg__region_args args = {
-        .name = r->name, .key = backend->kind == SHMREG_KIND_SYSTEM ? r->key : NULL, .tag = r->tag,
-        .offset = backend->kind == SHMREG_KIND_SYSTEM ? r->offset : 0, .flags = r->flags,
-        .charged = {1, r->byte_size, a.pinned_bytes},
+    bool system = p.backend->kind == SHMREG_KIND_SYSTEM;
+    p.args = (struct shmreg__region_args){
+        .name = r->name, .key = system ? r->key : NULL, .tag = r->tag,
+        .offset = system ? r->offset : 0, .flags = r->flags,
+        .charged = {1, r->byte_size, p.open.pinned_bytes},
     };
-    if ((err = reserve(reg->table, r->name, r->tag, &a, &args.charged)) != SHMREG_OK)
+    /* Before the first region exists: its last release may need the thread. */
+    shmreg__table_start_reclaim(reg->table);
+    if ((err = reserve(reg->table, r->name, r->tag, &p.open, &p.args.charged)) != SHMREG_OK)
         return err;
-    struct shmreg__mapping map;
-    if ((err = backend->open(&a, &map)) != SHMREG_OK) {
-        unreserve(reg->table, &args.charged);
+    if ((err = open_memory(reg->table, &p)) != SHMREG_OK) {
+        unreserve(reg->table, &p.args.charged);
         return err;
     }
-    /* issue 11: open dropped an optional pin (a window with holes): give
-     * its share of the limits back, so the region counts what it holds. */
-    if (args.charged.pinned_bytes > 0 && !map.pinned) {
-        const struct shmreg__usage unpinned = {0, 0, args.charged.pinned_bytes};
-        unreserve(reg->table, &unpinned);
-        args.charged.pinned_bytes = 0;
-    }
-    return publish(reg->table, &args, &map);
+    return publish(reg->table, &p);
 }
 
 static void count(struct shmreg__table *t, shmreg_err err)

@@ -2,10 +2,17 @@
 #include <string.h>
 
 #include "err.h"
+#include "mapping.h"
 #include "names.h"
 #include "region.h"
 #include "registry.h"
 #include "sys.h"
+
+/* The public structs keep their 1.0 size: new fields come out of their
+ * reserved tails (LP64, the only ABI built). */
+_Static_assert(sizeof(void *) != 8 || sizeof(shmreg_config) == 168, "shmreg_config changed size");
+_Static_assert(sizeof(void *) != 8 || sizeof(shmreg_stats) == 200, "shmreg_stats changed size");
+_Static_assert(sizeof(void *) != 8 || sizeof(shmreg_region_status) == 128, "shmreg_region_status changed size");
 
 /* ------------------------------------------------ shared by the verbs */
 
@@ -135,6 +142,8 @@ static shmreg_err check_config(const shmreg_config *cfg)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "invalid busy policy %d", (int)cfg->busy_policy);
     if (cfg->pin_policy < SHMREG_PIN_AUTO || cfg->pin_policy > SHMREG_PIN_ALWAYS)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "invalid pin policy %d", (int)cfg->pin_policy);
+    if (cfg->reclaim < SHMREG_RECLAIM_BACKGROUND || cfg->reclaim > SHMREG_RECLAIM_INLINE)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "invalid reclaim mode %d", (int)cfg->reclaim);
     return SHMREG_OK;
 }
 
@@ -163,10 +172,15 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     if (!reg)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
     reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
-    const struct shmreg__usage limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes};
+    const struct shmreg__table_config tc = {
+        .limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes},
+        .cache_bytes = cfg->cache_bytes,
+        .background_reclaim = cfg->reclaim == SHMREG_RECLAIM_BACKGROUND,
+        .log_fn = cfg->log_fn,
+        .log_user = cfg->log_user,
+    };
     if ((err = copy_prefixes(cfg->reserved_key_prefixes, &reg->reserved_prefixes)) != SHMREG_OK ||
-        (err = copy_uids(cfg, reg)) != SHMREG_OK ||
-        (err = shmreg__table_new(&limits, cfg->log_fn, cfg->log_user, &reg->table)) != SHMREG_OK) {
+        (err = copy_uids(cfg, reg)) != SHMREG_OK || (err = shmreg__table_new(&tc, &reg->table)) != SHMREG_OK) {
         handle_free(reg);
         return err;
     }
@@ -198,14 +212,22 @@ void shmreg_registry_destroy(shmreg_registry *reg)
         shmreg__table_unlink_locked(t, e);
         /* Pending regions already gave up the registry's reference. */
         if (!r->pending) {
+            shmreg__region_disown(r);
             r->next_batch = batch;
             batch = r;
         }
     }
     shmreg__table_unlock(t);
     /* The registry's references: idle regions are unmapped here, busy ones by
-     * their last release. */
+     * their last release. Then what callers released before (the reclaim
+     * thread's queue), and the cache, which is off from now on. */
     shmreg__region_put_batch(batch);
+    shmreg__reclaim_wait_idle(&t->reclaim);
+    shmreg__table_lock(t);
+    t->cache_limit = 0;
+    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(t);
+    shmreg__table_unlock(t);
+    shmreg__mapping_close_list(t, cached);
     if (busy > 0)
         shmreg__table_log(t, SHMREG_LOG_WARNING,
                           "registry destroyed while callers still hold references to %zu regions: each is "
@@ -219,6 +241,19 @@ void shmreg_registry_destroy(shmreg_registry *reg)
      * a last release after destroy may run in a request thread. */
     if (shmreg__table_put(t) && shmreg__destroy_waits)
         urcu_bp_barrier();
+}
+
+shmreg_err shmreg_registry_trim(shmreg_registry *reg)
+{
+    if (!reg)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "registry_trim: registry is NULL");
+    struct shmreg__table *t = reg->table;
+    shmreg__reclaim_wait_idle(&t->reclaim);
+    shmreg__table_lock(t);
+    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(t);
+    shmreg__table_unlock(t);
+    shmreg__mapping_close_list(t, cached);
+    return SHMREG_OK;
 }
 
 /* -------------------------------------------------------------- acquire */
@@ -247,16 +282,16 @@ static inline __attribute__((always_inline)) shmreg_err check_view(const char *n
 static inline __attribute__((always_inline)) shmreg_err hand_over(struct shmreg_region *r, const char *name, size_t offset, size_t byte_size,
                                    shmreg_region **out, shmreg_view *view)
 {
-    shmreg_err err = check_view(name, r->map.byte_size, offset, byte_size);
+    shmreg_err err = check_view(name, r->win.byte_size, offset, byte_size);
     if (err != SHMREG_OK) {
-        shmreg__region_put(r);
+        shmreg__region_release(r);
         return err;
     }
-    view->addr = (char *)r->map.addr + offset;
+    view->addr = (char *)r->win.addr + offset;
     view->byte_size = byte_size;
     view->kind = shmreg__region_kind(r);
-    view->device_id = r->map.device_id;
-    view->pinned = r->map.pinned;
+    view->device_id = r->win.device_id;
+    view->pinned = r->win.pinned;
     view->writable = !(r->flags & SHMREG_READONLY);
     /* Hand-off: the reference the table took now belongs to the caller, who
      * drops it with shmreg_release. */
@@ -315,12 +350,12 @@ shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *fi
     /* Another tag's region answers exactly as an absent one, and before the
      * bounds are looked at, which would tell its size. */
     if (!shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
-        shmreg__region_put(r);
+        shmreg__region_release(r);
         return not_found(f.name, f.kind);
     }
     if (!shmreg__region_matches(r, f.kind, NULL)) {
         shmreg_kind kind = shmreg__region_kind(r);
-        shmreg__region_put(r);
+        shmreg__region_release(r);
         return shmreg__fail(SHMREG_ERR_WRONG_KIND,
                             "The region named '%s' is registered as %s shared memory, not %s shared memory",
                             f.name, kind_title(kind), kind_title(f.kind));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "mapping.h"
 #include "names.h"
 #include "region.h"
 #include "registry.h"
@@ -18,14 +19,16 @@ static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory reporting the status of region '%s'", r->name);
     st->kind = shmreg__region_kind(r);
     st->offset = r->offset;
-    st->byte_size = r->map.byte_size;
-    st->device_id = r->map.device_id;
+    st->byte_size = r->win.byte_size;
+    st->device_id = r->win.device_id;
     unsigned long refs = shmreg__region_in_use(r);
     st->references = refs > UINT32_MAX ? UINT32_MAX : (unsigned)refs;
     st->pending_unregister = r->pending;
     st->generation = r->generation;
-    st->pinned = r->map.pinned;
+    st->pinned = r->win.pinned;
     st->flags = r->flags;
+    st->mapping_regions = r->mapping->regions;
+    st->mapping_reused = r->reused;
     return SHMREG_OK;
 }
 
@@ -152,6 +155,12 @@ shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out)
     s.pinned_bytes = t->usage.pinned_bytes;
     s.registrations = t->registrations;
     s.refusals = t->refusals;
+    s.reclaim_waiting_bytes = atomic_load_explicit(&t->reclaim.waiting_bytes, memory_order_relaxed);
+    s.cached_bytes = t->cached_bytes;
+    s.cached_mappings = t->cached_mappings;
+    s.cache_hits = t->cache_hits;
+    s.cache_misses = t->cache_misses;
+    s.cache_evictions = t->cache_evictions;
     shmreg__table_unlock(t);
     *out = s;
     return SHMREG_OK;

@@ -36,6 +36,6 @@ shmreg_err shmreg__system_check_regular(const char *region_name, const char *wha
  * dropped (false, OK); a demanded one is refused (INVALID_ARG), where
  * pinning can work at all (elsewhere the pin itself answers UNSUPPORTED). */
 shmreg_err shmreg__system_check_populated(const struct shmreg__open_args *a, int fd, size_t offset, size_t len,
-                                          size_t object_size, bool *pin);
+                                          const struct stat *st, bool *pin);
 
 #endif

@@ -20,8 +20,7 @@ static uint64_t random_seed(void)
     return (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&seed;
 }
 
-shmreg_err shmreg__table_new(const struct shmreg__usage *limits, shmreg_log_fn log_fn, void *log_user,
-                             struct shmreg__table **out)
+shmreg_err shmreg__table_new(const struct shmreg__table_config *cfg, struct shmreg__table **out)
 {
     struct shmreg__table *t = shmreg__calloc(1, sizeof *t);
     if (!t)
@@ -37,9 +36,11 @@ shmreg_err shmreg__table_new(const struct shmreg__usage *limits, shmreg_log_fn l
         atomic_init(&t->front[i], NULL);
     shmreg__ref_init(&t->refs, 1); /* the handle's reference */
     t->hash_seed = random_seed();
-    t->limits = *limits;
-    t->log_fn = log_fn;
-    t->log_user = log_user;
+    t->limits = cfg->limits;
+    t->cache_limit = cfg->cache_bytes;
+    shmreg__reclaim_init(&t->reclaim, cfg->background_reclaim);
+    t->log_fn = cfg->log_fn;
+    t->log_user = cfg->log_user;
     *out = t;
     return SHMREG_OK;
 }
@@ -49,16 +50,42 @@ void shmreg__table_get(struct shmreg__table *t)
     shmreg__ref_get(&t->refs);
 }
 
+/* Every region is gone and the handle was destroyed: no lookup can run, and
+ * no mapping is left (the last region's teardown closed or cached its own,
+ * and destroy emptied the cache and turned it off). */
+static void table_free(void *arg)
+{
+    struct shmreg__table *t = arg;
+    if (cds_lfht_destroy(t->lfht, NULL) != 0)
+        shmreg__table_log(t, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
+    shmreg__reclaim_fini(&t->reclaim);
+    pthread_mutex_destroy(&t->lock);
+    shmreg__free(t);
+}
+
 bool shmreg__table_put(struct shmreg__table *t)
 {
     if (!shmreg__ref_put(&t->refs))
         return false;
-    /* Every region is gone and the handle was destroyed: no lookup can run. */
-    if (cds_lfht_destroy(t->lfht, NULL) != 0)
-        shmreg__table_log(t, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
-    pthread_mutex_destroy(&t->lock);
-    shmreg__free(t);
+    /* On the reclaim thread itself, the thread frees the table as it ends
+     * (table_free, handed to it at start). */
+    if (shmreg__reclaim_stop(&t->reclaim))
+        table_free(t);
     return true;
+}
+
+void shmreg__table_start_reclaim(struct shmreg__table *t)
+{
+    if (!shmreg__reclaim_wanted(&t->reclaim))
+        return;
+    /* liburcu starts its call_rcu worker on the first deferred free. Were
+     * that on the reclaim thread, the worker would inherit its name, its
+     * nice 19 and its blocked signals (Linux threads inherit them): make
+     * sure it exists before, started from the application's thread. */
+    (void)urcu_bp_get_default_call_rcu_data();
+    if (!shmreg__reclaim_start(&t->reclaim, table_free, t))
+        shmreg__table_log(t, SHMREG_LOG_WARNING,
+                          "could not start the reclaim thread: last releases unmap in the releasing thread");
 }
 
 void shmreg__table_lock(struct shmreg__table *t)
@@ -192,12 +219,19 @@ static bool passes(size_t used, size_t want, size_t limit)
     return limit == 0 || (used <= limit && want <= limit - used);
 }
 
-static shmreg_err over_limit(const char *name, const char *what, size_t want, size_t limit, size_t used)
+/* Bytes the reclaim thread has yet to unmap still count: say so, since
+ * they free themselves in a moment. */
+static shmreg_err over_limit(struct shmreg__table *t, const char *name, const char *what, size_t want,
+                             size_t limit, size_t used)
 {
+    size_t waiting = atomic_load_explicit(&t->reclaim.waiting_bytes, memory_order_relaxed);
+    char why[96] = "";
+    if (waiting > 0)
+        snprintf(why, sizeof why, ", %zu bytes waiting for reclaim", waiting);
     return shmreg__fail(SHMREG_ERR_NO_MEMORY,
                         "cannot register shared memory region '%s': %zu more %s would pass this registry's "
-                        "limit of %zu (%zu in use)",
-                        name, want, what, limit, used);
+                        "limit of %zu (%zu in use%s)",
+                        name, want, what, limit, used, why);
 }
 
 shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
@@ -208,9 +242,9 @@ shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, 
                             "cannot register shared memory region '%s': this registry holds its limit of %zu regions",
                             name, lim->regions);
     if (!passes(used->mapped_bytes, want->mapped_bytes, lim->mapped_bytes))
-        return over_limit(name, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
+        return over_limit(t, name, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
     if (!passes(used->pinned_bytes, want->pinned_bytes, lim->pinned_bytes))
-        return over_limit(name, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
+        return over_limit(t, name, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
     t->usage.regions += want->regions;
     t->usage.mapped_bytes += want->mapped_bytes;
     t->usage.pinned_bytes += want->pinned_bytes;

@@ -5,8 +5,10 @@
  * what it counted against the limits and log a failure. So everything that
  * deleter needs lives here, below the handle, reference-counted: the hash
  * table of names and its direct-mapped front, the lock, the usage counters
- * beside their limits, and the log sink. The handle (registry.h) holds one
- * reference, every region not yet torn down holds one.
+ * beside their limits, the log sink, the mappings regions share and cache
+ * (mapping.h), and the reclaim thread with its queue (reclaim.h). The handle
+ * (registry.h) holds one reference, every region not yet torn down holds
+ * one.
  *
  * The table knows regions only by the entry embedded in each (its count,
  * name and hash), never by the rest of struct shmreg_region. */
@@ -23,6 +25,7 @@
 
 #include "atomics.h"
 #include "rcu.h"
+#include "reclaim.h"
 #include "shmreg/shmreg.h"
 
 /* What the limits count; under the table's lock. */
@@ -67,19 +70,45 @@ struct shmreg__table {
     size_t regions_alive;        /* regions made and not yet torn down */
     uint64_t registrations, refusals;
 
+    /* The mappings (mapping.c), under lock: the index of those with an
+     * identity, live or cached, and the cached ones, least recent first.
+     * cache_limit is shmreg_config.cache_bytes (0: off; destroy sets it to
+     * 0 so that nothing is cached after it). */
+    struct shmreg__mapping *mappings;
+    struct shmreg__mapping *lru_head, *lru_tail;
+    size_t cache_limit, cached_bytes, cached_mappings;
+    uint64_t cache_hits, cache_misses, cache_evictions;
+
+    /* Background reclaim (reclaim.h): lock-free hand-offs; its own lock. */
+    struct shmreg__reclaim reclaim;
+
+    shmreg_log_fn log_fn;
+    void *log_user;
+};
+
+/* How the table is made: limits, cache, reclaim mode, log sink. */
+struct shmreg__table_config {
+    struct shmreg__usage limits; /* 0 = unlimited */
+    size_t cache_bytes;
+    bool background_reclaim;
     shmreg_log_fn log_fn;
     void *log_user;
 };
 
 /* A new table holding one reference (the handle's). */
-shmreg_err shmreg__table_new(const struct shmreg__usage *limits, shmreg_log_fn log_fn, void *log_user,
-                             struct shmreg__table **out);
+shmreg_err shmreg__table_new(const struct shmreg__table_config *cfg, struct shmreg__table **out);
+
+/* Start the reclaim thread if the table runs one and it has not started
+ * (register calls it before its first region exists). */
+void shmreg__table_start_reclaim(struct shmreg__table *t);
 
 /* Another reference, for a new region; the caller already holds one. */
 void shmreg__table_get(struct shmreg__table *t);
 
-/* Drop a reference; the last frees the table (returns true). Never call it
- * holding the lock or inside a read-side section. */
+/* Drop a reference; the last frees the table (returns true), joining the
+ * reclaim thread; when that last reference goes on the reclaim thread, the
+ * thread frees the table as it ends. Never call it holding the lock or
+ * inside a read-side section. */
 bool shmreg__table_put(struct shmreg__table *t);
 
 /* Take the lock and enter a read-side section (every locked walk of the

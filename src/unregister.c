@@ -18,20 +18,21 @@ static bool unregister_locked(shmreg_registry *reg, struct shmreg_region *r)
         if (shmreg__region_in_use(r) > 0)
             return false;
         shmreg__table_unlink_locked(reg->table, &r->entry);
-        return true;
+        break;
     case SHMREG_POLICY_DETACH:
         shmreg__table_unlink_locked(reg->table, &r->entry);
-        return true;
+        break;
     case SHMREG_POLICY_DEFER:
+        /* The name stays until the last reference goes. Dropping the
+         * registry's reference makes that atomic: whichever release brings
+         * the count to zero (ours, if idle, or the last caller's) runs the
+         * one deleter, which unlinks this very entry. No flag is re-checked
+         * later, so no interleaving can strand a pending region or touch a
+         * re-registered one. */
+        r->pending = true;
         break;
     }
-    /* DEFER: the name stays until the last reference goes. Dropping the
-     * registry's reference makes that atomic: whichever release brings the
-     * count to zero (ours, if idle, or the last caller's) runs the one
-     * deleter, which unlinks this very entry. No flag is re-checked later, so
-     * no interleaving can strand a pending region or touch a re-registered
-     * one. */
-    r->pending = true;
+    shmreg__region_disown(r);
     return true;
 }
 

@@ -7,6 +7,11 @@
  *  2. Register and unregister cost against the bare calls they wrap: a system
  *     region with and without pinning, a legacy CUDA IPC handle, a VMM fd.
  *  3. Acquire+release throughput from 1 to 16 threads over CUDA regions.
+ *  4. Background reclaim and the registration cache (issue 10): the last
+ *     release of a pinned region on the releasing thread, INLINE against
+ *     BACKGROUND; registering the same pinned key or IPC handle again with
+ *     the cache on and off; register/acquire/release/unregister cycles per
+ *     second on one pinned key, cache on against off.
  *
  * Prints markdown tables (median of the repetitions) for docs/performance.md.
  * Exits 77 where no GPU is usable. */
@@ -475,6 +480,121 @@ static void bench_throughput(void)
     gt_exporter_free(&exporter, ex.id);
 }
 
+/* ------------------------------------------------------- 4. reclaim, cache */
+
+static shmreg_registry *registry_with(shmreg_reclaim reclaim, size_t cache_bytes)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.reclaim = reclaim;
+    cfg.cache_bytes = cache_bytes;
+    shmreg_registry *reg = NULL;
+    check_shmreg(shmreg_registry_create(&cfg, &reg), "registry");
+    return reg;
+}
+
+static double pct(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* The last release of an unregistered (pending) pinned region, timed on the
+ * releasing thread. */
+static void last_release(const char *key, size_t size, shmreg_reclaim mode, const char *label)
+{
+    shmreg_registry *reg = registry_with(mode, 0);
+    double us[MAX_REPS];
+    for (int i = 0; i < REG_REPS; i++) {
+        shmreg_region *ref;
+        shmreg_view v;
+        check_shmreg(shmreg_register_system(reg, "r", key, 0, size, SHMREG_PIN), "register");
+        check_shmreg(shmreg_acquire(reg, "r", 0, size, &ref, &v), "acquire");
+        check_shmreg(shmreg_unregister(reg, "r", SHMREG_KIND_SYSTEM), "unregister");
+        double t0 = now_s();
+        shmreg_release(ref);
+        us[i] = (now_s() - t0) * 1e6;
+        check_shmreg(shmreg_registry_trim(reg), "trim");
+    }
+    printf("| last release, pinned %zu MiB, %s | %.1f | %.1f |\n", size >> 20, label, pct(us, REG_REPS, 0.5),
+           pct(us, REG_REPS, 0.99));
+    shmreg_registry_destroy(reg);
+}
+
+/* Registering again right after unregistering, median microseconds. */
+static double reregister_us(shmreg_registry *reg, const char *key, const struct gt_export *ipc, size_t size)
+{
+    double us[MAX_REPS];
+    for (int i = -1; i < REG_REPS; i++) {
+        double t0 = now_s();
+        if (key)
+            check_shmreg(shmreg_register_system(reg, "r", key, 0, size, SHMREG_PIN), "register");
+        else
+            check_shmreg(shmreg_register_cuda_ipc(reg, "r", ipc->ipc, sizeof ipc->ipc, 0, size, 0), "register");
+        double t1 = now_s();
+        check_shmreg(shmreg_unregister(reg, "r", SHMREG_KIND_ANY), "unregister");
+        if (i >= 0)
+            us[i] = (t1 - t0) * 1e6;
+    }
+    return median(us, REG_REPS);
+}
+
+static double loop_per_s(const char *key, size_t size, size_t cache_bytes, double seconds)
+{
+    shmreg_registry *reg = registry_with(SHMREG_RECLAIM_BACKGROUND, cache_bytes);
+    double t0 = now_s(), end = t0 + seconds;
+    long cycles = 0;
+    while (now_s() < end) {
+        shmreg_region *ref;
+        shmreg_view v;
+        check_shmreg(shmreg_register_system(reg, "r", key, 0, size, SHMREG_PIN), "register");
+        check_shmreg(shmreg_acquire(reg, "r", 0, size, &ref, &v), "acquire");
+        shmreg_release(ref);
+        check_shmreg(shmreg_unregister(reg, "r", SHMREG_KIND_SYSTEM), "unregister");
+        cycles++;
+    }
+    double rate = (double)cycles / (now_s() - t0);
+    shmreg_registry_destroy(reg);
+    return rate;
+}
+
+static void bench_reclaim_cache(void)
+{
+    char key[64];
+    snprintf(key, sizeof key, "/shmreg-bench-gpu-rc-%ld", (long)getpid());
+    const size_t big = (size_t)256 << 20, small = (size_t)16 << 20;
+    if (!shm_has_room(big))
+        return;
+    shm_create(key, big);
+    printf("\n### Background reclaim and the registration cache, microseconds, %d runs\n\n", REG_REPS);
+    printf("| what | median | p99 |\n| --- | --- | --- |\n");
+    last_release(key, big, SHMREG_RECLAIM_INLINE, "INLINE");
+    last_release(key, big, SHMREG_RECLAIM_BACKGROUND, "BACKGROUND");
+    last_release(key, small, SHMREG_RECLAIM_INLINE, "INLINE");
+    last_release(key, small, SHMREG_RECLAIM_BACKGROUND, "BACKGROUND");
+
+    shmreg_registry *off = registry_with(SHMREG_RECLAIM_BACKGROUND, 0);
+    shmreg_registry *on = registry_with(SHMREG_RECLAIM_BACKGROUND, (size_t)1 << 30);
+    printf("\n| register again right after unregister | cache off | cache on | ratio |\n| --- | --- | --- | --- |\n");
+    double a = reregister_us(off, key, NULL, big), b = reregister_us(on, key, NULL, big);
+    printf("| pinned 256 MiB system region | %.1f | %.1f | %.0fx |\n", a, b, a / b);
+    struct gt_export ipc;
+    if (gt_exporter_alloc(&exporter, GT_KIND_IPC, (size_t)64 << 20, 1, &ipc) != 0)
+        exit(1);
+    a = reregister_us(off, NULL, &ipc, (size_t)64 << 20);
+    b = reregister_us(on, NULL, &ipc, (size_t)64 << 20);
+    printf("| CUDA IPC 64 MiB | %.1f | %.1f | %.0fx |\n", a, b, a / b);
+    shmreg_registry_destroy(on);
+    shmreg_registry_destroy(off);
+    gt_exporter_free(&exporter, ipc.id);
+
+    double loop_off = loop_per_s(key, small, 0, 2.0), loop_on = loop_per_s(key, small, (size_t)1 << 30, 2.0);
+    printf("\n| register, acquire, release, unregister, pinned 16 MiB | cycles/s |\n| --- | --- |\n");
+    printf("| cache off | %.0f |\n| cache on | %.0f (%.0fx) |\n", loop_off, loop_on, loop_on / loop_off);
+    shm_unlink(key);
+    fflush(stdout);
+}
+
 int main(void)
 {
     /* Before any CUDA call here: the exporter must initialise CUDA itself. */
@@ -498,6 +618,7 @@ int main(void)
     bench_bandwidth();
     bench_register_cost();
     bench_throughput();
+    bench_reclaim_cache();
     gt_exporter_stop(&exporter);
     return 0;
 }

@@ -60,6 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="largest request body in MiB")
     p.add_argument("--drain-s", type=bounded(0, 3600), default=30,
                    help="shutdown waits this long for in-flight requests")
+    p.add_argument("--allow-client-shm", choices=("true", "false"), default="false",
+                   help="let clients register and unregister shared memory, as Triton "
+                        "2.73's flag (default false, as there)")
     p.add_argument("-v", "--verbose", action="store_true", help="one log line per request")
     opts = p.parse_args(argv)
     if any(not prefix for prefix in opts.reserved_key_prefix):
@@ -159,9 +162,32 @@ def create_app(registry, opts) -> FastAPI:
     return app
 
 
+# Triton 2.73's answer to register and unregister without
+# --allow-client-shm=true (UNSUPPORTED: HTTP 501); status stays open.
+CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
+                       "'--allow-client-shm=true' to enable.")
+
+
+class RefuseClientShm:
+    """--allow-client-shm=false: register and unregister answered 501 with
+    Triton's message before any route sees them."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if (path.startswith(("/v2/systemsharedmemory/", "/v2/cudasharedmemory/"))
+                and path.endswith(("/register", "/unregister"))):
+            await error_response(501, CLIENT_SHM_DISABLED)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class LimitBody:
-    """413 for a body over --max-body-mb; the body is still read, so that the
-    client sees the answer instead of a reset connection."""
+    """400 for a body over --max-body-mb, in the words and with the status
+    Triton gives a request past its --http-max-input-size; the body is still
+    read, so that the client sees the answer instead of a reset connection."""
 
     def __init__(self, app, max_body: int):
         self.app, self.max_body = app, max_body
@@ -172,7 +198,9 @@ class LimitBody:
             if length.isdigit() and int(length) > self.max_body:
                 while (await receive()).get("more_body"):
                     pass
-                await error_response(413, f"request body larger than {self.max_body} bytes")(
+                await error_response(
+                    400, f"request size of {int(length)} bytes exceeds the maximum allowed input "
+                    f"size of {self.max_body} bytes. Use --max-body-mb to increase the limit.")(
                     scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -232,7 +260,10 @@ def main(argv=None) -> int:
     opts = parse_args(argv)
     registry = shmreg.Registry(busy_policy=opts.busy_policy,
                                reserved_key_prefixes=tuple(opts.reserved_key_prefix))
-    app = LimitBody(create_app(registry, opts), opts.max_body_mb << 20)
+    app = create_app(registry, opts)
+    if opts.allow_client_shm != "true":
+        app = RefuseClientShm(app)
+    app = LimitBody(app, opts.max_body_mb << 20)
     if opts.verbose:
         app = LogRequests(app)
     family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET

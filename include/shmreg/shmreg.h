@@ -42,7 +42,8 @@
  *    major version and a program built against an older header keeps
  *    working. Structs the library fills (shmreg_view, shmreg_region_status,
  *    shmreg_stats) keep a reserved tail for the same reason.
- *  - A child of fork() must not use a registry created before the fork.
+ *  - A child of fork() must not use a registry created before the fork
+ *    (see shmreg_registry_create for what it may do).
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -174,6 +175,20 @@ typedef enum shmreg_log_level {
  * held; it must not call back into the registry that logs. */
 typedef void (*shmreg_log_fn)(void *user, shmreg_log_level level, const char *msg);
 
+/* Who unmaps a region whose last reference shmreg_release drops. */
+typedef enum shmreg_reclaim {
+    /* The release only hands the region to the registry's reclaim thread
+     * (started with the first registration, named "shmreg-reclaim"), which
+     * unpins, unmaps and closes it: the releasing thread makes no system
+     * call and takes no lock that register or unregister hold. Until the
+     * thread has done so, the region's bytes still count against the limits
+     * (shmreg_stats.reclaim_waiting_bytes). Unregister, destroy and
+     * shmreg_registry_trim still unmap idle regions before they return. */
+    SHMREG_RECLAIM_BACKGROUND = 0,
+    /* The last release unmaps in the releasing thread (1.0's behaviour). */
+    SHMREG_RECLAIM_INLINE = 1
+} shmreg_reclaim;
+
 /* Registration flags, OR-ed together. Unknown bits are SHMREG_ERR_INVALID_ARG. */
 #define SHMREG_READONLY 0x1u /* map read-only (PROT_READ / CU_MEM_ACCESS_FLAGS_PROT_READ) */
 #define SHMREG_PIN 0x2u      /* system regions: pinning is required; fail if impossible */
@@ -211,7 +226,27 @@ typedef struct shmreg_config {
      * server: use the guarded copies (shmreg_copy_from_view) for such regions.
      * 0 (default, and what a 1.0 program passes): refused. */
     size_t accept_unsealed_fds;
-    void *reserved_[10];     /* zero; room for later fields */
+    /* Since 1.1. Default SHMREG_RECLAIM_BACKGROUND. An enum in a slot of its
+     * own: the size_t after it keeps the slot pointer-aligned on every ABI. */
+    shmreg_reclaim reclaim;
+    /* Since 1.1. The registration cache, 0 (default): off. When the last
+     * region on a mapping is unmapped, the mapping (with its pin, or its
+     * CUDA IPC open) may stay cached, up to this many bytes in all, least
+     * recently used evicted first. A registration of memory that is already
+     * mapped, cached or by a live region under another name, reuses the
+     * mapping: a system region when the freshly opened key is the same
+     * object (fstat's device and inode), mapped with the same access and
+     * pinning, and the mapping covers the window; a CUDA IPC region when the
+     * handle bytes, the device and the access are the same. A reuse passes
+     * every check a new mapping passes, in the same order and with the same
+     * errors (the object's current size, its type, its owner and the pinning
+     * rules included); an object unlinked and created again under the same
+     * key is another object. A descriptor registration (SHMREG_SOURCE_FD)
+     * neither reuses nor leaves a cached mapping. Cached bytes count
+     * against max_mapped_bytes and max_pinned_bytes, and are evicted before
+     * a registration is refused for lack of room. */
+    size_t cache_bytes;
+    void *reserved_[8];      /* zero; room for later fields */
 } shmreg_config;
 
 /* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
@@ -225,7 +260,7 @@ typedef struct shmreg_config {
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
  * pinning within SHMREG_AUTO_PIN_BUDGET, no log, no limits, sealed
- * descriptors only). NULL is a no-op. */
+ * descriptors only, background reclaim, no cache). NULL is a no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -235,14 +270,26 @@ typedef struct shmreg_region shmreg_region;     /* opaque: one counted reference
 
 /* Create an empty registry. cfg may be NULL (defaults); it is copied, so it
  * need not outlive the call. On success *out owns the registry; free it with
- * shmreg_registry_destroy. Errors: INVALID_ARG (out NULL, policy out of range,
- * empty reserved prefix), NO_MEMORY. */
+ * shmreg_registry_destroy. Errors: INVALID_ARG (out NULL, policy or reclaim
+ * mode out of range, empty reserved prefix), NO_MEMORY.
+ *
+ * fork(): the child gets the parent's mappings (MAP_SHARED, so they stay
+ * valid and shared) but not its threads, the reclaim thread and liburcu's
+ * call_rcu worker included, nor its page-locking or CUDA contexts. The child
+ * may read and write through views it acquired before the fork, and must
+ * then leave the registry alone: no call on it or its references, not even
+ * shmreg_registry_destroy or shmreg_release; it should exec or _exit. A
+ * child that needs a registry creates its own. */
 SHMREG_API shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **out);
 
 /* Server shutdown: unregister every region whatever the busy policy, then free
- * the registry handle. References that requests still hold stay valid; each
+ * the registry handle. Idle regions, regions already released to the reclaim
+ * thread and cached mappings are unmapped, unpinned and closed before it
+ * returns. References that requests still hold stay valid; each
  * region is unmapped by its own last shmreg_release, which may come after this
- * call returns (the log callback, if any, gets a WARNING naming how many).
+ * call returns (the log callback, if any, gets a WARNING naming how many);
+ * the reclaim thread then lives until that last region is unmapped, and
+ * ends by itself. Otherwise the thread is joined here.
  * No other call may use reg after this one starts. When no reference is
  * outstanding it also waits (milliseconds) until the library holds none of
  * the registry's memory, so it must not be called inside a liburcu-bp
@@ -261,12 +308,31 @@ typedef struct shmreg_stats {
     size_t pinned_bytes;     /* what max_pinned_bytes counts */
     uint64_t registrations;  /* successful registrations since create */
     uint64_t refusals;       /* registrations refused for any reason since create */
-    uint64_t reserved_[16];  /* zero; room for later counters */
+    /* Since 1.1. */
+    uint64_t reclaim_waiting_bytes; /* released regions' bytes the reclaim thread has
+                                       yet to unmap; still in mapped_bytes */
+    uint64_t cached_bytes;    /* bytes of mappings kept by the cache, no region on
+                                 them; in mapped_bytes (and pinned_bytes) */
+    uint64_t cached_mappings; /* how many such mappings */
+    uint64_t cache_hits;      /* registrations that reused a cached or live mapping */
+    uint64_t cache_misses;    /* registrations of a cacheable source that opened a
+                                 new mapping */
+    uint64_t cache_evictions; /* cached mappings unmapped to stay within cache_bytes,
+                                 to make room for a registration, or by trim */
+    uint64_t reserved_[10];   /* zero; room for later counters */
 } shmreg_stats;
 
 /* A snapshot of reg's counters (taken under the registry's lock; the
  * counters are consistent with each other). Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
+
+/* Since 1.1. Give back what no caller holds: wait until every region
+ * released before this call is unmapped by the reclaim thread, then unmap
+ * (unpin, close) every cached mapping, in the calling thread. For a server
+ * that wants its memory back now (before a checkpoint, under memory
+ * pressure) and for tests. Returns SHMREG_OK, or INVALID_ARG for NULL.
+ * Must not be called from the log callback. */
+SHMREG_API shmreg_err shmreg_registry_trim(shmreg_registry *reg);
 
 /* -------------------------------------------------------------- register */
 
@@ -373,7 +439,10 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  * window lies inside its size. fd must be open read-write, or read-only with
  * SHMREG_READONLY. Pinning follows the same rules as shmreg_register_system.
  * Status reports the region as kind SYSTEM with key NULL: a descriptor has no
- * name outside the process that holds it.
+ * name outside the process that holds it, so the registration cache
+ * (cache_bytes) never reuses a mapping for it nor keeps its mapping cached;
+ * its last release is unmapped like any region's (by the reclaim thread
+ * under SHMREG_RECLAIM_BACKGROUND).
  *
  * Errors: as shmreg_register; INVALID_ARG (fd negative, not a regular file,
  * unsealed, an owner the allow-list refuses), SYSTEM (fstat, fcntl or mmap
@@ -462,9 +531,11 @@ SHMREG_API shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, siz
                                      size_t byte_size, shmreg_region **out, shmreg_view *view);
 
 /* Drop one reference. The last one (the registry's included) unmaps the
- * region, exactly once, in the calling thread, and may do so after the
- * registry was destroyed. The view it gave is invalid from this call on.
- * NULL is a no-op. Any thread.
+ * region exactly once: under SHMREG_RECLAIM_BACKGROUND it hands the region
+ * to the reclaim thread (no system call, no lock), under INLINE it unmaps
+ * in the calling thread; either may happen after the registry was
+ * destroyed. The view it gave is invalid from this call on. NULL is a
+ * no-op. Any thread.
  * 1.1: a release past zero that would drop the registry's own reference (a
  * reference released twice while the region is still registered) is caught:
  * logged at SHMREG_LOG_ERROR and ignored, so the region stays mapped for its
@@ -551,7 +622,15 @@ typedef struct shmreg_region_status {
     int pinned;             /* SYSTEM region page-locked for DMA */
     unsigned flags;         /* the flags it was registered with */
     const char *tag;        /* owner tag, or NULL */
-    void *reserved_[6];     /* zero; room for later fields */
+    /* Since 1.1, each in a pointer-sized slot carved from reserved_, so no
+     * 1.0 offset moves on any ABI. Regions (this one included) on this
+     * region's mapping; more than 1 when registrations of the same memory
+     * share it. */
+    size_t mapping_regions;
+    /* 1 when the registration reused a mapping (from the cache or another
+     * live region) instead of opening its own. */
+    size_t mapping_reused;
+    void *reserved_[4];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
@@ -637,6 +716,63 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
+
+/* ------------------------- sealed memfd regions over a Unix socket (1.1) */
+
+/*
+ * The client side of registering a sealed memfd with a server that listens
+ * on an AF_UNIX SOCK_SEQPACKET socket (the example frontend's --uds PATH).
+ * The wire format, for clients in other languages (all integers in host
+ * byte order: both ends are on one machine):
+ *
+ *   request: one shmreg_send_fd frame (8-byte header: uint32 0x46524853,
+ *            uint32 payload size; then the payload) carrying the memfd, whose
+ *            payload is SHMREG_REGION_REQUEST_HEADER bytes: uint32
+ *            SHMREG_REGION_REQUEST_MAGIC, uint32 flags (SHMREG_READONLY,
+ *            SHMREG_NO_PIN), uint64 offset, uint64 byte_size; then the
+ *            region name, 1..255 bytes, not NUL-terminated.
+ *   answer:  one record of at most SHMREG_REGION_ANSWER_MAX bytes, ASCII:
+ *            the code's name (shmreg_err_name: "SHMREG_OK",
+ *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message.
+ *
+ * The server registers the window under an owner tag of that connection and
+ * unregisters every region of the connection when it closes, so a client's
+ * regions live exactly as long as its connection (and its process).
+ */
+#define SHMREG_REGION_REQUEST_MAGIC 0x31475253u /* "SRG1" in little-endian memory */
+#define SHMREG_REGION_REQUEST_HEADER 24
+#define SHMREG_REGION_ANSWER_MAX 1024
+
+/*
+ * Create a memfd of `size` bytes (zero-filled) that can never shrink or grow:
+ * memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), ftruncate, then the seals
+ * F_SEAL_SHRINK | F_SEAL_GROW, so a server may map it without fear of
+ * SIGBUS. debug_name (NULL: "shmreg") shows in /proc/PID/maps as
+ * "/memfd:NAME"; it is cut to what memfd_create accepts. On success *fd_out
+ * is a descriptor the caller owns (close it when done; the server keeps its
+ * own mapping). F_SEAL_SEAL is not set: the caller may add write seals.
+ * Errors: INVALID_ARG (fd_out NULL, size 0 or past off_t), SYSTEM
+ * (memfd_create, ftruncate or fcntl failed; no descriptor is left open).
+ */
+SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, int *fd_out);
+
+/*
+ * Ask the server at the other end of `sock` (a connected SOCK_SEQPACKET
+ * AF_UNIX socket) to register [offset, offset + byte_size) of fd under
+ * `name`, in the format above, and wait for its answer. OK when the server
+ * registered it; otherwise the server's code, with its message as this
+ * thread's shmreg_last_error(). The caller keeps fd (it may close it once
+ * this returns OK: the server holds its own mapping) and the connection
+ * (closing it unregisters every region sent over it). Blocks until the
+ * answer comes: set SO_RCVTIMEO on sock to bound the wait.
+ * Errors: INVALID_ARG (a negative socket or fd, name NULL, empty or longer
+ * than 255 bytes), SYSTEM (sending failed, the server closed without an
+ * answer, a wait past SO_RCVTIMEO, or an answer that is not this format),
+ * and whatever the server answers (INVALID_ARG for an unsealed fd or a bad
+ * name, ALREADY_EXISTS, OUT_OF_BOUNDS, NO_MEMORY for its limits, ...).
+ */
+SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, size_t offset,
+                                         size_t byte_size, unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -774,6 +774,9 @@ class registry {
         return s;
     }
 
+    /* shmreg_registry_trim (1.1): wait for the reclaim thread, unmap the cache. */
+    result<void> try_trim() { return detail::check(shmreg_registry_trim(reg_)); }
+
 #if SHMREG_CPP_EXCEPTIONS
     /* ----------------------- the same calls, throwing shmreg::error */
 
@@ -812,6 +815,7 @@ class registry {
         return try_status_matching(f).value();
     }
     shmreg::stats stats() { return try_stats().value(); }
+    void trim() { try_trim().value(); }
 #endif
 
   private:

@@ -118,7 +118,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _int64(text: str) -> int:
     value = int(text)
     if not _INT64_MIN <= value <= _INT64_MAX:
-        # jansson's words, which Triton's clients see from the C frontend.
+        # The C frontend's words for an integer it cannot hold (it reads all
+        # of uint64 since it moved to json-c; this module stops at int64).
         raise ValueError("too big integer")
     return value
 

@@ -307,6 +307,10 @@ nb::object stats(Registry &self) {
                         "refusals"_a = s.refusals);
 }
 
+void trim(Registry &self) {
+    blocking(self, [](shmreg_registry *reg) { return shmreg_registry_trim(reg); });
+}
+
 void close(Registry &self) {
     nb::gil_scoped_release nogil;
     shmreg_registry *reg;
@@ -372,6 +376,9 @@ void bind_registry(nb::module_ &m) {
              "The regions registered or pending, or the one named (raises NotFound).")
         .def("stats", &stats, nb::sig("def stats(self) -> shmreg._types.Stats"),
              "Counters of the whole registry (shmreg_registry_stats).")
+        .def("trim", &trim,
+             "Wait until the reclaim thread has unmapped every region released so far, then\n"
+             "unmap the registration cache (shmreg_registry_trim). Runs without the GIL.")
         .def("close", &close,
              "Destroy the registry now (idempotent): every region is unregistered; references\n"
              "held elsewhere stay valid until released. Later calls raise InvalidArgument.")

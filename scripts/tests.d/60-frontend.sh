@@ -49,3 +49,6 @@ FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
   "${pytest[@]}" -q tests/frontend --frontend c --deselect tests/frontend/test_perf_analyzer.py \
   --deselect tests/frontend/test_perf_analyzer_grpc.py \
   --deselect tests/frontend/test_kserve_module.py || exit 1
+echo "--- hostile and honest clients side by side (tests/soak/hostile_frontend.py), 20 s"
+FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "$dir/venv/bin/python" tests/soak/hostile_frontend.py \
+  --seconds 20 || exit 1

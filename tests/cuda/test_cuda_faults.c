@@ -127,6 +127,8 @@ static shmreg_registry *new_registry(void)
     shmreg_config cfg;
     shmreg_config_init(&cfg);
     cfg.log_fn = capture_log;
+    /* Deleters in the injecting thread, whose CUDA calls are counted. */
+    cfg.reclaim = SHMREG_RECLAIM_INLINE;
     shmreg_registry *reg = NULL;
     assert_ok(shmreg_registry_create(&cfg, &reg));
     return reg;

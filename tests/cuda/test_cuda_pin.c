@@ -38,17 +38,6 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Whether CUDA sees host memory at p as page-locked (registered). */
-static int is_pinned(const void *p)
-{
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return attr.type == cudaMemoryTypeHost;
-}
-
 /* Register, acquire the whole window and report view.pinned, after checking
  * it against status and against CUDA's own view of the pointer. */
 static int pinned_after_register(struct fixture *f, const char *name, unsigned flags,
@@ -61,7 +50,7 @@ static int pinned_after_register(struct fixture *f, const char *name, unsigned f
     assert_ok(shmreg_status(f->reg, name, SHMREG_KIND_SYSTEM, &st, &n));
     assert_int_equal(st[0].pinned, view->pinned);
     shmreg_status_free(st, n);
-    assert_int_equal(is_pinned(view->addr), view->pinned);
+    assert_int_equal(gt_is_pinned(view->addr), view->pinned);
     return view->pinned;
 }
 
@@ -131,7 +120,7 @@ static void test_two_regions_of_one_object_both_pin(void **state)
     assert_int_equal(pinned_after_register(f, "two", SHMREG_PIN, &r2, &v2), 1);
     shmreg_release(r1);
     assert_ok(shmreg_unregister(f->reg, "one", SHMREG_KIND_SYSTEM));
-    assert_int_equal(is_pinned(v2.addr), 1); /* unpinning one left the other */
+    assert_int_equal(gt_is_pinned(v2.addr), 1); /* unpinning one left the other */
     shmreg_release(r2);
 }
 
@@ -142,9 +131,10 @@ static void test_last_release_unpins(void **state)
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "held", SHMREG_PIN, &ref, &view), 1);
     assert_ok(shmreg_unregister(f->reg, "held", SHMREG_KIND_SYSTEM)); /* DEFER */
-    assert_int_equal(is_pinned(view.addr), 1);
+    assert_int_equal(gt_is_pinned(view.addr), 1);
     assert_int_equal(tu_count_shm_maps(f->key), 1);
     shmreg_release(ref);
+    assert_ok(shmreg_registry_trim(f->reg)); /* the reclaim thread unpins, unmaps */
     assert_int_equal(tu_count_shm_maps(f->key), 0);
 }
 

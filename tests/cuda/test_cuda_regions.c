@@ -291,7 +291,9 @@ static void test_policy_defer(void **state)
     shmreg_view v2;
     assert_ok(shmreg_acquire(f->reg, "p", 0, 16, &again, &v2)); /* still acquirable */
     shmreg_release(again);
-    shmreg_release(ref); /* the last one: unmaps */
+    shmreg_release(ref); /* the last one: the reclaim thread unmaps */
+    assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
+    assert_ok(shmreg_registry_trim(f->reg));
     assert_false(gt_device_mapped(view.addr));
     assert_int_equal(ut_status_count(f->reg, SHMREG_KIND_ANY), 0);
 }
@@ -311,6 +313,7 @@ static void test_policy_detach(void **state)
     gt_assert_device_pattern(v2.addr, 16, SEED2, 0);
     shmreg_release(again);
     shmreg_release(ref); /* closes the first registration's open only */
+    assert_ok(shmreg_registry_trim(f->reg)); /* (on the reclaim thread) */
     /* Legacy IPC maps one handle once per process (the driver counts opens),
      * so the second registration keeps the same pointer mapped; VMM gave
      * each registration its own range. */
@@ -352,7 +355,8 @@ static void test_destroy_with_references(void **state)
     gt_assert_device_pattern((char *)view.addr + SIZE - 4096, 4096, SEED, SIZE - 4096);
     assert_true(gt_device_mapped(view.addr));
     shmreg_release(ref);
-    assert_false(gt_device_mapped(view.addr));
+    /* The destroyed registry's reclaim thread closes it, then ends. */
+    assert_true(gt_wait_unmapped(view.addr));
 }
 
 /* ---- several threads acquire, copy and release while one thread keeps

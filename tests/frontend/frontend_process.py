@@ -48,13 +48,22 @@ def sibling_binary(name):
     return path
 
 
+# Both frontends refuse client shared memory unless told otherwise, as
+# Triton 2.73 does; the tests use it, so every server they start allows it
+# unless a test passes its own --allow-client-shm.
+ALLOW_SHM = "--allow-client-shm=true"
+
+
 class Frontend:
     """One running frontend process. command: the program and its leading
     arguments, when it is not the frontend itself; the frontend's options
-    (address, port, then args) follow them."""
+    (address, port, --allow-client-shm=true unless args say otherwise, then
+    args) follow them."""
 
     def __init__(self, *args, command=None):
-        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *args]
+        allow = [] if any(str(a).startswith("--allow-client-shm") for a in args) else [ALLOW_SHM]
+        self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *allow,
+                     *args]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""
@@ -76,6 +85,15 @@ class Frontend:
         whose name contains marker."""
         with open(f"/proc/{self.pid}/maps") as maps:
             return [line for line in maps if "/dev/shm/" in line and marker in line]
+
+    def memory_mib(self, field="VmRSS"):
+        """A memory figure of the server's /proc/PID/status (VmRSS: resident
+        now, VmHWM: the peak), in MiB."""
+        with open(f"/proc/{self.pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+        raise AssertionError(f"no {field} in /proc/{self.pid}/status")
 
     def stop(self, sig=signal.SIGTERM):
         """Signal the server and wait for it; returns (exit code, stderr).

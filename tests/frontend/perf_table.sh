@@ -14,7 +14,7 @@ mkdir -p "$out"
 pa=${PERF_ANALYZER:-perf_analyzer}
 bytes=$((3 * 384 * 640 * 2))
 
-"$FRONTEND_BIN" --port 0 --threads "${FRONTEND_THREADS:-16}" >"$out/frontend.out" 2>"$out/frontend.err" &
+"$FRONTEND_BIN" --port 0 --allow-client-shm=true --threads "${FRONTEND_THREADS:-16}" >"$out/frontend.out" 2>"$out/frontend.err" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q listening "$out/frontend.out" && break; sleep 0.1; done

@@ -14,8 +14,20 @@
  * names, keys with slashes, dots and reserved prefixes, SIZE_MAX and
  * wrap-around offset/size pairs. At the end of each input every reference is
  * released and the registry destroyed, and the process must hold no mapping
- * of the objects but the harness's own. */
+ * of the objects but the harness's own.
+ *
+ * The input also picks the reclaim mode and the registration cache's size.
+ * The model is synchronous: under background reclaim the harness makes a
+ * last release's unmapping observable before it checks anything, with
+ * shmreg_registry_trim on a live registry, or by waiting for the reclaim
+ * thread of a destroyed one. The cache is invisible to the model (a reuse
+ * passes the same checks with the same errors, cached mappings give way
+ * before a limit refuses), except in how many mappings a registry holds:
+ * views are still compared byte for byte with the object, so a reuse of the
+ * wrong window shows. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -267,6 +279,9 @@ struct world {
     size_t nheld;
     unsigned logged;
     bool pin_usable;
+    bool background; /* the current registry reclaims in its thread */
+    bool cache_seen; /* a registry of this input had the cache on */
+    size_t cache_bytes; /* the current registry's */
 };
 
 static void count_log(void *user, shmreg_log_level level, const char *msg)
@@ -321,6 +336,14 @@ static void create_registry(struct world *w, struct input *in)
     default:
         break;
     }
+    /* reclaim mode and cache: off, smaller than an object, a few objects */
+    static const size_t cache_sizes[] = {0, 0, 100, 3 * 4096, 1 << 20};
+    uint8_t reclaim = take_u8(in);
+    cfg.reclaim = reclaim & 1 ? SHMREG_RECLAIM_INLINE : SHMREG_RECLAIM_BACKGROUND;
+    cfg.cache_bytes = cache_sizes[(reclaim >> 1) % 5];
+    w->background = cfg.reclaim == SHMREG_RECLAIM_BACKGROUND;
+    w->cache_seen |= cfg.cache_bytes > 0;
+    w->cache_bytes = cfg.cache_bytes;
     mc.owner_accepted = cfg.allowed_owner_uid_count != 1;
     check_code("registry_create", shmreg_registry_create(&cfg, &w->reg), SHMREG_OK);
     model_create(&w->model, &mc);
@@ -361,16 +384,97 @@ static void hold(struct world *w, shmreg_region *ref, struct model_region *r, co
     w->held[w->nheld++] = h;
 }
 
+/* Wait until the objects are mapped at most `want` times (a destroyed
+ * registry's reclaim thread unmaps on its own time; with the cache, regions
+ * share mappings, so fewer is right too); true when they are. */
+static bool settle_maps(size_t want)
+{
+    for (int spins = 0; spins < 2000000; spins++) {
+        if (count_object_maps() <= want)
+            return true;
+        sched_yield();
+    }
+    return false;
+}
+
+/* Reclaim threads still running: those of destroyed registries end after
+ * their last region; an input must not leave one behind (leak checkers
+ * would count its stack, and its registry's remains). */
+static int reclaim_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d, "cannot read /proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], comm[32] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        n += fgets(comm, sizeof comm, f) && strncmp(comm, "shmreg-reclaim", 14) == 0;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 static void release_held(struct world *w, size_t i)
 {
     struct held h = w->held[i];
     check_view(&h);
     w->held[i] = w->held[--w->nheld];
+    bool current = h.region->registry == w->model.registry;
     shmreg_release(h.ref);
     model_release(h.region);
+    if (h.region->state != MODEL_GONE)
+        return;
+    /* A last release may have handed the region to a reclaim thread. */
+    if (current && w->background)
+        check_code("registry_trim", shmreg_registry_trim(w->reg), SHMREG_OK);
+    else if (!current) {
+        /* The current registry's cache keeps mappings no region is on. */
+        shmreg_stats s;
+        check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+        CHECK(settle_maps(NOBJECTS + model_mapped(&w->model) + s.cached_mappings),
+              "a destroyed registry's region was not unmapped");
+    }
 }
 
 /* ------------------------------------------------------------ operations */
+
+/* The object as a descriptor (SHMREG_SOURCE_FD). A descriptor is never
+ * looked up in the registration cache: its registration counts no hit and
+ * no miss, whatever is cached. */
+static void register_fd(struct world *w, struct input *in, const struct model_register_args *a, shmreg_err want)
+{
+    int fd = a->object >= 0 ? shm_open(object_keys[a->object], O_RDWR, 0) : -1;
+    CHECK(a->object < 0 || fd >= 0, "cannot open the harness's object %d", a->object);
+    shmreg_registration reg;
+    shmreg_registration_init(&reg);
+    reg.source = SHMREG_SOURCE_FD;
+    reg.name = a->name;
+    reg.fd = fd;
+    reg.offset = a->offset;
+    reg.byte_size = a->size;
+    reg.flags = a->flags;
+    reg.tag = a->tag;
+    shmreg_stats before, after;
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &before), SHMREG_OK);
+    shmreg_err got = a->tag || take_u8(in) % 2
+                         ? shmreg_register(w->reg, &reg)
+                         : shmreg_register_system_fd(w->reg, a->name, fd, a->offset, a->size, a->flags);
+    if (fd >= 0)
+        close(fd); /* the registry keeps its own mapping */
+    check_code("register_system_fd", got, want);
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &after), SHMREG_OK);
+    CHECK(after.cache_hits == before.cache_hits && after.cache_misses == before.cache_misses,
+          "a descriptor registration was looked up in the cache (hits %llu -> %llu, misses %llu -> %llu)",
+          (unsigned long long)before.cache_hits, (unsigned long long)after.cache_hits,
+          (unsigned long long)before.cache_misses, (unsigned long long)after.cache_misses);
+}
 
 static void op_register(struct world *w, struct input *in)
 {
@@ -390,23 +494,7 @@ static void op_register(struct world *w, struct input *in)
     struct model_region *r = NULL;
     shmreg_err want = model_register(&w->model, &a, &r);
     if (a.via_fd) {
-        int fd = a.object >= 0 ? shm_open(object_keys[a.object], O_RDWR, 0) : -1;
-        CHECK(a.object < 0 || fd >= 0, "cannot open the harness's object %d", a.object);
-        shmreg_registration reg;
-        shmreg_registration_init(&reg);
-        reg.source = SHMREG_SOURCE_FD;
-        reg.name = a.name;
-        reg.fd = fd;
-        reg.offset = a.offset;
-        reg.byte_size = a.size;
-        reg.flags = a.flags;
-        reg.tag = a.tag;
-        shmreg_err got = a.tag || take_u8(in) % 2 ? shmreg_register(w->reg, &reg)
-                                                  : shmreg_register_system_fd(w->reg, a.name, fd, a.offset, a.size,
-                                                                              a.flags);
-        if (fd >= 0)
-            close(fd); /* the registry keeps its own mapping */
-        check_code("register_system_fd", got, want);
+        register_fd(w, in, &a, want);
         return;
     }
     /* Untagged registrations go through both doors: the plain verb and the
@@ -579,10 +667,33 @@ static void op_recreate(struct world *w, struct input *in)
     model_destroy(&w->model);
     for (size_t i = 0; i < w->nheld; i++)
         check_view(&w->held[i]);
-    CHECK(count_object_maps() == NOBJECTS + model_mapped(&w->model),
+    /* Regions that share a mapping (the cache on) are mapped fewer times. */
+    CHECK(w->cache_seen ? count_object_maps() <= NOBJECTS + model_mapped(&w->model)
+                        : count_object_maps() == NOBJECTS + model_mapped(&w->model),
           "after destroy: %zu mappings of the objects, the model has %zu", count_object_maps(),
           NOBJECTS + model_mapped(&w->model));
     create_registry(w, in);
+}
+
+/* Give back what no caller holds: afterwards nothing waits for reclaim and
+ * nothing is cached; before, the cache kept within its bound. */
+static void op_trim(struct world *w, struct input *in)
+{
+    shmreg_stats s;
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+    CHECK(s.cached_bytes <= w->cache_bytes, "%llu bytes cached, over cache_bytes %zu",
+          (unsigned long long)s.cached_bytes, w->cache_bytes);
+    CHECK(s.cached_bytes <= s.mapped_bytes, "cached bytes not counted in mapped_bytes");
+    CHECK(w->cache_bytes > 0 || (s.cache_hits == 0 && s.cached_mappings == 0), "a hit with the cache off");
+    check_code("registry_trim", shmreg_registry_trim(w->reg), SHMREG_OK);
+    check_code("registry_stats", shmreg_registry_stats(w->reg, &s), SHMREG_OK);
+    CHECK(s.cached_mappings == 0 && s.cached_bytes == 0, "trim left %llu mappings cached",
+          (unsigned long long)s.cached_mappings);
+    CHECK(s.reclaim_waiting_bytes == 0, "trim left %llu bytes waiting for reclaim",
+          (unsigned long long)s.reclaim_waiting_bytes);
+    CHECK(s.mapped_regions == model_mapped_in(&w->model, w->model.registry),
+          "after trim: %zu regions mapped, the model has %zu", s.mapped_regions,
+          model_mapped_in(&w->model, w->model.registry));
 }
 
 /* NULL where the header says a pointer is required, and NULL no-ops. */
@@ -628,6 +739,7 @@ typedef void (*operation)(struct world *w, struct input *in);
 static const operation operations[] = {
     op_register, op_register, op_acquire, op_acquire, op_retain, op_release,
     op_unregister, op_unregister_all, op_status, op_recreate, op_null_arguments, op_register_cuda,
+    op_trim,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -648,6 +760,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     model_reset(&w.model);
     w.nheld = 0;
     w.logged = 0;
+    w.cache_seen = false;
     create_registry(&w, &in);
 
     for (int ops = 0; ops < MAX_OPS && in.n > 0; ops++)
@@ -658,6 +771,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shmreg_registry_destroy(w.reg);
     model_destroy(&w.model);
     CHECK(model_mapped(&w.model) == 0, "the model still maps regions");
+    (void)settle_maps(NOBJECTS); /* releases of destroyed registries' regions */
+    for (int spins = 0; spins < 2000000 && reclaim_threads() > 0; spins++)
+        sched_yield();
+    CHECK(reclaim_threads() == 0, "a reclaim thread outlived every registry and region");
     CHECK(count_object_maps() == NOBJECTS, "%zu mappings of the objects left, expected only the "
           "harness's %d", count_object_maps() - NOBJECTS, NOBJECTS);
     CHECK(w.logged == 0, "the library logged %u failures", w.logged);

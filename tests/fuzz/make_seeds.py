@@ -10,7 +10,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # fuzz_ops.c: operations[] indices
-REG, ACQ, RET, REL, UNR, UALL, STAT, RECR, NUL, REG_CUDA = 0, 2, 4, 5, 6, 7, 8, 9, 10, 11
+REG, ACQ, RET, REL, UNR, UALL, STAT, RECR, NUL, REG_CUDA, TRIM = 0, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12
 # take_kind: ANY, SYSTEM, CUDA, invalid
 ANY, SYSTEM, CUDA, BADKIND = 0, 1, 2, 3
 # take_tag: 0 none, 2 tenant-a, 3 tenant-b, 4 "", 5 control characters
@@ -21,10 +21,12 @@ def U16(v): return [9, v & 0xff, v >> 8]
 def U8(v): return [11, v]
 
 
-def config(policy, max_regions=0, mapped_sel=0, owners=0):
-    """create_registry's two bytes: policy and limits, then the owner list."""
+def config(policy, max_regions=0, mapped_sel=0, owners=0, inline=0, cache_sel=0):
+    """create_registry's three bytes: policy and limits, the owner list, then
+    the reclaim mode (inline) and the cache size (cache_sel: 0 off, 2 smaller
+    than an object, 3 three pages, 4 a MiB)."""
     regions_sel = 0 if max_regions == 0 else max_regions + 3
-    return [policy | regions_sel << 2 | mapped_sel << 5, owners]
+    return [policy | regions_sel << 2 | mapped_sel << 5, owners, inline | cache_sel << 1]
 
 
 def reg(name, key, off, size, flags=0, tag=NOTAG, null_opts=1):
@@ -93,12 +95,26 @@ OPS = {
         + cuda(1, U8(64), how=1) + cuda(0, U8(64), how=0) + cuda(1, U8(64), how=3, device=0)
         + cuda(1, U8(64), flags=6) + cuda(2, U8(64), how=7) + cuda(1, U8(64), how=2, tag=TA)
         + reg(1, 1, ZERO, ONE) + reg(2, 1, ZERO, ONE) + st(),
+    # The cache: the same object re-registered, windows inside and past the
+    # cached one, shared live, read-only apart; trims between.
+    'cache-hits': config(0, cache_sel=4) + reg(0, 2, ZERO, LIMIT) + unr(0) + reg(1, 2, U8(7), U8(100))
+        + acq(1, ZERO, U8(100)) + reg(2, 2, PAGE, U8(5)) + reg(3, 2, ZERO, ONE, 1) + [TRIM]
+        + unr(1) + [REL, 0] + reg(0, 2, ZERO, LIMIT) + uall() + [TRIM] + st(),
+    'cache-limits-inline': config(1, mapped_sel=5, inline=1, cache_sel=3) + reg(0, 0, ZERO, LIMIT)
+        + unr(0) + reg(1, 2, ZERO, U16(1000)) + reg(0, 0, ZERO, LIMIT) + acq(0, ZERO, ONE) + unr(0)
+        + [REL, 0, TRIM] + reg(2, 1, ZERO, ONE) + [RECR] + config(0, cache_sel=2) + reg(0, 0, ZERO, ONE)
+        + acq(0, ZERO, ONE) + [RECR] + config(0) + [REL, 0] + st(),
     # SHMREG_SOURCE_FD (flags bit 0x10): the objects as descriptors. owners=4
     # accepts unsealed descriptors (the harness's shm objects cannot be
     # sealed); without it every descriptor registration is refused.
     'descriptors': config(0, owners=4) + reg(0, 0, ZERO, LIMIT, 0x10) + reg(1, 2, U8(7), U8(100), 0x11, tag=TA)
         + reg(2, 10, ZERO, ONE, 0x10) + reg(0, 1, ZERO, ONE, 0x10) + acq(0, ZERO, LIMIT) + acq(1, ZERO, ONE)
         + st() + unr(0) + [REL, 0, REL, 0] + [RECR] + config(0) + reg(0, 0, ZERO, LIMIT, 0x10) + st(),
+    # Descriptors beside the cache: an object cached under its key is not
+    # reused by its descriptor, whose region the reclaim thread unmaps.
+    'descriptors-cached': config(0, owners=4, cache_sel=4) + reg(0, 0, ZERO, LIMIT) + unr(0)
+        + reg(1, 0, ZERO, LIMIT, 0x10) + acq(1, ZERO, ONE) + unr(1) + [REL, 0, TRIM]
+        + reg(0, 0, ZERO, LIMIT) + reg(2, 0, ZERO, ONE, 0x10) + st() + uall(),
     'owners-refused': config(0, owners=1) + reg(0, 0, ZERO, LIMIT) + reg(1, 3, ZERO, ONE)
         + [RECR] + config(0, owners=2) + reg(0, 0, ZERO, LIMIT) + st(),
 }

@@ -263,6 +263,14 @@ void model_destroy(struct model *m)
     }
 }
 
+size_t model_mapped_in(const struct model *m, unsigned registry)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nregions; i++)
+        n += m->regions[i].state != MODEL_GONE && m->regions[i].registry == registry;
+    return n;
+}
+
 size_t model_mapped(const struct model *m)
 {
     size_t n = 0;

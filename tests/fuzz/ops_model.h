@@ -110,6 +110,9 @@ void model_release(struct model_region *r);
 void model_destroy(struct model *m);
 
 /* Regions still mapped (every state but GONE). */
+/* Regions of registry incarnation `registry` still mapped. */
+size_t model_mapped_in(const struct model *m, unsigned registry);
+
 size_t model_mapped(const struct model *m);
 
 /* Whether the region is listed by status (registered or pending). */

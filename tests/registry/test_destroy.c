@@ -25,8 +25,8 @@ static void test_destroy_unmaps_idle_regions(void **state)
     assert_true(tu_count_shm_maps(kb) > 0);
     shmreg_registry_destroy(t->reg);
     t->reg = NULL;
-    assert_int_equal(tu_count_shm_maps(ka), 0);
-    assert_int_equal(tu_count_shm_maps(kb), 0);
+    assert_int_equal(tu_wait_shm_maps(ka, 0, 5000), 0);
+    assert_int_equal(tu_wait_shm_maps(kb, 0, 5000), 0);
 }
 
 /* Under every policy, even REFUSE: references outlive the registry. */
@@ -55,13 +55,13 @@ static void test_references_outlive_destroy(void **state)
         assert_ptr_equal(shmreg_retain(rb), rb);
 
         shmreg_release(ra);
-        assert_int_equal(tu_count_shm_maps(ka), 0);
-        assert_int_equal(tu_count_shm_maps(kb), 1);
+        assert_int_equal(tu_wait_shm_maps(ka, 0, 5000), 0);
+        assert_int_equal(tu_wait_shm_maps(kb, 1, 5000), 1);
         shmreg_release(rb);
-        assert_int_equal(tu_count_shm_maps(kb), 1);
+        assert_int_equal(tu_wait_shm_maps(kb, 1, 5000), 1);
         ut_assert_pattern(vb.addr, OBJ_SIZE, 74, 0);
         shmreg_release(rb);
-        assert_int_equal(tu_count_shm_maps(kb), 0);
+        assert_int_equal(tu_wait_shm_maps(kb, 0, 5000), 0);
     }
 }
 
@@ -79,10 +79,10 @@ static void test_destroy_with_a_pending_region(void **state)
     assert_ok(shmreg_unregister(t->reg, "in", SHMREG_KIND_SYSTEM));
     shmreg_registry_destroy(t->reg);
     t->reg = NULL;
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
     ut_assert_pattern(view.addr, OBJ_SIZE, 75, 0);
     shmreg_release(ref);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void *release_in_thread(void *ref)
@@ -105,7 +105,7 @@ static void test_last_release_in_another_thread(void **state)
     t->reg = NULL;
     assert_int_equal(pthread_create(&th, NULL, release_in_thread, ref), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 struct warnings {

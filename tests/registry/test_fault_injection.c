@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include "backend.h"
 #include "faultinject.h"
 #include "fixture.h"
+#include "registry.h"
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 
@@ -73,6 +75,8 @@ struct log_capture {
 
 struct fx {
     shmreg_policy policy;
+    shmreg_reclaim reclaim; /* INLINE unless a case below says otherwise */
+    size_t cache_bytes;
     shmreg_registry *reg;    /* the registry the operations run on */
     shmreg_registry *other;  /* one a case creates or destroys */
     shmreg_region *held;     /* a reference the case holds */
@@ -113,6 +117,10 @@ static void fill_config(struct fx *f, shmreg_config *cfg)
     cfg->reserved_key_prefixes = prefixes;
     cfg->log_fn = capture_log;
     cfg->log_user = &f->log;
+    /* Deleters run in the thread that armed the injection; the reclaim
+     * thread's own calls are failed by the cases at the end. */
+    cfg->reclaim = f->reclaim;
+    cfg->cache_bytes = f->cache_bytes;
 }
 
 static shmreg_registry *new_registry(struct fx *f)
@@ -165,15 +173,43 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static int setup_policy(void **state, shmreg_policy policy)
+static int setup_mode(void **state, shmreg_policy policy, shmreg_reclaim reclaim, size_t cache_bytes)
 {
     struct fx *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
     f->policy = policy;
+    f->reclaim = reclaim;
+    f->cache_bytes = cache_bytes;
     f->reg = new_registry(f);
     *state = f;
     return 0;
+}
+
+static int setup_policy(void **state, shmreg_policy policy)
+{
+    return setup_mode(state, policy, SHMREG_RECLAIM_INLINE, 0);
+}
+
+/* The cache on, room for one object's mapping. */
+static int setup_cached(void **state)
+{
+    return setup_mode(state, SHMREG_POLICY_DEFER, SHMREG_RECLAIM_INLINE, OBJ_SIZE);
+}
+
+static int setup_background_defer(void **state)
+{
+    return setup_mode(state, SHMREG_POLICY_DEFER, SHMREG_RECLAIM_BACKGROUND, 0);
+}
+
+static int setup_background_detach(void **state)
+{
+    return setup_mode(state, SHMREG_POLICY_DETACH, SHMREG_RECLAIM_BACKGROUND, 0);
+}
+
+static int setup_background_cached(void **state)
+{
+    return setup_mode(state, SHMREG_POLICY_DEFER, SHMREG_RECLAIM_BACKGROUND, OBJ_SIZE);
 }
 
 static int setup_defer(void **state)
@@ -239,6 +275,7 @@ static void assert_registry_works(shmreg_registry *reg)
         assert_int_equal(bytes[i], tu_pattern(42, 4096 + i));
     shmreg_release(ref);
     check_ok(shmreg_unregister(reg, "fi-probe", SHMREG_KIND_SYSTEM));
+    check_ok(shmreg_registry_trim(reg)); /* the reclaim thread, the cache */
     assert_int_equal(tu_count_shm_maps(keys[2]), 0);
 }
 
@@ -876,6 +913,271 @@ static void test_destroy(void **state)
     assert_int_equal(inject_every_call(*state, &c), 2);
 }
 
+/* ------------------------------------------------------------ the cache */
+
+/* A registration that reuses a cached mapping: shm_open, fstat, close, then
+ * the region's allocations; no mmap. A failure gives the mapping back to
+ * the cache. */
+static void prepare_cached(struct fx *f)
+{
+    add_resident(f);
+    register_idle(f->reg, "fi-cached", 0);
+    check_ok(shmreg_unregister(f->reg, "fi-cached", SHMREG_KIND_ANY));
+    shmreg_stats s;
+    check_ok(shmreg_registry_stats(f->reg, &s));
+    assert_int_equal(s.cached_mappings, 1);
+}
+
+static void cleanup_cached(struct fx *f)
+{
+    cleanup_register(f);
+    check_ok(shmreg_registry_trim(f->reg));
+}
+
+static void test_register_cache_hit(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_cached,
+                                     .run = run_register,
+                                     .expect = expect_register,
+                                     .cleanup = cleanup_cached};
+    /* shm_open, fstat, close, the region, its key and its tag */
+    assert_int_equal(inject_every_call(*state, &c), 6);
+}
+
+/* ------------------------------------------------------------ the reclaim thread
+ *
+ * Its calls are failed in turn (fi_arm_thread): the munmap of a region
+ * whose last release it took, of a mapping its caching evicted, and of a
+ * region released after destroy. Each failure is logged once, naming the
+ * region; all bookkeeping is freed, the limits are given back, and the
+ * registry works after. */
+
+static void check_reclaim_failure(struct fx *f, const struct fi_shot *shot, const char *name)
+{
+    if (!shot->fired) {
+        assert_int_equal(f->log.count, 0);
+        return;
+    }
+    assert_string_equal(fi_call_name(shot->call), "munmap");
+    assert_int_equal(f->log.count, 1);
+    char want[1024];
+    deleter_message(name, shot->errnum, want, sizeof want);
+    assert_string_equal(f->log.last, want);
+    assert_int_equal(munmap(shot->addr, shot->len), 0);
+}
+
+static void assert_nothing_counted(shmreg_registry *reg)
+{
+    shmreg_stats s;
+    check_ok(shmreg_registry_stats(reg, &s));
+    assert_int_equal(s.mapped_regions, 0);
+    assert_int_equal(s.mapped_bytes, 0);
+    assert_int_equal(s.reclaim_waiting_bytes, 0);
+    assert_int_equal(s.cached_mappings, 0);
+}
+
+/* What the reclaim thread is given: a region's last release, after a
+ * mapping was cached for it to evict, or of a descriptor region (never
+ * cached, reclaimed all the same). */
+enum reclaimed { RECLAIM_REGION, RECLAIM_EVICTING, RECLAIM_FD_REGION };
+
+static void register_released(struct fx *f, enum reclaimed what)
+{
+    if (what == RECLAIM_EVICTING) { /* a mapping in the cache, for the release to evict */
+        register_idle(f->reg, "fi-old", 1);
+        check_ok(shmreg_unregister(f->reg, "fi-old", SHMREG_KIND_ANY));
+    }
+    if (what == RECLAIM_FD_REGION)
+        check_ok(shmreg_register_system_fd(f->reg, REG_NAME, memfd, 0, OBJ_SIZE, 0));
+    else
+        register_idle(f->reg, REG_NAME, 0);
+}
+
+/* One shot at the reclaim thread's call n; whether it fired. */
+static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, enum reclaimed what)
+{
+    long allocations_start = settled_allocations();
+    struct tu_baseline start = tu_take_baseline();
+    shmreg_view view;
+    register_released(f, what);
+    check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &f->held, &view));
+    check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    f->log.count = 0;
+
+    fi_arm_thread("shmreg-reclaim", n, errnum);
+    shmreg_release(f->held); /* the hand-off */
+    f->held = NULL;
+    check_ok(shmreg_registry_trim(f->reg)); /* waits for the thread */
+    struct fi_shot shot = fi_disarm_thread();
+
+    check_reclaim_failure(f, &shot, what == RECLAIM_EVICTING ? "fi-old" : REG_NAME);
+    check_ok(shmreg_registry_trim(f->reg)); /* the cache, in this thread */
+    assert_nothing_counted(f->reg);
+    tu_check_baseline(start);
+    assert_int_equal(settled_allocations(), allocations_start);
+    assert_registry_works(f->reg);
+    if (shot.fired)
+        survived++;
+    return shot.fired;
+}
+
+static unsigned reclaim_every_call(struct fx *f, enum reclaimed what)
+{
+    unsigned calls = 0;
+    for (size_t e = 0; e < sizeof injected_errnos / sizeof *injected_errnos; e++) {
+        unsigned n = 1;
+        while (reclaim_attempt(f, n, injected_errnos[e], what))
+            n++;
+        calls = n - 1;
+    }
+    return calls;
+}
+
+static void test_reclaim_thread_unmaps(void **state)
+{
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_REGION), 1);
+}
+
+static void test_reclaim_thread_evicts(void **state)
+{
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_EVICTING), 1);
+}
+
+static void test_reclaim_thread_unmaps_descriptor_regions(void **state)
+{
+    assert_int_equal(reclaim_every_call(*state, RECLAIM_FD_REGION), 1);
+}
+
+/* The last release after destroy: the thread tears the region down, fails,
+ * logs, frees the registry's remains and ends. */
+static void test_reclaim_thread_after_destroy(void **state)
+{
+    struct fx *f = *state;
+    for (size_t e = 0; e < sizeof injected_errnos / sizeof *injected_errnos; e++) {
+        long allocations_start = settled_allocations();
+        struct tu_baseline start = tu_take_baseline();
+        shmreg_view view;
+        f->other = new_registry(f);
+        register_idle(f->other, REG_NAME, 0);
+        check_ok(shmreg_acquire(f->other, REG_NAME, 0, 1, &f->held, &view));
+        shmreg_registry_destroy(f->other);
+        f->other = NULL;
+        f->log.count = 0;
+        fi_arm_thread("shmreg-reclaim", 1, injected_errnos[e]);
+        shmreg_release(f->held);
+        f->held = NULL;
+        /* No handle to wait on: wait for the thread to free what it held. */
+        for (int ms = 0; ms < 5000 && settled_allocations() != allocations_start; ms++)
+            usleep(1000);
+        struct fi_shot shot = fi_disarm_thread();
+        assert_true(shot.fired);
+        check_reclaim_failure(f, &shot, REG_NAME);
+        tu_check_baseline(start);
+        assert_int_equal(settled_allocations(), allocations_start);
+        survived++;
+    }
+}
+
+/* A reclaim thread held up in munmap: a registration that needs the room
+ * waits for it (a second), then is refused, and says how many bytes wait. */
+static void test_refusal_names_bytes_waiting_for_reclaim(void **state)
+{
+    struct fx *f = *state;
+    shmreg_view view;
+    fi_hold_munmap("shmreg-reclaim", true);
+    register_idle(f->reg, "a", 0);
+    register_idle(f->reg, "b", 1);
+    register_idle(f->reg, REG_NAME, 2); /* the limit: 3 objects' bytes */
+    check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &f->held, &view));
+    check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    shmreg_release(f->held); /* the thread now waits at the gate */
+    f->held = NULL;
+    shmreg_err err = shmreg_register_system(f->reg, "c", keys[2], 0, OBJ_SIZE, 0);
+    assert_string_equal(shmreg_err_name(err), "SHMREG_ERR_NO_MEMORY");
+    char want[512];
+    snprintf(want, sizeof want,
+             "cannot register shared memory region 'c': %d more mapped bytes would pass this registry's "
+             "limit of %d (%d in use, %d bytes waiting for reclaim)",
+             OBJ_SIZE, MAX_REGIONS * OBJ_SIZE, MAX_REGIONS * OBJ_SIZE, OBJ_SIZE);
+    assert_string_equal(shmreg_last_error(), want);
+    shmreg_stats s;
+    check_ok(shmreg_registry_stats(f->reg, &s));
+    assert_int_equal(s.reclaim_waiting_bytes, OBJ_SIZE);
+    fi_hold_munmap("shmreg-reclaim", false);
+    check_ok(shmreg_register_system(f->reg, "c", keys[2], 0, OBJ_SIZE, 0));
+    check_ok(shmreg_unregister_all(f->reg, SHMREG_KIND_ANY));
+}
+
+/* ------------------------------------------------------------ the releasing thread
+ *
+ * Under BACKGROUND a last release hands the region over, and a release past
+ * zero is caught, without a failable call (no munmap, no close) and without
+ * the lock that register and unregister hold: both finish on a thread of
+ * their own while this one holds that lock. */
+
+struct releases {
+    shmreg_region *refs[2];
+    struct fi_shot shot;
+};
+
+static void *release_both(void *arg)
+{
+    struct releases *r = arg;
+    fi_arm(1, EIO); /* counts this thread's calls; fails the first */
+    shmreg_release(r->refs[0]);
+    shmreg_release(r->refs[1]);
+    r->shot = fi_disarm();
+    return NULL;
+}
+
+static struct fi_shot release_under_lock(shmreg_registry *reg, shmreg_region *a, shmreg_region *b)
+{
+    struct releases r = {.refs = {a, b}};
+    pthread_t th;
+    struct timespec deadline;
+    shmreg__table_lock(reg->table);
+    assert_int_equal(pthread_create(&th, NULL, release_both, &r), 0);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    int waited = pthread_timedjoin_np(th, NULL, &deadline);
+    shmreg__table_unlock(reg->table);
+    if (waited != 0)
+        pthread_join(th, NULL);
+    assert_int_equal(waited, 0); /* ETIMEDOUT: a release waited for the lock */
+    assert_false(r.shot.fired);
+    assert_int_equal(r.shot.calls, 0);
+    return r.shot;
+}
+
+static void test_release_takes_no_lock_and_makes_no_call(void **state)
+{
+    struct fx *f = *state;
+    shmreg_region *a, *b;
+    shmreg_view view;
+    for (enum reclaimed what = RECLAIM_REGION; what <= RECLAIM_FD_REGION; what += 2) {
+        register_released(f, what);
+        check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &a, &view));
+        check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &b, &view));
+        check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY)); /* DEFER: b's release is the last */
+        release_under_lock(f->reg, a, b);
+        check_ok(shmreg_registry_trim(f->reg));
+        assert_nothing_counted(f->reg);
+    }
+    assert_int_equal(tu_count_shm_maps(keys[0]), 0);
+    assert_int_equal(f->log.count, 0);
+
+    register_idle(f->reg, REG_NAME, 0);
+    check_ok(shmreg_acquire(f->reg, REG_NAME, 0, 1, &a, &view));
+    release_under_lock(f->reg, a, a); /* the second is past zero */
+    assert_int_equal(f->log.count, 1);
+    assert_non_null(strstr(f->log.last, "past zero"));
+    check_ok(shmreg_registry_trim(f->reg));
+    assert_int_equal(tu_count_shm_maps(keys[0]), 1); /* kept for the registry */
+    check_ok(shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY));
+    assert_int_equal(tu_count_shm_maps(keys[0]), 0);
+    f->log.count = 0;
+}
+
 /* ------------------------------------------------------------ main */
 
 #define FOR_EACH_POLICY(fn)                                    \
@@ -897,6 +1199,17 @@ int main(void)
         FOR_EACH_POLICY(test_unregister_busy_then_release_last),
         FOR_EACH_POLICY(test_unregister_all),
         FOR_EACH_POLICY(test_destroy),
+        cmocka_unit_test_setup_teardown(test_register_cache_hit, setup_cached, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_detach, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_evicts, setup_background_cached, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps_descriptor_regions, setup_background_cached,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reclaim_thread_after_destroy, setup_background_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_refusal_names_bytes_waiting_for_reclaim, setup_background_defer,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_release_takes_no_lock_and_makes_no_call, setup_background_defer,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

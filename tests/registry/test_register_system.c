@@ -16,7 +16,7 @@ static void assert_invalid_args(shmreg_registry *reg, const char *key, size_t of
                         SHMREG_ERR_OUT_OF_BOUNDS,
                         "failed to register shared memory region 'in': invalid args (");
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_bounds_are_checked(void **state)
@@ -113,7 +113,7 @@ static void test_several_names_share_one_key(void **state)
     ut_assert_pattern(vb.addr, 2 * 4096, 24, 4096 + 3);
     shmreg_release(b);
     assert_ok(shmreg_unregister(t->reg, "output", SHMREG_KIND_SYSTEM));
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_readonly_maps_for_reading(void **state)
@@ -126,7 +126,7 @@ static void test_readonly_maps_for_reading(void **state)
     assert_ok(shmreg_register_system(t->reg, "ro", key, 10, 100, SHMREG_READONLY));
     assert_ok(shmreg_acquire(t->reg, "ro", 0, 100, &ref, &view));
     ut_assert_pattern(view.addr, 100, 25, 10);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
     assert_int_equal(tu_count_writable_shm_maps(key), 0);
     shmreg_region_status *st = ut_status_of(t->reg, "ro");
     assert_int_equal(st[0].flags, SHMREG_READONLY);
@@ -153,7 +153,7 @@ static void test_unknown_flags_are_refused(void **state)
     assert_fails_code(shmreg_register_system(t->reg, "in", key, 0, OBJ_SIZE, 0x80000000u),
                       SHMREG_ERR_INVALID_ARG);
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_null_arguments_are_refused(void **state)
@@ -183,7 +183,7 @@ static void test_pinning_without_cuda(void **state)
 
     assert_fails_code(shmreg_register_system(t->reg, "p", key, 0, OBJ_SIZE, SHMREG_PIN),
                       SHMREG_ERR_UNSUPPORTED);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 
     shmreg_config cfg;
     shmreg_registry *always = NULL;
@@ -194,7 +194,7 @@ static void test_pinning_without_cuda(void **state)
                       SHMREG_ERR_UNSUPPORTED);
     assert_int_equal(ut_status_count(always, SHMREG_KIND_ANY), 0);
     shmreg_registry_destroy(always);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 
     assert_ok(shmreg_register_system(t->reg, "auto", key, 0, OBJ_SIZE, 0));
     assert_ok(shmreg_register_system(t->reg, "nopin", key, 0, OBJ_SIZE, SHMREG_NO_PIN));

@@ -29,7 +29,7 @@ static void test_owner_allow_list_refuses_other_owners(void **state)
                         "which this registry does not accept",
                         key, (unsigned)getuid()));
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_owner_allow_list_accepts_listed_owners(void **state)
@@ -100,7 +100,7 @@ static void test_mapped_bytes_limit(void **state)
     assert_fails(shmreg_register_system(reg, "b", key, 0, 6000, 0), SHMREG_ERR_NO_MEMORY,
                  "cannot register shared memory region 'b': 6000 more mapped bytes would pass this "
                  "registry's limit of 10000 (6000 in use)");
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
     assert_ok(shmreg_register_system(reg, "b", key, 0, 4000, 0));
     /* A size no object has must not wrap the arithmetic into a pass. */
     assert_fails_code(shmreg_register_system(reg, "c", key, 0, SIZE_MAX, 0), SHMREG_ERR_NO_MEMORY);
@@ -121,7 +121,7 @@ static void test_pinned_bytes_limit_is_checked_before_pinning(void **state)
     assert_fails(shmreg_register_system(reg, "a", key, 0, 5000, SHMREG_PIN), SHMREG_ERR_NO_MEMORY,
                  "cannot register shared memory region 'a': 5000 more pinned bytes would pass this "
                  "registry's limit of 4096 (0 in use)");
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
     /* Unpinned regions do not count against it. */
     assert_ok(shmreg_register_system(reg, "b", key, 0, 5000, SHMREG_NO_PIN));
 }
@@ -166,7 +166,7 @@ static void test_concurrent_registrations_respect_the_limit(void **state)
         pthread_join(threads[i], NULL);
     assert_int_equal(atomic_load(&ok), 37);
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 37);
-    assert_int_equal(tu_count_shm_maps(key), 37);
+    assert_int_equal(tu_wait_shm_maps(key, 37, 5000), 37);
 }
 
 /* ---- owner tags */
@@ -198,7 +198,7 @@ static void test_tags_scope_unregister_all_and_status(void **state)
     shmreg_region_status *u = ut_status_of(t->reg, "untagged");
     assert_null(u->tag);
     shmreg_status_free(u, 1);
-    assert_int_equal(tu_count_shm_maps(key), 2);
+    assert_int_equal(tu_wait_shm_maps(key, 2, 5000), 2);
 }
 
 static void test_another_tenants_region_is_not_found(void **state)
@@ -229,7 +229,7 @@ static void test_bad_tags_are_refused(void **state)
     assert_fails_prefix(tu_unregister_tagged(t->reg, NULL, SHMREG_KIND_ANY, ""),
                         SHMREG_ERR_INVALID_ARG, "invalid owner tag: ");
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_names_with_control_characters_are_refused(void **state)
@@ -240,7 +240,7 @@ static void test_names_with_control_characters_are_refused(void **state)
                  "invalid region name: it contains a control character");
     assert_fails(shmreg_register_system(t->reg, "del\x7f", key, 0, 64, 0), SHMREG_ERR_INVALID_ARG,
                  "invalid region name: it contains a control character");
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 int main(void)

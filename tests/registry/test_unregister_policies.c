@@ -52,9 +52,9 @@ static void test_idle_region_is_unmapped_at_once(void **state)
     for (size_t i = 0; i < 3; i++) {
         shmreg_registry *reg = ut_registry(t, policies[i]);
         register_whole(reg, "in", key);
-        assert_int_equal(tu_count_shm_maps(key), 1);
+        assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
         assert_ok(shmreg_unregister(reg, "in", SHMREG_KIND_SYSTEM));
-        assert_int_equal(tu_count_shm_maps(key), 0);
+        assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
         assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
         assert_unknown(reg, "in");
     }
@@ -76,7 +76,7 @@ static void test_defer_waits_for_the_last_release(void **state)
     acquire_whole(reg, "in", &r1, &v1, 42);
     assert_ok(shmreg_unregister(reg, "in", SHMREG_KIND_SYSTEM));
     assert_listed(reg, "in", 1, 1);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
 
     /* Still acquirable, and the name is still taken. */
     acquire_whole(reg, "in", &r2, &v2, 42);
@@ -85,7 +85,7 @@ static void test_defer_waits_for_the_last_release(void **state)
                  SHMREG_ERR_ALREADY_EXISTS,
                  "shared memory region 'in' already in manager (pending unregister: the name is freed "
                  "when the 2 references still held are released)");
-    assert_int_equal(tu_count_shm_maps(other), 0);
+    assert_int_equal(tu_wait_shm_maps(other, 0, 5000), 0);
 
     /* Unregistering a pending region again is OK and changes nothing. */
     assert_ok(shmreg_unregister(reg, "in", SHMREG_KIND_SYSTEM));
@@ -94,11 +94,14 @@ static void test_defer_waits_for_the_last_release(void **state)
 
     shmreg_release(r1);
     assert_listed(reg, "in", 1, 1);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
     ut_assert_pattern(v2.addr, OBJ_SIZE, 42, 0);
     shmreg_release(r2);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    /* Background reclaim: the name is free at once, the mapping goes when
+     * the reclaim thread has unmapped it (trim waits for that). */
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
+    assert_ok(shmreg_registry_trim(reg));
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
     assert_unknown(reg, "in");
 
     /* The name is free again, for a new registration. */
@@ -127,7 +130,7 @@ static void test_detach_frees_the_name_at_once(void **state)
 
     assert_unknown(reg, "in");
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(old_key), 1);
+    assert_int_equal(tu_wait_shm_maps(old_key, 1, 5000), 1);
 
     register_whole(reg, "in", new_key);
     assert_true(generation_of(reg, "in") != old_gen);
@@ -138,8 +141,8 @@ static void test_detach_frees_the_name_at_once(void **state)
 
     /* The old region's last release unmaps it, and only it. */
     shmreg_release(old_ref);
-    assert_int_equal(tu_count_shm_maps(old_key), 0);
-    assert_int_equal(tu_count_shm_maps(new_key), 1);
+    assert_int_equal(tu_wait_shm_maps(old_key, 0, 5000), 0);
+    assert_int_equal(tu_wait_shm_maps(new_key, 1, 5000), 1);
     ut_assert_pattern(new_view.addr, OBJ_SIZE, 45, 0);
     shmreg_release(new_ref);
     assert_listed(reg, "in", 0, 0);
@@ -164,12 +167,12 @@ static void test_refuse_keeps_a_busy_region(void **state)
                  "Cannot unregister shared memory region 'input0_data', it is currently in use "
                  "by 2 references (views acquired and not yet released).");
     assert_listed(reg, "input0_data", 2, 0);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
 
     shmreg_release(ref);
     shmreg_release(ref);
     assert_ok(shmreg_unregister(reg, "input0_data", SHMREG_KIND_SYSTEM));
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
 }
 
 static void test_refuse_unregister_all_names_the_busy_ones(void **state)
@@ -199,7 +202,7 @@ static void test_refuse_unregister_all_names_the_busy_ones(void **state)
 
     /* The idle one went; the busy ones stay, untouched. */
     assert_unknown(reg, "c");
-    assert_int_equal(tu_count_shm_maps(kc), 0);
+    assert_int_equal(tu_wait_shm_maps(kc, 0, 5000), 0);
     assert_listed(reg, "a", 1, 0);
     assert_listed(reg, "b", 1, 0);
 
@@ -211,12 +214,12 @@ static void test_refuse_unregister_all_names_the_busy_ones(void **state)
     assert_fails_code(shmreg_unregister_all(reg, SHMREG_KIND_ANY), SHMREG_ERR_BUSY);
     assert_true(ut_ends_with(shmreg_last_error(), " regions: a, "));
     assert_unknown(reg, "b");
-    assert_int_equal(tu_count_shm_maps(kb), 0);
+    assert_int_equal(tu_wait_shm_maps(kb, 0, 5000), 0);
 
     shmreg_release(ra);
     assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(ka), 0);
+    assert_int_equal(tu_wait_shm_maps(ka, 0, 5000), 0);
 }
 
 /* Under DEFER and DETACH unregister_all never fails on busy regions. */
@@ -237,15 +240,15 @@ static void test_unregister_all_with_busy_regions(void **state)
         acquire_whole(reg, "busy", &ref, &view, 50);
         assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
         assert_unknown(reg, "idle");
-        assert_int_equal(tu_count_shm_maps(kb), 0);
+        assert_int_equal(tu_wait_shm_maps(kb, 0, 5000), 0);
         if (policies[i] == SHMREG_POLICY_DEFER)
             assert_listed(reg, "busy", 1, 1);
         else
             assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
-        assert_int_equal(tu_count_shm_maps(ka), 1);
+        assert_int_equal(tu_wait_shm_maps(ka, 1, 5000), 1);
 
         shmreg_release(ref);
-        assert_int_equal(tu_count_shm_maps(ka), 0);
+        assert_int_equal(tu_wait_shm_maps(ka, 0, 5000), 0);
         assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
     }
 }
@@ -260,7 +263,7 @@ static void test_unregister_all_filters_by_kind(void **state)
     assert_listed(t->reg, "in", 0, 0);
     assert_ok(shmreg_unregister_all(t->reg, SHMREG_KIND_SYSTEM));
     assert_int_equal(ut_status_count(t->reg, SHMREG_KIND_ANY), 0);
-    assert_int_equal(tu_count_shm_maps(key), 0);
+    assert_int_equal(tu_wait_shm_maps(key, 0, 5000), 0);
     /* Nothing registered: nothing to do, no error. */
     assert_ok(shmreg_unregister_all(t->reg, SHMREG_KIND_ANY));
 }
@@ -275,7 +278,7 @@ static void test_unknown_name_and_wrong_kind(void **state)
                  "The region named 'in' is registered as system shared memory, not CUDA shared "
                  "memory");
     assert_listed(t->reg, "in", 0, 0);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
 
     assert_fails(shmreg_unregister(t->reg, "out", SHMREG_KIND_SYSTEM), SHMREG_ERR_NOT_FOUND,
                  "Unable to find system shared memory region: 'out'");
@@ -296,7 +299,7 @@ static void test_bad_arguments_change_nothing(void **state)
     assert_fails_code(shmreg_unregister_all(NULL, SHMREG_KIND_ANY), SHMREG_ERR_INVALID_ARG);
     assert_fails_code(shmreg_unregister_all(t->reg, (shmreg_kind)7), SHMREG_ERR_INVALID_ARG);
     assert_listed(t->reg, "in", 0, 0);
-    assert_int_equal(tu_count_shm_maps(key), 1);
+    assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
 }
 
 int main(void)

@@ -15,10 +15,9 @@
 
 #define MIB ((size_t)1 << 20)
 
-/* A memfd of `size` bytes with only its first `populated` bytes written. */
-static int sparse_memfd(size_t size, size_t populated)
+/* fd, made `size` bytes long with only its first `populated` bytes written. */
+static int make_sparse(int fd, size_t size, size_t populated)
 {
-    int fd = memfd_create("shmreg-sparse", MFD_CLOEXEC);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, (off_t)size), 0);
     static char page[4096];
@@ -26,6 +25,11 @@ static int sparse_memfd(size_t size, size_t populated)
     for (size_t done = 0; done < populated; done += sizeof page)
         assert_int_equal(pwrite(fd, page, sizeof page, (off_t)done), (ssize_t)sizeof page);
     return fd;
+}
+
+static int sparse_memfd(size_t size, size_t populated)
+{
+    return make_sparse(memfd_create("shmreg-sparse", MFD_CLOEXEC), size, populated);
 }
 
 static struct shmreg__open_args args_for(shmreg_registration *r, bool optional)
@@ -133,6 +137,34 @@ static void test_decide_pin(void **state)
     assert_int_equal(a.pinned_bytes, 0);
 }
 
+/* The registration cache's hit path starts with the backend's inspect,
+ * which applies the holes rule before any mapping is looked up: an
+ * optional pin of a window with holes is dropped there, and the identity a
+ * hit must match says unpinned, so a pinned cached mapping is never handed
+ * to it; a populated window keeps its pin, and its identity says so. */
+static void test_inspect_applies_the_holes_rule(void **state)
+{
+    char key[64];
+    tu_unique_key("shmreg-sparse", key);
+    close(make_sparse(shm_open(key, O_RDWR | O_CREAT | O_EXCL, 0600), 4 * MIB, MIB));
+    shmreg_registration r;
+    struct shmreg__open_args a = args_for(&r, true);
+    r.key = key;
+    a.fd = -1;
+    r.offset = 2 * MIB; /* in the hole */
+    assert_ok(shmreg__backend_system.inspect(&a));
+    assert_false(a.pin);
+    assert_int_equal(a.id.words[3], 0);
+    shmreg__backend_system.forget(&a);
+    a.pin = true;
+    r.offset = 0; /* populated */
+    assert_ok(shmreg__backend_system.inspect(&a));
+    assert_true(a.pin);
+    assert_int_equal(a.id.words[3], 1);
+    shmreg__backend_system.forget(&a);
+    tu_shm_unlink(key);
+}
+
 /* Through the public API: with CUDA, a demanded pin of a sparse shm object
  * is refused for its holes before any pinning is tried, and the dense one is
  * pinned (before the fix the sparse one was pinned whole); without CUDA both
@@ -177,6 +209,7 @@ int main(void)
         UT_TEST(test_auto_budget),
         UT_TEST(test_decide_pin),
         UT_TEST(test_register_sparse_object_with_pin),
+        UT_TEST(test_inspect_applies_the_holes_rule),
     };
     return cmocka_run_group_tests_name("pin_rules", tests, ut_group_setup, NULL);
 }

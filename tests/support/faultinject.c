@@ -2,7 +2,11 @@
 #include "faultinject.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdio.h>
 #include <sys/mman.h>
 
 #include "sys.h"
@@ -18,6 +22,13 @@ static _Thread_local bool armed;
 static _Thread_local unsigned fail_at;
 static _Thread_local struct fi_shot shot;
 
+/* Armed for a named thread: under remote_lock. */
+static atomic_bool remote_armed;
+static pthread_mutex_t remote_lock = PTHREAD_MUTEX_INITIALIZER;
+static char remote_name[16];
+static unsigned remote_fail_at;
+static struct fi_shot remote_shot;
+
 /* Freed from liburcu's worker thread too, hence atomic. */
 static atomic_long live_allocations;
 
@@ -26,17 +37,46 @@ const char *fi_call_name(enum fi_call call)
     return call >= 0 && call < FI_NCALLS ? call_names[call] : "?";
 }
 
-/* Count one failable call; true when this is the one to fail (errno set). */
-static bool should_fail(enum fi_call call)
+/* A call of a thread armed by name: count it under the lock. */
+static bool remote_should_fail(enum fi_call call, void *addr, size_t len)
 {
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    bool fail = false;
+    pthread_mutex_lock(&remote_lock);
+    if (atomic_load(&remote_armed) && !remote_shot.fired && strcmp(name, remote_name) == 0 &&
+        ++remote_shot.calls == remote_fail_at) {
+        remote_shot.fired = true;
+        remote_shot.call = call;
+        remote_shot.addr = addr;
+        remote_shot.len = len;
+        errno = remote_shot.errnum;
+        fail = true;
+    }
+    pthread_mutex_unlock(&remote_lock);
+    return fail;
+}
+
+/* Count one failable call; true when this is the one to fail (errno set). */
+static bool should_fail_at(enum fi_call call, void *addr, size_t len)
+{
+    if (!armed && atomic_load_explicit(&remote_armed, memory_order_relaxed))
+        return remote_should_fail(call, addr, len);
     if (!armed || shot.fired)
         return false;
     if (++shot.calls != fail_at)
         return false;
     shot.fired = true;
     shot.call = call;
+    shot.addr = addr;
+    shot.len = len;
     errno = shot.errnum;
     return true;
+}
+
+static bool should_fail(enum fi_call call)
+{
+    return should_fail_at(call, NULL, 0);
 }
 
 static int fi_shm_open(const char *key, int oflag, mode_t mode)
@@ -55,12 +95,31 @@ static void *fi_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
                                 : shmreg__sys_default.mmap(addr, len, prot, flags, fd, off);
 }
 
+static atomic_bool munmap_held;
+static char munmap_held_name[16];
+
+void fi_hold_munmap(const char *thread_name, bool held)
+{
+    if (held)
+        snprintf(munmap_held_name, sizeof munmap_held_name, "%s", thread_name);
+    atomic_store(&munmap_held, held);
+}
+
+static void wait_while_held(void)
+{
+    if (!atomic_load(&munmap_held))
+        return;
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    while (strcmp(name, munmap_held_name) == 0 && atomic_load(&munmap_held))
+        usleep(1000);
+}
+
 static int fi_munmap(void *addr, size_t len)
 {
-    if (!should_fail(FI_MUNMAP))
+    wait_while_held();
+    if (!should_fail_at(FI_MUNMAP, addr, len))
         return shmreg__sys_default.munmap(addr, len);
-    shot.addr = addr;
-    shot.len = len;
     return -1;
 }
 
@@ -134,6 +193,25 @@ struct fi_shot fi_disarm(void)
 {
     armed = false;
     return shot;
+}
+
+void fi_arm_thread(const char *thread_name, unsigned n, int errnum)
+{
+    pthread_mutex_lock(&remote_lock);
+    snprintf(remote_name, sizeof remote_name, "%s", thread_name);
+    remote_fail_at = n;
+    remote_shot = (struct fi_shot){.errnum = errnum};
+    atomic_store(&remote_armed, true);
+    pthread_mutex_unlock(&remote_lock);
+}
+
+struct fi_shot fi_disarm_thread(void)
+{
+    pthread_mutex_lock(&remote_lock);
+    atomic_store(&remote_armed, false);
+    struct fi_shot s = remote_shot;
+    pthread_mutex_unlock(&remote_lock);
+    return s;
 }
 
 long fi_live_allocations(void)

@@ -56,7 +56,16 @@ struct fi_shot {
 };
 struct fi_shot fi_disarm(void);
 
+/* The same for the calls of the threads named `thread_name` (e.g. the
+ * library's "shmreg-reclaim"), armed and disarmed from any thread. */
+void fi_arm_thread(const char *thread_name, unsigned n, int errnum);
+struct fi_shot fi_disarm_thread(void);
+
 /* Allocations made through the seam and not yet freed, by any thread. */
 long fi_live_allocations(void);
+
+/* While held, munmap calls of the threads named thread_name wait (a
+ * reclaim thread held up mid-teardown); release with held false. */
+void fi_hold_munmap(const char *thread_name, bool held);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 
@@ -20,6 +21,23 @@ int gt_device_mapped(const void *ptr)
     CUdeviceptr base;
     size_t size;
     return gt_cu.cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS;
+}
+
+int gt_is_pinned(const void *p)
+{
+    struct cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost;
+}
+
+int gt_wait_unmapped(const void *ptr)
+{
+    for (int ms = 0; ms < 5000 && gt_device_mapped(ptr); ms++)
+        usleep(1000);
+    return !gt_device_mapped(ptr);
 }
 
 void gt_assert_device_pattern(const void *dev, size_t n, uint8_t seed, size_t first)

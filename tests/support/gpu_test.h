@@ -42,6 +42,13 @@ int gt_load_driver(void);
 /* Whether ptr lies in an allocation mapped into this process. */
 int gt_device_mapped(const void *ptr);
 
+/* Whether CUDA sees host memory at p as page-locked (registered). */
+int gt_is_pinned(const void *p);
+
+/* Wait (up to 5 s) until ptr is no longer mapped: a reclaim thread closes
+ * it on its own time. True when it is not. */
+int gt_wait_unmapped(const void *ptr);
+
 /* Copy n bytes of device memory at dev and assert they are
  * tu_pattern(seed, first + i). */
 void gt_assert_device_pattern(const void *dev, size_t n, uint8_t seed, size_t first);

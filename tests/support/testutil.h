@@ -15,8 +15,24 @@ int tu_count_fds(void);
  * /proc/self/maps); optionally only those of one key (NULL: all). */
 int tu_count_shm_maps(const char *key);
 
+/* Poll tu_count_shm_maps(key) until it is `want` or timeout_ms passed;
+ * returns the last count. For mappings a reclaim thread unmaps after its
+ * registry was destroyed. */
+int tu_wait_shm_maps(const char *key, int want, int timeout_ms);
+
 /* As tu_count_shm_maps, counting only mappings that allow writing. */
 int tu_count_writable_shm_maps(const char *key);
+
+/* For threaded tests: a monotonic clock in ns, and xorshift64, a cheap
+ * per-thread generator (state must not be 0). */
+uint64_t tu_now_ns(void);
+static inline uint64_t tu_xorshift(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
 
 /* What a test starts from; tu_check_baseline fails the test (cmocka) if
  * descriptors or shm mappings differ from it. */

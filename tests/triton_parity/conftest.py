@@ -3,7 +3,6 @@ one example frontend (the C binary of $FRONTEND_BIN, HTTP and gRPC), each
 started once for the session and stopped at its end; the example must then
 exit 0 with nothing left mapped or open, as in tests/frontend."""
 import os
-import subprocess
 import sys
 import uuid
 
@@ -26,15 +25,10 @@ MAX_BODY_MB = 1
 
 
 def frontend_args():
-    """The example's options: a 1 MiB body limit, and client shared memory
-    allowed where the binary has a switch for it (Triton 2.51 has none and
-    always allows it)."""
-    args = ["--max-body-mb", str(MAX_BODY_MB)]
-    help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
-    if "--allow-client-shm" in help_text:
-        args.append("--allow-client-shm=true" if "--allow-client-shm=" in help_text
-                    else "--allow-client-shm")
-    return args
+    """The example's options: a 1 MiB body limit. Client shared memory is
+    allowed by frontend_process.Frontend, as for every test server (Triton
+    2.51 has no switch for it and always allows it)."""
+    return ["--max-body-mb", str(MAX_BODY_MB)]
 
 
 @pytest.fixture(scope="session")

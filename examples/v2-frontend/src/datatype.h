@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include <jansson.h>
+#include "json_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,10 +20,12 @@ int datatype_has_json(const char *name);
 
 /* Store the JSON element v as element i of buf (of datatype name).
  * Returns 0, or -1 when v has the wrong type or is out of range. */
-int datatype_from_json(const char *name, const json_t *v, void *buf, size_t i);
+int datatype_from_json(const char *name, const json_object *v, void *buf, size_t i);
 
-/* Element i of buf as a new JSON value, or NULL without memory. */
-json_t *datatype_to_json(const char *name, const void *buf, size_t i);
+/* The n elements at buf (of datatype name) as a flat JSON array, into b:
+ * integers exactly (UINT64 past 2^63 too), floats as jbuf_double writes them.
+ * Returns 0, or -1 for a datatype without a JSON form. */
+int datatype_write_json(jbuf *b, const char *name, const void *buf, size_t n);
 
 #ifdef __cplusplus
 }

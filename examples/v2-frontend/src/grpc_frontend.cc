@@ -14,9 +14,12 @@
  * The quick calls (health, metadata, config, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
- * The shared-memory calls go through the C++ header <shmreg/shmreg.hpp>
- * (try_ calls: results, not exceptions); the inference path is the C one the
- * HTTP side runs (infer_core.c), its references released through refs.h.
+ * The shared-memory calls are HTTP's, within the caller's scope
+ * (region_scope.h: with --tenants, its tenant's regions only), after the
+ * same admission (access.h: --grpc-restricted-protocol, the bearer token in
+ * "authorization" metadata); the registry is held through the C++ header
+ * <shmreg/shmreg.hpp>. The inference path is the C one the HTTP side runs
+ * (infer_core.c), its references released through refs.h.
  *
  * Status codes are Triton's (its GrpcStatusUtil): the library's errors map
  * through grpc_code_from_shmreg, the inference path's HTTP statuses through
@@ -26,7 +29,6 @@
 #include "grpc_frontend.h"
 
 #include <grpcpp/grpcpp.h>
-#include <jansson.h>
 #include <shmreg/shmreg.hpp>
 
 #include <atomic>
@@ -37,7 +39,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
+#include "access.h"
 #include "datatype.h"
 #include "endpoints.h"
 #include "infer_core.h"
@@ -85,6 +89,7 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     switch (status) {
     case 200: return grpc::StatusCode::OK;
     case 400: return grpc::StatusCode::INVALID_ARGUMENT;
+    case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
     case 404: return grpc::StatusCode::NOT_FOUND;
     case 413:
     case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
@@ -94,16 +99,50 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     }
 }
 
-/* The library's failure, with the library's message. */
-grpc::Status status_of(const shmreg::error &e)
+/* The library's failure, with the library's message in the caller's names
+ * (region_scope.h: without its tenant's prefix). */
+grpc::Status status_of(const region_scope &scope, shmreg_err e)
 {
-    const char *message = e.message();
-    return grpc::Status(grpc_code_from_shmreg(e.code()), message[0] ? message : e.description());
+    const char *message = scope_message(&scope);
+    return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
 }
 
-grpc::Status status_of(const shmreg::result<void> &r)
+/* What scope_status returned, freed on every path. */
+struct status_list {
+    shmreg_region_status *st = nullptr;
+    size_t n = 0;
+    status_list() = default;
+    status_list(const status_list &) = delete;
+    status_list &operator=(const status_list &) = delete;
+    ~status_list() { shmreg_status_free(st, n); }
+};
+
+/* The caller of a call, from its metadata (access.h): the value of
+ * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
+caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a)
 {
-    return r ? grpc::Status::OK : status_of(r.error());
+    const auto &md = ctx->client_metadata();
+    auto value = a.grpc.header ? md.find(a.grpc.header) : md.end();
+    auto auth = md.find("authorization");
+    caller who;
+    access_caller(&a, &a.grpc, value != md.end() ? value->second.data() : nullptr,
+                  value != md.end() ? value->second.size() : 0,
+                  auth != md.end() ? auth->second.data() : nullptr,
+                  auth != md.end() ? auth->second.size() : 0, &who);
+    return who;
+}
+
+/* Whether who may use the shared-memory calls; the refusal in *st.
+ * Triton refuses a restricted protocol with UNAVAILABLE. */
+bool refused(const caller &who, grpc::Status *st)
+{
+    char why[256];
+    unsigned http = access_refusal(&who, why, sizeof why);
+    if (http)
+        *st = grpc::Status(http == 403 ? grpc::StatusCode::UNAVAILABLE
+                                       : grpc::StatusCode::UNAUTHENTICATED,
+                           why);
+    return http != 0;
 }
 
 grpc::Status unknown_model(const std::string &name, const std::string &version)
@@ -119,44 +158,58 @@ grpc::Status unknown_model(const std::string &name, const std::string &version)
 /* The models' metadata and statistics are built once, as JSON, by models.c
  * for HTTP; gRPC reads its fields from the same objects. */
 struct json_ref {
-    json_t *j;
-    explicit json_ref(json_t *v) : j(v) {}
-    ~json_ref() { json_decref(j); }
+    json_object *j;
+    explicit json_ref(json_object *v) : j(v) {}
+    ~json_ref() { json_object_put(j); }
     json_ref(const json_ref &) = delete;
     json_ref &operator=(const json_ref &) = delete;
 };
 
-std::string json_str(const json_t *o, const char *key)
+const json_object *member(const json_object *o, const char *key)
 {
-    const char *s = json_string_value(json_object_get(o, key));
+    return json_object_object_get(o, key);
+}
+
+std::string json_str(const json_object *o, const char *key)
+{
+    const char *s = json_object_get_string(const_cast<json_object *>(member(o, key)));
     return s ? s : "";
 }
 
-uint64_t json_u64(const json_t *o, const char *key)
+uint64_t json_u64(const json_object *o, const char *key)
 {
-    return static_cast<uint64_t>(json_integer_value(json_object_get(o, key)));
+    return json_object_get_uint64(member(o, key));
+}
+
+int64_t json_i64(const json_object *o, const char *key)
+{
+    return json_object_get_int64(member(o, key));
+}
+
+/* f(element) for each element of the array list (none when it is not one). */
+template <typename F> void each(const json_object *list, F f)
+{
+    if (!json_object_is_type(list, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(list); i++)
+        f(static_cast<const json_object *>(json_object_array_get_idx(list, i)));
 }
 
 void tensor_metadata(
-    const json_t *list,
+    const json_object *list,
     google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
 {
-    size_t i;
-    const json_t *t;
-    json_array_foreach(list, i, t) {
+    each(list, [out](const json_object *t) {
         auto *m = out->Add();
         m->set_name(json_str(t, "name"));
         m->set_datatype(json_str(t, "datatype"));
-        size_t d;
-        const json_t *dim;
-        json_array_foreach(json_object_get(t, "shape"), d, dim)
-            m->add_shape(json_integer_value(dim));
-    }
+        each(member(t, "shape"), [m](const json_object *dim) { m->add_shape(json_object_get_int64(dim)); });
+    });
 }
 
-void duration(const json_t *stats, const char *key, pb::StatisticDuration *out)
+void duration(const json_object *stats, const char *key, pb::StatisticDuration *out)
 {
-    const json_t *d = json_object_get(stats, key);
+    const json_object *d = member(stats, key);
     out->set_count(json_u64(d, "count"));
     out->set_ns(json_u64(d, "ns"));
 }
@@ -169,7 +222,7 @@ void model_statistics(const model *m, pb::ModelStatistics *out)
     out->set_last_inference(json_u64(j.j, "last_inference"));
     out->set_inference_count(json_u64(j.j, "inference_count"));
     out->set_execution_count(json_u64(j.j, "execution_count"));
-    const json_t *s = json_object_get(j.j, "inference_stats");
+    const json_object *s = member(j.j, "inference_stats");
     pb::InferStatistics *is = out->mutable_inference_stats();
     duration(s, "success", is->mutable_success());
     duration(s, "fail", is->mutable_fail());
@@ -188,11 +241,8 @@ void model_config(const model *m, pb::ModelConfig *out)
     out->set_name(json_str(j.j, "name"));
     out->set_platform(json_str(j.j, "platform"));
     out->set_backend(json_str(j.j, "backend"));
-    out->set_max_batch_size(
-        static_cast<int32_t>(json_integer_value(json_object_get(j.j, "max_batch_size"))));
-    size_t i, d;
-    const json_t *t, *dim;
-    json_array_foreach(json_object_get(j.j, "input"), i, t) {
+    out->set_max_batch_size(static_cast<int32_t>(json_i64(j.j, "max_batch_size")));
+    each(member(j.j, "input"), [out](const json_object *t) {
         pb::ModelInput *in = out->add_input();
         in->set_name(json_str(t, "name"));
         pb::DataType type = pb::TYPE_INVALID;
@@ -201,27 +251,25 @@ void model_config(const model *m, pb::ModelConfig *out)
         pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
         pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
         in->set_format(format);
-        json_array_foreach(json_object_get(t, "dims"), d, dim)
-            in->add_dims(json_integer_value(dim));
-    }
-    json_array_foreach(json_object_get(j.j, "output"), i, t) {
+        each(member(t, "dims"), [in](const json_object *dim) { in->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "output"), [out](const json_object *t) {
         pb::ModelOutput *o = out->add_output();
         o->set_name(json_str(t, "name"));
         pb::DataType type = pb::TYPE_INVALID;
         pb::DataType_Parse(json_str(t, "data_type"), &type);
         o->set_data_type(type);
-        json_array_foreach(json_object_get(t, "dims"), d, dim)
-            o->add_dims(json_integer_value(dim));
-    }
-    json_array_foreach(json_object_get(j.j, "instance_group"), i, t) {
+        each(member(t, "dims"), [o](const json_object *dim) { o->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "instance_group"), [out](const json_object *t) {
         pb::ModelInstanceGroup *g = out->add_instance_group();
-        g->set_count(static_cast<int32_t>(json_integer_value(json_object_get(t, "count"))));
+        g->set_count(static_cast<int32_t>(json_i64(t, "count")));
         pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
         pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
         g->set_kind(kind);
-    }
-    out->mutable_model_transaction_policy()->set_decoupled(json_is_true(
-        json_object_get(json_object_get(j.j, "model_transaction_policy"), "decoupled")));
+    });
+    out->mutable_model_transaction_policy()->set_decoupled(
+        json_object_get_boolean(member(member(j.j, "model_transaction_policy"), "decoupled")));
 }
 
 /* ----------------------------------------------------------------- service */
@@ -280,10 +328,13 @@ unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what,
  * which deletes it. */
 class InferCall final : public grpc::ServerUnaryReactor {
   public:
-    InferCall(Service *s, const pb::ModelInferRequest *req, pb::ModelInferResponse *resp);
+    InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+              pb::ModelInferResponse *resp);
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
+    /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
+    void cancel();
     void OnDone() override;
 
   private:
@@ -313,13 +364,20 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         workers_ = worker_pool_start(opts_->threads, run_call, this);
         return workers_ != nullptr;
     }
-    /* Run what is queued, join the workers, then wait for the OnDone of
-     * every call: when this returns no call holds a reference. */
-    void stop_workers()
+    /* Let calls run until deadline; then answer those still queued with
+     * UNAVAILABLE, cut the running ones short (a slow model's delay), join
+     * the workers and wait for the OnDone of every call: when this returns
+     * no call holds a reference. */
+    void stop_workers(std::chrono::system_clock::time_point deadline)
     {
-        worker_pool_stop(workers_);
-        workers_ = nullptr;
         std::unique_lock<std::mutex> lock(mu_);
+        if (!done_.wait_until(lock, deadline, [this] { return calls_ == 0; }))
+            models_cut_delays();
+        worker_pool *workers = workers_;
+        workers_ = nullptr; /* submit refuses from here on */
+        lock.unlock();
+        worker_pool_stop(workers, cancel_call);
+        lock.lock();
         done_.wait(lock, [this] { return calls_ == 0; });
     }
 
@@ -375,10 +433,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         json_ref j(server_metadata_json());
         resp->set_name(json_str(j.j, "name"));
         resp->set_version(json_str(j.j, "version"));
-        size_t i;
-        const json_t *e;
-        json_array_foreach(json_object_get(j.j, "extensions"), i, e)
-            resp->add_extensions(json_string_value(e));
+        each(member(j.j, "extensions"), [resp](const json_object *e) {
+            resp->add_extensions(json_object_get_string(const_cast<json_object *>(e)));
+        });
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -391,13 +448,12 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, unknown_model(req->name(), req->version()));
         json_ref j(model_metadata_json(m));
         resp->set_name(json_str(j.j, "name"));
-        size_t i;
-        const json_t *v;
-        json_array_foreach(json_object_get(j.j, "versions"), i, v)
-            resp->add_versions(json_string_value(v));
+        each(member(j.j, "versions"), [resp](const json_object *v) {
+            resp->add_versions(json_object_get_string(const_cast<json_object *>(v)));
+        });
         resp->set_platform(json_str(j.j, "platform"));
-        tensor_metadata(json_object_get(j.j, "inputs"), resp->mutable_inputs());
-        tensor_metadata(json_object_get(j.j, "outputs"), resp->mutable_outputs());
+        tensor_metadata(member(j.j, "inputs"), resp->mutable_inputs());
+        tensor_metadata(member(j.j, "outputs"), resp->mutable_outputs());
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -434,8 +490,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                          const pb::ModelInferRequest *req,
                                          pb::ModelInferResponse *resp) override
     {
-        auto *call = new InferCall(this, req, resp); /* deleted by its OnDone */
-        if (worker_pool_submit(workers_, call) != 0)
+        /* deleted by its OnDone */
+        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
+        if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
     }
@@ -481,8 +538,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                const pb::SystemSharedMemoryRegisterRequest *req,
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
-        return answer(ctx, status_of(reg_.try_register_system(req->name(), req->key(),
-                                                              req->offset(), req->byte_size())));
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
+        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
+            return answer(ctx, refused);
+        shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
+                                             req->key().c_str(), req->offset(), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     grpc::ServerUnaryReactor *
@@ -490,9 +554,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                              const pb::CudaSharedMemoryRegisterRequest *req,
                              pb::CudaSharedMemoryRegisterResponse *) override
     {
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
          * and its words are used here for both. */
+        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
+            return answer(ctx, refused);
         if (req->raw_handle().size() != kCudaIpcHandleSize)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'raw_handle' must be a valid base64 encoded "
@@ -500,9 +570,10 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         if (req->device_id() < 0 || req->device_id() > 1 << 20)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'device_id' must be given as a non-negative integer"));
-        return answer(ctx, status_of(reg_.try_register_cuda_ipc(
-                               req->name(), req->raw_handle().data(), req->raw_handle().size(),
-                               static_cast<int>(req->device_id()), req->byte_size())));
+        shmreg_err e = scope_register_cuda_ipc(
+            reg_.handle(), &who.scope, req->name().c_str(), req->raw_handle().data(),
+            req->raw_handle().size(), static_cast<int>(req->device_id()), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     grpc::ServerUnaryReactor *
@@ -522,7 +593,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
   private:
+    /* Queue a call for the workers; false once stop_workers has taken them
+     * (a call can still arrive while Shutdown starts on its thread). */
+    bool submit(InferCall *call)
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        return workers_ && worker_pool_submit(workers_, call) == 0;
+    }
+
     static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }
+    static void cancel_call(void *, void *item) { static_cast<InferCall *>(item)->cancel(); }
 
     static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx,
                                             const grpc::Status &st)
@@ -532,16 +612,46 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return r;
     }
 
-    /* An empty name is every region of the kind, as in Triton. */
+    /* Triton 2.73's refusal without --allow-client-shm=true: UNSUPPORTED,
+     * which its gRPC endpoint answers as UNIMPLEMENTED. */
+    static grpc::Status client_shm_disabled()
+    {
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
+    }
+
+    /* What refuses a register before the library sees it: the flag, then a
+     * name that is not UTF-8 (shm_name_is_valid says why). */
+    grpc::Status refuse_register(const std::string &name) const
+    {
+        if (!opts_->allow_client_shm)
+            return client_shm_disabled();
+        char why[600];
+        if (!shm_name_is_valid(name.c_str(), why, sizeof why))
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+        return grpc::Status::OK;
+    }
+
+    /* An empty name is every region of the kind (in the caller's scope), as
+     * in Triton. Names are shown as the caller knows them. */
     template <typename Fill>
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
                                      shmreg::kind kind, Fill fill)
     {
-        auto regions = name.empty() ? reg_.try_status(kind) : reg_.try_status(name, kind);
-        if (!regions)
-            return answer(ctx, status_of(regions.error()));
-        for (const shmreg::region_status &s : *regions)
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
+        status_list list;
+        shmreg_err e =
+            scope_status(reg_.handle(), &who.scope, name.empty() ? nullptr : name.c_str(),
+                         static_cast<shmreg_kind>(kind), &list.st, &list.n);
+        if (e != SHMREG_OK)
+            return answer(ctx, status_of(who.scope, e));
+        for (size_t i = 0; i < list.n; i++) {
+            shmreg::region_status s(list.st[i]);
+            s.name = scope_client_name(&who.scope, list.st[i].name);
             fill(s);
+        }
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -550,9 +660,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        shmreg_err e =
-            shm_unregister_as_triton(reg_.handle(), name.empty() ? nullptr : name.c_str(), kind);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(shmreg::error::last(e)));
+        if (!opts_->allow_client_shm)
+            return answer(ctx, client_shm_disabled());
+        caller who = caller_of(ctx, opts_->access);
+        grpc::Status refusal;
+        if (refused(who, &refusal))
+            return answer(ctx, refusal);
+        shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
+                                                name.empty() ? nullptr : name.c_str(), kind);
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
     }
 
     shmreg::registry reg_;
@@ -565,13 +681,23 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
 /* ------------------------------------------------------------- InferCall */
 
-InferCall::InferCall(Service *s, const pb::ModelInferRequest *req, pb::ModelInferResponse *resp)
+InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+                     pb::ModelInferResponse *resp)
     : service_(s), req_(req), resp_(resp)
 {
+    c_.scope = scope;
     service_->call_started();
     clock_gettime(CLOCK_MONOTONIC, &started_);
     c_.reg = s->registry();
     c_.held = &held_;
+}
+
+void InferCall::cancel()
+{
+    /* Nothing was acquired yet: run() takes the references. */
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down: the request was not started within the "
+                        "drain time"));
 }
 
 void InferCall::OnDone()
@@ -773,7 +899,7 @@ extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmr
                      opts->grpc_port);
         if (g->server)
             g->server->Shutdown();
-        g->service->stop_workers();
+        g->service->stop_workers(std::chrono::system_clock::now());
         return nullptr;
     }
     return g.release();
@@ -788,11 +914,14 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
 {
     if (!g)
         return;
-    /* New calls are refused from here on; calls in flight run to their end
-     * (their workers call Finish) until the deadline, after which gRPC
-     * cancels what is left. */
-    g->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s));
-    g->service->stop_workers(); /* every call's OnDone has run: no reference is held */
+    /* New calls are refused from here on (Shutdown, on its own thread: it
+     * returns only once every call is done); calls in flight run to their
+     * end until the deadline, after which the queued ones are answered
+     * UNAVAILABLE and the running ones cut short, instead of all being run. */
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
+    std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
+    g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
+    refuse.join();
     g->server->Wait();
     g->server.reset();
     delete g;

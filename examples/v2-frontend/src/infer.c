@@ -9,8 +9,9 @@
  *      has been sent, whatever unregister does meanwhile; an output's view
  *      must be writable (a region registered SHMREG_READONLY is refused with
  *      400);
- *   3. run the model straight from and into those views (a CUDA region is
- *      staged through a host buffer: device_copy.h);
+ *   3. run the model on those windows: a system region through guarded
+ *      copies (a truncated object is a 400, not a SIGBUS), a CUDA region
+ *      staged through a host buffer (device_copy.h);
  *   4. build the response; server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
  *
@@ -35,44 +36,77 @@
 /* infer_fail (infer_core.h), under the short name the parsers below use. */
 #define fail infer_fail
 
+/* Member key of the object o (NULL: absent, or o is not an object). */
+static const json_object *get(const json_object *o, const char *key)
+{
+    return json_object_object_get(o, key);
+}
+
+static int is_string(const json_object *v)
+{
+    return json_object_is_type(v, json_type_string);
+}
+
+static int is_object(const json_object *v)
+{
+    return json_object_is_type(v, json_type_object);
+}
+
+static int is_array(const json_object *v)
+{
+    return json_object_is_type(v, json_type_array);
+}
+
+static const char *str(const json_object *v)
+{
+    return json_object_get_string((json_object *)v); /* json-c's getter is not const */
+}
+
+static int is_true(const json_object *v)
+{
+    return json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
 /* An HTTP inference: the shared part, and the request's JSON header and
  * binary section. */
 typedef struct http_infer {
     infer_ctx c;
     request *rq;
-    json_t *root;                /* the request's JSON header */
+    json_object *root;                /* the request's JSON header */
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
 } http_infer;
 
 /* ---------------------------------------------------- shared-memory tensors */
 
-/* A JSON integer >= 0 that fits size_t, or -1. */
-static int json_size(const json_t *v, size_t *out)
+/* An unsigned 64-bit JSON integer (all of it: offsets and sizes past 2^63
+ * go on to the bounds and overflow checks, as in Triton), or -1. */
+static int json_size(const json_object *v, size_t *out)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
+    uint64_t u;
+    if (json_get_u64(v, &u) != 0)
         return -1;
-    *out = (size_t)json_integer_value(v);
+    *out = (size_t)u; /* size_t is 64 bits wide on every target of this example */
     return 0;
 }
 
 /* Read shared_memory_{region,offset,byte_size} of a tensor's parameters.
  * Returns 0 (w->region NULL when the tensor is not in shared memory) or a
  * status. */
-static unsigned shm_window_from_params(infer_ctx *c, const json_t *params, const char *what,
+static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, const char *what,
                                        const char *name, shm_window *w)
 {
     *w = (shm_window){0};
-    const json_t *region = json_object_get(params, "shared_memory_region");
-    const json_t *offset = json_object_get(params, "shared_memory_offset");
-    const json_t *size = json_object_get(params, "shared_memory_byte_size");
+    const json_object *region = get(params, "shared_memory_region");
+    const json_object *offset = get(params, "shared_memory_offset");
+    const json_object *size = get(params, "shared_memory_byte_size");
     if (!region) {
         if (offset || size)
             return fail(c, 400, "%s '%s' gives a shared-memory offset or size but no "
                                 "'shared_memory_region'", what, name);
         return 0;
     }
-    if (!json_is_string(region))
+    if (!is_string(region))
         return fail(c, 400, "'shared_memory_region' of %s '%s' must be a string", what, name);
     if (!size)
         return fail(c, 400, "'shared_memory_byte_size' must be given along with "
@@ -83,20 +117,18 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_t *params, const
     if (offset && json_size(offset, &w->offset) != 0)
         return fail(c, 400, "'shared_memory_offset' of %s '%s' must be a non-negative integer",
                     what, name);
-    w->region = json_string_value(region);
+    w->region = str(region);
     return 0;
 }
 
 /* ------------------------------------------------------------------ inputs */
 
 /* Copy nested JSON arrays of elements into buf, row-major. */
-static int flatten(const json_t *v, const char *datatype, void *buf, size_t cap, size_t *n)
+static int flatten(const json_object *v, const char *datatype, void *buf, size_t cap, size_t *n)
 {
-    if (json_is_array(v)) {
-        size_t i;
-        const json_t *e;
-        json_array_foreach(v, i, e)
-            if (flatten(e, datatype, buf, cap, n) != 0)
+    if (is_array(v)) {
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            if (flatten(json_object_array_get_idx(v, i), datatype, buf, cap, n) != 0)
                 return -1;
         return 0;
     }
@@ -106,7 +138,7 @@ static int flatten(const json_t *v, const char *datatype, void *buf, size_t cap,
     return 0;
 }
 
-static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_t *data)
+static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_object *data)
 {
     if (!datatype_has_json(t->datatype))
         return fail(c, 400, "input '%s': %s tensors must be sent as binary data or in shared "
@@ -126,27 +158,27 @@ static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_t *data
     return 0;
 }
 
-static unsigned parse_input(http_infer *h, const json_t *j, tensor *t)
+static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
 {
     infer_ctx *c = &h->c;
-    const json_t *name = json_object_get(j, "name"), *dt = json_object_get(j, "datatype");
-    const json_t *params = json_object_get(j, "parameters"), *data = json_object_get(j, "data");
-    if (!json_is_object(j) || !json_is_string(name) || !json_is_string(dt))
+    const json_object *name = get(j, "name"), *dt = get(j, "datatype");
+    const json_object *params = get(j, "parameters"), *data = get(j, "data");
+    if (!is_object(j) || !is_string(name) || !is_string(dt))
         return fail(c, 400, "each input needs a string 'name', a string 'datatype' and a 'shape'");
-    t->name = json_string_value(name);
-    t->datatype = json_string_value(dt);
+    t->name = str(name);
+    t->datatype = str(dt);
     if (datatype_size(t->datatype) < 0)
         return fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
-    if (tensor_shape_from_json(json_object_get(j, "shape"), t, c->err, sizeof c->err) != 0)
+    if (tensor_shape_from_json(get(j, "shape"), t, c->err, sizeof c->err) != 0)
         return 400;
-    if (params && !json_is_object(params))
+    if (params && !is_object(params))
         return fail(c, 400, "'parameters' of input '%s' must be an object", t->name);
 
     shm_window w;
     unsigned st = shm_window_from_params(c, params, "input", t->name, &w);
     if (st)
         return st;
-    const json_t *binary_size = json_object_get(params, "binary_data_size");
+    const json_object *binary_size = get(params, "binary_data_size");
     int sources = (w.region != NULL) + (binary_size != NULL) + (data != NULL);
     if (sources != 1)
         return fail(c, 400, "input '%s' must give exactly one of 'data', 'binary_data_size' and "
@@ -177,16 +209,14 @@ static unsigned parse_input(http_infer *h, const json_t *j, tensor *t)
 static unsigned parse_inputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
-    const json_t *inputs = json_object_get(h->root, "inputs");
-    if (!json_is_array(inputs) || json_array_size(inputs) == 0)
+    const json_object *inputs = get(h->root, "inputs");
+    if (!is_array(inputs) || json_object_array_length(inputs) == 0)
         return fail(c, 400, "the request needs a non-empty 'inputs' array");
-    if (json_array_size(inputs) > INFER_MAX_INPUTS)
+    if (json_object_array_length(inputs) > INFER_MAX_INPUTS)
         return fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
-    size_t i;
-    const json_t *j;
-    json_array_foreach(inputs, i, j) {
+    for (size_t i = 0; i < json_object_array_length(inputs); i++) {
         c->n_in = i + 1; /* counted before parsing, so that a half-built one is freed too */
-        unsigned st = parse_input(h, j, &c->in[i]);
+        unsigned st = parse_input(h, json_object_array_get_idx(inputs, i), &c->in[i]);
         if (st)
             return st;
     }
@@ -201,9 +231,9 @@ static unsigned parse_inputs(http_infer *h)
 static unsigned parse_outputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
-    const json_t *params = json_object_get(h->root, "parameters");
-    int binary_all = json_is_true(json_object_get(params, "binary_data_output"));
-    const json_t *outputs = json_object_get(h->root, "outputs");
+    const json_object *params = get(h->root, "parameters");
+    int binary_all = is_true(get(params, "binary_data_output"));
+    const json_object *outputs = get(h->root, "outputs");
     if (!outputs) { /* no list: every output, binary if the request says so */
         for (size_t i = 0; i < model_n_outputs(c->m); i++) {
             unsigned st = infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
@@ -212,29 +242,28 @@ static unsigned parse_outputs(http_infer *h)
         }
         return 0;
     }
-    if (!json_is_array(outputs))
+    if (!is_array(outputs))
         return fail(c, 400, "'outputs' must be an array");
-    size_t k;
-    const json_t *j;
-    json_array_foreach(outputs, k, j) {
-        const json_t *name = json_object_get(j, "name");
-        const json_t *oparams = json_object_get(j, "parameters");
-        if (!json_is_string(name))
+    for (size_t k = 0; k < json_object_array_length(outputs); k++) {
+        const json_object *j = json_object_array_get_idx(outputs, k);
+        const json_object *name = get(j, "name");
+        const json_object *oparams = get(j, "parameters");
+        if (!is_string(name))
             return fail(c, 400, "each requested output needs a string 'name'");
-        int i = infer_output_index(c, json_string_value(name));
+        int i = infer_output_index(c, str(name));
         if (i < 0 || c->out_place[i] != PLACE_NONE)
             return fail(c, 400, "unexpected inference output '%s' for model '%s'",
-                        json_string_value(name), model_name(c->m));
-        if (oparams && !json_is_object(oparams))
+                        str(name), model_name(c->m));
+        if (oparams && !is_object(oparams))
             return fail(c, 400, "'parameters' of output '%s' must be an object",
-                        json_string_value(name));
+                        str(name));
         shm_window w;
-        unsigned st = shm_window_from_params(c, oparams, "output", json_string_value(name), &w);
+        unsigned st = shm_window_from_params(c, oparams, "output", str(name), &w);
         if (st)
             return st;
-        const json_t *binary = json_object_get(oparams, "binary_data");
+        const json_object *binary = get(oparams, "binary_data");
         placement place = w.region ? PLACE_SHM
-                          : (binary ? json_is_true(binary) : binary_all) ? PLACE_BINARY
+                          : (binary ? is_true(binary) : binary_all) ? PLACE_BINARY
                                                                          : PLACE_JSON;
         if ((st = infer_place_output(c, (size_t)i, place, &w)) != 0)
             return st;
@@ -244,73 +273,68 @@ static unsigned parse_outputs(http_infer *h)
 
 /* ---------------------------------------------------------------- response */
 
-static json_t *output_json(const infer_ctx *c, size_t i)
+/* Output i's entry of the response. An output in shared memory gets no
+ * more than its name, datatype and shape: its bytes are in the region the
+ * client named. No "parameters" either, as from Triton: Triton's C++ client
+ * (under perf_analyzer) reads them as binary data. */
+static void write_output(jbuf *b, const infer_ctx *c, size_t i)
 {
     const tensor *t = &c->out[i];
-    json_t *o = json_pack("{s:s,s:s,s:o}", "name", t->name, "datatype", t->datatype, "shape",
-                          tensor_shape_to_json(t));
-    if (!o)
-        return NULL;
-    /* An output in shared memory gets nothing more: its bytes are in the
-     * region the client named. No "parameters" either, as from Triton:
-     * Triton's C++ client (under perf_analyzer) reads them as binary data. */
-    int bad = 0;
+    jbuf_lit(b, "{\"name\":");
+    jbuf_str(b, t->name);
+    jbuf_lit(b, ",\"datatype\":");
+    jbuf_str(b, t->datatype);
+    jbuf_lit(b, ",\"shape\":");
+    tensor_shape_write(b, t);
     if (c->out_place[i] == PLACE_BINARY) {
-        bad = json_object_set_new(o, "parameters",
-                                  json_pack("{s:I}", "binary_data_size", (json_int_t)t->byte_size));
+        jbuf_lit(b, ",\"parameters\":{\"binary_data_size\":");
+        jbuf_u64(b, t->byte_size);
+        jbuf_lit(b, "}");
     } else if (c->out_place[i] == PLACE_JSON) {
-        json_t *data = json_array();
-        size_t n = t->byte_size / (size_t)datatype_size(t->datatype);
-        for (size_t e = 0; data && e < n && !bad; e++)
-            bad = json_array_append_new(data, datatype_to_json(t->datatype, t->data, e));
-        bad = bad || json_object_set_new(o, "data", data);
+        /* NaN and Infinity are written as Triton writes them. */
+        jbuf_lit(b, ",\"data\":");
+        datatype_write_json(b, t->datatype, t->data,
+                            t->byte_size / (size_t)datatype_size(t->datatype));
     }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    jbuf_lit(b, "}");
 }
 
-/* The JSON header, then the binary outputs in the order the header lists them. */
+/* The JSON header, written straight into the buffer the binary outputs then
+ * follow in (the order the header lists them): no tree of elements, no copy
+ * of the text (json_io.h says why). */
 static unsigned build_response(http_infer *h, reply *out)
 {
     infer_ctx *c = &h->c;
-    json_t *outputs = json_array();
-    json_t *root = json_pack("{s:s,s:s,s:o}", "model_name", model_name(c->m), "model_version", "1",
-                             "outputs", outputs);
-    const json_t *id = json_object_get(h->root, "id");
-    if (!root || (json_is_string(id) && json_object_set(root, "id", (json_t *)id) != 0)) {
-        json_decref(root);
-        return fail(c, 500, "out of memory building the response");
+    jbuf b = {0};
+    const json_object *id = get(h->root, "id");
+    jbuf_lit(&b, "{\"model_name\":");
+    jbuf_str(&b, model_name(c->m));
+    jbuf_lit(&b, ",\"model_version\":\"1\"");
+    if (is_string(id)) {
+        jbuf_lit(&b, ",\"id\":");
+        jbuf_str(&b, str(id));
     }
-    size_t binary = 0;
+    jbuf_lit(&b, ",\"outputs\":[");
+    size_t binary = 0, listed = 0;
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         if (c->out_place[i] == PLACE_NONE)
             continue;
-        if (json_array_append_new(outputs, output_json(c, i)) != 0) {
-            json_decref(root);
-            return fail(c, 500, "out of memory building the response");
-        }
+        if (listed++)
+            jbuf_lit(&b, ",");
+        write_output(&b, c, i);
         if (c->out_place[i] == PLACE_BINARY)
             binary += c->out[i].byte_size;
     }
-    char *header = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    size_t header_len = header ? strlen(header) : 0;
-    char *body = header && binary ? realloc(header, header_len + binary) : header;
-    if (!body) {
-        free(header);
+    jbuf_lit(&b, "]}");
+    size_t header_len = b.len;
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (c->out_place[i] == PLACE_BINARY)
+            jbuf_raw(&b, c->out[i].data, c->out[i].byte_size);
+    size_t len;
+    char *body = jbuf_take(&b, &len);
+    if (!body)
         return fail(c, 500, "out of memory building the response");
-    }
-    size_t at = header_len;
-    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-        if (c->out_place[i] == PLACE_BINARY) {
-            memcpy(body + at, c->out[i].data, c->out[i].byte_size);
-            at += c->out[i].byte_size;
-        }
-    }
-    *out = (reply){.status = 200, .body = body, .len = at, .json_len = binary ? header_len : 0};
+    *out = (reply){.status = 200, .body = body, .len = len, .json_len = binary ? header_len : 0};
     return 0;
 }
 
@@ -327,15 +351,13 @@ static unsigned locate_header(http_infer *h)
                                 "of %zu bytes", (long long)rq->header_length, rq->body_len);
         header_len = (size_t)rq->header_length;
     }
-    json_error_t jerr;
-    h->root = json_loadb(rq->body ? rq->body : "", header_len, 0, &jerr);
+    h->root = json_parse(rq->body ? rq->body : "", header_len, c->err, sizeof c->err);
     if (!h->root)
-        return fail(c, 400, "failed to parse the request JSON buffer: %s at line %d, column %d",
-                    jerr.text, jerr.line, jerr.column);
-    if (!json_is_object(h->root))
+        return 400;
+    if (!is_object(h->root))
         return fail(c, 400, "the inference request must be a JSON object");
-    const json_t *params = json_object_get(h->root, "parameters");
-    if (params && !json_is_object(params))
+    const json_object *params = get(h->root, "parameters");
+    if (params && !is_object(params))
         return fail(c, 400, "request 'parameters' must be an object");
     h->binary = rq->body + header_len;
     h->binary_left = rq->body_len - header_len;
@@ -355,7 +377,7 @@ static unsigned run(http_infer *h, reply *out)
 
 void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
 {
-    http_infer h = {.c = {.reg = reg, .held = &rq->held,
+    http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
                           .m = model_find_version(rt->model, rt->version)},
                     .rq = rq};
     if (!h.c.m) {
@@ -366,5 +388,5 @@ void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out
     if (st)
         reply_error(out, st, "%s", h.c.err);
     infer_finish(&h.c, st, &rq->started);
-    json_decref(h.root);
+    json_object_put(h.root);
 }

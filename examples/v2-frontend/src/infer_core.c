@@ -19,22 +19,48 @@ unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
     return status;
 }
 
+/* The library's failure, in the client's names (region_scope.h). */
 static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 {
-    return infer_fail(c, http_status_from_shmreg(e), "%s", shmreg_last_error());
+    return infer_fail(c, http_status_from_shmreg(e), "%s", scope_message(&c->scope));
 }
 
 /* Acquire the window for this request: the reference belongs to the request
- * from here on, and view->addr stays valid until its response has been sent. */
-static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view)
+ * from here on (*ref is lent for guarded copies), and view->addr stays
+ * mapped until its response has been sent. */
+static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
+                               shmreg_region **ref)
 {
-    shmreg_region *ref;
-    shmreg_err e = shmreg_acquire(c->reg, w->region, w->offset, w->byte_size, &ref, view);
+    if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
+        return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
+    shmreg_err e = scope_acquire(c->reg, &c->scope, w->region, w->offset, w->byte_size, ref, view);
     if (e != SHMREG_OK)
         return fail_shmreg(c, e);
-    if (refs_hold(c->held, ref) != 0)
+    if (refs_hold(c->held, *ref) != 0)
         return infer_fail(c, 500, "out of memory holding region '%s'", w->region);
     return 0;
+}
+
+/* Whether the model reaches this view where it lies. A client can truncate
+ * a named shm object under the mapping, and a CPU access to the lost pages
+ * raises SIGBUS, which would kill the server with every tenant's requests:
+ * so the CPU touches a system region only through guarded copies. A GPU
+ * model reaches a pinned system region by DMA, which reads the pages the
+ * pin holds whatever the client does to its object, and a CUDA region is
+ * device memory, which no client can shrink. */
+static int used_in_place(const infer_ctx *c, const shmreg_view *view)
+{
+    if (view->kind != SHMREG_KIND_SYSTEM)
+        return model_device_tensors(c->m);
+    return model_device_tensors(c->m) && view->pinned;
+}
+
+/* A guarded copy's failure (FAULT: the client truncated its object), with
+ * the tensor named; the library's message names the region. */
+static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const char *name)
+{
+    return infer_fail(c, http_status_from_shmreg(e), "%s '%s': %s", what, name,
+                      shmreg_last_error());
 }
 
 /* A device copy's failure, with the tensor and region named in the message. */
@@ -67,11 +93,12 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
 unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
 {
     shmreg_view view;
-    unsigned st = acquire_window(c, w, &view);
+    shmreg_region *ref;
+    unsigned st = acquire_window(c, w, &view, &ref);
     if (st)
         return st;
     t->byte_size = w->byte_size;
-    if (view.kind == SHMREG_KIND_SYSTEM || model_device_tensors(c->m)) {
+    if (used_in_place(c, &view)) {
         t->data = view.addr;
         t->pinned = view.pinned;
         t->on_device = view.kind != SHMREG_KIND_SYSTEM;
@@ -81,6 +108,13 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
+    if (view.kind == SHMREG_KIND_SYSTEM) {
+        shmreg_err e = shmreg_copy_from_view(ref, &view, 0, t->owned, t->byte_size);
+        if (e != SHMREG_OK)
+            return fail_guarded(c, e, "input", t->name);
+        t->data = t->owned;
+        return 0;
+    }
     char why[512];
     st = device_copy_to_host(t->owned, view.addr, t->byte_size, view.device_id, why, sizeof why);
     if (st)
@@ -105,9 +139,9 @@ int infer_output_index(const infer_ctx *c, const char *name)
     return -1;
 }
 
-/* An output in a CUDA region is computed into a buffer (allocate_outputs)
- * and copied to the device after the model has run (outputs_to_device),
- * unless the model writes device memory itself (a GPU model). */
+/* An output is computed into a buffer (allocate_outputs) and copied into its
+ * region after the model has run (outputs_to_regions), unless the model
+ * writes the region where it lies (used_in_place). */
 unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
 {
     tensor *t = &c->out[i];
@@ -116,11 +150,14 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
             return infer_fail(c, 400, "shared memory size specified with the request for output "
                                       "'%s' (%zu bytes) should be at least %zu bytes to hold the "
                                       "results", t->name, w->byte_size, t->byte_size);
-        /* Acquire only the bytes the output fills. */
-        shm_window exact = {.region = w->region, .offset = w->offset, .byte_size = t->byte_size};
+        /* The whole window the client declared is acquired, not just the
+         * bytes the output fills: one that runs past the region's end is
+         * refused with Triton's "Invalid offset + byte size" even when the
+         * tensor would fit, as Triton refuses it. */
         shmreg_view view;
+        shmreg_region *ref;
         c->out_place[i] = PLACE_SHM;
-        unsigned st = acquire_window(c, &exact, &view);
+        unsigned st = acquire_window(c, w, &view, &ref);
         if (st)
             return st;
         /* The model would write through a mapping without write access: a
@@ -130,13 +167,14 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
         if (!view.writable)
             return infer_fail(c, 400, "output '%s' cannot be written to shared memory region "
                                       "'%s': it was registered read-only", t->name, w->region);
-        if (view.kind == SHMREG_KIND_SYSTEM || model_device_tensors(c->m)) {
-            t->data = view.addr; /* a GPU model writes a CUDA region itself */
+        if (used_in_place(c, &view)) {
+            t->data = view.addr; /* a GPU model writes its region itself */
             t->pinned = view.pinned;
             t->on_device = view.kind != SHMREG_KIND_SYSTEM;
             t->device_id = view.device_id;
         } else {
-            c->out_device[i] = view;
+            c->out_view[i] = view;
+            c->out_ref[i] = ref;
             c->out_region[i] = w->region;
         }
         return 0;
@@ -148,8 +186,8 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
     return 0;
 }
 
-/* Outputs not in a system region (those in a CUDA region, in the response
- * or not requested) get a buffer. */
+/* Outputs the model does not write in place (staged for a region, in the
+ * response or not requested) get a buffer. */
 static unsigned allocate_outputs(infer_ctx *c)
 {
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
@@ -164,15 +202,23 @@ static unsigned allocate_outputs(infer_ctx *c)
     return 0;
 }
 
-/* Copy the outputs placed in CUDA regions to the device. Each copy has
- * finished when this returns: the response that follows tells the client the
- * bytes are there, and the references are released once it has been sent. */
-static unsigned outputs_to_device(infer_ctx *c)
+/* Copy the staged outputs into their regions: a guarded copy into a system
+ * region, a device copy into a CUDA one. Each copy has finished when this
+ * returns: the response that follows tells the client the bytes are there,
+ * and the references are released once it has been sent. */
+static unsigned outputs_to_regions(infer_ctx *c)
 {
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-        const shmreg_view *v = &c->out_device[i];
+        const shmreg_view *v = &c->out_view[i];
         if (!c->out_region[i])
             continue;
+        if (v->kind == SHMREG_KIND_SYSTEM) {
+            shmreg_err e = shmreg_copy_to_view(c->out_ref[i], v, 0, c->out[i].data,
+                                               c->out[i].byte_size);
+            if (e != SHMREG_OK)
+                return fail_guarded(c, e, "output", c->out[i].name);
+            continue;
+        }
         char why[512];
         unsigned st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
                                             v->device_id, why, sizeof why);
@@ -189,7 +235,7 @@ unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
         return st;
     if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0)
         return st;
-    return outputs_to_device(c);
+    return outputs_to_regions(c);
 }
 
 void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)

@@ -10,9 +10,12 @@
  *      whatever unregister does meanwhile (infer_input_from_window,
  *      infer_place_output); an output's view must be writable;
  *   2. bind the inputs to the model and describe its outputs (infer_bind);
- *   3. run the model straight from and into those views, a CUDA region staged
- *      through a host buffer for a model on the CPU and handed over as a
- *      device pointer to a GPU model (infer_compute);
+ *   3. run the model on those windows (infer_compute): a system region is
+ *      read and written only through the library's guarded copies (a client
+ *      may truncate its object: that request gets 400, the server lives on),
+ *      except a pinned one that a GPU model reaches by DMA; a CUDA region is
+ *      staged through a host buffer for a model on the CPU and handed over
+ *      as a device pointer to a GPU model;
  *   4. the protocol builds its response from c->out, sends it, and its
  *      completion callback releases the references (refs_release_all).
  *
@@ -30,6 +33,7 @@
 
 #include "models.h"
 #include "refs.h"
+#include "region_scope.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -55,15 +59,19 @@ typedef struct shm_window {
 typedef struct infer_ctx {
     shmreg_registry *reg;
     refs *held;                  /* the request's references: released after its response */
+    region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
     const model *m;
     tensor in[INFER_MAX_INPUTS];
     size_t n_in;
     tensor out[MODEL_MAX_OUTPUTS];
     placement out_place[MODEL_MAX_OUTPUTS];
-    /* An output in a CUDA region: its region's name (NULL for any other
-     * output) and the device window its host buffer is copied to. */
+    /* An output staged through a host buffer and copied into its region
+     * after the model has run (a CUDA region for a model on the CPU, or a
+     * system region the CPU writes: infer_core.c says why): its region's
+     * name (NULL for any other output), the window and the reference. */
     const char *out_region[MODEL_MAX_OUTPUTS];
-    shmreg_view out_device[MODEL_MAX_OUTPUTS];
+    shmreg_view out_view[MODEL_MAX_OUTPUTS];
+    shmreg_region *out_ref[MODEL_MAX_OUTPUTS];
     char err[1024];
 } infer_ctx;
 
@@ -76,9 +84,10 @@ unsigned infer_ready(infer_ctx *c);
 /* The byte size t's datatype and shape demand, checked against what the
  * client supplied (BYTES has no fixed size: anything goes). */
 unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
-/* Acquire w for input t: a system region is read where it lies; a CUDA one
- * is copied to a host buffer first, or handed over as a device pointer to a
- * GPU model (model_device_tensors). Call infer_check_input_size first. */
+/* Acquire w for input t: a system region is copied to a host buffer with a
+ * guarded copy (a pinned one is handed to a GPU model where it lies); a CUDA
+ * one is copied to a host buffer first, or handed over as a device pointer
+ * to a GPU model (model_device_tensors). Call infer_check_input_size first. */
 unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
 /* Bind c->in to the model into ordered and describe c->out. */
 unsigned infer_bind(infer_ctx *c, const tensor **ordered);

@@ -25,6 +25,7 @@
 #include "models.h"
 #include "options.h"
 #include "server.h"
+#include "uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a
  * last release, say) go to stderr. */
@@ -42,14 +43,16 @@ static shmreg_registry *create_registry(const frontend_options *o)
     cfg.reserved_key_prefixes = o->reserved_prefixes; /* copied by create */
     cfg.pin_policy = o->pin_policy; /* --pin */
     cfg.log_fn = log_to_stderr;
+    access_config(&o->access, &cfg); /* --allow-uid, --max-*: copied by create */
     shmreg_registry *reg = NULL;
     if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     return reg;
 }
 
-/* After shutdown, count what still refers to POSIX shared memory in this
- * process: mappings in /proc/self/maps and descriptors in /proc/self/fd.
+/* After shutdown, count what still refers to POSIX shared memory or to a
+ * client's memfd (--uds) in this process: mappings in /proc/self/maps and
+ * descriptors in /proc/self/fd.
  * Both must be 0 once the registry is destroyed; the tests read this line. */
 static void report_leftovers(void)
 {
@@ -57,7 +60,7 @@ static void report_leftovers(void)
     char line[4096];
     FILE *maps = fopen("/proc/self/maps", "r");
     while (maps && fgets(line, sizeof line, maps))
-        mappings += strstr(line, " /dev/shm/") != NULL;
+        mappings += strstr(line, " /dev/shm/") != NULL || strstr(line, " /memfd:") != NULL;
     if (maps)
         fclose(maps);
     DIR *fds = opendir("/proc/self/fd");
@@ -68,7 +71,7 @@ static void report_leftovers(void)
         ssize_t n = readlink(path, target, sizeof target - 1);
         if (n > 0) {
             target[n] = 0;
-            descriptors += strncmp(target, "/dev/shm/", 9) == 0;
+            descriptors += strncmp(target, "/dev/shm/", 9) == 0 || strncmp(target, "/memfd:", 7) == 0;
         }
     }
     if (fds)
@@ -101,11 +104,23 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 
+    /* Clients' named shm objects can be truncated under our mappings: with
+     * the guard, a copy of a lost page fails that one request (infer_core.c)
+     * instead of a SIGBUS killing the server. Before any thread starts. */
+    if (shmreg_guard_install() != SHMREG_OK) {
+        fprintf(stderr, "error: %s\n", shmreg_last_error());
+        options_free(&opts);
+        return 1;
+    }
     models_set_delay(opts.delay_ms);
     yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window);
     shmreg_registry *reg = create_registry(&opts);
+    /* --uds first: a socket path it must not take stops the start before
+     * anything listens. */
+    uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
     frontend_server server;
-    if (!reg || server_start(&server, &opts, reg) != 0) {
+    if (!reg || (opts.uds_path && !uds) || server_start(&server, &opts, reg) != 0) {
+        uds_server_stop(uds);
         yolo_stop();
         shmreg_registry_destroy(reg);
         options_free(&opts);
@@ -117,6 +132,7 @@ int main(int argc, char **argv)
     if (opts.grpc_port) {
         grpc = grpc_frontend_start(&opts, reg);
         if (!grpc) {
+            uds_server_stop(uds);
             server_stop(&server);
             yolo_stop();
             shmreg_registry_destroy(reg);
@@ -127,9 +143,15 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    if (uds) {
+        printf("uds listening on %s\n", opts.uds_path);
+        fflush(stdout);
+    }
+
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
+    uds_server_stop(uds); /* no new regions; its clients' regions go as requests finish */
     pthread_t grpc_stopper;
     int grpc_thread = grpc && pthread_create(&grpc_stopper, NULL, stop_grpc, grpc) == 0;
     if (grpc && !grpc_thread)

@@ -5,20 +5,27 @@
 
 #include <stdio.h>
 
-json_t *server_metadata_json(void)
+json_object *server_metadata_json(void)
 {
-    return json_pack("{s:s,s:s,s:[s,s,s,s]}", "name", "shmreg-v2-frontend", "version",
-                     shmreg_version(), "extensions", "binary_tensor_data", "statistics",
-                     "system_shared_memory", "cuda_shared_memory");
+    static const char *const extensions[] = {"binary_tensor_data", "statistics",
+                                             "system_shared_memory", "cuda_shared_memory"};
+    json_object *j = json_object_new_object(), *ext = json_object_new_array();
+    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+        jarr_add(ext, json_object_new_string(extensions[i]));
+    jobj_add(j, "name", json_object_new_string("shmreg-v2-frontend"));
+    jobj_add(j, "version", json_object_new_string(shmreg_version()));
+    jobj_add(j, "extensions", ext);
+    return j;
 }
 
 static void model_stats(const model *m, reply *out)
 {
-    json_t *list = json_array();
-    for (size_t i = 0; list && i < model_count(); i++)
+    json_object *j = json_object_new_object(), *list = json_object_new_array();
+    for (size_t i = 0; i < model_count(); i++)
         if (!m || m == model_at(i))
-            json_array_append_new(list, model_stats_json(model_at(i)));
-    reply_json(out, 200, json_pack("{s:o}", "model_stats", list));
+            jarr_add(list, model_stats_json(model_at(i)));
+    jobj_add(j, "model_stats", list);
+    reply_json(out, 200, j);
 }
 
 /* 200 when the model can run; else (the GPU model without a GPU) 400 with

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
+#include "json_io.h"
 
 #include "tensor.h"
 
@@ -38,7 +38,7 @@ typedef struct model_ops {
     unsigned (*run)(const tensor *const *in, tensor *out, model_phases *ph, char *err,
                     size_t errlen);
     /* Add what this model's config says beyond the common fields. */
-    void (*config)(json_t *config);
+    void (*config)(json_object *config);
 } model_ops;
 
 #ifdef __cplusplus

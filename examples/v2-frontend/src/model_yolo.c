@@ -55,20 +55,26 @@ static unsigned run(const tensor *const *in, tensor *out, model_phases *ph, char
 }
 
 /* Triton's config fields for where the instances run, and the window. */
-static void config(json_t *cfg)
+static void config(json_object *cfg)
 {
     int devices[64];
     unsigned n_devices = 0;
     unsigned n = gpu_instances_placement(devices, 64, &n_devices);
-    json_t *gpus = json_array();
-    for (unsigned i = 0; gpus && i < n_devices; i++)
-        json_array_append_new(gpus, json_integer(devices[i]));
-    json_object_set_new(cfg, "instance_group",
-                        json_pack("[{s:i,s:s,s:o}]", "count", n_devices ? (int)(n / n_devices) : 0,
-                                  "kind", "KIND_GPU", "gpus", gpus));
+    json_object *gpus = json_object_new_array(), *groups = json_object_new_array();
+    json_object *group = json_object_new_object();
+    for (unsigned i = 0; i < n_devices; i++)
+        jarr_add(gpus, json_object_new_int(devices[i]));
+    jobj_add(group, "count", json_object_new_int(n_devices ? (int)(n / n_devices) : 0));
+    jobj_add(group, "kind", json_object_new_string("KIND_GPU"));
+    jobj_add(group, "gpus", gpus);
+    jarr_add(groups, group);
+    jobj_add(cfg, "instance_group", groups); /* replaces the CPU group */
     char k[16];
     snprintf(k, sizeof k, "%u", window_);
-    json_object_set_new(cfg, "parameters", json_pack("{s:{s:s}}", "window", "string_value", k));
+    json_object *params = json_object_new_object(), *window = json_object_new_object();
+    jobj_add(window, "string_value", json_object_new_string(k));
+    jobj_add(params, "window", window);
+    jobj_add(cfg, "parameters", params);
 }
 
 const model_ops yolo_ops = {

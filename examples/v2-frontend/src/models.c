@@ -1,6 +1,8 @@
 /* The models' descriptions, kernels and statistics. */
 #include "models.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -82,10 +84,44 @@ static model models[] = {
 };
 
 static unsigned delay_ms_;
+/* simple_delayed sleeps on this, so that shutdown can cut the sleep short. */
+static pthread_mutex_t delay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t delay_cut = PTHREAD_COND_INITIALIZER;
+static int delays_cut;
 
 void models_set_delay(unsigned delay_ms)
 {
     delay_ms_ = delay_ms;
+}
+
+void models_cut_delays(void)
+{
+    pthread_mutex_lock(&delay_lock);
+    delays_cut = 1;
+    pthread_cond_broadcast(&delay_cut);
+    pthread_mutex_unlock(&delay_lock);
+}
+
+/* Sleep --delay-ms: 0, or -1 when shutdown cut it short. The deadline is on
+ * the realtime clock, the condition variable's default: a clock step only
+ * lengthens or shortens a test model's sleep. */
+static int delay(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += delay_ms_ / 1000;
+    until.tv_nsec += (long)(delay_ms_ % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&delay_lock);
+    int rc = 0;
+    while (!delays_cut && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&delay_cut, &delay_lock, &until);
+    int cut = delays_cut;
+    pthread_mutex_unlock(&delay_lock);
+    return cut ? -1 : 0;
 }
 
 size_t model_count(void)
@@ -124,67 +160,107 @@ size_t model_n_outputs(const model *m)
 }
 
 /* The shape clients see: the batch dimension first (-1) when batching. */
-static json_t *spec_shape(const model *m, const tensor_spec *s)
+static json_object *spec_shape(const model *m, const tensor_spec *s)
 {
-    json_t *a = json_array();
-    if (a && m->max_batch_size > 0)
-        json_array_append_new(a, json_integer(-1));
-    for (int i = 0; a && i < s->ndims; i++)
-        json_array_append_new(a, json_integer(s->dims[i]));
+    json_object *a = json_object_new_array();
+    if (m->max_batch_size > 0)
+        jarr_add(a, json_object_new_int64(-1));
+    for (int i = 0; i < s->ndims; i++)
+        jarr_add(a, json_object_new_int64(s->dims[i]));
     return a;
 }
 
-static json_t *metadata_tensors(const model *m, const tensor_spec *specs, size_t n)
+static json_object *metadata_tensors(const model *m, const tensor_spec *specs, size_t n)
 {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++)
-        json_array_append_new(a, json_pack("{s:s,s:s,s:o}", "name", specs[i].name, "datatype",
-                                           specs[i].datatype, "shape", spec_shape(m, &specs[i])));
-    return a;
-}
-
-json_t *model_metadata_json(const model *m)
-{
-    return json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", "1", "platform",
-                     "shmreg_builtin", "inputs", metadata_tensors(m, m->inputs, m->n_inputs),
-                     "outputs", metadata_tensors(m, m->outputs, m->n_outputs));
-}
-
-/* Triton's model-config fields that its clients read. */
-static json_t *config_tensors(const tensor_spec *specs, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *dims = json_array();
-        for (int d = 0; dims && d < specs[i].ndims; d++)
-            json_array_append_new(dims, json_integer(specs[i].dims[d]));
-        char type[32];
-        snprintf(type, sizeof type, "TYPE_%s", specs[i].datatype);
-        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:o}", "name", specs[i].name, "data_type",
-                                           type, "format", "FORMAT_NONE", "dims", dims));
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_new_object();
+        jobj_add(t, "name", json_object_new_string(specs[i].name));
+        jobj_add(t, "datatype", json_object_new_string(specs[i].datatype));
+        jobj_add(t, "shape", spec_shape(m, &specs[i]));
+        jarr_add(a, t);
     }
     return a;
 }
 
-json_t *model_config_json(const model *m)
+json_object *model_metadata_json(const model *m)
 {
-    json_t *cfg =
-        json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:{s:b},s:[{s:i,s:s}]}", "name", m->name, "platform",
-                  "shmreg_builtin", "backend", "shmreg_builtin", "max_batch_size",
-                  m->max_batch_size, "input", config_tensors(m->inputs, m->n_inputs), "output",
-                  config_tensors(m->outputs, m->n_outputs), "model_transaction_policy",
-                  "decoupled", 0, "instance_group", "count", 1, "kind", "KIND_CPU");
+    json_object *j = json_object_new_object(), *versions = json_object_new_array();
+    jarr_add(versions, json_object_new_string("1"));
+    jobj_add(j, "name", json_object_new_string(m->name));
+    jobj_add(j, "versions", versions);
+    jobj_add(j, "platform", json_object_new_string("shmreg_builtin"));
+    jobj_add(j, "inputs", metadata_tensors(m, m->inputs, m->n_inputs));
+    jobj_add(j, "outputs", metadata_tensors(m, m->outputs, m->n_outputs));
+    return j;
+}
+
+/* Triton's model-config fields that its clients read. */
+static json_object *config_tensors(const tensor_spec *specs, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_new_object(), *dims = json_object_new_array();
+        for (int d = 0; d < specs[i].ndims; d++)
+            jarr_add(dims, json_object_new_int64(specs[i].dims[d]));
+        char type[32];
+        snprintf(type, sizeof type, "TYPE_%s", specs[i].datatype);
+        jobj_add(t, "name", json_object_new_string(specs[i].name));
+        jobj_add(t, "data_type", json_object_new_string(type));
+        jobj_add(t, "format", json_object_new_string("FORMAT_NONE"));
+        jobj_add(t, "dims", dims);
+        jarr_add(a, t);
+    }
+    return a;
+}
+
+json_object *model_config_json(const model *m)
+{
+    json_object *cfg = json_object_new_object();
+    json_object *policy = json_object_new_object(), *groups = json_object_new_array();
+    json_object *group = json_object_new_object();
+    jobj_add(policy, "decoupled", json_object_new_boolean(0));
+    jobj_add(group, "count", json_object_new_int(1));
+    jobj_add(group, "kind", json_object_new_string("KIND_CPU"));
+    jarr_add(groups, group);
+    jobj_add(cfg, "name", json_object_new_string(m->name));
+    jobj_add(cfg, "platform", json_object_new_string("shmreg_builtin"));
+    jobj_add(cfg, "backend", json_object_new_string("shmreg_builtin"));
+    jobj_add(cfg, "max_batch_size", json_object_new_int(m->max_batch_size));
+    jobj_add(cfg, "input", config_tensors(m->inputs, m->n_inputs));
+    jobj_add(cfg, "output", config_tensors(m->outputs, m->n_outputs));
+    jobj_add(cfg, "model_transaction_policy", policy);
+    jobj_add(cfg, "instance_group", groups);
     if (cfg && m->ops && m->ops->config)
         m->ops->config(cfg);
     return cfg;
 }
 
-static json_t *duration(uint64_t count, uint64_t ns)
+static json_object *duration(uint64_t count, uint64_t ns)
 {
-    return json_pack("{s:I,s:I}", "count", (json_int_t)count, "ns", (json_int_t)ns);
+    json_object *d = json_object_new_object();
+    jobj_add(d, "count", json_object_new_uint64(count));
+    jobj_add(d, "ns", json_object_new_uint64(ns));
+    return d;
 }
 
-json_t *model_stats_json(const model *m)
+/* Triton's inference_stats, in its order. */
+static json_object *inference_stats(uint64_t ok, uint64_t ok_ns, uint64_t bad, uint64_t bad_ns,
+                                    uint64_t runs, const uint64_t phase_ns[4])
+{
+    static const char *const phases[4] = {"queue", "compute_input", "compute_infer",
+                                          "compute_output"};
+    json_object *s = json_object_new_object();
+    jobj_add(s, "success", duration(ok, ok_ns));
+    jobj_add(s, "fail", duration(bad, bad_ns));
+    for (int i = 0; i < 4; i++)
+        jobj_add(s, phases[i], duration(runs, phase_ns[i]));
+    jobj_add(s, "cache_hit", duration(0, 0));
+    jobj_add(s, "cache_miss", duration(0, 0));
+    return s;
+}
+
+json_object *model_stats_json(const model *m)
 {
     uint64_t ok = atomic_load_explicit(&((model *)m)->success, memory_order_relaxed);
     uint64_t ok_ns = atomic_load_explicit(&((model *)m)->success_ns, memory_order_relaxed);
@@ -193,23 +269,24 @@ json_t *model_stats_json(const model *m)
     uint64_t last = atomic_load_explicit(&((model *)m)->last_ms, memory_order_relaxed);
     /* The whole request is compute_infer here: no queue, no batching. A
      * model with ops reports the phases of its runs instead. */
-    uint64_t runs = ok, queue = 0, input = 0, infer = ok_ns, output = 0;
+    uint64_t runs = ok, phase_ns[4] = {0, 0, ok_ns, 0};
     if (m->ops) {
         model *w = (model *)m;
         runs = atomic_load_explicit(&w->runs, memory_order_relaxed);
-        queue = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
-        input = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
-        infer = atomic_load_explicit(&w->infer_ns, memory_order_relaxed);
-        output = atomic_load_explicit(&w->output_ns, memory_order_relaxed);
+        phase_ns[0] = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
+        phase_ns[1] = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
+        phase_ns[2] = atomic_load_explicit(&w->infer_ns, memory_order_relaxed);
+        phase_ns[3] = atomic_load_explicit(&w->output_ns, memory_order_relaxed);
     }
-    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:[]}", "name",
-                     m->name, "version", "1", "last_inference", (json_int_t)last,
-                     "inference_count", (json_int_t)ok, "execution_count", (json_int_t)ok,
-                     "inference_stats", "success", duration(ok, ok_ns), "fail",
-                     duration(bad, bad_ns), "queue", duration(runs, queue), "compute_input",
-                     duration(runs, input), "compute_infer", duration(runs, infer),
-                     "compute_output", duration(runs, output), "cache_hit", duration(0, 0),
-                     "cache_miss", duration(0, 0), "batch_stats");
+    json_object *j = json_object_new_object();
+    jobj_add(j, "name", json_object_new_string(m->name));
+    jobj_add(j, "version", json_object_new_string("1"));
+    jobj_add(j, "last_inference", json_object_new_uint64(last));
+    jobj_add(j, "inference_count", json_object_new_uint64(ok));
+    jobj_add(j, "execution_count", json_object_new_uint64(ok));
+    jobj_add(j, "inference_stats", inference_stats(ok, ok_ns, bad, bad_ns, runs, phase_ns));
+    jobj_add(j, "batch_stats", json_object_new_array());
+    return j;
 }
 
 void model_record(const model *m, int ok, uint64_t ns)
@@ -248,11 +325,10 @@ static int bind_one(const model *m, const tensor_spec *s, const tensor *t, char 
     }
     if (!shape_matches(m, s, t)) {
         char want[64], got[128];
-        json_t *ws = spec_shape(m, s);
-        char *wtext = ws ? json_dumps(ws, JSON_COMPACT) : NULL;
+        json_object *ws = spec_shape(m, s);
+        const char *wtext = ws ? json_object_to_json_string_ext(ws, JSON_C_TO_STRING_PLAIN) : NULL;
         snprintf(want, sizeof want, "%s", wtext ? wtext : "?");
-        free(wtext);
-        json_decref(ws);
+        json_object_put(ws); /* wtext belongs to ws */
         snprintf(err, errlen,
                  "unexpected shape for input '%s' for model '%s'. Expected %s (batch at most %d), got %s",
                  t->name, m->name, want, m->max_batch_size,
@@ -336,10 +412,10 @@ unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *e
         }
         return st;
     }
-    if (m->delayed && delay_ms_) {
-        struct timespec d = {.tv_sec = delay_ms_ / 1000, .tv_nsec = (long)(delay_ms_ % 1000) * 1000000L};
-        while (nanosleep(&d, &d) != 0)
-            ;
+    if (m->delayed && delay_ms_ && delay() != 0) {
+        snprintf(err, errlen, "the server is shutting down: model '%s' was stopped after the "
+                              "drain time", m->name);
+        return 503;
     }
     m->kernel(in, out);
     return 0;

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
+#include "json_io.h"
 
 #include "tensor.h"
 
@@ -27,6 +27,9 @@ extern "C" {
 typedef struct model model;
 
 void models_set_delay(unsigned delay_ms);
+/* Shutdown's drain time is over: cut short every delay, running and to come
+ * (those runs answer 503). Idempotent. */
+void models_cut_delays(void);
 const model *model_find(const char *name);
 /* model_find, for a request naming version (NULL or "" for any): every
  * built-in model has exactly version "1". */
@@ -36,9 +39,9 @@ const model *model_at(size_t i);
 const char *model_name(const model *m);
 size_t model_n_outputs(const model *m);
 
-json_t *model_metadata_json(const model *m);
-json_t *model_config_json(const model *m);
-json_t *model_stats_json(const model *m);
+json_object *model_metadata_json(const model *m);
+json_object *model_config_json(const model *m);
+json_object *model_stats_json(const model *m);
 
 /* Match the request's inputs against the model: ordered[i] becomes the input
  * for the model's i-th input. Returns 0, or -1 with a message in err. */

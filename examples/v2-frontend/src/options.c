@@ -28,6 +28,34 @@ static void usage(FILE *to, const char *argv0)
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
             "  --yolo-window N             samples per side of each output's input window, the\n"
             "                              cost of 'yolo' (default 32)\n"
+            "  --uds PATH                  also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
+            "                              register sealed memfds (shmreg_send_region); off by default\n"
+            "  --uds-mode OCTAL            permissions of the socket file (default 0600: the server's\n"
+            "                              user only; e.g. 0660 for its group)\n"
+            "  --uds-max-connections N     Unix-socket clients at once (default 64)\n"
+            "  --uds-max-regions N         regions per Unix-socket connection (default 16)\n"
+            "  --allow-client-shm=B        true | false: let clients register and unregister shared\n"
+            "                              memory, as Triton 2.73's flag (default false, as there)\n"
+            "  --allow-uid UID|any         map only shm objects this uid owns (repeatable;\n"
+            "                              default: the server's own uid; any: every owner)\n"
+            "  --max-regions N             regions registered at once, 0 = no limit\n"
+            "                              (default 4096)\n"
+            "  --max-mapped-bytes N        bytes mapped for all regions, 0 = no limit\n"
+            "                              (default 0)\n"
+            "  --max-pinned-bytes N        bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
+            "                              budget (default 0)\n"
+            "  --http-restricted-api shared-memory:KEY=VALUE\n"
+            "                              shared-memory endpoints need header KEY: VALUE\n"
+            "  --grpc-restricted-protocol shared-memory:KEY=VALUE\n"
+            "                              the same over gRPC: metadata triton-grpc-protocol-KEY\n"
+            "  --tenants FILE              bearer tokens -> tenants, each with its own regions\n"
+            "  --max-buffered-mb N         request bodies held at once, all connections together,\n"
+            "                              in MiB; past it a request gets 503 (default 256, at least\n"
+            "                              --max-body-mb)\n"
+            "  --max-client-connections N  connections from one IP address at once, 0 = no limit\n"
+            "                              (default 64)\n"
+            "  --request-timeout-s N       close a connection idle this long: a request whose headers\n"
+            "                              or body stall, or an unused kept-alive one (default 10)\n"
             "  -v, --verbose               one log line per request on stderr\n"
             "  -h, --help\n",
             argv0);
@@ -84,6 +112,12 @@ static int parse_policy(const char *s, shmreg_policy *out)
     return rc;
 }
 
+static int parse_bool(const char *opt, const char *s, int *out)
+{
+    static const choice values[] = {{"true", 1}, {"false", 0}};
+    return parse_choice(opt, s, values, sizeof values / sizeof values[0], out);
+}
+
 static int parse_pin(const char *s, shmreg_pin_policy *out)
 {
     static const choice policies[] = {
@@ -119,6 +153,20 @@ static int check_gpus(const char *s)
     return -1;
 }
 
+/* Permission bits in octal, e.g. 0660: who may connect to the socket. */
+static int parse_mode(const char *s, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 8);
+    if (errno || end == s || *end || s[0] == '-' || s[0] == '+' || v > 0777) {
+        fprintf(stderr, "error: --uds-mode wants octal permission bits such as 0600, got '%s'\n", s);
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 {
     const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
@@ -135,7 +183,10 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW };
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
+           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
+           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT,
+           OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -150,6 +201,21 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
+        {"uds", required_argument, NULL, OPT_UDS},
+        {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
+        {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
+        {"uds-max-regions", required_argument, NULL, OPT_UDS_REGIONS},
+        {"allow-client-shm", required_argument, NULL, OPT_ALLOW_SHM},
+        {"allow-uid", required_argument, NULL, OPT_ACCESS + ACCESS_ALLOW_UID},
+        {"max-regions", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_REGIONS},
+        {"max-mapped-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_MAPPED},
+        {"max-pinned-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_PINNED},
+        {"http-restricted-api", required_argument, NULL, OPT_ACCESS + ACCESS_HTTP_RESTRICTED},
+        {"grpc-restricted-protocol", required_argument, NULL, OPT_ACCESS + ACCESS_GRPC_RESTRICTED},
+        {"tenants", required_argument, NULL, OPT_ACCESS + ACCESS_TENANTS},
+        {"max-buffered-mb", required_argument, NULL, OPT_BUFFERED},
+        {"max-client-connections", required_argument, NULL, OPT_CLIENT_CONNS},
+        {"request-timeout-s", required_argument, NULL, OPT_REQUEST_TIMEOUT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -157,7 +223,11 @@ int options_parse(int argc, char **argv, frontend_options *o)
     *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
-                            .instances_per_gpu = 2, .yolo_window = 32};
+                            .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
+                            .uds_max_connections = 64, .uds_max_regions = 16,
+                            .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
+                            .request_timeout_s = 10};
+    access_options_init(&o->access);
     size_t n_prefixes = 0;
     unsigned long v;
     int c;
@@ -188,6 +258,28 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
+        case OPT_UDS:
+            rc = optarg[0] ? 0 : -1;
+            if (rc)
+                fprintf(stderr, "error: --uds wants a socket path\n");
+            o->uds_path = optarg;
+            break;
+        case OPT_UDS_MODE: rc = parse_mode(optarg, &o->uds_mode); break;
+        case OPT_UDS_CONNS: rc = parse_uint("--uds-max-connections", optarg, 1, 1024, &v); o->uds_max_connections = (unsigned)v; break;
+        case OPT_UDS_REGIONS: rc = parse_uint("--uds-max-regions", optarg, 1, 4096, &v); o->uds_max_regions = (unsigned)v; break;
+        case OPT_ALLOW_SHM: rc = parse_bool("--allow-client-shm", optarg, &o->allow_client_shm); break;
+        case OPT_ACCESS + ACCESS_ALLOW_UID:
+        case OPT_ACCESS + ACCESS_MAX_REGIONS:
+        case OPT_ACCESS + ACCESS_MAX_MAPPED:
+        case OPT_ACCESS + ACCESS_MAX_PINNED:
+        case OPT_ACCESS + ACCESS_HTTP_RESTRICTED:
+        case OPT_ACCESS + ACCESS_GRPC_RESTRICTED:
+        case OPT_ACCESS + ACCESS_TENANTS:
+            rc = access_option(&o->access, (access_opt)(c - OPT_ACCESS), optarg);
+            break;
+        case OPT_BUFFERED: rc = parse_uint("--max-buffered-mb", optarg, 1, 65536, &v); o->max_buffered = (size_t)v << 20; break;
+        case OPT_CLIENT_CONNS: rc = parse_uint("--max-client-connections", optarg, 0, 65536, &v); o->max_client_connections = (unsigned)v; break;
+        case OPT_REQUEST_TIMEOUT: rc = parse_uint("--request-timeout-s", optarg, 1, 3600, &v); o->request_timeout_s = (unsigned)v; break;
         case 'v': o->verbose = 1; break;
         case 'h': usage(stdout, argv[0]); return 1;
         default: usage(stderr, argv[0]); return -1;
@@ -195,9 +287,21 @@ int options_parse(int argc, char **argv, frontend_options *o)
         if (rc)
             return -1;
     }
+    if (o->uds_path && o->access.tenants) {
+        /* A --uds region belongs to its connection, not to a bearer-token
+         * tenant: no tenant could see it, so the two are not mixed. */
+        fprintf(stderr, "error: --uds and --tenants cannot be used together\n");
+        return -1;
+    }
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
         usage(stderr, argv[0]);
+        return -1;
+    }
+    /* Else a body the size limit allows could never be buffered. */
+    if (o->max_body > o->max_buffered) {
+        fprintf(stderr, "error: --max-body-mb (%zu) must not exceed --max-buffered-mb (%zu)\n",
+                o->max_body >> 20, o->max_buffered >> 20);
         return -1;
     }
     return 0;
@@ -207,4 +311,5 @@ void options_free(frontend_options *o)
 {
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;
+    access_options_free(&o->access);
 }

@@ -6,6 +6,8 @@
 
 #include <shmreg/shmreg.h>
 
+#include "access.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,10 +23,19 @@ typedef struct frontend_options {
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
     int verbose;                      /* 1: one log line per request */
+    int allow_client_shm;             /* --allow-client-shm: register/unregister allowed */
     shmreg_pin_policy pin_policy;     /* --pin: whether system regions are page-locked */
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
+    const char *uds_path;             /* --uds: Unix socket for sealed memfd regions; NULL: off */
+    unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
+    unsigned uds_max_connections;     /* --uds-max-connections: open at once */
+    unsigned uds_max_regions;         /* --uds-max-regions: registered per connection */
+    access_options access;            /* --allow-uid, --max-*, --*-restricted-*, --tenants */
+    size_t max_buffered;              /* request body bytes held at once, all connections together */
+    unsigned max_client_connections;  /* connections from one IP address at once; 0: no limit */
+    unsigned request_timeout_s;       /* a connection idle this long is closed (stalled request) */
 } frontend_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),

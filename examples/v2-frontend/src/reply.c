@@ -39,23 +39,40 @@ static void reply_bare(reply *r, unsigned status)
     *r = (reply){.status = status};
 }
 
-void reply_json(reply *r, unsigned status, json_t *j)
+void reply_text(reply *r, jbuf *b)
 {
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!text) {
+    size_t len;
+    char *text = jbuf_take(b, &len);
+    if (!text)
         reply_bare(r, 500);
-        return;
-    }
-    *r = (reply){.status = status, .body = text, .len = strlen(text)};
+    else
+        *r = (reply){.status = 200, .body = text, .len = len};
 }
 
+void reply_json(reply *r, unsigned status, json_object *j)
+{
+    jbuf b = {0};
+    if (j)
+        jbuf_json(&b, j);
+    else
+        b.failed = 1;
+    json_object_put(j);
+    reply_text(r, &b);
+    if (r->body)
+        r->status = status;
+}
+
+/* Written, not built: jbuf_str turns bytes that are not UTF-8 (a client's
+ * name, in a message) into U+FFFD, so that the reply is still JSON. */
 static void reply_message(reply *r, unsigned status, const char *message)
 {
-    json_t *j = json_pack("{s:s}", "error", message);
-    if (!j) /* JSON strings must be UTF-8; a client-chosen name may not be */
-        j = json_pack("{s:s}", "error", "the request named something that is not valid UTF-8");
-    reply_json(r, status, j);
+    jbuf b = {0};
+    jbuf_lit(&b, "{\"error\":");
+    jbuf_str(&b, message);
+    jbuf_lit(&b, "}");
+    reply_text(r, &b);
+    if (r->body)
+        r->status = status;
 }
 
 void reply_error(reply *r, unsigned status, const char *fmt, ...)

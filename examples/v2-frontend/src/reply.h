@@ -4,8 +4,9 @@
 
 #include <stddef.h>
 
-#include <jansson.h>
 #include <shmreg/shmreg.h>
+
+#include "json_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,7 +26,9 @@ unsigned http_status_from_shmreg(shmreg_err err);
 /* 200 with no body. */
 void reply_empty(reply *r);
 /* status with the JSON value j as body; takes j's reference. */
-void reply_json(reply *r, unsigned status, json_t *j);
+void reply_json(reply *r, unsigned status, json_object *j);
+/* 200 with the text written into b as body; b is empty after. */
+void reply_text(reply *r, jbuf *b);
 /* status with {"error": message}. */
 void reply_error(reply *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

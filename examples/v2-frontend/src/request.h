@@ -18,15 +18,23 @@
 
 #include <shmreg/shmreg.h>
 
+#include "access.h"
 #include "refs.h"
 #include "reply.h"
 #include "router.h"
 
+/* body_budget.h; only the C side (server.c) needs its inside. */
+typedef struct body_budget body_budget;
+
 typedef struct request {
     char *body;            /* the bytes uploaded so far (not NUL-terminated) */
     size_t body_len, body_cap;
+    body_budget *budget;   /* charged body_len bytes until request_finish */
     int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
+    int over_budget;       /* past --max-buffered-mb: the rest is discarded, 503 follows */
+    int dispatched;        /* the body is in and the request is being answered */
     int64_t header_length; /* Inference-Header-Content-Length, or -1 */
+    int64_t content_length; /* Content-Length, for messages; -1 when absent */
     refs held;             /* references acquired for this request */
     struct timespec started;
     char *method, *url;    /* copies: method made printable, url as decoded */
@@ -36,11 +44,15 @@ typedef struct request {
     reply answer;          /* set by a worker for a suspended request */
     int answered;          /* answer is ready to be queued */
     void *connection;      /* the MHD connection, while suspended */
+    caller who;            /* what its headers allow (access.h), read with them */
 } request;
 
-request *request_new(const char *method, const char *url);
-/* Append uploaded bytes; past max_body the request is marked too large. */
+request *request_new(const char *method, const char *url, body_budget *budget);
+/* Append uploaded bytes; past max_body the request is marked too large, past
+ * the budget over budget, and what it held is freed. -1: out of memory. */
 int request_append(request *rq, const char *data, size_t len, size_t max_body);
+/* Whether len more bytes would fit the budget now (a hint: others race). */
+int body_budget_fits(body_budget *b, size_t len);
 /* Release every held reference and free rq. NULL is a no-op. */
 void request_finish(request *rq);
 

@@ -11,22 +11,47 @@
 #include "server.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "endpoints.h"
 #include "infer.h"
+#include "models.h"
 #include "reply.h"
 #include "request.h"
 #include "router.h"
+
+/* --http-restricted-api and --tenants: 1 with the refusal in out. */
+static int refuse_shm(const request *rq, reply *out)
+{
+    char why[256];
+    unsigned status = access_refusal(&rq->who, why, sizeof why);
+    if (status)
+        reply_error(out, status, "%s", why);
+    return status != 0;
+}
+
+/* The request's caller, from its headers (they are complete on the first
+ * call of access_handler; a worker must not read them later). */
+static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
+{
+    const access_options *a = &s->opts->access;
+    const char *value = a->http.header ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                     a->http.header)
+                                       : NULL;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    access_caller(a, &a->http, value, value ? strlen(value) : 0, auth, auth ? strlen(auth) : 0,
+                  &rq->who);
+}
 
 static void dispatch(frontend_server *s, request *rq, reply *out)
 {
@@ -35,9 +60,23 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
-    case ROUTE_SHM_UNREGISTER: shm_endpoints_handle(s->registry, rq, &rq->rt, out); break;
+    case ROUTE_SHM_UNREGISTER:
+        if (!refuse_shm(rq, out))
+            shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out);
+        break;
     default: model_endpoints_handle(&rq->rt, out); break;
     }
+}
+
+/* Triton's words and status (400) for a request past its
+ * --http-max-input-size; a chunked body has no length to quote. */
+static void reply_too_large(reply *out, const request *rq, size_t max_body)
+{
+    char size[48] = "more than the maximum";
+    if (rq->content_length >= 0)
+        snprintf(size, sizeof size, "%" PRId64 " bytes", rq->content_length);
+    reply_error(out, 400, "request size of %s exceeds the maximum allowed input size of %zu "
+                "bytes. Use --max-body-mb to increase the limit.", size, max_body);
 }
 
 /* Answer what can be answered at once into out and return 0; return 1 for
@@ -47,9 +86,13 @@ static int triage(frontend_server *s, request *rq, reply *out)
     if (atomic_load(&s->draining)) {
         reply_error(out, 503, "the server is shutting down");
     } else if (rq->body_too_large) {
-        reply_error(out, 413, "request body larger than %zu bytes", s->opts->max_body);
+        reply_too_large(out, rq, s->opts->max_body);
+    } else if (rq->over_budget) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
     } else if (rq->header_length == -2) {
-        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer");
+        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer "
+                              "in decimal digits");
     } else if (route_match(rq->url, &rq->rt) != 0) {
         reply_error(out, 500, "out of memory");
     } else if (rq->rt.id != ROUTE_NONE &&
@@ -74,6 +117,18 @@ static void run_suspended(void *ctx, void *item)
     MHD_resume_connection(rq->connection);
 }
 
+/* Shutdown, past the drain time: a request still queued is answered 503
+ * without running (it holds no reference yet: those are taken by the run). */
+static void cancel_queued(void *ctx, void *item)
+{
+    (void)ctx;
+    request *rq = item;
+    reply_error(&rq->answer, 503, "the server is shutting down: the request was not started "
+                                  "within the drain time");
+    rq->answered = 1;
+    MHD_resume_connection(rq->connection);
+}
+
 /* Hand the reply to libmicrohttpd, which frees its body once sent. */
 static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, reply *r)
 {
@@ -92,22 +147,51 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, rep
     } else if (r->len) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     }
+    if (r->status == 401) /* RFC 7235: a 401 names the scheme it wants */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     rq->status = r->status;
     enum MHD_Result ok = MHD_queue_response(conn, r->status, resp);
     MHD_destroy_response(resp);
     return ok;
 }
 
-/* A strict decimal header value, or -1 when absent; -2 when malformed. */
+/* A header value of decimal digits only, as HTTP writes lengths (1*DIGIT),
+ * or -1 when absent; -2 for anything else: strtoll alone would take a sign,
+ * leading white space (a vertical tab, which libmicrohttpd keeps) and more. */
 static int64_t header_number(struct MHD_Connection *conn, const char *name)
 {
     const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
     if (!v)
         return -1;
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    return (errno || end == v || *end || n < 0) ? -2 : n;
+    size_t digits = strspn(v, "0123456789");
+    /* 18 digits always fit int64_t; no body here is near 10^18 bytes. */
+    if (digits == 0 || v[digits] != 0 || digits > 18)
+        return -2;
+    return strtoll(v, NULL, 10);
+}
+
+/* A client that sends Expect: 100-continue waits for our word before it
+ * sends the body: a body that would be refused is refused now, instead of
+ * asking for it (and reading it all to refuse it after). 1 with out set, or
+ * 0: go on. A length that is absent or malformed is left to the body's end. */
+static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, const request *rq,
+                              reply *out)
+{
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    int64_t len = rq->content_length;
+    if (!expect || strcasecmp(expect, "100-continue") != 0 || len < 0)
+        return 0;
+    if ((uint64_t)len > s->opts->max_body) {
+        reply_error(out, 413, "request body of %lld bytes is larger than %zu bytes", (long long)len,
+                    s->opts->max_body);
+        return 1;
+    }
+    if (!body_budget_fits(&s->bodies, (size_t)len)) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
+        return 1;
+    }
+    return 0;
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -118,12 +202,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     frontend_server *s = cls;
     request *rq = *con_cls;
     if (!rq) { /* headers are in: set up, body follows */
-        rq = request_new(method, url);
+        rq = request_new(method, url, &s->bodies);
         if (!rq)
             return MHD_NO;
-        atomic_fetch_add(&s->in_flight, 1);
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
+        rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        read_caller(s, conn, rq);
         *con_cls = rq;
+        reply early;
+        /* A response queued now means no 100 Continue; the body is not read. */
+        if (refuse_before_body(s, conn, rq, &early))
+            return queue_reply(conn, rq, &early);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -137,6 +226,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         rq->answer.body = NULL; /* libmicrohttpd owns it now */
         return ok;
     }
+    rq->dispatched = 1;
+    atomic_fetch_add(&s->in_flight, 1);
     reply r;
     if (triage(s, rq, &r) == 0)
         return queue_reply(conn, rq, &r);
@@ -167,9 +258,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     if (s->opts->verbose)
         fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->log_url, rq->status, ms_since(&rq->started),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    int dispatched = rq->dispatched;
     request_finish(rq); /* the lifetime rule: release when the response is done */
     *con_cls = NULL;
-    atomic_fetch_sub(&s->in_flight, 1);
+    if (dispatched)
+        atomic_fetch_sub(&s->in_flight, 1);
 }
 
 static int bind_address(const char *host, unsigned port, struct sockaddr_storage *ss,
@@ -198,6 +291,8 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
     *s = (frontend_server){.registry = reg, .opts = opts};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
+    atomic_init(&s->bodies.used, 0);
+    s->bodies.cap = opts->max_buffered;
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
@@ -210,14 +305,19 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
         return -1;
     }
     /* One HTTP thread moves bytes and answers the quick endpoints; the
-     * workers run inferences. */
+     * workers run inferences. Connections are bounded: per client address,
+     * so that one client's idle half-open requests cannot take every
+     * connection libmicrohttpd allows, and in time, so that stalled ones go
+     * (a suspended connection, whose request a worker runs, is not idle). */
     s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_TIMEOUT, opts->request_timeout_s,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_client_connections,
+                                 MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
-        worker_pool_stop(s->workers);
+        worker_pool_stop(s->workers, NULL);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -225,23 +325,34 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
     return 0;
 }
 
+/* Wait until no request is in flight, or for at most ms milliseconds. */
+static void wait_in_flight(frontend_server *s, unsigned ms)
+{
+    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < ms / 10; waited++)
+        nanosleep(&tick, NULL);
+}
+
 void server_stop(frontend_server *s)
 {
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);
-    /* Requests already running finish and send their responses; requests
-     * arriving on kept-alive connections get 503 meanwhile. */
-    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
-    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < s->opts->drain_s * 100;
-         waited++)
-        nanosleep(&tick, NULL);
-    if (atomic_load(&s->in_flight) > 0)
-        fprintf(stderr, "shutdown: %u requests still in flight after %u s; closing them\n",
+    /* Requests already queued or running finish and send their responses;
+     * requests arriving on kept-alive connections get 503 meanwhile. */
+    wait_in_flight(s, s->opts->drain_s * 1000);
+    if (atomic_load(&s->in_flight) > 0) {
+        fprintf(stderr, "shutdown: %u requests still in flight after %u s; stopping them\n",
                 atomic_load(&s->in_flight), s->opts->drain_s);
-    /* Workers finish what they hold and resume those connections, so that
-     * no connection is left suspended when the daemon stops. */
-    worker_pool_stop(s->workers);
+        models_cut_delays(); /* the running ones answer 503 soon */
+    }
+    /* Queued requests are answered 503 and resumed, workers finish what they
+     * hold and resume those connections, so that no connection is left
+     * suspended when the daemon stops. */
+    worker_pool_stop(s->workers, cancel_queued);
     s->workers = NULL;
+    /* A moment for those answers to go out; a client that does not read
+     * them is closed below all the same. */
+    wait_in_flight(s, 1000);
     MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
     if (listener != MHD_INVALID_SOCKET)
         close(listener);        /* quiesce handed the listening socket to us */

@@ -6,39 +6,41 @@
 
 #include "datatype.h"
 
-int tensor_shape_from_json(const json_t *shape, tensor *t, char *err, size_t errlen)
+int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_t errlen)
 {
-    if (!json_is_array(shape)) {
+    if (!json_object_is_type(shape, json_type_array)) {
         snprintf(err, errlen, "'shape' must be an array of integers");
         return -1;
     }
-    if (json_array_size(shape) > TENSOR_MAX_DIMS) {
-        snprintf(err, errlen, "shape has %zu dimensions; at most %d are supported",
-                 json_array_size(shape), TENSOR_MAX_DIMS);
+    size_t n = json_object_array_length(shape);
+    if (n > TENSOR_MAX_DIMS) {
+        snprintf(err, errlen, "shape has %zu dimensions; at most %d are supported", n,
+                 TENSOR_MAX_DIMS);
         return -1;
     }
-    t->ndims = (int)json_array_size(shape);
+    t->ndims = (int)n;
     for (int i = 0; i < t->ndims; i++) {
-        const json_t *d = json_array_get(shape, (size_t)i);
-        if (!json_is_integer(d) || json_integer_value(d) < 0) {
+        const json_object *d = json_object_array_get_idx(shape, (size_t)i);
+        uint64_t v;
+        /* A dimension past INT64_MAX can hold nothing: refused like a negative one. */
+        if (json_get_u64(d, &v) != 0 || v > INT64_MAX) {
             snprintf(err, errlen, "'shape' must be an array of non-negative integers");
             return -1;
         }
-        t->shape[i] = json_integer_value(d);
+        t->shape[i] = (int64_t)v;
     }
     return 0;
 }
 
-json_t *tensor_shape_to_json(const tensor *t)
+void tensor_shape_write(jbuf *b, const tensor *t)
 {
-    json_t *a = json_array();
-    for (int i = 0; a && i < t->ndims; i++) {
-        if (json_array_append_new(a, json_integer(t->shape[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
+    jbuf_raw(b, "[", 1);
+    for (int i = 0; i < t->ndims; i++) {
+        if (i)
+            jbuf_raw(b, ",", 1);
+        jbuf_i64(b, t->shape[i]);
     }
-    return a;
+    jbuf_raw(b, "]", 1);
 }
 
 int tensor_expected_size(const tensor *t, size_t *bytes)

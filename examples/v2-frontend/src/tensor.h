@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
+#include "json_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,8 +30,9 @@ typedef struct tensor {
 
 /* Read a JSON shape (array of non-negative integers) into t. Returns 0, or
  * -1 with a message in err. */
-int tensor_shape_from_json(const json_t *shape, tensor *t, char *err, size_t errlen);
-json_t *tensor_shape_to_json(const tensor *t);
+int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_t errlen);
+/* t's shape as a JSON array, into b. */
+void tensor_shape_write(jbuf *b, const tensor *t);
 /* Bytes a tensor of t's datatype and shape holds (BYTES: unknown, -1).
  * -1 also when the product overflows size_t. */
 int tensor_expected_size(const tensor *t, size_t *bytes);

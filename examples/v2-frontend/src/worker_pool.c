@@ -54,7 +54,7 @@ worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx)
     p->ctx = ctx;
     for (; p->n_threads < n; p->n_threads++) {
         if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, p) != 0) {
-            worker_pool_stop(p);
+            worker_pool_stop(p, NULL);
             return NULL;
         }
     }
@@ -83,14 +83,23 @@ int worker_pool_submit(worker_pool *p, void *item)
     return stopping ? -1 : 0;
 }
 
-void worker_pool_stop(worker_pool *p)
+void worker_pool_stop(worker_pool *p, worker_fn cancel)
 {
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
     p->stopping = 1;
+    node *queued = cancel ? p->head : NULL;
+    if (cancel)
+        p->head = p->tail = NULL; /* the workers see an empty queue and exit */
     pthread_cond_broadcast(&p->ready);
     pthread_mutex_unlock(&p->lock);
+    while (queued) {
+        node *next = queued->next;
+        cancel(p->ctx, queued->item);
+        free(queued);
+        queued = next;
+    }
     for (unsigned i = 0; i < p->n_threads; i++)
         pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->ready);

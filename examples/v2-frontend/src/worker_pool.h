@@ -15,8 +15,10 @@ typedef void (*worker_fn)(void *ctx, void *item);
 worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx);
 /* Queue item; -1 when out of memory or stopping (the item is not run). */
 int worker_pool_submit(worker_pool *p, void *item);
-/* Run what is queued, then join the threads and free p. NULL is a no-op. */
-void worker_pool_stop(worker_pool *p);
+/* Join the threads and free p. Items still queued go to cancel(ctx, item)
+ * on the calling thread, while the workers finish the items they hold; with
+ * cancel NULL the workers run them all first. NULL p is a no-op. */
+void worker_pool_stop(worker_pool *p, worker_fn cancel);
 
 #ifdef __cplusplus
 }

@@ -67,7 +67,8 @@ int main(int argc, char **argv)
     shmreg_registry *reg = NULL;
     frontend_server server;
     int rc = 1;
-    if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
+    /* As main.c: the request path reads system regions with guarded copies. */
+    if (shmreg_guard_install() != SHMREG_OK || shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     else if (register_readonly(reg, name, key, size) == 0 &&
              server_start(&server, &opts, reg) == 0) {

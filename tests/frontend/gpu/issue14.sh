@@ -6,7 +6,7 @@
 #
 # Carried (ignored) folders, from the repository root:
 #   .carry/debs  the Debian packages of docs/cuda.md "Testing on the GPU
-#                machine" (libmicrohttpd, jansson, liburcu, xxhash, pkgconf...)
+#                machine" (libmicrohttpd, json-c, liburcu, xxhash, pkgconf...)
 #   .whl         the wheels listed in bench_seed.py's header (perf_analyzer,
 #                tritonclient and its dependencies), installed here with
 #                pip --no-index --no-deps into /tmp/site

@@ -13,12 +13,12 @@
 # none failed (everything skipped means no device was usable, which on this
 # machine is a failure).
 #
-# The GPU machine has no network and lacks libmicrohttpd, jansson, liburcu,
+# The GPU machine has no network and lacks libmicrohttpd, json-c, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
 # $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
 # these added for the frontend (HTTP, then the gRPC service, which generates
 # its code with protoc and grpc_cpp_plugin at build time):
-#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjansson4 libjansson-dev \
+#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjson-c5 libjson-c-dev \
 #     libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc \
 #     protobuf-compiler libprotoc32 libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
 #     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
@@ -47,8 +47,8 @@ unpack_carried() {
   rm -rf "$prefix" && mkdir -p "$prefix"
   for deb in "$CARRY"/debs/*.deb; do dpkg -x "$deb" "$prefix" || return 1; done
   local pc=$prefix/$multiarch/pkgconfig
-  if [ ! -f "$pc/libmicrohttpd.pc" ] || [ ! -f "$pc/jansson.pc" ]; then
-    echo "no libmicrohttpd-dev or libjansson-dev among $CARRY/debs"
+  if [ ! -f "$pc/libmicrohttpd.pc" ] || [ ! -f "$pc/json-c.pc" ]; then
+    echo "no libmicrohttpd-dev or libjson-c-dev among $CARRY/debs"
     return 1
   fi
   # The .pc files name /usr: point them at the unpacked tree.

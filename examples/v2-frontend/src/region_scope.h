@@ -1,0 +1,69 @@
+/*
+ * Which regions a request may see: with --tenants, only its tenant's.
+ *
+ * Each tenant has its own namespace: the client's name N is registered as
+ * "<tenant>/N" with the tenant as owner tag, and every lookup, listing and
+ * unregister goes through the tenant's name and tag. Two tenants may hold
+ * the same name without knowing of each other, so another tenant's region
+ * answers exactly like an absent one, registering its name included (no
+ * "already in manager" oracle). Answers show the client's own names: the
+ * prefix is taken out of names and of the library's messages.
+ *
+ * Without --tenants the scope is the whole registry, and these calls are
+ * the plain ones (no prefix, no tag), so the frontend behaves as before.
+ */
+#ifndef FRONTEND_REGION_SCOPE_H
+#define FRONTEND_REGION_SCOPE_H
+
+#include <stddef.h>
+
+#include <shmreg/shmreg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct region_scope {
+    int per_tenant;     /* --tenants was given */
+    const char *tenant; /* the caller's tenant (the tenants table's string);
+                           NULL with per_tenant: no known token, refused */
+} region_scope;
+
+/* The refusal of a request that names regions without a known token (401,
+ * gRPC UNAUTHENTICATED). */
+#define SCOPE_NO_TOKEN_MESSAGE                                                              \
+    "this server keeps shared memory per tenant: send a known token as "                   \
+    "'Authorization: Bearer <token>'"
+
+/* 1 when s must be refused (per tenant, and no known token). */
+int scope_refused(const region_scope *s);
+
+/* The client's name of a region the registry holds as registry_name. */
+const char *scope_client_name(const region_scope *s, const char *registry_name);
+
+/* The calls the endpoints make, within s. Each returns the library's code;
+ * scope_message(s) then has its message in the client's names. */
+shmreg_err scope_register(shmreg_registry *reg, const region_scope *s, shmreg_registration *r);
+shmreg_err scope_acquire(shmreg_registry *reg, const region_scope *s, const char *name,
+                         size_t offset, size_t byte_size, shmreg_region **out, shmreg_view *view);
+/* shmreg_register_system and shmreg_register_cuda_ipc (no flags), within s. */
+shmreg_err scope_register_system(shmreg_registry *reg, const region_scope *s, const char *name,
+                                 const char *key, size_t offset, size_t byte_size);
+shmreg_err scope_register_cuda_ipc(shmreg_registry *reg, const region_scope *s, const char *name,
+                                   const void *handle, size_t handle_size, int device_id,
+                                   size_t byte_size);
+/* name NULL: every region of kind in s. */
+shmreg_err scope_status(shmreg_registry *reg, const region_scope *s, const char *name,
+                        shmreg_kind kind, shmreg_region_status **out, size_t *count);
+shmreg_err scope_unregister(shmreg_registry *reg, const region_scope *s, const char *name,
+                            shmreg_kind kind);
+
+/* This thread's shmreg_last_error() in the client's names: without the
+ * tenant's prefix. Valid until this thread's next call. */
+const char *scope_message(const region_scope *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

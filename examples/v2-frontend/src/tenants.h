@@ -1,0 +1,43 @@
+/*
+ * --tenants FILE: bearer tokens -> tenant names.
+ *
+ * The file (README, "Tenants") has one tenant per line, "TOKEN TENANT",
+ * with '#' comment lines and blank lines. It holds secrets, so it must be a
+ * regular file that other users can neither read nor write; anything wrong
+ * with it stops the server at start-up with the file, the line and the
+ * reason.
+ */
+#ifndef FRONTEND_TENANTS_H
+#define FRONTEND_TENANTS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tenants tenants; /* opaque */
+
+/* Longest tenant name: short enough that "<tenant>/<name>" leaves a region
+ * name most of the library's 255 bytes. */
+#define TENANT_NAME_MAX 64
+
+/* Load and check path. NULL after printing the reason on stderr. */
+tenants *tenants_load(const char *path);
+/* Wipe the tokens and free t. NULL is a no-op. */
+void tenants_free(tenants *t);
+
+/* The tenant whose token is token[0, len), or NULL. Every token of the file
+ * is compared, each in time that depends on its own length only, so the
+ * answer's timing says nothing of how much of a guess was right. */
+const char *tenants_find(const tenants *t, const char *token, size_t len);
+
+/* want[0, want_len) == given[0, given_len), in time that depends on
+ * want_len only. */
+int tokens_equal(const char *want, size_t want_len, const char *given, size_t given_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,29 @@
+/* --uds PATH: clients register sealed memfds over a Unix socket.
+ *
+ * A client connects (AF_UNIX, SOCK_SEQPACKET), sends one request per region
+ * in the format of shmreg.h (shmreg_send_region, or any language's
+ * equivalent): a name, an offset, a size and a memfd carrying F_SEAL_SHRINK.
+ * The server registers the window under an owner tag of that connection and
+ * answers each request. When the connection closes (the client exited or
+ * died) every region of its tag is unregistered under the registry's busy
+ * policy: requests still using one finish first. HTTP and gRPC inference
+ * then name the regions as usual. */
+#ifndef FRONTEND_UDS_SERVER_H
+#define FRONTEND_UDS_SERVER_H
+
+#include <shmreg/shmreg.h>
+
+#include "options.h"
+
+typedef struct uds_server uds_server;
+
+/* Create the socket at opts->uds_path (refusing to replace anything but a
+ * stale socket) with mode opts->uds_mode, and serve it on a thread of its
+ * own. NULL after a message on stderr. */
+uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg);
+
+/* Stop serving: close every connection (unregistering its regions) and
+ * remove the socket file. NULL is a no-op. */
+void uds_server_stop(uds_server *u);
+
+#endif
