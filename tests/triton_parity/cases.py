@@ -288,11 +288,11 @@ def win(offset, byte_size=TENSOR, region="io"):
     return {"region": region, "offset": offset, "byte_size": byte_size}
 
 
-def infer_simple(c, in0=None, in1=None, out0=None, out1=None):
+def infer_simple(c, in0=None, in1=None, out0=None, out1=None, request_id=None):
     inputs = [("INPUT0", [1, 16], "INT32", in0 or win(0)),
               ("INPUT1", [1, 16], "INT32", in1 or win(TENSOR))]
     outputs = [("OUTPUT0", out0 or win(2 * TENSOR)), ("OUTPUT1", out1 or win(3 * TENSOR))]
-    return c.infer("simple", inputs, outputs)
+    return c.infer("simple", inputs, outputs, request_id)
 
 
 @case()
@@ -331,6 +331,13 @@ def infer_input_window_past_region_end(c, shm):
 def infer_input_byte_size_not_tensor(c, shm):
     io_region(c, shm)
     return infer_simple(c, in0=win(0, TENSOR // 2))
+
+
+@case()
+def infer_input_byte_size_not_tensor_with_id(c, shm):
+    """Triton's core names the request by the id the client sent."""
+    io_region(c, shm)
+    return infer_simple(c, in0=win(0, TENSOR // 2), request_id="parity-7")
 
 
 @case()

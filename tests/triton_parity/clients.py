@@ -107,9 +107,10 @@ class HttpClient(Client):
         return self.request("POST", self.path("cuda", name, "unregister"))
 
     # --- inference
-    def infer(self, model, inputs, outputs):
+    def infer(self, model, inputs, outputs, request_id=None):
         """inputs: [(name, shape, datatype, window)], outputs: [(name, window)];
-        window: {"region", "offset", "byte_size"} (any of them) or None."""
+        window: {"region", "offset", "byte_size"} (any of them) or None;
+        request_id: the request's "id", when given."""
         def params(w):
             keys = {"region": "shared_memory_region", "offset": "shared_memory_offset",
                     "byte_size": "shared_memory_byte_size"}
@@ -117,6 +118,8 @@ class HttpClient(Client):
         body = {"inputs": [{"name": n, "shape": s, "datatype": d, "parameters": params(w)}
                            for n, s, d, w in inputs],
                 "outputs": [{"name": n, "parameters": params(w)} for n, w in outputs]}
+        if request_id is not None:
+            body["id"] = request_id
         return self.request("POST", f"/v2/models/{model}/infer", body)
 
 
@@ -180,8 +183,8 @@ class GrpcClient(Client):
                 v = w[k]
                 params[key].int64_param = v - U64 if v >= 1 << 63 else v
 
-    def infer(self, model, inputs, outputs):
-        req = pb.ModelInferRequest(model_name=model)
+    def infer(self, model, inputs, outputs, request_id=None):
+        req = pb.ModelInferRequest(model_name=model, id=request_id or "")
         for n, s, d, w in inputs:
             t = req.inputs.add(name=n, datatype=d, shape=s)
             self.set_window(t.parameters, w)
