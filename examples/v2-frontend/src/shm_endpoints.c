@@ -180,7 +180,8 @@ static void status(shmreg_registry *reg, const region_scope *scope, const route 
     }
     /* In name order, as Triton lists them (its regions are a std::map);
      * the library's snapshot is in table order. */
-    qsort(st, count, sizeof *st, by_name);
+    if (count > 1) /* st is NULL when there is none */
+        qsort(st, count, sizeof *st, by_name);
     jbuf b = {0};
     jbuf_reserve(&b, 128 * count + 2); /* about one entry's text each */
     jbuf_lit(&b, "[");
