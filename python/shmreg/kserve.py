@@ -191,6 +191,8 @@ def _body_size(body: dict, field_name: str, required: bool) -> int:
 
 def _register_system(registry: Any, name: str, body: dict) -> None:
     key = body.get("key")
+    if "key" not in body:  # Triton's words when there is none
+        raise InferError(400, "Shared memory register request has no 'key' field")
     if not isinstance(key, str):
         raise InferError(400, "'key' must be given as a string")
     offset = _body_size(body, "offset", False)
@@ -206,6 +208,8 @@ _MAX_HANDLE = 128
 def _register_cuda(registry: Any, name: str, body: dict) -> None:
     raw = body.get("raw_handle")
     b64 = raw.get("b64") if isinstance(raw, dict) else None
+    if "raw_handle" not in body:  # Triton's words when there is none
+        raise InferError(400, "Shared memory register request has no 'raw_handle' field")
     if not isinstance(b64, str):
         raise InferError(400, "'raw_handle' must be given as {\"b64\": \"<base64>\"}")
     device = body.get("device_id")
@@ -251,7 +255,8 @@ def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cu
                 regions = registry.status(name, kind=kind)
             except shmreg.Error as e:
                 return error_response(http_status(e), str(e))
-            return JSONResponse([_status_entry(s) for s in regions])
+            # In name order, as Triton lists them (its regions are a std::map).
+            return JSONResponse([_status_entry(s) for s in sorted(regions, key=lambda s: s.name)])
 
         def unregister(name: str | None = None) -> Response:
             try:
@@ -337,8 +342,14 @@ class RequestRegions:
     @_clean_errors
     def input(self, region: str, offset: int, byte_size: int) -> np.ndarray:
         """The bytes [offset, offset + byte_size) of ``region``, read-only or
-        not as registered. Raises InferError with the library's message."""
-        return self._acquire(region, offset, byte_size)
+        not as registered. Raises InferError with the library's message, or
+        Triton's for an empty window (a region named without a byte size),
+        which holds no tensor."""
+        view = self._acquire(region, offset, byte_size)
+        if byte_size == 0:
+            raise InferError(400, f"Invalid offset + byte size for shared memory region: "
+                                  f"'{region}'")
+        return view
 
     @_clean_errors
     def output(self, name: str, region: str, offset: int, byte_size: int) -> np.ndarray:
@@ -457,20 +468,18 @@ class InferRequest:
 
 
 def _window(params: dict, what: str, name: str) -> tuple[str, int, int] | None:
-    """shared_memory_{region,offset,byte_size} of a tensor's parameters, or None."""
+    """shared_memory_{region,offset,byte_size} of a tensor's parameters, or
+    None. As in Triton's HTTP: an offset or size without a region is not
+    looked at, and a region without a size is an empty window."""
     region = params.get("shared_memory_region")
     offset = params.get("shared_memory_offset")
     size = params.get("shared_memory_byte_size")
     if region is None:
-        if offset is not None or size is not None:
-            raise InferError(400, f"{what} '{name}' gives a shared-memory offset or size but no "
-                                  "'shared_memory_region'")
         return None
     if not isinstance(region, str):
         raise InferError(400, f"'shared_memory_region' of {what} '{name}' must be a string")
     if size is None:
-        raise InferError(400, "'shared_memory_byte_size' must be given along with "
-                              f"'shared_memory_region' for {what} '{name}'")
+        size = 0
     if _size(size) is None:
         raise InferError(400, f"'shared_memory_byte_size' of {what} '{name}' must be a "
                               "non-negative integer")
@@ -489,11 +498,12 @@ def _expected_size(t: Tensor) -> int | None:
     return size
 
 
-def _check_size(t: Tensor, model: str, given: int) -> None:
+def _check_size(t: Tensor, model: str, given: int, request_id: str | None) -> None:
     expected = _expected_size(t)
-    if expected is not None and expected != given:
-        raise InferError(400, f"input byte size mismatch for input '{t.name}' for model "
-                              f"'{model}'. Expected {expected}, got {given}")
+    if expected is not None and expected != given:  # Triton's core's words
+        raise InferError(400, f"[request id: {request_id or '<id_unknown>'}] input byte size "
+                              f"mismatch for input '{t.name}' for model '{model}'. "
+                              f"Expected {expected}, got {given}")
 
 
 def _input_from_json(t: Tensor, data: Any) -> np.ndarray:
@@ -531,8 +541,8 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
     all JSON). An input is taken from its JSON ``data``, from the binary
     section after the header (``binary_data_size``), or from the shared
     memory region its parameters name, acquired into ``regions`` (a view of
-    the mapped bytes: no copy). Sizes are checked with Triton's messages
-    before any acquire. Raises InferError; references already taken stay in
+    the mapped bytes: no copy). Sizes are checked with Triton's messages,
+    a window's after its bounds (Triton's order). Raises InferError; references already taken stay in
     ``regions`` and go with the rest."""
     body = memoryview(body)
     if header_length is None:
@@ -547,6 +557,8 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
     if not isinstance(params, dict):
         raise InferError(400, "request 'parameters' must be an object")
     binary, at = body[header_length:], 0
+    rid = root.get("id")
+    rid = rid if isinstance(rid, str) else None
 
     inputs_json = root.get("inputs")
     if not isinstance(inputs_json, list) or not inputs_json:
@@ -574,15 +586,21 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
         window = _window(tparams, "input", name)
         binary_size = tparams.get("binary_data_size")
         data = j.get("data")
-        if (window is not None) + (binary_size is not None) + (data is not None) != 1:
-            raise InferError(400, f"input '{name}' must give exactly one of 'data', "
-                                  "'binary_data_size' and 'shared_memory_region'")
+        sources = (window is not None) + (binary_size is not None) + (data is not None)
+        if sources != 1:  # Triton's words
+            raise InferError(400, "Input must set only one of the following fields: 'data', "
+                                  "'binary_data_size' in 'parameters', 'shared_memory_region' in "
+                                  "'parameters'. But" + (" set" if sources else " no field is set")
+                                  + (" 'data'" if data is not None else "")
+                                  + (" 'binary_data_size'" if binary_size is not None else "")
+                                  + (" 'shared_memory_region'" if window is not None else ""))
         if data is not None:
             t.data = _input_from_json(t, data)
         elif window is not None:
             region, offset, size = window
-            _check_size(t, model, size)
-            t.data = _typed(regions.input(region, offset, size), datatype, shape)
+            raw = regions.input(region, offset, size)  # its bounds first: Triton's order
+            _check_size(t, model, size, rid)
+            t.data = _typed(raw, datatype, shape)
         else:
             n = _size(binary_size)
             if n is None:
@@ -591,7 +609,7 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
             if n > len(binary) - at:
                 raise InferError(400, f"input '{name}' claims {n} bytes of binary data but only "
                                       f"{len(binary) - at} remain in the request")
-            _check_size(t, model, n)
+            _check_size(t, model, n, rid)
             raw = np.frombuffer(binary[at:at + n], dtype=np.uint8)
             t.data = _typed(raw, datatype, shape)
             at += n
@@ -603,8 +621,7 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
     outputs = root.get("outputs")
     if outputs is not None and not isinstance(outputs, list):
         raise InferError(400, "'outputs' must be an array")
-    rid = root.get("id")
-    return InferRequest(rid if isinstance(rid, str) else None, inputs, outputs, params, root)
+    return InferRequest(rid, inputs, outputs, params, root)
 
 
 # ------------------------------------------------------------- the outputs

@@ -7,25 +7,12 @@
 source "$(dirname "$0")/lib.sh"
 dir=build/frontend-ci
 prefix=$PWD/$dir/prefix
-mkdir -p "$dir"
 
-# configure_and_build SOURCE BUILD [cmake args...]
-configure_and_build() {
-  local src=$1 out=$2; shift 2
-  cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$out.configure.log" 2>&1 \
-    || { cat "$out.configure.log"; return 1; }
-  cmake --build "$out" -j "$JOBS"
-}
-
-configure_and_build . "$dir/lib" -DSHMREG_WERROR=ON -DBUILD_TESTING=OFF \
-  -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix"
-rm -rf "$prefix"
-cmake --install "$dir/lib" >/dev/null
-configure_and_build examples/v2-frontend "$dir/app" -DFRONTEND_WERROR=ON -DCMAKE_PREFIX_PATH="$prefix"
+build_v2_frontend "$dir"
 # The same frontend under ASan+UBSan: a leak, an overflow or undefined
 # behaviour on any request path makes the server exit non-zero, which every
 # test's teardown checks.
-configure_and_build examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
+frontend_cmake examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"

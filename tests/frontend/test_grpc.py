@@ -168,7 +168,8 @@ def test_inference_errors(server, client):
         req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
     req.raw_input_contents.extend([IN0.tobytes(), IN1[:, :8].tobytes()])
     assert infer_error(server, req) == (
-        "INVALID_ARGUMENT", "input byte size mismatch for input 'INPUT1' for model 'simple'. "
+        "INVALID_ARGUMENT", "[request id: <id_unknown>] input byte size mismatch for input "
+        "'INPUT1' for model 'simple'. "
         "Expected 64, got 32")
 
 

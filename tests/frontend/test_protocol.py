@@ -205,7 +205,9 @@ def test_identity_any_datatype_roundtrip(server):
          "unexpected inference output 'OUTPUT7'"),
         ({"inputs": [dict(simple_json_request()["inputs"][0], parameters={"binary_data_size": 64}),
                      simple_json_request()["inputs"][1]]},
-         "exactly one of"),
+         "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+         "'parameters', 'shared_memory_region' in 'parameters'. But set 'data' "
+         "'binary_data_size'"),
     ],
 )
 def test_bad_infer_requests_are_400_and_server_keeps_serving(server, body, fragment):
@@ -263,12 +265,27 @@ def test_system_register_status_unregister(server, shm):
                  "Unable to find system shared memory region: 'p_reg'")
 
 
+def test_status_of_all_lists_regions_in_name_order(server, shm):
+    """As Triton's HTTP status does (its regions are a std::map); the
+    library's own order is its table's. Registered in reverse order, 12 of
+    them, so that a table order that happens to be sorted is unlikely."""
+    key, _ = shm("order")
+    names = [f"p_ord{i:02d}" for i in range(12)]
+    for name in reversed(names):
+        assert server.json("POST", f"/v2/systemsharedmemory/region/{name}/register",
+                           {"key": key, "byte_size": 64}) == (200, None)
+    status, regions = server.json("GET", "/v2/systemsharedmemory/status")
+    assert status == 200
+    assert [r["name"] for r in regions] == names
+    assert server.json("POST", "/v2/systemsharedmemory/unregister") == (200, None)
+
+
 @pytest.mark.parametrize(
     "body, status, fragment",
     [
         ("{", 400, "failed to parse the request JSON"),
         ([], 400, "must be a JSON object"),
-        ({"offset": 0, "byte_size": 64}, 400, "'key' must be given"),
+        ({"offset": 0, "byte_size": 64}, 400, "Shared memory register request has no 'key' field"),
         ({"key": 7, "byte_size": 64}, 400, "'key' must be given"),
         ({"key": "K"}, 400, "'byte_size' must be given"),
         ({"key": "K", "byte_size": "64"}, 400, "'byte_size' must be given"),
@@ -330,6 +347,9 @@ def test_cuda_endpoints_without_gpu(server):
                  400, "'raw_handle' must be given")
     assert_error(server.json("POST", f"{base}/region/c0/register",
                              {"raw_handle": {"b64": handle}, "byte_size": 64}), 400, "'device_id'")
+    assert_error(server.json("POST", f"{base}/region/c0/register",
+                             {"device_id": 0, "byte_size": 64}),
+                 400, "Shared memory register request has no 'raw_handle' field")
     assert server.json("GET", f"{base}/status") == (200, [])
     assert server.json("POST", f"{base}/unregister") == (200, None)
 
@@ -356,9 +376,28 @@ def test_infer_shm_errors(server, shm):
                                                        "shared_memory_byte_size": 64}),
                         ok_inputs[1]]),
                  404, "Unable to find shared memory region: 'nope'")
-    assert_error(infer([shm_input("INPUT0"), ok_inputs[1]]), 400, "'shared_memory_byte_size'")
+    # No byte size: an empty window, refused with Triton's words (its HTTP
+    # reads the size as 0, and offset + 0 - 1 wraps past the region).
+    assert_error(infer([shm_input("INPUT0"), ok_inputs[1]]), 400,
+                 "Invalid offset + byte size for shared memory region: 'p_inf'")
     assert_error(infer([shm_input("INPUT0", shared_memory_byte_size=60), ok_inputs[1]]), 400,
-                 "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60")
+                 "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for "
+                 "model 'simple'. Expected 64, got 60")
+    # Triton's core names the request id the client sent.
+    status, body = server.json("POST", "/v2/models/simple/infer",
+                               {"id": "r-7", "inputs": [shm_input("INPUT0", shared_memory_byte_size=60),
+                                                        ok_inputs[1]]})
+    assert (status, body["error"]) == (400, "[request id: r-7] input byte size mismatch for input "
+                                            "'INPUT0' for model 'simple'. Expected 64, got 60")
+    # A window past the region's end is refused before its size is compared
+    # with the tensor's, in Triton's order.
+    assert_error(infer([shm_input("INPUT0", shared_memory_byte_size=2**62), ok_inputs[1]]),
+                 400, "Invalid offset + byte size for shared memory region: 'p_inf'")
+    # An offset without a region is not looked at; the input then has no data.
+    assert_error(infer([{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
+                         "parameters": {"shared_memory_offset": 0}}, ok_inputs[1]]), 400,
+                 "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+                 "'parameters', 'shared_memory_region' in 'parameters'. But no field is set")
     assert_error(infer([shm_input("INPUT0", shared_memory_byte_size=64, shared_memory_offset=128),
                         ok_inputs[1]]), 400, "Invalid offset for shared memory region: 'p_inf'")
     assert_error(infer([shm_input("INPUT0", shared_memory_byte_size=64, shared_memory_offset=96),

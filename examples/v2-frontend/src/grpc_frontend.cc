@@ -282,7 +282,7 @@ class Service;
  * the protocol's unsigned 64-bit values (an offset of 2^64 - 32 travels as
  * -32), so that every value reaches the library's bounds and overflow checks. */
 template <typename Tensor>
-unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what, shm_window *w)
+unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
 {
     *w = shm_window{};
     const auto &params = t.parameters();
@@ -318,9 +318,9 @@ unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, const char *what,
     }
     if (w->region && !has_size)
         return infer_fail(c, 400,
-                          "'shared_memory_byte_size' must be given along with "
-                          "'shared_memory_region' for %s '%s'",
-                          what, name);
+                          "'shared_memory_byte_size' must be specified along with "
+                          "'shared_memory_region' parameter for tensor '%s'",
+                          name);
     return 0;
 }
 
@@ -739,7 +739,7 @@ unsigned InferCall::parse_inputs()
             t->shape[d] = in.shape(d);
         }
         shm_window w;
-        unsigned st = shm_window_from_params(c, in, "input", &w);
+        unsigned st = shm_window_from_params(c, in, &w);
         if (st)
             return st;
         if (w.region) {
@@ -748,9 +748,9 @@ unsigned InferCall::parse_inputs()
                                   "unexpected 'content' provided when using shared memory "
                                   "for input tensor '%s' for model '%s'",
                                   t->name, model_name(c->m));
-            if ((st = infer_check_input_size(c, t, w.byte_size)) != 0)
-                return st;
-            if ((st = infer_input_from_window(c, t, &w)) != 0)
+            /* the window's bounds first, then its size: Triton's order */
+            if ((st = infer_input_from_window(c, t, &w)) != 0 ||
+                (st = infer_check_input_size(c, t, w.byte_size)) != 0)
                 return st;
             continue;
         }
@@ -796,7 +796,7 @@ unsigned InferCall::parse_outputs()
             return infer_fail(c, 400, "unexpected inference output '%s' for model '%s'",
                               o.name().c_str(), model_name(c->m));
         shm_window w;
-        unsigned st = shm_window_from_params(c, o, "output", &w);
+        unsigned st = shm_window_from_params(c, o, &w);
         if (st)
             return st;
         if ((st = infer_place_output(c, static_cast<size_t>(i), w.region ? PLACE_SHM : PLACE_BINARY,
@@ -836,6 +836,7 @@ void InferCall::run()
 {
     infer_ctx *c = &c_;
     c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
+    c->request_id = req_->id().c_str();
     if (!c->m) {
         Finish(unknown_model(req_->model_name(), req_->model_version()));
         return;

@@ -92,7 +92,9 @@ static int json_size(const json_object *v, size_t *out)
 
 /* Read shared_memory_{region,offset,byte_size} of a tensor's parameters.
  * Returns 0 (w->region NULL when the tensor is not in shared memory) or a
- * status. */
+ * status. As in Triton's HTTP: an offset or size without a region is not
+ * looked at, and a region without a size is an empty window (refused when
+ * acquired, after the region's own checks). */
 static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, const char *what,
                                        const char *name, shm_window *w)
 {
@@ -100,18 +102,11 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, 
     const json_object *region = get(params, "shared_memory_region");
     const json_object *offset = get(params, "shared_memory_offset");
     const json_object *size = get(params, "shared_memory_byte_size");
-    if (!region) {
-        if (offset || size)
-            return fail(c, 400, "%s '%s' gives a shared-memory offset or size but no "
-                                "'shared_memory_region'", what, name);
+    if (!region)
         return 0;
-    }
     if (!is_string(region))
         return fail(c, 400, "'shared_memory_region' of %s '%s' must be a string", what, name);
-    if (!size)
-        return fail(c, 400, "'shared_memory_byte_size' must be given along with "
-                            "'shared_memory_region' for %s '%s'", what, name);
-    if (json_size(size, &w->byte_size) != 0)
+    if (size && json_size(size, &w->byte_size) != 0)
         return fail(c, 400, "'shared_memory_byte_size' of %s '%s' must be a non-negative integer",
                     what, name);
     if (offset && json_size(offset, &w->offset) != 0)
@@ -180,15 +175,18 @@ static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
         return st;
     const json_object *binary_size = get(params, "binary_data_size");
     int sources = (w.region != NULL) + (binary_size != NULL) + (data != NULL);
-    if (sources != 1)
-        return fail(c, 400, "input '%s' must give exactly one of 'data', 'binary_data_size' and "
-                            "'shared_memory_region'", t->name);
+    if (sources != 1) /* Triton's words */
+        return fail(c, 400, "Input must set only one of the following fields: 'data', "
+                            "'binary_data_size' in 'parameters', 'shared_memory_region' in "
+                            "'parameters'. But%s%s%s%s", sources ? " set" : " no field is set",
+                    data ? " 'data'" : "", binary_size ? " 'binary_data_size'" : "",
+                    w.region ? " 'shared_memory_region'" : "");
     if (data)
         return input_from_json_data(c, t, data);
-    if (w.region) {
-        if ((st = infer_check_input_size(c, t, w.byte_size)) != 0)
+    if (w.region) { /* the window's bounds first, then its size: Triton's order */
+        if ((st = infer_input_from_window(c, t, &w)) != 0)
             return st;
-        return infer_input_from_window(c, t, &w);
+        return infer_check_input_size(c, t, w.byte_size);
     }
     size_t n;
     if (json_size(binary_size, &n) != 0)
@@ -356,6 +354,8 @@ static unsigned locate_header(http_infer *h)
         return 400;
     if (!is_object(h->root))
         return fail(c, 400, "the inference request must be a JSON object");
+    const json_object *id = get(h->root, "id");
+    c->request_id = is_string(id) ? str(id) : NULL;
     const json_object *params = get(h->root, "parameters");
     if (params && !is_object(params))
         return fail(c, 400, "request 'parameters' must be an object");

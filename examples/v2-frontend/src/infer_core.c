@@ -38,6 +38,12 @@ static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *v
         return fail_shmreg(c, e);
     if (refs_hold(c->held, *ref) != 0)
         return infer_fail(c, 500, "out of memory holding region '%s'", w->region);
+    /* An empty window (a region named without a byte size, which Triton's
+     * HTTP reads as 0) holds no tensor: Triton refuses it with these words
+     * (its end, offset + 0 - 1, wraps past the region). */
+    if (w->byte_size == 0)
+        return infer_fail(c, 400, "Invalid offset + byte size for shared memory region: '%s'",
+                          w->region);
     return 0;
 }
 
@@ -84,8 +90,9 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
     if (tensor_expected_size(t, &expected) != 0)
         return infer_fail(c, 400, "input '%s': shape too large", t->name);
     if (expected != given)
-        return infer_fail(c, 400, "input byte size mismatch for input '%s' for model '%s'. "
-                                  "Expected %zu, got %zu",
+        return infer_fail(c, 400, "[request id: %s] input byte size mismatch for input '%s' for "
+                                  "model '%s'. Expected %zu, got %zu",
+                          c->request_id && *c->request_id ? c->request_id : "<id_unknown>",
                           t->name, model_name(c->m), expected, given);
     return 0;
 }
@@ -146,20 +153,22 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
 {
     tensor *t = &c->out[i];
     if (place == PLACE_SHM) {
-        if (w->byte_size < t->byte_size)
-            return infer_fail(c, 400, "shared memory size specified with the request for output "
-                                      "'%s' (%zu bytes) should be at least %zu bytes to hold the "
-                                      "results", t->name, w->byte_size, t->byte_size);
         /* The whole window the client declared is acquired, not just the
          * bytes the output fills: one that runs past the region's end is
          * refused with Triton's "Invalid offset + byte size" even when the
-         * tensor would fit, as Triton refuses it. */
+         * tensor would fit, as Triton refuses it; and before the size
+         * check, in Triton's order (its bounds at parse, the size when the
+         * output is allocated). */
         shmreg_view view;
         shmreg_region *ref;
         c->out_place[i] = PLACE_SHM;
         unsigned st = acquire_window(c, w, &view, &ref);
         if (st)
             return st;
+        if (w->byte_size < t->byte_size)
+            return infer_fail(c, 400, "shared memory size specified with the request for output "
+                                      "'%s' (%zu bytes) should be at least %zu bytes to hold the "
+                                      "results", t->name, w->byte_size, t->byte_size);
         /* The model would write through a mapping without write access: a
          * SIGSEGV for a system region, a failed copy for a CUDA one. Refused
          * here, before any model runs; the reference just taken is the

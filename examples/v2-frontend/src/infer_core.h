@@ -61,6 +61,7 @@ typedef struct infer_ctx {
     refs *held;                  /* the request's references: released after its response */
     region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
     const model *m;
+    const char *request_id;      /* the client's request id, or NULL: Triton's messages carry it */
     tensor in[INFER_MAX_INPUTS];
     size_t n_in;
     tensor out[MODEL_MAX_OUTPUTS];
@@ -82,12 +83,15 @@ unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
 /* 0 when c->m can run now; else its HTTP status, the reason in c->err. */
 unsigned infer_ready(infer_ctx *c);
 /* The byte size t's datatype and shape demand, checked against what the
- * client supplied (BYTES has no fixed size: anything goes). */
+ * client supplied (BYTES has no fixed size: anything goes). The message is
+ * Triton's core's, with its "[request id: ...] " prefix. */
 unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
 /* Acquire w for input t: a system region is copied to a host buffer with a
  * guarded copy (a pinned one is handed to a GPU model where it lies); a CUDA
  * one is copied to a host buffer first, or handed over as a device pointer
- * to a GPU model (model_device_tensors). Call infer_check_input_size first. */
+ * to a GPU model (model_device_tensors). Call infer_check_input_size after it,
+ * before the tensor is used: Triton checks the window against its region
+ * first (a bounds error wins over a size mismatch). */
 unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
 /* Bind c->in to the model into ordered and describe c->out. */
 unsigned infer_bind(infer_ctx *c, const tensor **ordered);

@@ -10,6 +10,7 @@
 
 #include <resolv.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
@@ -72,8 +73,10 @@ static void register_system(shmreg_registry *reg, const region_scope *scope, con
 {
     const char *key = string_member(body, "key");
     size_t offset, byte_size;
-    if (!key) {
-        reply_error(r, 400, "'key' must be given as a string");
+    if (!key) { /* Triton's words when there is none */
+        reply_error(r, 400, json_object_object_get_ex(body, "key", NULL)
+                                ? "'key' must be given as a string"
+                                : "Shared memory register request has no 'key' field");
         return;
     }
     if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
@@ -111,8 +114,10 @@ static void register_cuda(shmreg_registry *reg, const region_scope *scope, const
     const json_object *device = json_object_object_get(body, "device_id");
     uint64_t device_id;
     size_t byte_size;
-    if (!b64) {
-        reply_error(r, 400, "'raw_handle' must be given as {\"b64\": \"<base64>\"}");
+    if (!b64) { /* Triton's words when there is none */
+        reply_error(r, 400, json_object_object_get_ex(body, "raw_handle", NULL)
+                                ? "'raw_handle' must be given as {\"b64\": \"<base64>\"}"
+                                : "Shared memory register request has no 'raw_handle' field");
         return;
     }
     if (json_get_u64(device, &device_id) != 0 || device_id > 1 << 20) {
@@ -159,6 +164,11 @@ static void write_status_entry(jbuf *b, const region_scope *scope,
     jbuf_lit(b, "}");
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const shmreg_region_status *)a)->name, ((const shmreg_region_status *)b)->name);
+}
+
 static void status(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
     shmreg_region_status *st;
@@ -168,6 +178,10 @@ static void status(shmreg_registry *reg, const region_scope *scope, const route 
         reply_scope_error(r, scope, e);
         return;
     }
+    /* In name order, as Triton lists them (its regions are a std::map);
+     * the library's snapshot is in table order. */
+    if (count > 1) /* st is NULL when there is none */
+        qsort(st, count, sizeof *st, by_name);
     jbuf b = {0};
     jbuf_reserve(&b, 128 * count + 2); /* about one entry's text each */
     jbuf_lit(&b, "[");

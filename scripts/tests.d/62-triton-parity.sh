@@ -1,0 +1,21 @@
+# Parity with Triton, measured: a real tritonserver 2.51 (from PyPI's
+# nvidia-pytriton 0.7.0 wheel, with Python-backend models that the tests
+# write) and the example frontend (release build, as tier 60 builds it) get
+# the same requests, valid and invalid, over HTTP and gRPC
+# (tests/triton_parity/cases.py); their status codes and messages must be
+# equal except where tests/triton_parity/expected_differences.toml lists
+# the case with both answers and a reason. Exit 77 only when the Triton
+# binary cannot run on this machine at all.
+source "$(dirname "$0")/lib.sh"
+frontend=build/frontend-ci   # shared with tier 60: built once when both run
+venv=build/triton-parity/venv
+
+build_v2_frontend "$frontend"
+setup_triton_venv "$venv"
+
+rc=0
+"$venv/bin/python" tests/triton_parity/triton_process.py --check || rc=$?
+[ $rc -eq 0 ] || exit $rc
+
+FRONTEND_BIN=$PWD/$frontend/app/shmreg-v2-frontend \
+  "$venv/bin/python" -m pytest -p no:cacheprovider -q tests/triton_parity
