@@ -9,7 +9,8 @@
  * table, nothing else.
  *
  * A source whose memory the registration cache can recognise also has
- * `inspect`, run before open when the cache is on: it opens what identifies
+ * `inspect`, run before the limits are reserved (so that the memory's own
+ * checks answer first) and before open: it opens what identifies
  * the memory and runs every check that needs it (for a shm key: shm_open,
  * fstat, owner, the window against the object's current size), and says
  * who the memory is (struct shmreg__identity). The core then either reuses

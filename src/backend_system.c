@@ -187,8 +187,8 @@ static shmreg_err pin_window(const struct shmreg__open_args *a, struct shmreg__o
     return SHMREG_OK;
 }
 
-/* With the cache on, register.c ran inspect and forgets after; without it,
- * open inspects and forgets itself, before pinning, as 1.0 did. Pinned as
+/* register.c runs inspect before open and forgets after; a caller that did
+ * not (a->fd < 0) gets the inspection and the forgetting here. Pinned as
  * inspect left the decision: out->pinned says whether it was (an optional
  * pin of a window with holes is dropped). */
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out)

@@ -210,6 +210,13 @@ static void keep_pin_share(struct shmreg__table *t, struct shmreg__usage *charge
     charged->pinned_bytes = 0;
 }
 
+/* Close what inspect opened (a shm object's descriptor), on every path. */
+static void forget(struct pending_registration *p)
+{
+    if (p->backend->forget)
+        p->backend->forget(&p->open);
+}
+
 /* The memory, reused when the cache is on and a mapping of the same memory
  * covers the window (inspect ran every check a new mapping runs), else
  * opened; either way the backend then forgets what inspect opened. */
@@ -218,10 +225,9 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
     const struct shmreg__backend *b = p->backend;
     const shmreg_registration *r = p->open.r;
     shmreg_err err = SHMREG_OK;
-    /* cache_limit changes only in destroy, which no other call may race. */
+    /* cache_limit changes only in destroy, which no other call may race.
+     * register_region ran inspect already. */
     if (t->cache_limit > 0 && b->inspect) {
-        if ((err = b->inspect(&p->open)) != SHMREG_OK)
-            return err;
         shmreg__table_lock(t);
         p->mapping = shmreg__mapping_reuse_locked(t, b, &p->open.id, p->open.object_offset, r->byte_size);
         shmreg__table_unlock(t);
@@ -242,8 +248,38 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
             }
         }
     }
-    if (b->forget)
-        b->forget(&p->open);
+    forget(p);
+    return err;
+}
+
+/* Inspect, then reserve: after the name, every check of the memory itself (a shm object's
+ * type, owner, its size against the window) answers before the limits do,
+ * so that a window past the end of a small object is refused as such, not
+ * as a limit it would also pass (issue 11: a server's byte limit must not
+ * change Triton's answers). Reserving may drop AUTO's pin (its budget);
+ * the memory's identity says how it is mapped, so it is inspected again.
+ * On success what inspect opened stays open for open_memory. */
+static shmreg_err inspect_and_reserve(struct shmreg__table *t, struct pending_registration *p)
+{
+    /* A taken name first, as Triton answers it (reserve checks it again,
+     * under the lock that publishing it takes). */
+    shmreg__table_lock(t);
+    shmreg_err err = name_free_locked(t, p->args.name, p->args.tag);
+    shmreg__table_unlock(t);
+    if (err == SHMREG_OK && p->backend->inspect)
+        err = p->backend->inspect(&p->open);
+    if (err != SHMREG_OK)
+        return err;
+    bool pin = p->open.pin;
+    if ((err = reserve(t, p->args.name, p->args.tag, &p->open, &p->args.charged)) != SHMREG_OK) {
+        forget(p);
+        return err;
+    }
+    if (p->backend->inspect && p->open.pin != pin) {
+        forget(p);
+        if ((err = p->backend->inspect(&p->open)) != SHMREG_OK)
+            unreserve(t, &p->args.charged);
+    }
     return err;
 }
 
@@ -273,7 +309,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
     };
     /* Before the first region exists: its last release may need the thread. */
     shmreg__table_start_reclaim(reg->table);
-    if ((err = reserve(reg->table, r->name, r->tag, &p.open, &p.args.charged)) != SHMREG_OK)
+    if ((err = inspect_and_reserve(reg->table, &p)) != SHMREG_OK)
         return err;
     if ((err = open_memory(reg->table, &p)) != SHMREG_OK) {
         unreserve(reg->table, &p.args.charged);

@@ -90,7 +90,9 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_INVALID_ARG; /* the source's own argument: the key, or the descriptor */
     if (model_find(m, a->name))
         return SHMREG_ERR_ALREADY_EXISTS;
-    if (!limits_allow(m, a->size))
+    /* A descriptor is looked at when it is mapped, after the limits; a
+     * shm key's object before them (its checks answer first). */
+    if (a->via_fd && !limits_allow(m, a->size))
         return SHMREG_ERR_NO_MEMORY;
     if (a->object < 0)
         return SHMREG_ERR_SYSTEM; /* shm_open: no such object */
@@ -100,6 +102,8 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
         return SHMREG_ERR_INVALID_ARG; /* no F_SEAL_SHRINK */
     if (!window_fits(a->offset, a->size, a->object_size))
         return SHMREG_ERR_OUT_OF_BOUNDS;
+    if (!a->via_fd && !limits_allow(m, a->size))
+        return SHMREG_ERR_NO_MEMORY;
     if ((a->flags & SHMREG_PIN) && !a->pin_usable)
         return SHMREG_ERR_UNSUPPORTED;
     if (m->nregions == MODEL_MAX_REGIONS)

@@ -102,8 +102,11 @@ static void test_mapped_bytes_limit(void **state)
                  "registry's limit of 10000 (6000 in use)");
     assert_int_equal(tu_wait_shm_maps(key, 1, 5000), 1);
     assert_ok(shmreg_register_system(reg, "b", key, 0, 4000, 0));
-    /* A size no object has must not wrap the arithmetic into a pass. */
-    assert_fails_code(shmreg_register_system(reg, "c", key, 0, SIZE_MAX, 0), SHMREG_ERR_NO_MEMORY);
+    /* A window past the object is refused as such, before any limit is
+     * looked at (so a limit never changes that answer), and a size no
+     * object has never wraps an addition into a pass. */
+    assert_fails_code(shmreg_register_system(reg, "c", key, 0, SIZE_MAX, 0), SHMREG_ERR_OUT_OF_BOUNDS);
+    assert_fails_code(shmreg_register_system(reg, "c", key, 0, 4 * OBJ, 0), SHMREG_ERR_OUT_OF_BOUNDS);
     assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
     assert_ok(shmreg_register_system(reg, "c", key, 0, 8000, 0));
 }

@@ -15,16 +15,20 @@
  * prefix, so that clients of either server send the same metadata. */
 #define GRPC_RESTRICTED_PREFIX "triton-grpc-protocol-"
 
-/* The default region limit (README, "Untrusted clients"): well above honest
- * use, far below vm.max_map_count (65530 mappings), past which every
- * client's register and inference fail. There is no default byte limit: the
- * library checks limits before the window's bounds, so any default would
- * answer an oversized window "limit" instead of Triton's "invalid args". */
+/* The default limits (README, "Untrusted clients"). Regions: well above
+ * honest use, far below vm.max_map_count (65530 mappings), past which every
+ * client's register and inference fail. Mapped bytes: 1 TiB of the 128 TiB
+ * of address space a process has, so that one sparse object registered
+ * again and again cannot use it up (issue 11: 126 registrations of a 1 TiB
+ * object); the library checks a window against its object before any
+ * limit, so a window past the end still gets Triton's "invalid args". */
 #define DEFAULT_MAX_REGIONS 4096
+#define DEFAULT_MAX_MAPPED_BYTES ((size_t)1 << 40)
 
 void access_options_init(access_options *a)
 {
     *a = (access_options){.self_uid = geteuid(), .max_regions = DEFAULT_MAX_REGIONS,
+                          .max_mapped_bytes = DEFAULT_MAX_MAPPED_BYTES,
                           .http = {.what = "API"}, .grpc = {.what = "protocol"}};
 }
 

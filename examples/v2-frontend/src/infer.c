@@ -300,9 +300,38 @@ static void write_output(jbuf *b, const infer_ctx *c, size_t i)
 /* The JSON header, written straight into the buffer the binary outputs then
  * follow in (the order the header lists them): no tree of elements, no copy
  * of the text (json_io.h says why). */
+/* JSON text takes at most this many bytes per byte of tensor data: a
+ * BYTES element escapes a byte as \u00XX, and no number (FP64, INT8, BOOL)
+ * takes more per byte with its comma. */
+#define JSON_BYTES_PER_DATA_BYTE 7
+
+/* An upper bound on the response's size, checked before any of it is
+ * written (issue 11: a large output as JSON used to cost ~48 bytes of
+ * server memory per byte). */
+static unsigned check_response_size(infer_ctx *c)
+{
+    size_t total = 0, max = infer_max_copy();
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        size_t n = c->out[i].byte_size;
+        if (c->out_place[i] == PLACE_JSON)
+            n = n > SIZE_MAX / JSON_BYTES_PER_DATA_BYTE ? SIZE_MAX : n * JSON_BYTES_PER_DATA_BYTE;
+        else if (c->out_place[i] != PLACE_BINARY)
+            n = 0;
+        total = n > SIZE_MAX - total ? SIZE_MAX : total + n;
+    }
+    if (total <= max)
+        return 0;
+    return fail(c, 400, "the response could take up to %zu bytes, more than this server sends "
+                        "(%zu, --max-body-mb): ask for large outputs in shared memory, or as "
+                        "binary data rather than JSON", total, max);
+}
+
 static unsigned build_response(http_infer *h, reply *out)
 {
     infer_ctx *c = &h->c;
+    unsigned st = check_response_size(c);
+    if (st)
+        return st;
     jbuf b = {0};
     const json_object *id = get(h->root, "id");
     jbuf_lit(&b, "{\"model_name\":");

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,18 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
     return 0;
 }
 
+static size_t max_copy = SIZE_MAX;
+
+void infer_limit_copies(size_t max_bytes)
+{
+    max_copy = max_bytes;
+}
+
+size_t infer_max_copy(void)
+{
+    return max_copy;
+}
+
 unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
 {
     shmreg_view view;
@@ -112,6 +125,12 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
         t->device_id = view.device_id;
         return 0;
     }
+    /* issue 11: a region may be far larger than any body; the copy is what
+     * the server pays for, so it is bounded as a body is. */
+    if (t->byte_size > max_copy)
+        return infer_fail(c, 400, "input '%s' takes %zu bytes of shared memory region '%s', more "
+                                  "than this server copies for one tensor (%zu, --max-body-mb)",
+                          t->name, t->byte_size, w->region, max_copy);
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);

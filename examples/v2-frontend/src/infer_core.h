@@ -93,6 +93,13 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
  * before the tensor is used: Triton checks the window against its region
  * first (a bounds error wins over a size mismatch). */
 unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
+
+/* The most bytes one request may make the server hold for a tensor it
+ * copies out of a region, or for its response (--max-body-mb, the bound on
+ * what a client may send: shared memory must not be a way around it). Set
+ * once at start, before any request; unlimited until then. */
+void infer_limit_copies(size_t max_bytes);
+size_t infer_max_copy(void);
 /* Bind c->in to the model into ordered and describe c->out. */
 unsigned infer_bind(infer_ctx *c, const tensor **ordered);
 /* The index in c->out of the output named name, or -1. */

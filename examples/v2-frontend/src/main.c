@@ -21,6 +21,7 @@
 #include <shmreg/shmreg.h>
 
 #include "grpc_frontend.h"
+#include "infer_core.h"
 #include "model_yolo.h"
 #include "models.h"
 #include "options.h"
@@ -119,6 +120,7 @@ int main(int argc, char **argv)
     shmreg_registry *reg = create_registry(&opts);
     /* --uds first: a socket path it must not take stops the start before
      * anything listens. */
+    infer_limit_copies(opts.max_body);
     uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
     frontend_server server;
     if (!reg || (opts.uds_path && !uds) || server_start(&server, &opts, reg) != 0) {

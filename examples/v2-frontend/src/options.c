@@ -48,7 +48,7 @@ static void usage(FILE *to, const char *argv0)
             "  --max-regions N             regions registered at once, 0 = no limit\n"
             "                              (default 4096)\n"
             "  --max-mapped-bytes N        bytes mapped for all regions, 0 = no limit\n"
-            "                              (default 0)\n"
+            "                              (default 1099511627776, 1 TiB)\n"
             "  --max-pinned-bytes N        bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
             "                              budget (default 0)\n"
             "  --http-restricted-api shared-memory:KEY=VALUE\n"
