@@ -21,24 +21,41 @@ frontend_cmake examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
 # (tests/frontend/test_kserve_module.py uses FastAPI's TestClient: httpx).
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$dir/venv/bin/pip" install -q '.[fastapi]'
 
-# On a glibc older than 2.38 pip resolves perf-analyzer to a placeholder with
-# no executable, because every real wheel is tagged manylinux_2_38. Fetch the
-# real wheel anyway, so that the test can try it and report the loader's
-# exact reason instead of a guess.
+# On a glibc older than 2.38 (Debian 12 has 2.36) pip resolves perf-analyzer
+# to a placeholder with no executable: every real perf-analyzer wheel is
+# tagged manylinux_2_38. tritonclient's own wheels still carried
+# perf_analyzer up to 2.48.0, built against glibc 2.34; it needs libb64
+# (Debian's libb64-0d, from install-deps.sh) and CUDA 12's runtime library,
+# which PyPI's nvidia-cuda-runtime-cu12 provides (no GPU or driver needed).
+# A wrapper puts that library on its path only.
+perf_analyzer_2_48() {
+  local pa=$dir/perf-analyzer-2.48
+  if [ ! -x "$pa/perf_analyzer" ]; then
+    rm -rf "$pa" && mkdir -p "$pa" || return 1
+    "$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
+      -d "$pa" tritonclient==2.48.0 || return 1
+    "$dir/venv/bin/python" -m zipfile -e "$pa"/tritonclient-2.48.0-*.whl "$pa/x" || return 1
+    "$dir/venv/bin/pip" install -q nvidia-cuda-runtime-cu12 || return 1
+    local bin cudart
+    bin=$(cd "$pa/x" && pwd)/tritonclient-2.48.0.data/data/bin/perf_analyzer
+    cudart=$("$dir/venv/bin/python" -c \
+      'import nvidia.cuda_runtime as m, os; print(os.path.join(list(m.__path__)[0], "lib"))') || return 1
+    chmod +x "$bin"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+      "$cudart" "$bin" >"$pa/perf_analyzer"
+    chmod +x "$pa/perf_analyzer"
+  fi
+  "$pa/perf_analyzer" --version >/dev/null 2>&1 && echo "$PWD/$pa/perf_analyzer"
+}
+
 if [ -x "$dir/venv/bin/perf_analyzer" ]; then
   export PERF_ANALYZER=$PWD/$dir/venv/bin/perf_analyzer
+elif PERF_ANALYZER=$(perf_analyzer_2_48); then
+  export PERF_ANALYZER
 else
-  wheels=$dir/perf-analyzer-wheel
-  rm -rf "$wheels" && mkdir -p "$wheels"
-  if "$dir/venv/bin/pip" download -q --no-deps --only-binary=:all: \
-       --platform "manylinux_2_38_$(uname -m)" -d "$wheels" perf-analyzer \
-     && "$dir/venv/bin/python" -m zipfile -e "$wheels"/perf_analyzer-*.whl "$wheels/x"; then
-    chmod +x "$wheels/x/perf_analyzer/bin/perf_analyzer"
-    export PERF_ANALYZER=$PWD/$wheels/x/perf_analyzer/bin/perf_analyzer
-  else
-    export PERF_ANALYZER_MISSING="pip found no perf-analyzer wheel with a perf_analyzer executable for this platform"
-  fi
+  export PERF_ANALYZER_MISSING="no perf_analyzer runs here: perf-analyzer's wheels need glibc 2.38, and tritonclient 2.48.0's perf_analyzer could not be set up (see the log above)"
 fi
+echo "--- perf_analyzer: ${PERF_ANALYZER:-none ($PERF_ANALYZER_MISSING)}"
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
 echo "--- release build of the C frontend, and the Python frontend"
