@@ -539,11 +539,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
         caller who = caller_of(ctx, opts_->access);
-        grpc::Status refusal;
-        if (refused(who, &refusal))
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
-        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
-            return answer(ctx, refused);
         shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
                                              req->key().c_str(), req->offset(), req->byte_size());
         return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
@@ -555,14 +552,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                              pb::CudaSharedMemoryRegisterResponse *) override
     {
         caller who = caller_of(ctx, opts_->access);
-        grpc::Status refusal;
-        if (refused(who, &refusal))
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
          * and its words are used here for both. */
-        if (grpc::Status refused = refuse_register(req->name()); !refused.ok())
-            return answer(ctx, refused);
         if (req->raw_handle().size() != kCudaIpcHandleSize)
             return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             "'raw_handle' must be a valid base64 encoded "
@@ -619,14 +613,21 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
     }
 
-    /* What refuses a register before the library sees it: the flag, then a
-     * name that is not UTF-8 (shm_name_is_valid says why). */
-    grpc::Status refuse_register(const std::string &name) const
+    enum class shm_call { status, unregister, register_ };
+
+    /* What refuses a shared-memory call before the library sees it, in the
+     * HTTP side's order (server.c, then shm_endpoints.c): a restriction or a
+     * missing token; for unregister and register, --allow-client-shm; for
+     * register, a name that is not UTF-8 (shm_name_is_valid says why). */
+    grpc::Status refusal_of(const caller &who, shm_call call, const std::string &name) const
     {
+        grpc::Status st;
+        if (refused(who, &st) || call == shm_call::status)
+            return st;
         if (!opts_->allow_client_shm)
             return client_shm_disabled();
         char why[600];
-        if (!shm_name_is_valid(name.c_str(), why, sizeof why))
+        if (call == shm_call::register_ && !shm_name_is_valid(name.c_str(), why, sizeof why))
             return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
         return grpc::Status::OK;
     }
@@ -638,8 +639,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                      shmreg::kind kind, Fill fill)
     {
         caller who = caller_of(ctx, opts_->access);
-        grpc::Status refusal;
-        if (refused(who, &refusal))
+        if (grpc::Status refusal = refusal_of(who, shm_call::status, name); !refusal.ok())
             return answer(ctx, refusal);
         status_list list;
         shmreg_err e =
@@ -660,11 +660,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        if (!opts_->allow_client_shm)
-            return answer(ctx, client_shm_disabled());
         caller who = caller_of(ctx, opts_->access);
-        grpc::Status refusal;
-        if (refused(who, &refusal))
+        if (grpc::Status refusal = refusal_of(who, shm_call::unregister, name); !refusal.ok())
             return answer(ctx, refusal);
         shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
                                                 name.empty() ? nullptr : name.c_str(), kind);
