@@ -57,17 +57,25 @@ static const char *registry_name(const region_scope *s, const char *name, scoped
     return out->buf;
 }
 
-/* The filter of name (NULL: all) and kind within s. A caller without a
+/* The owner tag of s's regions (NULL: no tenants). A caller without a
  * tenant gets a tag no registration can hold ("" is not a valid tag), so
- * that a missed scope_refused check finds nothing rather than everything. */
+ * that a missed scope_refused check finds, or registers, nothing rather
+ * than everything. */
+static const char *tag_of(const region_scope *s)
+{
+    if (!s->per_tenant)
+        return NULL;
+    return s->tenant ? s->tenant : "";
+}
+
+/* The filter of name (NULL: all) and kind within s. */
 static shmreg_filter filter_of(const region_scope *s, const char *name, shmreg_kind kind)
 {
     shmreg_filter f;
     shmreg_filter_init(&f);
     f.name = name;
     f.kind = kind;
-    if (s->per_tenant)
-        f.tag = s->tenant ? s->tenant : "";
+    f.tag = tag_of(s);
     return f;
 }
 
@@ -77,7 +85,7 @@ shmreg_err scope_register(shmreg_registry *reg, const region_scope *s, shmreg_re
     const char *client = r->name;
     r->name = registry_name(s, client, &buf);
     if (s->per_tenant)
-        r->tag = s->tenant ? s->tenant : "";
+        r->tag = tag_of(s);
     shmreg_err e = shmreg_register(reg, r);
     r->name = client;
     return e;
