@@ -111,15 +111,17 @@ class Frontend:
         self.stderr = err.decode()
         return self.proc.returncode, self.stderr
 
-    def request(self, method, path, body=None, headers=None, timeout=30):
+    def request(self, method, path, body=None, headers=None, timeout=30, source=None):
         """(status, headers, body bytes). body: bytes, str, or a JSON value.
         headers: a mapping with case-insensitive names, as HTTP has them
-        (uvicorn sends them in lower case)."""
+        (uvicorn sends them in lower case). source: the loopback address to
+        connect from (any of 127/8), as a client of another host would."""
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
         if isinstance(body, str):
             body = body.encode()
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout,
+                                          source_address=(source, 0) if source else None)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             resp = conn.getresponse()

@@ -281,6 +281,13 @@ def wait_in_use(side, name, n):
                            what=f"{name} in use by {n}")
 
 
+def wait_unmapped(side, shm_key):
+    """The reclaim thread unmaps what the last releases handed over: wait
+    until no mapping of this test's objects is left, bounded."""
+    side.server.wait_until(lambda: side.server.shm_mappings(shm_key("")) == [],
+                           what="the unmapping")
+
+
 def wait_released(side):
     """A request's references are released once its response has been sent,
     which a client may see a moment before the server's release runs (over
@@ -304,8 +311,7 @@ def test_unregister_while_in_use_defer(own_server, shm_key, n_requests):
     wait_released(side)
     assert_outputs(regions)
     assert side.status() == {}  # the last release removed them
-    # the reclaim thread unmaps what the last releases handed over
-    side.server.wait_until(lambda: side.server.shm_mappings(shm_key("")) == [], what="the unmapping")
+    wait_unmapped(side, shm_key)
 
 
 @pytest.mark.parametrize("n_requests", [1, 2])
@@ -325,8 +331,7 @@ def test_unregister_while_in_use_detach(own_server, shm_key, n_requests):
     assert_outputs(regions)  # the detached mapping stayed valid for the requests
     assert side.status()["output0"]["in_use"] == 0
     side.client.unregister_system_shared_memory()
-    # the reclaim thread unmaps what the last releases handed over
-    side.server.wait_until(lambda: side.server.shm_mappings(shm_key("")) == [], what="the unmapping")
+    wait_unmapped(side, shm_key)
 
 
 @pytest.mark.parametrize("n_requests", [1, 2])
@@ -352,8 +357,7 @@ def test_unregister_while_in_use_refuse(own_server, shm_key, n_requests):
     assert_outputs(regions)
     side.client.unregister_system_shared_memory()
     assert side.status() == {}
-    # the reclaim thread unmaps what the last releases handed over
-    side.server.wait_until(lambda: side.server.shm_mappings(shm_key("")) == [], what="the unmapping")
+    wait_unmapped(side, shm_key)
 
 
 def test_shutdown_finishes_in_flight_request(own_server):

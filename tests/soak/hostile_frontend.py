@@ -17,8 +17,6 @@ usage: FRONTEND_BIN=... python tests/soak/hostile_frontend.py --seconds 300
 """
 import argparse
 import collections
-import http.client
-import json
 import os
 import signal
 import socket
@@ -245,18 +243,11 @@ TRUNCATOR_ADDR, FLOODER_ADDR, UPLOADER_ADDR, ABANDONER_ADDR = (
 def request(server, method, path, body=None, source=TRUNCATOR_ADDR):
     """(status, body bytes) from source, or (None, error text) when the
     server did not answer."""
-    if body is not None and not isinstance(body, bytes):
-        body = json.dumps(body).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30,
-                                      source_address=(source, 0))
     try:
-        conn.request(method, path, body=body)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
+        status, _, data = server.request(method, path, body, source=source)
+        return status, data
     except OSError as e:
         return None, str(e).encode()
-    finally:
-        conn.close()
 
 
 def connect_from(server, source):
