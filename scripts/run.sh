@@ -15,7 +15,7 @@ cmake -S . -B build/run/lib -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OF
   -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
 cmake --build build/run/lib -j "$jobs" >/dev/null
 cmake --install build/run/lib >/dev/null
-cmake -S examples/v2-frontend -B build/run/frontend -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S server -B build/run/frontend -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build build/run/frontend -j "$jobs" >/dev/null
 # --allow-client-shm=true: the example exists to show shared memory; the

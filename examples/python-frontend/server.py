@@ -1,7 +1,7 @@
 """shmreg's Python example frontend: a KServe v2 HTTP server (FastAPI +
 uvicorn) with Triton's shared-memory extension from shmreg.kserve, serving
 the C example's built-in models (models.py) with the same options, answers
-and shutdown report, so that tests/frontend runs against both.
+and shutdown report, so that server/tests runs against both.
 
     python examples/python-frontend/server.py --port 8000 [--busy-policy defer|detach|refuse]
 

@@ -6,7 +6,7 @@ Two parts, usable apart:
   CUDA shared-memory endpoints (``/v2/systemsharedmemory/...`` and
   ``/v2/cudasharedmemory/...``: register, unregister, status), answering with
   Triton's status codes and the library's messages, as the C example frontend
-  (``examples/v2-frontend``) does.
+  (``server/``) does.
 - The request path of a KServe v2 ``infer`` endpoint: ``decode_request`` turns
   a request (JSON, binary tensor extension, or tensors naming shared-memory
   regions) into numpy arrays, ``place_outputs`` gives each output its array

@@ -1,8 +1,8 @@
 # The build's contract, checked on the shared library built with CUDA and
 # without (docs/abi.md):
-#  - every .c/.cpp under src/, tests/, bench/, examples/ is compiled by some
+#  - every .c/.cpp under src/, tests/, bench/, examples/, server/ is compiled by some
 #    build: the union of the compile_commands.json of both builds and of the
-#    projects of their own (examples/v2-frontend, tests/consumer), configured
+#    projects of their own (server/, tests/consumer), configured
 #    against each build's installed package (with the CUDA toolkit hidden for
 #    the CUDA-off one);
 #  - libshmreg.so exports only shmreg_* functions, each at a SHMREG_1.x
@@ -21,7 +21,7 @@ fail() { echo "15-abi: FAILED: $*"; failed=$((failed + 1)); }
 
 # A project of its own is a CMakeLists.txt with an unindented project() call
 # (examples/CMakeLists.txt calls project() only when built alone, indented).
-standalone=$(find src tests bench examples -name CMakeLists.txt -exec grep -l '^project(' {} + \
+standalone=$(find src tests bench examples server -name CMakeLists.txt -exec grep -l '^project(' {} + \
              | xargs -r -n1 dirname | sort || true)
 
 # The public functions: the name before the first '(' of each SHMREG_API
@@ -134,7 +134,7 @@ while IFS= read -r src; do
     fail "$src is compiled by no build (the top-level project with CUDA on or off, or the projects $(echo $standalone | sed 's/ /, /g')): add it to a target's sources, or delete it"
     orphans=$((orphans + 1))
   fi
-done < <(find src tests bench examples -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.cc' \) | sort)
+done < <(find src tests bench examples server -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.cc' \) | sort)
 echo "15-abi: sources: $((sources - orphans)) of $sources compiled by a build (${#databases[@]} compile_commands.json)"
 
 [ "$failed" -eq 0 ] || { echo "15-abi: $failed failed"; exit 1; }

@@ -1,5 +1,5 @@
 # The v2 frontends, consumed as a user would: install the library to a prefix
-# under build/, build examples/v2-frontend against it with find_package,
+# under build/, build server/ against it with find_package,
 # `pip install .[fastapi]` the Python package into a venv under build/ for
 # examples/python-frontend, then drive both with plain HTTP, the official
 # tritonclient (HTTP and gRPC; gRPC for the C frontend only) and perf_analyzer
@@ -12,13 +12,12 @@ build_v2_frontend "$dir"
 # The same frontend under ASan+UBSan: a leak, an overflow or undefined
 # behaviour on any request path makes the server exit non-zero, which every
 # test's teardown checks.
-frontend_cmake examples/v2-frontend "$dir/app-asan" -DFRONTEND_WERROR=ON \
+frontend_cmake server "$dir/app-asan" -DFRONTEND_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/pip" install -q 'tritonclient[http,grpc]' pytest perf-analyzer uvicorn httpx
-# The Python frontend's shmreg, built from this checkout as a user gets it
-# (tests/frontend/test_kserve_module.py uses FastAPI's TestClient: httpx).
+# The Python frontend's shmreg, built from this checkout as a user gets it.
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$dir/venv/bin/pip" install -q '.[fastapi]'
 
 # On a glibc older than 2.38 (Debian 12 has 2.36) pip resolves perf-analyzer
@@ -59,13 +58,12 @@ echo "--- perf_analyzer: ${PERF_ANALYZER:-none ($PERF_ANALYZER_MISSING)}"
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
 echo "--- release build of the C frontend, and the Python frontend"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "${pytest[@]}" -v tests/frontend || exit 1
+FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "${pytest[@]}" -v server/tests --ignore=server/tests/parity || exit 1
 echo "--- ASan+UBSan build of the C frontend (perf_analyzer left to the release build)"
 FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "${pytest[@]}" -q tests/frontend --frontend c --deselect tests/frontend/test_perf_analyzer.py \
-  --deselect tests/frontend/test_perf_analyzer_grpc.py \
-  --deselect tests/frontend/test_kserve_module.py || exit 1
-echo "--- hostile and honest clients side by side (tests/soak/hostile_frontend.py), 20 s"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "$dir/venv/bin/python" tests/soak/hostile_frontend.py \
+  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --frontend c --deselect server/tests/test_perf_analyzer.py \
+  --deselect server/tests/test_perf_analyzer_grpc.py || exit 1
+echo "--- hostile and honest clients side by side (server/tests/hostile_frontend.py), 20 s"
+FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "$dir/venv/bin/python" server/tests/hostile_frontend.py \
   --seconds 20 || exit 1

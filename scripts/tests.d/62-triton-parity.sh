@@ -2,8 +2,8 @@
 # nvidia-pytriton 0.7.0 wheel, with Python-backend models that the tests
 # write) and the example frontend (release build, as tier 60 builds it) get
 # the same requests, valid and invalid, over HTTP and gRPC
-# (tests/triton_parity/cases.py); their status codes and messages must be
-# equal except where tests/triton_parity/expected_differences.toml lists
+# (server/tests/parity/cases.py); their status codes and messages must be
+# equal except where server/tests/parity/expected_differences.toml lists
 # the case with both answers and a reason. Exit 77 only when the Triton
 # binary cannot run on this machine at all.
 source "$(dirname "$0")/lib.sh"
@@ -14,8 +14,8 @@ build_v2_frontend "$frontend"
 setup_triton_venv "$venv"
 
 rc=0
-"$venv/bin/python" tests/triton_parity/triton_process.py --check || rc=$?
+"$venv/bin/python" server/tests/parity/triton_process.py --check || rc=$?
 [ $rc -eq 0 ] || exit $rc
 
 FRONTEND_BIN=$PWD/$frontend/app/shmreg-v2-frontend \
-  "$venv/bin/python" -m pytest -p no:cacheprovider -q tests/triton_parity
+  "$venv/bin/python" -m pytest -p no:cacheprovider -q server/tests/parity

@@ -18,7 +18,7 @@ test_tier() {
 }
 
 # build_v2_frontend DIR [frontend cmake args...]: install the library to
-# DIR/prefix (a release build, -Werror) and build examples/v2-frontend against
+# DIR/prefix (a release build, -Werror) and build server/ against
 # that installed package with find_package, as a user does: DIR/lib, DIR/app
 # (RelWithDebInfo unless the args say otherwise). Leaves the binary at
 # DIR/app/shmreg-v2-frontend. Incremental: a second call rebuilds nothing.
@@ -29,7 +29,7 @@ build_v2_frontend() {
     -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$PWD/$dir/prefix"
   rm -rf "$dir/prefix"
   cmake --install "$dir/lib" >/dev/null
-  frontend_cmake examples/v2-frontend "$dir/app" -DFRONTEND_WERROR=ON \
+  frontend_cmake server "$dir/app" -DFRONTEND_WERROR=ON \
     -DCMAKE_PREFIX_PATH="$PWD/$dir/prefix" "$@"
 }
 
@@ -43,7 +43,7 @@ frontend_cmake() {
 }
 
 # setup_triton_venv VENV: a venv with a real Triton (PyPI's nvidia-pytriton
-# 0.7.0 carries tritonserver 2.51.0; tests/triton_parity/expected_differences.toml
+# 0.7.0 carries tritonserver 2.51.0; server/tests/parity/expected_differences.toml
 # holds that version's answers), numpy for its Python-backend models, the
 # official clients and pytest.
 setup_triton_venv() {

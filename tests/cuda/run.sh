@@ -83,7 +83,7 @@ if [ -x "$BUILD"/bench/shmreg-bench ]; then
 fi
 
 say "frontend device copy"
-bash tests/frontend/gpu/run.sh
+bash server/tests/gpu/run.sh
 fe_rc=$?
 
 say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc, frontend-gpu rc=$fe_rc"

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""The shared-memory endpoints of a real Triton (tritonserver 2.51 from PyPI's
+nvidia-pytriton wheel) and of the example frontend, measured in one run on one
+machine with the same client:
+
+- register + unregister of one system region, cycles/s;
+- status of all regions with --regions registered, calls/s;
+- status of one region with --regions registered, calls/s;
+
+each over HTTP (one kept-alive connection) and gRPC (one channel), one
+request at a time, for --seconds each, best of --repeat. The client reads
+each answer whole but does not parse it, so that it costs both servers the
+same. Prints a Markdown table (docs/performance.md, "Triton's
+shared-memory endpoints"). Run it through server/bench/triton_compare/run.sh, which
+builds the frontend and the venv; or directly:
+
+    build/triton-parity/venv/bin/python server/bench/triton_compare/compare.py \\
+        --frontend build/frontend-ci/app/shmreg-v2-frontend
+"""
+import argparse
+import http.client
+import os
+import platform
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path[:0] = [os.path.join(REPO, "server", "tests", "parity"), os.path.join(REPO, "server", "tests")]
+
+import grpc  # noqa: E402
+from tritonclient.grpc import service_pb2 as pb  # noqa: E402
+
+from grpc_support import start_with_grpc  # noqa: E402
+from triton_process import Triton  # noqa: E402
+
+SERVICE = "inference.GRPCInferenceService"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Http:
+    def __init__(self, url):
+        host, port = url.rsplit(":", 1)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def call(self, method, path, body=None):
+        self.conn.request(method, path, body=body,
+                          headers={"Content-Type": "application/json"} if body else {})
+        resp = self.conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:200]!r}")
+        return data
+
+    def register(self, name, key):
+        self.call("POST", f"/v2/systemsharedmemory/region/{name}/register",
+                  f'{{"key": "{key}", "offset": 0, "byte_size": {PAGE}}}'.encode())
+
+    def unregister(self, name):
+        self.call("POST", f"/v2/systemsharedmemory/region/{name}/unregister")
+
+    def status(self, name=None):
+        return self.call("GET", f"/v2/systemsharedmemory/region/{name}/status" if name
+                         else "/v2/systemsharedmemory/status")
+
+    def close(self):
+        self.conn.close()
+
+
+class Grpc:
+    def __init__(self, url):
+        self.channel = grpc.insecure_channel(url)
+        raw = lambda b: b  # noqa: E731 (the answer's bytes, unparsed)
+        self.stubs = {m: self.channel.unary_unary(f"/{SERVICE}/{m}",
+                                                  request_serializer=lambda r: r.SerializeToString(),
+                                                  response_deserializer=raw)
+                      for m in ("SystemSharedMemoryRegister", "SystemSharedMemoryUnregister",
+                                "SystemSharedMemoryStatus")}
+
+    def register(self, name, key):
+        self.stubs["SystemSharedMemoryRegister"](pb.SystemSharedMemoryRegisterRequest(
+            name=name, key=key, offset=0, byte_size=PAGE), timeout=30)
+
+    def unregister(self, name):
+        self.stubs["SystemSharedMemoryUnregister"](
+            pb.SystemSharedMemoryUnregisterRequest(name=name), timeout=30)
+
+    def status(self, name=None):
+        return self.stubs["SystemSharedMemoryStatus"](
+            pb.SystemSharedMemoryStatusRequest(name=name or ""), timeout=30)
+
+    def close(self):
+        self.channel.close()
+
+
+def rate(fn, seconds):
+    """Calls of fn per second, for about `seconds`."""
+    n, start = 0, time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(16):
+            fn()
+        n += 16
+        now = time.perf_counter()
+        if now >= deadline:
+            return n / (now - start)
+
+
+def make_objects(prefix, count):
+    keys = []
+    for i in range(count):
+        key = f"/{prefix}_{i}"
+        fd = os.open(f"/dev/shm{key}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.ftruncate(fd, PAGE)
+        os.close(fd)
+        keys.append(key)
+    return keys
+
+
+def measure(client, keys, regions, seconds, repeat):
+    """{operation: best calls/s} against one server over one protocol."""
+    out = {}
+    cycle_key = keys[-1]  # not among the status regions
+
+    def cycle():
+        client.register("cycle", cycle_key)
+        client.unregister("cycle")
+    out["register+unregister"] = max(rate(cycle, seconds) for _ in range(repeat))
+    for i in range(regions):
+        client.register(f"r{i:04d}", keys[i])
+    body = client.status()
+    if b"r0000" not in body or f"r{regions - 1:04d}".encode() not in body:
+        raise RuntimeError("status of all does not list the registered regions")
+    out[f"status, all {regions}"] = max(rate(client.status, seconds) for _ in range(repeat))
+    one = f"r{regions // 2:04d}"
+    out["status, one"] = max(rate(lambda: client.status(one), seconds) for _ in range(repeat))
+    for i in range(regions):
+        client.unregister(f"r{i:04d}")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--frontend", default=os.environ.get("FRONTEND_BIN"),
+                    help="the shmreg-v2-frontend binary (default: $FRONTEND_BIN)")
+    ap.add_argument("--regions", type=int, default=500)
+    ap.add_argument("--seconds", type=float, default=2.0, help="per measurement")
+    ap.add_argument("--repeat", type=int, default=3, help="measurements per cell; the best is kept")
+    args = ap.parse_args()
+    if not args.frontend:
+        ap.error("--frontend or $FRONTEND_BIN is needed")
+    os.environ["FRONTEND_BIN"] = os.path.abspath(args.frontend)
+
+    prefix = f"shmreg_tcmp_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    keys = make_objects(prefix, args.regions + 1)
+    servers = {}
+    try:
+        servers["Triton 2.51"] = Triton()
+        servers["example"] = start_with_grpc()
+        results = {}
+        for label, server in servers.items():
+            for proto, cls, url in (("HTTP", Http, server.url), ("gRPC", Grpc, server.grpc_url)):
+                client = cls(url)
+                try:
+                    results[label, proto] = measure(client, keys, args.regions, args.seconds, args.repeat)
+                finally:
+                    client.close()
+    finally:
+        for label, server in servers.items():
+            server.stop()
+        for key in keys:
+            os.unlink(f"/dev/shm{key}")
+
+    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
+          f"{args.regions} regions, best of {args.repeat} x {args.seconds:g} s, one client, "
+          f"one request at a time\n")
+    ops = list(next(iter(results.values())))
+    print("| operation | protocol | Triton 2.51, calls/s | example, calls/s | example / Triton |")
+    print("| --- | --- | --- | --- | --- |")
+    for op in ops:
+        for proto in ("HTTP", "gRPC"):
+            t, e = results["Triton 2.51", proto][op], results["example", proto][op]
+            print(f"| {op} | {proto} | {t:,.0f} | {e:,.0f} | {e / t:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,453 @@
+"""The GPU model 'yolo' on a GPU machine: its output against a CPU reference.
+
+server/src/model_yolo.h defines what the model computes;
+server/tests/yolo_reference.py computes the same in numpy, float32 products
+and sums in the kernel's order and one rounding to float16 at the end, so the
+comparison is bit for bit. Inputs and outputs go through every path of
+gpu_instances.h: a pinned system region, a system region registered unpinned
+(--pin never), a CUDA region (registered with a CuPy cudaIpcMemHandle, as in
+test_cuda_infer.py), inline binary data, and mixes of them; then statistics,
+concurrency, a second GPU where there is one, and tritonclient where it can
+be imported.
+
+$FRONTEND_BIN names the binary (server/tests/gpu/run.sh sets it). Without
+CuPy or a visible device every test is skipped.
+"""
+import base64
+import itertools
+import json
+import os
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from multiprocessing import shared_memory
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from frontend_process import Frontend, leftover_report  # noqa: E402
+from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
+# Skips this module too where CuPy or a device is missing.
+from test_cuda_infer import call, cp, nothing_in_use, ok, shm_params  # noqa: E402
+
+PREFIX = f"feyolo_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+UNIQUE = itertools.count()  # region names never repeat, even after a failed test
+WINDOW = 4  # --yolo-window of most servers here: a fast reference
+SEED_SHAPE = (3, 384, 640)  # seed 003's image: 5040 anchors
+
+
+# -------------------------------------------------------------- servers ---
+
+def device_count():
+    return cp.cuda.runtime.getDeviceCount()
+
+
+def start(*args):
+    return Frontend("--threads", "8", "--yolo-window", str(WINDOW), *args)
+
+
+def stop(server):
+    rc, err = server.stop()
+    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert leftover_report(err) == (0, 0), err
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = start()
+    yield s
+    stop(s)
+
+
+class Regions:
+    """System and CUDA regions registered with one server, removed after the
+    test (unregistered first, then unlinked or freed)."""
+
+    def __init__(self, server):
+        self.server, self.system, self.cuda = server, [], []
+
+    def system_region(self, suffix, nbytes):
+        name = f"{PREFIX}_{suffix}{next(UNIQUE)}"
+        mem = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+        self.system.append((name, mem))
+        ok(self.server, "POST", f"v2/systemsharedmemory/region/{name}/register",
+           {"key": "/" + name, "offset": 0, "byte_size": nbytes})
+        return name, mem
+
+    def cuda_region(self, suffix, nbytes, device=0):
+        name = f"{PREFIX}_{suffix}{next(UNIQUE)}"
+        with cp.cuda.Device(device):
+            mem = cp.cuda.memory.Memory(nbytes)  # its own cudaMalloc: the handle's base
+            handle = bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
+        self.cuda.append((name, mem))
+        ok(self.server, "POST", f"v2/cudasharedmemory/region/{name}/register",
+           {"raw_handle": {"b64": base64.b64encode(handle).decode()}, "device_id": device,
+            "byte_size": nbytes})
+        return name, mem
+
+    def close(self):
+        try:
+            for name, _ in self.system:
+                ok(self.server, "POST", f"v2/systemsharedmemory/region/{name}/unregister")
+        finally:  # the shm objects go whatever happened
+            for _, mem in self.system:
+                mem.close()
+                mem.unlink()
+            self.system.clear()
+        if self.cuda:
+            for d in range(device_count()):
+                cp.cuda.Device(d).synchronize()
+            for name, _ in self.cuda:
+                ok(self.server, "POST", f"v2/cudasharedmemory/region/{name}/unregister")
+            # Freed (by dropping them) only once the server holds none.
+            self.server.wait_until(lambda: nothing_in_use(self.server, "cuda"),
+                                   what="cuda released")
+            self.cuda.clear()
+
+
+@pytest.fixture
+def regions(server):
+    r = Regions(server)
+    yield r
+    r.close()
+
+
+def device_array(mem, shape, dtype=np.float16):
+    return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.memory.MemoryPointer(mem, 0))
+
+
+def infer_binary(server, images, inputs_params=None, output_params=None):
+    """POST an inference with the image inline (binary) unless inputs_params
+    place it in a region; the output binary unless output_params place it.
+    Returns (status, JSON header, binary output bytes or None)."""
+    shape = list(images.shape)
+    if inputs_params is None:
+        blob = images.tobytes()
+        inp = {"name": "images", "datatype": "FP16", "shape": shape,
+               "parameters": {"binary_data_size": len(blob)}}
+    else:
+        blob = b""
+        inp = {"name": "images", "datatype": "FP16", "shape": shape, "parameters": inputs_params}
+    out = {"name": "output0", "parameters": output_params or {"binary_data": True}}
+    header = json.dumps({"inputs": [inp], "outputs": [out]}).encode()
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}/v2/models/yolo/infer", data=header + blob, method="POST",
+        headers={"Inference-Header-Content-Length": str(len(header)),
+                 "Content-Type": "application/octet-stream"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            raw, hlen = resp.read(), resp.headers.get("Inference-Header-Content-Length")
+            status = resp.status
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read()), None
+    if hlen is None:
+        return status, json.loads(raw), None
+    return status, json.loads(raw[:int(hlen)]), raw[int(hlen):]
+
+
+def as_output(raw, h, w):
+    return np.frombuffer(raw, dtype=np.float16).reshape(ROWS, anchors(h, w))
+
+
+def released(server):
+    server.wait_until(lambda: nothing_in_use(server, "cuda") and nothing_in_use(server, "system"),
+                      what="every region released")
+
+
+# ---------------------------------------------------------------- tests ---
+
+def test_ready_and_config(server):
+    assert call(server, "GET", "v2/models/yolo/ready") == (200, None)
+    config = ok(server, "GET", "v2/models/yolo/config")
+    group = config["instance_group"][0]
+    assert group["kind"] == "KIND_GPU" and group["count"] == 2  # --instances-per-gpu default
+    assert group["gpus"] == list(range(device_count()))
+    assert config["parameters"]["window"]["string_value"] == str(WINDOW)
+
+
+def test_inline_in_inline_out_seed_shape(server):
+    images = random_images(SEED_SHAPE, 2)
+    status, header, raw = infer_binary(server, images)
+    assert status == 200, header
+    assert header["outputs"][0]["shape"] == [ROWS, 5040]
+    np.testing.assert_array_equal(as_output(raw, 384, 640), reference(images, WINDOW))
+
+
+def test_pinned_system_in_and_out(server, regions):
+    images = random_images(SEED_SHAPE, 3)
+    out_bytes = ROWS * 5040 * 2
+    name_in, mem_in = regions.system_region("in", images.nbytes)
+    name_out, mem_out = regions.system_region("out", out_bytes + 64)
+    mem_in.buf[:images.nbytes] = images.tobytes()
+    mem_out.buf[:] = b"\xee" * len(mem_out.buf)
+    status, header, raw = infer_binary(server, images, shm_params(name_in, images.nbytes),
+                                       shm_params(name_out, out_bytes, 64))
+    assert status == 200 and raw is None, header
+    got = np.frombuffer(bytes(mem_out.buf[64:64 + out_bytes]), dtype=np.float16)
+    np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+    assert bytes(mem_out.buf[:64]) == b"\xee" * 64  # only the output's bytes are written
+    released(server)
+
+
+def test_cuda_in_and_out(server, regions):
+    images = random_images(SEED_SHAPE, 4)
+    out_bytes = ROWS * 5040 * 2
+    name_in, mem_in = regions.cuda_region("in", images.nbytes)
+    name_out, mem_out = regions.cuda_region("out", out_bytes)
+    device_array(mem_in, images.shape)[...] = cp.asarray(images)
+    device_array(mem_out, (ROWS, 5040))[...] = 7
+    cp.cuda.Device(0).synchronize()  # the frontend reads through its own stream
+    status, header, raw = infer_binary(server, images, shm_params(name_in, images.nbytes),
+                                       shm_params(name_out, out_bytes))
+    assert status == 200 and raw is None, header
+    got = cp.asnumpy(device_array(mem_out, (ROWS, 5040)))
+    np.testing.assert_array_equal(got, reference(images, WINDOW))
+    released(server)
+
+
+@pytest.mark.parametrize("placing", ["system->cuda", "cuda->inline", "inline->system",
+                                     "inline->cuda", "cuda->system"])
+def test_mixed_paths(server, regions, placing):
+    h, w = 96, 160
+    images = random_images((3, h, w), sum(map(ord, placing)))
+    out_bytes = ROWS * anchors(h, w) * 2
+    src, dst = placing.split("->")
+    in_params = out_params = None
+    if src == "system":
+        name, mem = regions.system_region("in", images.nbytes)
+        mem.buf[:images.nbytes] = images.tobytes()
+        in_params = shm_params(name, images.nbytes)
+    elif src == "cuda":
+        name, mem = regions.cuda_region("in", images.nbytes)
+        device_array(mem, images.shape)[...] = cp.asarray(images)
+        cp.cuda.Device(0).synchronize()
+        in_params = shm_params(name, images.nbytes)
+    if dst == "system":
+        out_name, out_mem = regions.system_region("out", out_bytes)
+        out_params = shm_params(out_name, out_bytes)
+    elif dst == "cuda":
+        out_name, out_mem = regions.cuda_region("out", out_bytes)
+        out_params = shm_params(out_name, out_bytes)
+    status, header, raw = infer_binary(server, images, in_params, out_params)
+    assert status == 200, header
+    if dst == "inline":
+        got = as_output(raw, h, w)
+    elif dst == "system":
+        got = np.frombuffer(bytes(out_mem.buf[:out_bytes]), dtype=np.float16)
+    else:
+        got = cp.asnumpy(device_array(out_mem, (ROWS, anchors(h, w))))
+    np.testing.assert_array_equal(got.reshape(ROWS, -1), reference(images, WINDOW))
+    released(server)
+
+
+def test_statistics_move(server):
+    def stats():
+        (entry,) = ok(server, "GET", "v2/models/yolo/stats")["model_stats"]
+        return entry
+    before = stats()
+    images = random_images((3, 64, 64), 5)
+    for _ in range(3):
+        assert infer_binary(server, images)[0] == 200
+    after = stats()
+    assert after["inference_count"] - before["inference_count"] == 3
+    assert after["execution_count"] - before["execution_count"] == 3
+    for phase in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
+        got, was = after["inference_stats"][phase], before["inference_stats"][phase]
+        assert got["count"] - was["count"] == 3, phase
+    for phase in ("success", "compute_input", "compute_infer", "compute_output"):
+        got, was = after["inference_stats"][phase], before["inference_stats"][phase]
+        assert got["ns"] > was["ns"], phase
+    # The phases are parts of the request.
+    s = after["inference_stats"]
+    parts = sum(s[p]["ns"] for p in ("queue", "compute_input", "compute_infer", "compute_output"))
+    assert parts <= s["success"]["ns"]
+
+
+def test_bad_shapes_are_400(server):
+    for shape in ((3, 100, 64), (3, 64, 0), (1, 64, 64)):
+        images = np.zeros(shape, dtype=np.float16)
+        status, body, _ = infer_binary(server, images)
+        assert status == 400, (shape, body)
+    status, body, _ = infer_binary(server, np.zeros((3, 100, 64), dtype=np.float16))
+    assert "multiples of 32" in body["error"], body
+
+
+def test_concurrent_requests_each_get_their_own_output(server):
+    """More requests in flight than instances: every answer matches its input."""
+    shape = (3, 128, 192)
+    images = [random_images(shape, 100 + i) for i in range(6)]
+    expected = [reference(im, WINDOW) for im in images]
+    failures = []
+
+    def client(k):
+        for n in range(8):
+            i = (k + n) % len(images)
+            status, header, raw = infer_binary(server, images[i])
+            if status != 200 or not np.array_equal(as_output(raw, 128, 192), expected[i]):
+                failures.append((k, n, status, header))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_pin_never_stages_system_regions():
+    """--pin never: the regions stay pageable and go through the staging
+    buffers; the output is the same."""
+    s = start("--pin", "never", "--instances-per-gpu", "1")
+    r = Regions(s)
+    try:
+        images = random_images(SEED_SHAPE, 6)
+        out_bytes = ROWS * 5040 * 2
+        name_in, mem_in = r.system_region("in", images.nbytes)
+        name_out, mem_out = r.system_region("out", out_bytes)
+        mem_in.buf[:images.nbytes] = images.tobytes()
+        status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
+                                         shm_params(name_out, out_bytes))
+        assert status == 200, header
+        got = np.frombuffer(bytes(mem_out.buf[:out_bytes]), dtype=np.float16)
+        np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+    finally:
+        r.close()
+        stop(s)
+
+
+def test_default_window_on_a_small_image():
+    """The frontend's default --yolo-window (the benchmark's): windows wider
+    than the strides' cells, clamped at the borders."""
+    s = Frontend("--threads", "2")
+    try:
+        window = int(ok(s, "GET", "v2/models/yolo/config")["parameters"]["window"]["string_value"])
+        images = random_images((3, 64, 96), 7)
+        status, header, raw = infer_binary(s, images)
+        assert status == 200, header
+        np.testing.assert_array_equal(as_output(raw, 64, 96), reference(images, window))
+    finally:
+        stop(s)
+
+
+@pytest.mark.skipif(device_count() < 2, reason="one CUDA device: no second GPU to place on")
+def test_two_gpus_and_a_region_on_the_second():
+    s = start("--gpus", "0,1", "--instances-per-gpu", "1")
+    r = Regions(s)
+    try:
+        config = ok(s, "GET", "v2/models/yolo/config")
+        assert config["instance_group"][0]["gpus"] == [0, 1]
+        images = random_images((3, 96, 128), 8)
+        out_bytes = ROWS * anchors(96, 128) * 2
+        name_in, mem_in = r.cuda_region("in1", images.nbytes, device=1)
+        name_out, mem_out = r.cuda_region("out0", out_bytes, device=0)
+        with cp.cuda.Device(1):
+            device_array(mem_in, images.shape)[...] = cp.asarray(images)
+            cp.cuda.Device(1).synchronize()
+        expected = reference(images, WINDOW)
+        # The input's device is preferred while instances are equally idle:
+        # the output crosses to device 0 (a peer copy where there is P2P).
+        for _ in range(4):
+            status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
+                                             shm_params(name_out, out_bytes))
+            assert status == 200, header
+            got = cp.asnumpy(device_array(mem_out, (ROWS, anchors(96, 128))))
+            np.testing.assert_array_equal(got, expected)
+    finally:
+        r.close()
+        stop(s)
+
+
+def test_tritonclient_system_shared_memory(server):
+    httpclient = pytest.importorskip("tritonclient.http")
+    shm = pytest.importorskip("tritonclient.utils.shared_memory")
+    images = random_images(SEED_SHAPE, 9)
+    out_bytes = ROWS * 5040 * 2
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.port}")
+    handles = []
+    try:
+        for name, size in (("tc_in", images.nbytes), ("tc_out", out_bytes)):
+            handles.append(shm.create_shared_memory_region(f"{PREFIX}_{name}",
+                                                           f"/{PREFIX}_{name}", size))
+            client.register_system_shared_memory(f"{PREFIX}_{name}", f"/{PREFIX}_{name}", size)
+        shm.set_shared_memory_region(handles[0], [images])
+        inp = httpclient.InferInput("images", list(images.shape), "FP16")
+        inp.set_shared_memory(f"{PREFIX}_tc_in", images.nbytes)
+        out = httpclient.InferRequestedOutput("output0", binary_data=True)
+        out.set_shared_memory(f"{PREFIX}_tc_out", out_bytes)
+        client.infer("yolo", [inp], outputs=[out])
+        got = shm.get_contents_as_numpy(handles[1], np.float16, [ROWS, 5040])
+        np.testing.assert_array_equal(got, reference(images, WINDOW))
+        # And inline through the same client.
+        inp = httpclient.InferInput("images", list(images.shape), "FP16")
+        inp.set_data_from_numpy(images, binary_data=True)
+        result = client.infer("yolo", [inp],
+                              outputs=[httpclient.InferRequestedOutput("output0", binary_data=True)])
+        np.testing.assert_array_equal(result.as_numpy("output0"), reference(images, WINDOW))
+    finally:
+        client.unregister_system_shared_memory()
+        for handle in handles:
+            shm.destroy_shared_memory_region(handle)
+        client.close()
+
+
+def test_grpc_system_and_cuda_shared_memory():
+    """The model over gRPC (the seed's -i Grpc): a pinned system input with a
+    CUDA output, then a CUDA input with a system output, both checked against
+    the reference, and nothing left registered."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    tshm = pytest.importorskip("tritonclient.utils.shared_memory")
+    from grpc_support import start_with_grpc  # noqa: E402
+    server = start_with_grpc("--threads", "8", "--yolo-window", str(WINDOW))
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    images = random_images(SEED_SHAPE, 11)
+    out_bytes = ROWS * 5040 * 2
+    want = reference(images, WINDOW)
+    sys_handles, cuda_mems = [], []
+    try:
+        def system(suffix, size):
+            name = f"{PREFIX}_g{suffix}{next(UNIQUE)}"
+            sys_handles.append(tshm.create_shared_memory_region(name, "/" + name, size))
+            client.register_system_shared_memory(name, "/" + name, size)
+            return name, sys_handles[-1]
+
+        def cuda(suffix, size):
+            name = f"{PREFIX}_g{suffix}{next(UNIQUE)}"
+            mem = cp.cuda.memory.Memory(size)
+            cuda_mems.append(mem)
+            handle = bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
+            client.register_cuda_shared_memory(name, base64.b64encode(handle), 0, size)
+            return name, mem
+
+        def infer(in_name, out_name):
+            inp = grpcclient.InferInput("images", list(images.shape), "FP16")
+            inp.set_shared_memory(in_name, images.nbytes)
+            out = grpcclient.InferRequestedOutput("output0")
+            out.set_shared_memory(out_name, out_bytes)
+            client.infer("yolo", [inp], outputs=[out])
+
+        in_sys, in_handle = system("in", images.nbytes)
+        tshm.set_shared_memory_region(in_handle, [images])
+        out_cuda, out_mem = cuda("out", out_bytes)
+        infer(in_sys, out_cuda)
+        np.testing.assert_array_equal(device_array(out_mem, (ROWS, 5040)).get(), want)
+
+        in_cuda, in_mem = cuda("in", images.nbytes)
+        device_array(in_mem, images.shape)[...] = cp.asarray(images)
+        cp.cuda.Device(0).synchronize()
+        out_sys, out_handle = system("out", out_bytes)
+        infer(in_cuda, out_sys)
+        np.testing.assert_array_equal(
+            tshm.get_contents_as_numpy(out_handle, np.float16, [ROWS, 5040]), want)
+    finally:
+        client.unregister_system_shared_memory()
+        client.unregister_cuda_shared_memory()
+        for handle in sys_handles:
+            tshm.destroy_shared_memory_region(handle)
+        client.close()
+        stop(server)
+        cuda_mems.clear()

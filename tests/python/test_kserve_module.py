@@ -1,0 +1,171 @@
+"""shmreg.kserve on its own, without a server process: what the protocol
+tests cannot reach through HTTP. An output in a region registered read-only
+is refused with 400 before anything is written (Triton's protocol has no
+read-only flag, so only a server that registers regions itself makes one),
+every reference a request takes goes back when the request's dependency
+ends, and the router answers through FastAPI's TestClient."""
+import json
+import os
+import uuid
+from multiprocessing import shared_memory
+
+import numpy as np
+import pytest
+
+shmreg = pytest.importorskip("shmreg", reason="the shmreg package is not installed")
+kserve = pytest.importorskip("shmreg.kserve", reason="shmreg[fastapi] is not installed")
+from fastapi import Depends, FastAPI, Request  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+IN0 = np.arange(16, dtype=np.int32)
+
+
+@pytest.fixture
+def region():
+    """A 256-byte shm object, IN0 at offset 0: (key, SharedMemory)."""
+    key = f"/shmreg_kserve_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    mem = shared_memory.SharedMemory(name=key.lstrip("/"), create=True, size=256)
+    mem.buf[:64] = IN0.tobytes()
+    yield key, mem
+    mem.close()
+    mem.unlink()
+
+
+@pytest.fixture
+def registry():
+    reg = shmreg.Registry()
+    yield reg
+    reg.unregister_all()
+    reg.close()
+
+
+def in_use(registry, name):
+    return registry.status(name)[0].in_use
+
+
+def shm_request(region, out_offset):
+    return {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [16],
+                        "parameters": {"shared_memory_region": region,
+                                       "shared_memory_byte_size": 64}}],
+            "outputs": [{"name": "OUTPUT0",
+                         "parameters": {"shared_memory_region": region,
+                                        "shared_memory_offset": out_offset,
+                                        "shared_memory_byte_size": 64}}]}
+
+
+def decode(body, regions):
+    return kserve.decode_request(json.dumps(body).encode(), None, "m", regions)
+
+
+def test_input_is_a_view_and_the_request_holds_one_reference_per_tensor(registry, region):
+    key, mem = region
+    registry.register_system("r", key, 256)
+    with kserve.RequestRegions(registry) as regions:
+        request = decode(shm_request("r", 64), regions)
+        (t,) = request.inputs
+        np.testing.assert_array_equal(t.data, IN0)
+        described = [kserve.Tensor("OUTPUT0", "INT32", [16], byte_size=64)]
+        (slot,) = kserve.place_outputs(request, "m", described, regions)
+        assert in_use(registry, "r") == 2  # one per tensor, as in the C frontend
+        np.multiply(t.data, 2, out=slot.array)
+        del t, slot, request
+    assert in_use(registry, "r") == 0
+    np.testing.assert_array_equal(np.frombuffer(mem.buf[64:128], np.int32), IN0 * 2)
+
+
+def test_output_in_a_read_only_region_is_refused_with_400(registry, region):
+    key, mem = region
+    registry.register_system("ro", key, 256, readonly=True)
+    with kserve.RequestRegions(registry) as regions:
+        request = decode(shm_request("ro", 128), regions)
+        assert not request.inputs[0].data.flags.writeable  # inputs are read as any other
+        described = [kserve.Tensor("OUTPUT0", "INT32", [16], byte_size=64)]
+        with pytest.raises(kserve.InferError) as e:
+            kserve.place_outputs(request, "m", described, regions)
+        del request
+    assert e.value.status == 400
+    assert e.value.message == ("output 'OUTPUT0' cannot be written to shared memory region "
+                               "'ro': it was registered read-only")
+    assert in_use(registry, "ro") == 0
+    assert bytes(mem.buf[128:192]) == bytes(64)
+
+
+def app_with_infer(registry):
+    """The smallest server: the router plus an echo 'model' over the helpers."""
+    app = FastAPI()
+    app.include_router(kserve.shared_memory_router(registry))
+
+    @app.post("/v2/models/echo/infer")
+    async def infer(request: Request, regions=Depends(kserve.request_regions(registry))):
+        try:
+            req = kserve.decode_request(await request.body(), None, "echo", regions)
+            t = req.inputs[0]
+            slots = kserve.place_outputs(req, "echo", [kserve.Tensor(
+                "OUTPUT0", t.datatype, t.shape, byte_size=t.byte_size)], regions)
+            for s in slots:
+                np.copyto(s.array, t.data)
+            return kserve.encode_response("echo", req, slots)
+        except kserve.InferError as e:
+            return e.response()
+
+    return app
+
+
+def test_router_and_dependency_over_testclient(registry, region):
+    key, mem = region
+    client = TestClient(app_with_infer(registry))
+    base = "/v2/systemsharedmemory"
+    assert client.post(f"{base}/region/r/register", json={"key": key, "byte_size": 256}
+                       ).status_code == 200
+    assert client.post(f"{base}/region/r/register", json={"key": key, "byte_size": 256}
+                       ).json() == {"error": "shared memory region 'r' already in manager"}
+    resp = client.post("/v2/models/echo/infer", json=shm_request("r", 64))
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["outputs"] == [{"name": "OUTPUT0", "datatype": "INT32", "shape": [16]}]
+    np.testing.assert_array_equal(np.frombuffer(mem.buf[64:128], np.int32), IN0)
+    (status,) = client.get(f"{base}/region/r/status").json()
+    assert (status["in_use"], status["pending_unregister"]) == (0, False)
+    resp = client.post("/v2/models/echo/infer", json=shm_request("nope", 64))
+    assert (resp.status_code, resp.json()) == (
+        404, {"error": "Unable to find shared memory region: 'nope'"})
+    assert client.get("/v2/cudasharedmemory/region/r/status").status_code == 404
+    assert client.post(f"{base}/unregister").status_code == 200
+    assert client.get(f"{base}/status").json() == []
+
+
+def test_large_integers_are_refused_while_parsing():
+    with pytest.raises(kserve.InferError, match="too big integer"):
+        kserve.parse_json(b'{"offset": 18446744073709551584}')
+    assert kserve.parse_json(b'{"offset": 9223372036854775807}') == {"offset": 2**63 - 1}
+
+
+def docs_snippet():
+    """The two Python blocks of docs/python.md's shmreg.kserve section, joined."""
+    from pathlib import Path
+    import re
+    text = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    section = text[text.index("<!-- kserve:begin"):text.index("<!-- kserve:end -->")]
+    return "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+
+
+def test_docs_snippet_serves_double_through_shared_memory(region):
+    key, mem = region
+    scope = {}
+    exec(compile(docs_snippet(), "docs/python.md", "exec"), scope)
+    registry = scope["registry"]
+    try:
+        client = TestClient(scope["app"])
+        assert client.post("/v2/systemsharedmemory/region/r/register",
+                           json={"key": key, "byte_size": 256}).status_code == 200
+        body = shm_request("r", 64)
+        body["outputs"][0]["name"] = "OUTPUT0"
+        resp = client.post("/v2/models/double/infer", json=body)
+        assert resp.status_code == 200, resp.text
+        np.testing.assert_array_equal(np.frombuffer(mem.buf[64:128], np.int32), IN0 * 2)
+        resp = client.post("/v2/models/double/infer", json={"inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [2], "data": [1, 2]}]})
+        assert resp.json()["outputs"][0]["data"] == [2, 4]
+        assert client.get("/v2/systemsharedmemory/status").json()[0]["in_use"] == 0
+    finally:
+        registry.unregister_all()
+        registry.close()
