@@ -66,7 +66,8 @@ def main():
         ax.set_xlabel("concurrency (perf_analyzer --concurrency-range)")
         ax.set_ylabel("infer/s")
         ax.set_title("yolo, --yolo-window 1 (light kernel)" if window == "1"
-                     else f"yolo, window {window}")
+                     else "yolo, the model's default window" if window == "default"
+                     else f"yolo, --yolo-window {window}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle("Seed 003 on one GPU: -b 1, images 3x384x640 FP16 in, 84x5040 FP16 out, gRPC")

@@ -85,9 +85,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests")
 from frontend_process import START_TIMEOUT_S, Frontend  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 
-sys.path.insert(0, HERE)
-from pcie_bandwidth import limit_infer_s  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 OUT = os.environ.get("OUT", os.path.join(ROOT, "build", "gpu-out"))
 RUN_DIR = os.path.join(OUT, "seed-benchmark")
@@ -374,7 +371,7 @@ def main():
     log(f"=== seed_benchmark summary: {len(measured) - len(failed)} of {len(measured)} rows "
         f"measured" + (f"; failed: {', '.join(failed)}" if failed else "")
         + (f"; link: {link['error']}" if "error" in link else ""))
-    return 1 if failed or not measured else 0
+    return 1 if failed or not measured or "error" in link else 0
 
 
 def write_outputs(rows, link):
@@ -405,7 +402,11 @@ def write_outputs(rows, link):
     for r in rows:
         if r["run"] == "pcie_limit" and r["concurrency"] != max(x["concurrency"] for x in rows):
             continue  # the limit once, not per concurrency
-        if r.get("error") and r["run"] != "pcie_limit":
+        if r["run"] == "pcie_limit":
+            lines.append(f"| 1 | - | PCIe limit | - | {fmt(r.get('infer_s'), 1)} "
+                         f"| - | - | - | - | - | - | - | - | - | {r.get('error') or '-'} |")
+            continue
+        if r.get("error"):
             lines.append(f"| {r['gpus']} | {r['window']} | {r['run']} | {r['concurrency']} | "
                          f"failed: {r['error'].splitlines()[0][:80]} | | | | | | "
                          f"| {fmt(r.get('cpu_cores'), 2)} | | | {r.get('paths', '')} |")

@@ -136,16 +136,21 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     size_t k = (size_t)(t - c->in); /* t is one of c->in: its path and window sit beside it */
     tensor_path path = path_of(c, &view);
     c->in_path[k] = path;
-    if (path == TENSOR_PATH_DMA_IN_PLACE || path == TENSOR_PATH_STAGED_COPY) {
+    if (path == TENSOR_PATH_DMA_IN_PLACE) {
         hand_over(t, &view, ref, path, &c->in_window[k]);
         return 0;
     }
     /* issue 11: a region may be far larger than any body; the copy is what
-     * the server pays for, so it is bounded as a body is. */
+     * the server pays for (a host buffer, or the instance's staging buffer
+     * grown to fit), so it is bounded as a body is. */
     if (t->byte_size > max_copy)
         return infer_fail(c, 400, "input '%s' takes %zu bytes of shared memory region '%s', more "
                                   "than this server copies for one tensor (%zu, --max-body-mb)",
                           t->name, t->byte_size, w->region, max_copy);
+    if (path == TENSOR_PATH_STAGED_COPY) {
+        hand_over(t, &view, ref, path, &c->in_window[k]);
+        return 0;
+    }
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);

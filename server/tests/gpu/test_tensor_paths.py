@@ -27,8 +27,8 @@ sys.path.insert(0, HERE)
 from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.
-from test_gpu_model import (SEED_SHAPE, WINDOW, Regions, as_output, infer_binary,  # noqa: E402
-                            released, start, stop)
+from test_gpu_model import (SEED_SHAPE, WINDOW, Regions, infer_binary, released,  # noqa: E402
+                            start, stop, system_round_trip)
 from test_cuda_infer import call, shm_params  # noqa: E402
 
 OUT_BYTES = ROWS * 5040 * 2  # seed 003's output: FP16 [84, 5040]
@@ -61,15 +61,7 @@ def truncate(name):
 def assert_alive(server, regions):
     """The server answers, and a fresh inference through its regions is right."""
     assert call(server, "GET", "v2/health/live")[0] == 200
-    images = random_images(SEED_SHAPE, 99)
-    name_in, mem_in = regions.system_region("alive_in", images.nbytes)
-    name_out, mem_out = regions.system_region("alive_out", OUT_BYTES)
-    mem_in.buf[:images.nbytes] = images.tobytes()
-    status, header, _ = infer_binary(server, images, shm_params(name_in, images.nbytes),
-                                     shm_params(name_out, OUT_BYTES))
-    assert status == 200, header
-    got = np.frombuffer(bytes(mem_out.buf[:OUT_BYTES]), dtype=np.float16)
-    np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+    system_round_trip(server, regions, 99)
 
 
 @pytest.fixture
