@@ -190,6 +190,7 @@ void shmreg__mapping_close_list(struct shmreg__table *t, struct shmreg__mapping 
                               shmreg_err_name(err), shmreg_last_error());
         shmreg__table_lock(t);
         shmreg__usage_give_back_locked(t, &m->charge);
+        shmreg__reclaim_bytes_done(&t->reclaim, m->reclaim_waiting_bytes);
         shmreg__table_unlock(t);
         shmreg__free(m);
     }

@@ -322,8 +322,17 @@ typedef struct shmreg_stats {
     uint64_t reserved_[10];   /* zero; room for later counters */
 } shmreg_stats;
 
-/* A snapshot of reg's counters (taken under the registry's lock; the
- * counters are consistent with each other). Errors: INVALID_ARG. */
+/* A snapshot of reg's counters, taken under the registry's lock. Exact
+ * together: mapped_regions, detached_regions, mapped_bytes, pinned_bytes,
+ * reclaim_waiting_bytes, cached_bytes, cached_mappings and the counters
+ * since create; every snapshot has reclaim_waiting_bytes + cached_bytes <=
+ * mapped_bytes and pinned_bytes <= mapped_bytes. regions, pending_regions
+ * and references are read from the regions' reference counts, which
+ * acquire and release change without that lock: they are each region's
+ * count at some moment during the call, and a region whose last reference
+ * was just released is no longer in regions while it is still in
+ * mapped_regions (regions + detached_regions <= mapped_regions, equal when
+ * no teardown is pending). Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
 
 /* Since 1.1. Give back what no caller holds: wait until every region
