@@ -74,7 +74,7 @@ if [ "${SKIP_LIB_BENCHES:-0}" != 1 ] && [ -x "$BUILD"/bench/shmreg-bench ]; then
   tail -40 "$OUT/bench-core.md"
 fi
 
-say "frontend device copy"
+say "server: GPU tests and seed benchmark (server/tests/gpu/run.sh)"
 bash server/tests/gpu/run.sh
 fe_rc=$?
 

@@ -66,7 +66,7 @@ def assert_alive(server, regions):
 
 @pytest.fixture
 def pinned_server():
-    s = start("-v")  # --pin auto, the default
+    s = start()  # --pin auto, the default
     r = Regions(s)
     yield s, r
     r.close()
