@@ -16,9 +16,9 @@ py=$dir/venv/bin/python
 # the extension's included, are errors here as in the gcc tier.
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip install -q \
   --config-settings=cmake.define.SHMREG_WERROR=ON . || exit 1
-# fastapi and httpx: tests/python/test_kserve_module.py drives the router
+# fastapi, httpx and prometheus_client: tests/python/test_kserve_module.py drives the routers
 # through FastAPI's TestClient.
-"$py" -m pip install -q pytest 'numpy>=1.25' mypy 'fastapi>=0.118' httpx || exit 1
+"$py" -m pip install -q pytest 'numpy>=1.25' mypy 'fastapi>=0.118' httpx prometheus_client || exit 1
 # Run from outside the checkout, so that `import shmreg` can only mean the
 # installed package.
 tests=$PWD/tests/python
