@@ -4,7 +4,9 @@ truncates it must get a 400 naming its region, never kill the server
 input read from the region and an output written into it, while another
 client's slow request runs beside it and succeeds.
 
-The C frontend only: the Python frontend reads views through numpy."""
+Over HTTP, the same against the Python frontend (examples/python-frontend),
+whose shmreg.kserve reads and writes regions with guarded copies; gRPC is
+the C frontend's only."""
 import os
 import threading
 
@@ -108,6 +110,40 @@ def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, tr
         status, regions = server.json("GET", "/v2/systemsharedmemory/status")
         assert status == 200 and [r["in_use"] for r in regions] == [0], regions
         assert client.is_server_live()
+        client.unregister_system_shared_memory("victim")
+    finally:
+        other.join(30)
+        client.close()
+
+
+@pytest.mark.frontends("c", "python")
+@pytest.mark.parametrize("direction", ["input", "output"])
+def test_truncated_region_over_http_on_every_frontend(start_frontend, truncated, direction):
+    server = start_frontend("--delay-ms", "1000", "--threads", "4", "--allow-client-shm", "true")
+    client = httpclient.InferenceServerClient(server.url)
+    honest = []
+    other = threading.Thread(target=honest_slow_request, args=(httpclient, server.url, honest))
+    try:
+        other.start()
+        truncated(client)
+        if direction == "input":
+            inputs, outputs = simple_inputs(httpclient, "victim"), None
+        else:
+            inputs = simple_inputs(httpclient)
+            outputs = [httpclient.InferRequestedOutput("OUTPUT0"),
+                       httpclient.InferRequestedOutput("OUTPUT1")]
+            outputs[0].set_shared_memory("victim", NBYTES, offset=0)
+            outputs[1].set_shared_memory("victim", NBYTES, offset=NBYTES)
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("simple", inputs, outputs=outputs)
+        assert e.value.status() == "400", e.value.message()
+        assert "'victim'" in e.value.message() and "truncated" in e.value.message()
+        other.join(30)
+        assert len(honest) == 1 and not isinstance(honest[0], Exception), honest
+        np.testing.assert_array_equal(honest[0], IN0 + IN1)
+        assert server.proc.poll() is None
+        status, regions = server.json("GET", "/v2/systemsharedmemory/status")
+        assert status == 200 and [r["in_use"] for r in regions] == [0], regions
         client.unregister_system_shared_memory("victim")
     finally:
         other.join(30)
