@@ -48,7 +48,7 @@ import shmreg
 __all__ = [
     "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
     "decode_request", "encode_response", "error_response", "header_length", "http_status",
-    "metrics_router", "parse_json",
+    "metrics_router", "parse_json", "RegistryCollector",
     "place_outputs", "request_regions", "shared_memory_router",
 ]
 
@@ -775,9 +775,13 @@ _REGISTRY_METRICS = (
 )
 
 
-class _RegistryCollector:
-    """A prometheus_client collector: one Registry.stats() snapshot a scrape,
-    so the counters of one page agree with each other."""
+class RegistryCollector:
+    """A prometheus_client collector of ``registry``'s counters under the C
+    server's names: one Registry.stats() snapshot a scrape, so the counters
+    of one page agree with each other. ``metrics_router`` serves it; a server
+    that already has a /metrics page of prometheus_client's default registry
+    (KServe's ModelServer) adds it there instead:
+    ``prometheus_client.REGISTRY.register(RegistryCollector(registry))``."""
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
@@ -797,12 +801,12 @@ def metrics_router(registry: Any, *, path: str = "/metrics", **router_options: A
     ... (docs/python.md lists them). Needs ``prometheus_client``. The page is
     made from its own ``CollectorRegistry``, so a server that already exports
     prometheus_client's default registry keeps its own ``/metrics`` apart
-    (mount this one under another ``path``, or add ``_RegistryCollector``
-    to that registry)."""
+    (mount this one under another ``path``, or register a
+    ``RegistryCollector`` in that registry)."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     collectors = CollectorRegistry(auto_describe=False)
-    collectors.register(_RegistryCollector(registry))
+    collectors.register(RegistryCollector(registry))
     router = APIRouter(**router_options)
 
     def metrics() -> Response:
