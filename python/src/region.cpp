@@ -155,12 +155,17 @@ nb::object region_dlpack(Region &r, nb::handle stream, nb::handle max_version, n
         buffer_error(r, "copy=True: a region is exported as a view, never copied");
     // Before any capsule exists, so a refusal holds no reference.
     if (!r.view.writable && !r.readonly_export_ok)
-        buffer_error(r, "read-only, and a DLPack consumer may ignore the read-only flag (PyTorch "
-                        "and CuPy do: writing would then kill the process). For a copy use "
-                        "region.read_into(buffer) (e.g. the .numpy() of a torch.empty tensor); "
-                        "np.frombuffer(region, np.uint8) gives a read-only numpy view; "
-                        "np.from_dlpack(region.readonly_dlpack()) exports to a consumer that "
-                        "honours the flag");
+        buffer_error(r, r.view.kind == SHMREG_KIND_SYSTEM
+                            ? "read-only, and a DLPack consumer may ignore the read-only flag "
+                              "(PyTorch and CuPy do: writing would then kill the process). For "
+                              "a copy use region.read_into(buffer) (e.g. the .numpy() of a "
+                              "torch.empty tensor); np.frombuffer(region, np.uint8) gives a "
+                              "read-only numpy view; np.from_dlpack(region.readonly_dlpack()) "
+                              "exports to a consumer that honours the flag"
+                            : "read-only, and a DLPack consumer may ignore the read-only flag "
+                              "(PyTorch and CuPy do: writing would then fault). For a copy "
+                              "take region.readonly_dlpack() and copy at once, e.g. "
+                              "torch.from_dlpack(region.readonly_dlpack()).clone()");
     bool versioned = false;
     if (!max_version.is_none())
         versioned = nb::cast<int>(nb::cast<nb::tuple>(max_version)[0]) >= 1;
