@@ -9,6 +9,11 @@ Two parts, usable apart:
   (``server/``) does.
 - ``metrics_router(registry)``: ``GET /metrics`` with the registry's counters
   under the C server's ``shmreg_*`` names (prometheus_client).
+- ``model_server_router(registry, dataplane)``: both of the above's
+  shared-memory endpoints plus ``POST /v2/models/{name}/infer`` for a KServe
+  Python ``ModelServer`` (``kserve`` on PyPI), whose own infer route takes
+  no tensor without ``data``: mounted on its app, requests naming regions
+  reach its ``kserve.Model`` objects unchanged.
 - The request path of a KServe v2 ``infer`` endpoint: ``decode_request`` turns
   a request (JSON, binary tensor extension, or tensors naming shared-memory
   regions) into numpy arrays, ``place_outputs`` gives each output its array,
@@ -39,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -48,7 +53,7 @@ import shmreg
 __all__ = [
     "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
     "decode_request", "encode_response", "error_response", "header_length", "http_status",
-    "metrics_router", "parse_json", "RegistryCollector",
+    "metrics_router", "model_server_router", "parse_json", "RegistryCollector",
     "place_outputs", "request_regions", "shared_memory_router",
 ]
 
@@ -817,4 +822,77 @@ def metrics_router(registry: Any, *, path: str = "/metrics", **router_options: A
         return Response(page, media_type=CONTENT_TYPE_LATEST)
 
     router.add_api_route(path, metrics, methods=["GET"])
+    return router
+
+
+# ------------------------------------------------- KServe's Python ModelServer
+
+
+def _kserve_request(model: str, request: InferRequest) -> Any:
+    """The decoded request as ``kserve.InferRequest``: each input's numpy
+    array (a copy of the shared memory, or the request's own data)."""
+    from kserve import InferInput
+    from kserve import InferRequest as KServeRequest
+    inputs = [InferInput(t.name, list(t.shape), t.datatype, data=t.data) for t in request.inputs]
+    return KServeRequest(model, inputs, request_id=request.id, parameters=request.parameters)
+
+
+def _kserve_outputs(model: str, response: Any) -> tuple[list[Tensor], dict[str, np.ndarray]]:
+    outputs = getattr(response, "outputs", None)
+    if outputs is None:  # a model answering a dict speaks v1, not v2
+        raise InferError(500, f"model '{model}' did not answer with a kserve.InferResponse")
+    described, arrays = [], {}
+    for o in outputs:
+        array = np.asarray(o.as_numpy())
+        if o.datatype not in DATATYPES:
+            raise InferError(500, f"output '{o.name}' of model '{model}' has datatype "
+                                  f"'{o.datatype}', which this router cannot place")
+        described.append(Tensor(o.name, o.datatype, [int(d) for d in o.shape],
+                                byte_size=array.nbytes))
+        arrays[o.name] = array
+    return described, arrays
+
+
+def model_server_router(registry: Any, dataplane: Any, **router_options: Any) -> APIRouter:
+    """Triton's shared-memory protocol for a KServe Python model server:
+
+        server = kserve.ModelServer()
+        kserve.model_server.app.include_router(
+            shmreg.kserve.model_server_router(registry, server.dataplane))
+        server.start([model])
+
+    The router holds ``shared_memory_router(registry)`` and
+    ``POST /v2/models/{name}[/versions/{v}]/infer``, which, mounted before the
+    ModelServer adds its own routes (``start`` does that), answers every v2
+    inference: JSON, binary tensor data, or tensors naming regions. Inputs
+    are decoded by ``decode_request`` (regions read with the guarded copy),
+    handed to the model as a ``kserve.InferRequest`` through
+    ``dataplane.infer`` (so the model's preprocess, predict and postprocess
+    run as usual), and its ``InferResponse`` outputs are placed as the request
+    asks (``place_outputs``, ``encode_response``: into the client's region,
+    guarded). An unknown or unready model raises KServe's own errors, which
+    its app answers as usual."""
+    router = shared_memory_router(registry, **router_options)
+
+    async def infer(request: Request, model_name: str, model_version: str | None = None,
+                    regions: RequestRegions = Depends(request_regions(registry))) -> Response:
+        if not await dataplane.model_ready(model_name):
+            from kserve.errors import ModelNotReady
+            raise ModelNotReady(model_name)
+        try:
+            body = await request.body()
+            decoded = decode_request(body, header_length(request.headers), model_name, regions)
+            response, _ = await dataplane.infer(model_name, _kserve_request(model_name, decoded))
+            described, arrays = _kserve_outputs(model_name, response)
+            slots = place_outputs(decoded, model_name, described, regions)
+            for slot in slots:
+                np.copyto(slot.array, arrays[slot.tensor.name].reshape(slot.array.shape),
+                          casting="unsafe")
+            return encode_response(model_name, decoded, slots)
+        except InferError as e:
+            return e.response()
+
+    router.add_api_route("/v2/models/{model_name}/infer", infer, methods=["POST"])
+    router.add_api_route("/v2/models/{model_name}/versions/{model_version}/infer", infer,
+                         methods=["POST"])
     return router
