@@ -750,7 +750,7 @@ def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlo
 
 # ------------------------------------------------------------------ metrics
 
-# The C server's names (server/src/metrics.c): (name, kind, help, Stats field).
+# The C server's names (server/src/http/metrics.c): (name, kind, help, Stats field).
 _REGISTRY_METRICS = (
     ("shmreg_regions", "gauge", "Regions listed by status: registered or pending.", "regions"),
     ("shmreg_pending_regions", "gauge",

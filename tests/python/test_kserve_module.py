@@ -199,10 +199,10 @@ def test_metrics_router_serves_the_c_servers_names(registry, region):
     assert samples["shmreg_registration_refusals_total"] == 1
     assert families["shmreg_registrations"].type == "counter"
     assert families["shmreg_mapped_bytes"].type == "gauge"
-    # Every name of the C server's page (server/src/metrics.c), none more.
+    # Every name of the C server's page (server/src/http/metrics.c), none more.
     from pathlib import Path
     import re
-    c_source = (Path(__file__).resolve().parents[2] / "server" / "src" / "metrics.c").read_text()
+    c_source = (Path(__file__).resolve().parents[2] / "server" / "src" / "http" / "metrics.c").read_text()
     c_names = set(re.findall(r'\{"(shmreg_\w+)"', c_source))
     assert set(samples) == c_names
 
