@@ -205,10 +205,7 @@ class LimitBody:
         if length is not None:
             if length.isdigit() and int(length) > self.max_body:
                 await self._drain(receive)
-                await error_response(
-                    400, f"request size of {int(length)} bytes exceeds the maximum allowed input "
-                    f"size of {self.max_body} bytes. Use --max-body-mb to increase the limit.")(
-                    scope, receive, send)
+                await self._refuse(400, f"request size of {int(length)} bytes", scope, receive, send)
                 return
             return await self.app(scope, receive, send)
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
@@ -224,10 +221,7 @@ class LimitBody:
                 messages.clear()
                 if more:
                     await self._drain(receive)
-                await error_response(
-                    413, f"chunked request body passed the maximum allowed input size of "
-                    f"{self.max_body} bytes. Use --max-body-mb to increase the limit.")(
-                    scope, receive, send)
+                await self._refuse(413, "chunked request body", scope, receive, send)
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
@@ -236,6 +230,11 @@ class LimitBody:
             return messages.pop(0) if messages else await receive()
 
         await self.app(scope, replay, send)
+
+    async def _refuse(self, status, what, scope, receive, send):
+        await error_response(
+            status, f"{what} exceeds the maximum allowed input size of {self.max_body} bytes. "
+            "Use --max-body-mb to increase the limit.")(scope, receive, send)
 
     @staticmethod
     async def _drain(receive):

@@ -77,16 +77,13 @@ def truncated(shm_key):
         shm.destroy_shared_memory_region(handle)
 
 
-@pytest.mark.parametrize("direction", ["input", "output"])
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, truncated,
-                                                         protocol, direction):
-    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "4")
-    mod = PROTOCOLS[protocol]
-    client = mod.InferenceServerClient(url_of(server, protocol))
+def truncating_client_is_refused(server, mod, url, truncated, direction, expected):
+    """A client truncates its region, then names it for an input or an
+    output: `expected` (its status), while another client's slow request
+    beside it succeeds, and the server goes on with nothing held."""
+    client = mod.InferenceServerClient(url)
     honest = []
-    other = threading.Thread(target=honest_slow_request,
-                             args=(mod, url_of(server, protocol), honest))
+    other = threading.Thread(target=honest_slow_request, args=(mod, url, honest))
     try:
         other.start()
         truncated(client)
@@ -99,7 +96,6 @@ def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, tr
             outputs[1].set_shared_memory("victim", NBYTES, offset=NBYTES)
         with pytest.raises(InferenceServerException) as e:
             client.infer("simple", inputs, outputs=outputs)
-        expected = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
         assert e.value.status() == expected, e.value.message()
         assert "'victim'" in e.value.message() and "truncated" in e.value.message()
         other.join(30)
@@ -116,35 +112,18 @@ def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, tr
         client.close()
 
 
+@pytest.mark.parametrize("direction", ["input", "output"])
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, truncated,
+                                                         protocol, direction):
+    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "4")
+    expected = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
+    truncating_client_is_refused(server, PROTOCOLS[protocol], url_of(server, protocol),
+                                 truncated, direction, expected)
+
+
 @pytest.mark.frontends("c", "python")
 @pytest.mark.parametrize("direction", ["input", "output"])
 def test_truncated_region_over_http_on_every_frontend(start_frontend, truncated, direction):
     server = start_frontend("--delay-ms", "1000", "--threads", "4", "--allow-client-shm", "true")
-    client = httpclient.InferenceServerClient(server.url)
-    honest = []
-    other = threading.Thread(target=honest_slow_request, args=(httpclient, server.url, honest))
-    try:
-        other.start()
-        truncated(client)
-        if direction == "input":
-            inputs, outputs = simple_inputs(httpclient, "victim"), None
-        else:
-            inputs = simple_inputs(httpclient)
-            outputs = [httpclient.InferRequestedOutput("OUTPUT0"),
-                       httpclient.InferRequestedOutput("OUTPUT1")]
-            outputs[0].set_shared_memory("victim", NBYTES, offset=0)
-            outputs[1].set_shared_memory("victim", NBYTES, offset=NBYTES)
-        with pytest.raises(InferenceServerException) as e:
-            client.infer("simple", inputs, outputs=outputs)
-        assert e.value.status() == "400", e.value.message()
-        assert "'victim'" in e.value.message() and "truncated" in e.value.message()
-        other.join(30)
-        assert len(honest) == 1 and not isinstance(honest[0], Exception), honest
-        np.testing.assert_array_equal(honest[0], IN0 + IN1)
-        assert server.proc.poll() is None
-        status, regions = server.json("GET", "/v2/systemsharedmemory/status")
-        assert status == 200 and [r["in_use"] for r in regions] == [0], regions
-        client.unregister_system_shared_memory("victim")
-    finally:
-        other.join(30)
-        client.close()
+    truncating_client_is_refused(server, httpclient, server.url, truncated, direction, "400")
