@@ -267,9 +267,9 @@ shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const 
     size_t budget = shmreg__usage_pin_budget(t);
     return shmreg__fail(SHMREG_ERR_NO_MEMORY,
                         "cannot pin shared memory region '%s': its window has pages the client never populated, "
-                        "which pinning would allocate on the server, and its %zu bytes would pass the pin budget "
-                        "of %zu bytes (%s; %zu pinned). Write every page first, raise max_pinned_bytes, or "
-                        "register without SHMREG_PIN",
+                        "which pinning would allocate on the server, and %zu more pinned bytes would pass the pin "
+                        "budget, a limit of %zu (%s; %zu pinned). Write every page first, raise max_pinned_bytes, "
+                        "or register without SHMREG_PIN",
                         name, bytes, budget, t->limits.pinned_bytes ? "max_pinned_bytes" : "SHMREG_AUTO_PIN_BUDGET",
                         t->usage.pinned_bytes);
 }

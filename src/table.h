@@ -162,7 +162,9 @@ size_t shmreg__usage_pin_budget(const struct shmreg__table *t);
 bool shmreg__usage_pin_fits_budget_locked(const struct shmreg__table *t, size_t bytes);
 
 /* Fail with NO_MEMORY: a demanded pin of `bytes` of a window with holes
- * would pass the pin budget; the message names the region and the budget. */
+ * would pass the pin budget; the message names the region and the budget,
+ * and says "limit of" as every limit's refusal does (a server maps those
+ * to 429). */
 shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, size_t bytes);
 
 /* Give back what shmreg__usage_take_locked took. */

@@ -218,15 +218,15 @@ static void test_pin_budget(void **state)
     assert_false(shmreg__usage_pin_fits_budget_locked(&t, 11));
     assert_fails(shmreg__usage_refuse_pin_locked(&t, "out", 11), SHMREG_ERR_NO_MEMORY,
                  "cannot pin shared memory region 'out': its window has pages the client never populated, which "
-                 "pinning would allocate on the server, and its 11 bytes would pass the pin budget of 1073741824 "
-                 "bytes (SHMREG_AUTO_PIN_BUDGET; 1073741814 pinned). Write every page first, raise "
+                 "pinning would allocate on the server, and 11 more pinned bytes would pass the pin budget, a "
+                 "limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET; 1073741814 pinned). Write every page first, raise "
                  "max_pinned_bytes, or register without SHMREG_PIN");
     /* max_pinned_bytes, when set, is the budget. */
     t.limits.pinned_bytes = 4 * SHMREG_AUTO_PIN_BUDGET;
     assert_int_equal(shmreg__usage_pin_budget(&t), 4 * SHMREG_AUTO_PIN_BUDGET);
     assert_true(shmreg__usage_pin_fits_budget_locked(&t, 2 * SHMREG_AUTO_PIN_BUDGET));
     assert_fails_containing(shmreg__usage_refuse_pin_locked(&t, "out", 4 * SHMREG_AUTO_PIN_BUDGET),
-                            SHMREG_ERR_NO_MEMORY, "pin budget of 4294967296 bytes (max_pinned_bytes;");
+                            SHMREG_ERR_NO_MEMORY, "pin budget, a limit of 4294967296 (max_pinned_bytes;");
 }
 
 static void test_decide_pin(void **state)
@@ -335,9 +335,9 @@ static void test_budget_bounds_windows_with_holes(void **state)
     assert_pinned(reg, "b", 4 * MIB, false);
     assert_fails(shmreg_register_system(reg, "c", key, 6 * MIB, 4 * MIB, SHMREG_PIN), SHMREG_ERR_NO_MEMORY,
                  "cannot pin shared memory region 'c': its window has pages the client never populated, which "
-                 "pinning would allocate on the server, and its 4194304 bytes would pass the pin budget of 8388608 "
-                 "bytes (max_pinned_bytes; 6291456 pinned). Write every page first, raise max_pinned_bytes, or "
-                 "register without SHMREG_PIN");
+                 "pinning would allocate on the server, and 4194304 more pinned bytes would pass the pin budget, a "
+                 "limit of 8388608 (max_pinned_bytes; 6291456 pinned). Write every page first, raise "
+                 "max_pinned_bytes, or register without SHMREG_PIN");
     assert_int_equal(fp_counts().pins, 1);
     assert_int_equal(pinned_bytes_of(reg), 6 * MIB);
     assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
@@ -408,12 +408,12 @@ static void test_sparse_32_gib(void **state)
         r.flags = SHMREG_PIN;
         snprintf(how, sizeof how, "%s, SHMREG_PIN:", what);
         assert_int_equal(timed_register(reg, &r, how), SHMREG_ERR_NO_MEMORY);
-        assert_true(strstr(shmreg_last_error(), "pin budget of 1073741824 bytes (SHMREG_AUTO_PIN_BUDGET") != NULL);
+        assert_true(strstr(shmreg_last_error(), "pin budget, a limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET") != NULL);
         r.flags = 0;
         reg = registry_with(t, SHMREG_PIN_ALWAYS, 0);
         snprintf(how, sizeof how, "%s, PIN_ALWAYS:", what);
         assert_int_equal(timed_register(reg, &r, how), SHMREG_ERR_NO_MEMORY);
-        assert_true(strstr(shmreg_last_error(), "pin budget of 1073741824 bytes") != NULL);
+        assert_true(strstr(shmreg_last_error(), "pin budget, a limit of 1073741824") != NULL);
         assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
     }
     assert_int_equal(fp_counts().pins, 0);
