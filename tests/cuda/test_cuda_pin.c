@@ -4,6 +4,8 @@
  * before it unmaps, and (issue 18) that a window with holes is pinned within
  * the pin budget and copied at the pinned rate. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -259,6 +261,73 @@ static void test_sparse_32_gib_is_not_pinned(void **state)
     tu_shm_unlink(key);
 }
 
+/* What another thread's copies see while a registration pins a window
+ * with holes: the pin runs in the registering call and holds no lock of the
+ * registry (tests/security/test_pin_rules.c proves that on the CPU), but
+ * cudaHostRegister itself may hold the driver's. A request's copy is the
+ * stand-in: 1 MiB host to device from page-locked memory, in a loop. */
+#define COPY_SIZE ((size_t)1 << 20)
+
+struct copier {
+    void *dev, *host;
+    atomic_int phase; /* 0: alone, 1: during the pin, 2: stop */
+    unsigned n[2];
+    double max_ms[2], sum_ms[2];
+};
+
+static void *copy_loop(void *arg)
+{
+    struct copier *c = arg;
+    int phase;
+    while ((phase = atomic_load(&c->phase)) < 2) {
+        double t0 = now_s();
+        if (cudaMemcpy(c->dev, c->host, COPY_SIZE, cudaMemcpyHostToDevice) != cudaSuccess)
+            break;
+        double ms = (now_s() - t0) * 1e3;
+        /* Counted in the phase it started in. */
+        c->n[phase]++;
+        c->sum_ms[phase] += ms;
+        c->max_ms[phase] = ms > c->max_ms[phase] ? ms : c->max_ms[phase];
+    }
+    return NULL;
+}
+
+static void test_pin_with_holes_beside_copies(void **state)
+{
+    struct fixture *f = *state;
+    const size_t size = SHMREG_AUTO_PIN_BUDGET;
+    char key[64];
+    holes_object(key, size);
+    struct copier c = {0};
+    gt_cuda_ok(cudaMalloc(&c.dev, COPY_SIZE));
+    gt_cuda_ok(cudaMallocHost(&c.host, COPY_SIZE));
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, copy_loop, &c), 0);
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    atomic_store(&c.phase, 1);
+    double t0 = now_s();
+    assert_ok(shmreg_register_system(f->reg, "big", key, 0, size, 0));
+    double pin_ms = (now_s() - t0) * 1e3;
+    atomic_store(&c.phase, 2);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    shmreg_region *ref = NULL;
+    shmreg_view view;
+    assert_ok(shmreg_acquire(f->reg, "big", 0, size, &ref, &view));
+    assert_int_equal(view.pinned, 1);
+    shmreg_release(ref);
+    assert_ok(shmreg_unregister(f->reg, "big", SHMREG_KIND_SYSTEM));
+    assert_ok(shmreg_registry_trim(f->reg));
+    gt_cuda_ok(cudaFreeHost(c.host));
+    gt_cuda_ok(cudaFree(c.dev));
+    tu_shm_unlink(key);
+    assert_true(c.n[0] > 0);
+    printf("pin-holes: AUTO pin of a never-written 1 GiB window: %.0f ms; another thread's 1 MiB H2D copies: "
+           "alone %u, mean %.3f ms, max %.3f ms; during the pin %u, mean %.3f ms, max %.3f ms\n",
+           pin_ms, c.n[0], c.n[0] ? c.sum_ms[0] / c.n[0] : 0, c.max_ms[0], c.n[1],
+           c.n[1] ? c.sum_ms[1] / c.n[1] : 0, c.max_ms[1]);
+}
+
 #define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -282,6 +351,7 @@ int main(void)
         TEST(test_last_release_unpins),
         TEST(test_window_with_holes_is_pinned),
         TEST(test_sparse_32_gib_is_not_pinned),
+        TEST(test_pin_with_holes_beside_copies),
     };
     return cmocka_run_group_tests_name("cuda_pin", tests, NULL, NULL) ? 1 : 0;
 }
