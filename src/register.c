@@ -97,7 +97,10 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct
                                struct shmreg__usage *want, bool may_wait, shmreg_err *err,
                                struct shmreg__mapping **evicted)
 {
-    bool budgeted = a->pin && (a->pin_optional || a->holes);
+    /* AUTO's pin always; a demanded pin of a window with holes where no
+     * max_pinned_bytes bounds it already (usage_take refuses it then, with
+     * the limit's own message, which servers and clients know). */
+    bool budgeted = a->pin && (a->pin_optional || (a->holes && t->limits.pinned_bytes == 0));
     if (budgeted && !shmreg__usage_pin_fits_budget_locked(t, want->pinned_bytes)) {
         if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
             return true;

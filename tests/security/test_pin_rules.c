@@ -322,7 +322,9 @@ static void test_windows_with_holes_are_pinned(void **state)
 
 /* Past the budget: AUTO registers the window unpinned, a demanded pin is
  * refused with the budget in its message, and neither pins anything. The
- * budget counts what is already pinned. */
+ * budget counts what is already pinned. With max_pinned_bytes set, that is
+ * the budget, and the demanded pin gets the limit's own refusal; with it 0,
+ * SHMREG_AUTO_PIN_BUDGET is, named as such. */
 static void test_budget_bounds_windows_with_holes(void **state)
 {
     struct ut *t = *state;
@@ -333,13 +335,31 @@ static void test_budget_bounds_windows_with_holes(void **state)
     assert_ok(shmreg_register_system(reg, "b", key, 6 * MIB, 4 * MIB, 0)); /* 10 MiB > 8 */
     assert_pinned(reg, "a", 6 * MIB, true);
     assert_pinned(reg, "b", 4 * MIB, false);
+    /* max_pinned_bytes is the budget: its own refusal. */
     assert_fails(shmreg_register_system(reg, "c", key, 6 * MIB, 4 * MIB, SHMREG_PIN), SHMREG_ERR_NO_MEMORY,
-                 "cannot pin shared memory region 'c': its window has pages the client never populated, which "
-                 "pinning would allocate on the server, and 4194304 more pinned bytes would pass the pin budget, a "
-                 "limit of 8388608 (max_pinned_bytes; 6291456 pinned). Write every page first, raise "
-                 "max_pinned_bytes, or register without SHMREG_PIN");
+                 "cannot register shared memory region 'c': 4194304 more pinned bytes would pass this registry's "
+                 "limit of 8388608 (6291456 in use)");
     assert_int_equal(fp_counts().pins, 1);
     assert_int_equal(pinned_bytes_of(reg), 6 * MIB);
+    assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
+    tu_shm_unlink(key);
+
+    /* The default budget: the fake pins nothing, so a 1 GiB window costs
+     * nothing here. */
+    sparse_object(key, GIB + 4 * MIB, 0);
+    reg = registry_with(t, SHMREG_PIN_AUTO, 0);
+    assert_ok(shmreg_register_system(reg, "a", key, 0, GIB - MIB, 0));
+    assert_pinned(reg, "a", GIB - MIB, true);
+    assert_ok(shmreg_register_system(reg, "b", key, GIB, 2 * MIB, 0));
+    assert_pinned(reg, "b", 2 * MIB, false);
+    assert_fails(shmreg_register_system(reg, "c", key, GIB, 2 * MIB, SHMREG_PIN), SHMREG_ERR_NO_MEMORY,
+                 "cannot pin shared memory region 'c': its window has pages the client never populated, which "
+                 "pinning would allocate on the server, and 2097152 more pinned bytes would pass the pin budget, a "
+                 "limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET; 1072693248 pinned). Write every page first, raise "
+                 "max_pinned_bytes, or register without SHMREG_PIN");
+    assert_ok(shmreg_register_system(reg, "d", key, GIB, MIB, SHMREG_PIN)); /* fits exactly */
+    assert_pinned(reg, "d", MIB, true);
+    assert_int_equal(pinned_bytes_of(reg), GIB);
     assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_ANY));
     tu_shm_unlink(key);
 }
