@@ -46,12 +46,14 @@ __all__ = [
 
 # ------------------------------------------------------------------- errors
 
-# The table of docs/errors.md (reply.c, http_status_from_shmreg): Triton's
+# The table of server/src/core/triton.h (tests/python/test_status_table.py
+# checks this copy against it): Triton's
 # statuses where Triton has one, since clients test for them. By class name,
 # so that a code this module does not know still answers 500.
 _STATUS_BY_ERROR = (
     ("InvalidArgument", 400), ("AlreadyExists", 400), ("OutOfBounds", 400), ("Busy", 400),
     ("NotFound", 404), ("WrongKind", 404),  # the name is not one of this endpoint's kind
+    ("Fault", 400),  # the client truncated its own region
     ("Unsupported", 501), ("NoMemory", 507), ("OutOfMemory", 507),
 )
 
