@@ -717,26 +717,31 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
 
-/* ------------------------- sealed memfd regions over a Unix socket (1.1) */
+/* ------------------------------------ the memfd-region wire format (1.1) */
 
 /*
- * The client side of registering a sealed memfd with a server that listens
- * on an AF_UNIX SOCK_SEQPACKET socket (the example frontend's --uds PATH).
- * The wire format, for clients in other languages (all integers in host
- * byte order: both ends are on one machine):
+ * How a client asks a server over an AF_UNIX socket to register a window of a
+ * sealed memfd, and how the server answers. Both halves are here: the
+ * client's (shmreg_memfd_create, shmreg_send_region, 1.1) and the server's
+ * (shmreg_recv_region, shmreg_answer_region, 1.2); who may connect and how
+ * many regions a peer may hold is the server's policy, not the format's.
+ * The socket is SOCK_SEQPACKET, so that every request and answer is one
+ * record. All integers are in host byte order: both ends are on one machine.
  *
  *   request: one shmreg_send_fd frame (8-byte header: uint32 0x46524853,
  *            uint32 payload size; then the payload) carrying the memfd, whose
  *            payload is SHMREG_REGION_REQUEST_HEADER bytes: uint32
  *            SHMREG_REGION_REQUEST_MAGIC, uint32 flags (SHMREG_READONLY,
- *            SHMREG_NO_PIN), uint64 offset, uint64 byte_size; then the
- *            region name, 1..255 bytes, not NUL-terminated.
+ *            SHMREG_NO_PIN; no other bit), uint64 offset, uint64 byte_size;
+ *            then the region name, 1..255 bytes, not NUL-terminated.
  *   answer:  one record of at most SHMREG_REGION_ANSWER_MAX bytes, ASCII:
  *            the code's name (shmreg_err_name: "SHMREG_OK",
- *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message.
+ *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message of one
+ *            line (control characters are sent as spaces).
  *
- * The server registers the window under an owner tag of that connection and
- * unregisters every region of the connection when it closes, so a client's
+ * A server typically registers the window (shmreg_register with
+ * SHMREG_SOURCE_FD) under an owner tag of the connection and unregisters
+ * every region of that tag when the connection closes, so that a client's
  * regions live exactly as long as its connection (and its process).
  */
 #define SHMREG_REGION_REQUEST_MAGIC 0x31475253u /* "SRG1" in little-endian memory */
@@ -757,8 +762,8 @@ SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_
 SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, int *fd_out);
 
 /*
- * Ask the server at the other end of `sock` (a connected SOCK_SEQPACKET
- * AF_UNIX socket) to register [offset, offset + byte_size) of fd under
+ * The client side: ask the server at the other end of `sock` (a connected
+ * SOCK_SEQPACKET AF_UNIX socket) to register [offset, offset + byte_size) of fd under
  * `name`, in the format above, and wait for its answer. OK when the server
  * registered it; otherwise the server's code, with its message as this
  * thread's shmreg_last_error(). The caller keeps fd (it may close it once
@@ -773,6 +778,50 @@ SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, i
  */
 SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, size_t offset,
                                          size_t byte_size, unsigned flags);
+
+/* A register request as shmreg_recv_region received it, validated. */
+typedef struct shmreg_region_request {
+    int fd;             /* the memfd that came with it: the caller owns it */
+    unsigned flags;     /* SHMREG_READONLY and/or SHMREG_NO_PIN, nothing else */
+    size_t offset;      /* of the window in the memfd, as sent (any value) */
+    size_t byte_size;   /* as sent (any value: registering checks it) */
+    char name[256];     /* 1..255 bytes, NUL-terminated, no control characters */
+    void *reserved_[4]; /* zeroed; room for later fields */
+} shmreg_region_request;
+
+/*
+ * 1.2. The server side: receive one register request from `sock` (a
+ * connected AF_UNIX socket; the format above) and check it: the frame
+ * (shmreg_recv_fd's rules: exactly one descriptor, a whole frame), then the
+ * payload's size, magic, flags and name. On OK, *out holds the request and
+ * out->fd a new descriptor (close-on-exec) that the caller owns and closes
+ * once it has registered the window (the registry keeps no descriptor).
+ * On failure out->fd is -1, every descriptor the message carried is closed,
+ * and the message (shmreg_last_error) is what to answer the client; on a
+ * stream socket the refused frame is read to its end, so the next call
+ * reads the next request. Blocks until a message comes, unless sock is
+ * non-blocking (then SYSTEM with EAGAIN's text when none is queued).
+ * Thread-safety: one receiver per socket at a time.
+ * Errors: INVALID_ARG (sock negative or out NULL; a payload that is not a
+ * request: shorter than its header or without a name, another magic, flags
+ * other than SHMREG_READONLY | SHMREG_NO_PIN, a name with a NUL or a control
+ * character), OUT_OF_BOUNDS (more than one descriptor, a payload longer than
+ * a request with a 255-byte name), NOT_FOUND (no descriptor), SYSTEM (the
+ * peer closed: "connection closed"; recvmsg failed; a message that is not a
+ * shmreg_send_fd frame).
+ */
+SHMREG_API shmreg_err shmreg_recv_region(int sock, shmreg_region_request *out);
+
+/*
+ * 1.2. The server side: send the answer "<shmreg_err_name(code)> <msg>" as
+ * one record on sock, cut to SHMREG_REGION_ANSWER_MAX bytes, control
+ * characters as spaces. msg NULL is "". Never blocks (MSG_DONTWAIT) and
+ * never raises SIGPIPE: a client whose socket cannot take the answer now is
+ * one to drop (SYSTEM), not one to wait for.
+ * Errors: INVALID_ARG (sock negative, a code outside shmreg_err), SYSTEM
+ * (send failed or took only part of the answer; errno's text in the message).
+ */
+SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char *msg);
 
 #ifdef __cplusplus
 }
