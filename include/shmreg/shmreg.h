@@ -246,7 +246,25 @@ typedef struct shmreg_config {
      * against max_mapped_bytes and max_pinned_bytes, and are evicted before
      * a registration is refused for lack of room. */
     size_t cache_bytes;
-    void *reserved_[8];      /* zero; room for later fields */
+    /* Since 1.2 (carved from reserved_, pointer-sized slots). Quotas per
+     * owner tag, 0 (default) = unlimited: every tag's default share of
+     * regions, mapped bytes and pinned bytes, beside the global limits
+     * above. A tag is a tenant's namespace (see shmreg_registration.tag); a
+     * registration with a tag is refused (NO_MEMORY) when it would pass its
+     * tag's quota, whatever other tags hold, and its message quotes that
+     * tag's usage only. shmreg_tag_quota_set gives one tag limits of its
+     * own. What a tag counts: its regions from registration until they are
+     * unmapped (pending and detached ones included, as the global limits
+     * count them); a cached mapping counts against no tag. Untagged
+     * registrations count against the global limits only. To make sure no
+     * tenant can make another's registration fail, size the global limits
+     * to hold the sum of the quotas (or leave them unlimited). An AUTO pin
+     * past the tag's pinned quota is dropped (registered unpinned), as past
+     * SHMREG_AUTO_PIN_BUDGET. */
+    size_t max_regions_per_tag;
+    size_t max_mapped_bytes_per_tag;
+    size_t max_pinned_bytes_per_tag;
+    void *reserved_[5];      /* zero; room for later fields */
 } shmreg_config;
 
 /* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
@@ -260,7 +278,8 @@ typedef struct shmreg_config {
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
  * pinning within SHMREG_AUTO_PIN_BUDGET, no log, no limits, sealed
- * descriptors only, background reclaim, no cache). NULL is a no-op. */
+ * descriptors only, background reclaim, no cache, no quotas). NULL is a
+ * no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -326,6 +345,43 @@ typedef struct shmreg_stats {
  * counters are consistent with each other). Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
 
+/* 1.2. The limits of one owner tag (shmreg_tag_quota_set); 0 = unlimited.
+ * Always start from shmreg_quota_init(). */
+typedef struct shmreg_quota {
+    size_t max_regions;
+    size_t max_mapped_bytes;
+    size_t max_pinned_bytes;
+    void *reserved_[5]; /* zero; room for later fields */
+} shmreg_quota;
+
+/* Fill q with the defaults (all zero: unlimited). NULL is a no-op. */
+SHMREG_API void shmreg_quota_init(shmreg_quota *q);
+
+/* 1.2. Give `tag` limits of its own instead of the config's default share
+ * (max_*_per_tag), or, with q NULL, take them away again. It applies to the
+ * tag's next registrations: regions it holds already stay, even past new
+ * lower limits. The quota is kept (and copied) until set again or the
+ * registry is destroyed, whether or not the tag holds regions. Any thread.
+ * Errors: INVALID_ARG (reg NULL, tag NULL or not a valid tag),
+ * NO_MEMORY. */
+SHMREG_API shmreg_err shmreg_tag_quota_set(shmreg_registry *reg, const char *tag, const shmreg_quota *q);
+
+/* What one owner tag holds, and the limits in force for it: its own
+ * (shmreg_tag_quota_set) or the config's default share. */
+typedef struct shmreg_tag_stats {
+    size_t regions;      /* regions of the tag still mapped: listed, pending and detached */
+    size_t mapped_bytes; /* their bytes, as max_mapped_bytes counts them */
+    size_t pinned_bytes; /* their pinned bytes */
+    size_t max_regions, max_mapped_bytes, max_pinned_bytes; /* 0 = unlimited */
+    void *reserved_[6]; /* zero; room for later counters */
+} shmreg_tag_stats;
+
+/* 1.2. A snapshot of tag's usage and limits, taken under the registry's
+ * lock (a tag with no region reads zero usage). For a server that reports
+ * each tenant its own figures. Errors: INVALID_ARG (NULL arguments, a tag
+ * that is not valid). */
+SHMREG_API shmreg_err shmreg_tag_stats_get(shmreg_registry *reg, const char *tag, shmreg_tag_stats *out);
+
 /* Since 1.1. Give back what no caller holds: wait until every region
  * released before this call is unmapped by the reclaim thread, then unmap
  * (unpin, close) every cached mapping, in the calling thread. For a server
@@ -367,7 +423,18 @@ typedef struct shmreg_registration {
     /* Owner tag, 1..255 bytes without control characters, or NULL (default).
      * A filter with a tag (shmreg_unregister_matching, shmreg_status_matching)
      * sees only the regions registered with that tag, so one client's cleanup
-     * cannot remove another client's regions. Copied. */
+     * cannot remove another client's regions. Copied.
+     * Since 1.2 a tag is also a namespace: names are per tag, so two tags may
+     * each register a region "in0", and a call with a tag finds only its
+     * own. A tagged registration is refused as ALREADY_EXISTS only when its
+     * tag holds the name, or an untagged region does (an untagged caller
+     * would find that one instead). Untagged calls keep 1.1's one
+     * namespace: an untagged registration needs the name free under every
+     * tag, and an untagged call that names a region (shmreg_acquire, and a
+     * filter without a tag) means the untagged region of that name, or else
+     * the only region of that name; when several tags hold the name and no
+     * untagged region does, it answers NOT_FOUND saying so. (1.1: a tagged
+     * registration of a name any other tag held was ALREADY_EXISTS.) */
     const char *tag;
     /* SHMREG_SOURCE_SHM */
     const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
@@ -392,11 +459,13 @@ SHMREG_API void shmreg_registration_init(shmreg_registration *r);
  *
  * Errors: INVALID_ARG (NULL or bad name, tag, key or flags, a reserved key,
  * an unknown source, an object owned by a uid the allow-list refuses),
- * ALREADY_EXISTS (the name is taken, or pending unregister: the message says
- * which, except to a registration with a tag that is not the holder's,
- * which hears only that the name is taken), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
+ * ALREADY_EXISTS (the name is taken in the registration's namespace, or
+ * pending unregister: the message says which, except to a registration with
+ * a tag that is not the holder's, which hears only that the name is taken;
+ * see shmreg_registration.tag), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
  * or allocation: the message gives the sizes), SYSTEM, CUDA, UNSUPPORTED,
- * NO_MEMORY (out of memory or over a configured limit).
+ * NO_MEMORY (out of memory, over a configured limit, or over the tag's
+ * quota; to a tagged registration the message quotes no other tag's usage).
  */
 SHMREG_API shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r);
 
@@ -522,8 +591,10 @@ typedef struct shmreg_view {
  * Lookups share no lock with each other or with register/unregister.
  *
  * out and view must not be NULL. On failure *out is NULL and *view untouched.
- * It ignores owner tags: a frontend serving several tenants acquires with
- * shmreg_acquire_matching and the caller's tag.
+ * It is an untagged call: name means the untagged region of that name, or
+ * else the only region of that name, whatever its tag (see
+ * shmreg_registration.tag). A frontend serving several tenants acquires
+ * with shmreg_acquire_matching and the caller's tag.
  * Errors: INVALID_ARG, NOT_FOUND, OUT_OF_BOUNDS (offset past the end, offset +
  * byte_size overflowing or past the end).
  */
@@ -558,7 +629,10 @@ typedef struct shmreg_filter {
     shmreg_kind kind;  /* SYSTEM or CUDA; ANY (default) passes both */
     /* Only regions registered with this owner tag, or NULL (default): no
      * restriction. A region of another tag is treated exactly as an absent
-     * one (NOT_FOUND when named), so a tenant learns nothing of others. */
+     * one (NOT_FOUND when named), so a tenant learns nothing of others.
+     * With a name: (tag, name), the tag's own namespace (1.2; see
+     * shmreg_registration.tag); without a tag, the region an untagged call
+     * means by that name. */
     const char *tag;
     void *reserved_[5]; /* zero; room for later fields */
 } shmreg_filter;
@@ -569,12 +643,13 @@ SHMREG_API void shmreg_filter_init(shmreg_filter *f);
 
 /*
  * 1.1. shmreg_acquire of the one region f selects: f->name is required; with
- * f->tag, a region registered under another tag (or none) answers exactly as
- * an absent one, NOT_FOUND with the same message, before any bounds check,
- * so a tenant learns nothing of another's regions; with f->kind SYSTEM or
+ * f->tag, the region (tag, name) (1.2: names are per tag), and a region
+ * registered under another tag (or none) answers exactly as an absent one,
+ * NOT_FOUND with the same message, before any bounds check, so a tenant
+ * learns nothing of another's regions; with f->kind SYSTEM or
  * CUDA, a region of the other kind is WRONG_KIND (after the tag check).
  * A multi-tenant frontend acquires through this call with the caller's tag.
- * The lookup is shmreg_acquire's (no lock); the filter's checks come after.
+ * The lookup takes no lock, as shmreg_acquire's; the kind check comes after.
  * Errors: as shmreg_acquire; INVALID_ARG also for a NULL filter or name, a
  * bad tag or kind; WRONG_KIND.
  */
