@@ -1,4 +1,4 @@
-"""The built-in models of the C example (server/src/models.c),
+"""The built-in models of the C example (server/src/models/models.c),
 with the same metadata, checks, messages and statistics:
 
 - simple: INPUT0 + INPUT1 -> OUTPUT0, INPUT0 - INPUT1 -> OUTPUT1, INT32

@@ -1,9 +1,9 @@
-# The GPU model 'yolo' (src/model_yolo.c): its instances and kernel when the
+# The GPU model 'yolo' (src/models/model_yolo.c): its instances and kernel when the
 # frontend is built with CUDA, a stub that reports it unavailable otherwise.
 # Sets FRONTEND_GPU_MODEL_SOURCES (for the core object library) and
 # FRONTEND_GPU_MODEL_LIBS (the kernel, a static library of its own so that
 # the core's C warning flags never reach nvcc).
-set(FRONTEND_GPU_MODEL_SOURCES src/model_yolo.c)
+set(FRONTEND_GPU_MODEL_SOURCES src/models/model_yolo.c)
 set(FRONTEND_GPU_MODEL_LIBS "")
 if(FRONTEND_CUDA_ENABLED)
   # The H200 of the benchmark is sm_90; every major architecture (and PTX for
@@ -15,7 +15,7 @@ if(FRONTEND_CUDA_ENABLED)
     set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
   endif()
   enable_language(CUDA)
-  add_library(shmreg_v2_frontend_yolo_kernel STATIC src/yolo_kernel.cu)
+  add_library(shmreg_v2_frontend_yolo_kernel STATIC src/models/yolo_kernel.cu)
   target_include_directories(shmreg_v2_frontend_yolo_kernel PRIVATE src)
   # Products and sums stay separate (the kernel uses __fmul_rn/__fadd_rn
   # anyway); no fast math: the output must match the CPU reference bit for bit.
@@ -23,10 +23,10 @@ if(FRONTEND_CUDA_ENABLED)
                          $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
   set_target_properties(shmreg_v2_frontend_yolo_kernel PROPERTIES
                         CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/gpu_instances_cuda.c)
+  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_cuda.c)
   set(FRONTEND_GPU_MODEL_LIBS shmreg_v2_frontend_yolo_kernel)
 else()
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/gpu_instances_none.c)
+  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)
 endif()
 message(STATUS "shmreg-v2-frontend: GPU model 'yolo' ${FRONTEND_CUDA_ENABLED}")
 

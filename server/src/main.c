@@ -20,13 +20,13 @@
 
 #include <shmreg/shmreg.h>
 
-#include "grpc_frontend.h"
-#include "infer_core.h"
-#include "model_yolo.h"
-#include "models.h"
+#include "grpc/grpc_frontend.h"
+#include "core/infer_core.h"
+#include "models/model_yolo.h"
+#include "models/models.h"
 #include "options.h"
-#include "server.h"
-#include "uds_server.h"
+#include "http/server.h"
+#include "uds/uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a
  * last release, say) go to stderr. */

@@ -6,7 +6,7 @@
 
 #include <shmreg/shmreg.h>
 
-#include "access.h"
+#include "core/access.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-"""The GPU model's kernel (server/src/yolo_kernel.cu), compiled
+"""The GPU model's kernel (server/src/models/yolo_kernel.cu), compiled
 by g++ through the small CUDA stand-in of server/tests/
 yolo_kernel_host/ and run on the CPU, against the numpy reference
 (yolo_reference.py), bit for bit. Runs in CI, where there is no GPU: a change

@@ -1,5 +1,5 @@
 """The GPU model 'yolo' computed in numpy: what
-server/src/model_yolo.h defines, float32 products and sums in
+server/src/models/model_yolo.h defines, float32 products and sums in
 the kernel's order and one rounding to float16 at the end, so that a
 comparison with the kernel's output can be bit for bit.
 server/tests/gpu/test_gpu_model.py compares it with the model on a GPU,

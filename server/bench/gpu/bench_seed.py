@@ -8,7 +8,7 @@ Runs the seed's own perf_analyzer command,
         --concurrency-range 100 -i Grpc
 
 against server serving the built-in model 'yolo'
-(src/model_yolo.h), for system shared memory (pinned: --pin auto), CUDA
+(src/models/model_yolo.h), for system shared memory (pinned: --pin auto), CUDA
 shared memory, and system shared memory with pinning off (--pin never), on
 one GPU and, where two are visible, on two. gRPC is used when the frontend
 offers --grpc-port (it has since the gRPC service was merged), on the port

@@ -1,6 +1,6 @@
 """The GPU model 'yolo' on a GPU machine: its output against a CPU reference.
 
-server/src/model_yolo.h defines what the model computes;
+server/src/models/model_yolo.h defines what the model computes;
 server/tests/yolo_reference.py computes the same in numpy, float32 products
 and sums in the kernel's order and one rounding to float16 at the end, so the
 comparison is bit for bit. Inputs and outputs go through every path of

@@ -1,5 +1,5 @@
 /*
- * Just enough of CUDA for g++ to compile server/src/yolo_kernel.cu
+ * Just enough of CUDA for g++ to compile server/src/models/yolo_kernel.cu
  * and run it on a CPU (test_yolo_kernel_on_cpu.py): each CUDA thread of a
  * block is a std::thread, __syncthreads a barrier, __shared__ memory a static
  * (blocks run one after another). The arithmetic is the same IEEE float32

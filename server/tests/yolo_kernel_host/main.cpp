@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "yolo_kernel.cu"
+#include "models/yolo_kernel.cu"
 
 static std::vector<char> read_file(const char *path)
 {

@@ -1,0 +1,34 @@
+/* KServe v2 tensor datatypes: element sizes and JSON <-> binary elements. */
+#ifndef FRONTEND_DATATYPE_H
+#define FRONTEND_DATATYPE_H
+
+#include <stddef.h>
+
+#include "common/json_io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes per element of the datatype named name; 0 for BYTES (variable
+ * length); -1 for a name that is not a v2 datatype. */
+int datatype_size(const char *name);
+
+/* Whether elements of this datatype travel as JSON numbers or booleans
+ * (FP16, BF16 and BYTES need the binary extension or shared memory here). */
+int datatype_has_json(const char *name);
+
+/* Store the JSON element v as element i of buf (of datatype name).
+ * Returns 0, or -1 when v has the wrong type or is out of range. */
+int datatype_from_json(const char *name, const json_object *v, void *buf, size_t i);
+
+/* The n elements at buf (of datatype name) as a flat JSON array, into b:
+ * integers exactly (UINT64 past 2^63 too), floats as jbuf_double writes them.
+ * Returns 0, or -1 for a datatype without a JSON form. */
+int datatype_write_json(jbuf *b, const char *name, const void *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

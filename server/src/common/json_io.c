@@ -1,0 +1,310 @@
+/* JSON in (json-c) and out (a text buffer): json_io.h says why each. */
+#include "common/json_io.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_seq_len(const unsigned char *s, size_t left)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (left < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+int utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq_len(p + i, len - i);
+        if (n == 0)
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+/* Skip the JSON string whose opening quote is at s[i]; the index after its
+ * closing quote (json-c has checked that there is one). */
+static size_t skip_string(const char *s, size_t len, size_t i)
+{
+    for (i++; i < len && s[i] != '"'; i++)
+        if (s[i] == '\\')
+            i++;
+    return i + 1;
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Whether every integer in the (already parsed, so well-formed) text fits 64
+ * bits: json-c clamps larger ones silently. A number with a fraction or an
+ * exponent is a double and may be anything. */
+static int integers_fit(const char *s, size_t len, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < len;) {
+        if (s[i] == '"') {
+            i = skip_string(s, len, i);
+            continue;
+        }
+        if (s[i] != '-' && !is_digit(s[i])) {
+            i++;
+            continue;
+        }
+        size_t start = i, digits = i + (s[i] == '-');
+        for (i = digits; i < len && is_digit(s[i]); i++)
+            ;
+        if (i < len && (s[i] == '.' || s[i] == 'e' || s[i] == 'E')) {
+            while (i < len && (is_digit(s[i]) || strchr(".eE+-", s[i])))
+                i++;
+            continue;
+        }
+        const char *limit = s[start] == '-' ? "9223372036854775808" : "18446744073709551615";
+        size_t n = i - digits, limit_len = strlen(limit);
+        if (n > limit_len || (n == limit_len && memcmp(s + digits, limit, n) > 0)) {
+            snprintf(err, errlen, "failed to parse the request JSON buffer: too big integer "
+                                  "%.*s%s at %zu (it does not fit 64 bits)",
+                     (int)(i - start > 24 ? 24 : i - start), s + start,
+                     i - start > 24 ? "..." : "", start);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+json_object *json_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    if (len > INT_MAX) { /* json-c reads at most INT_MAX bytes at once */
+        snprintf(err, errlen, "request JSON size of %zu bytes is more than the JSON parser "
+                              "takes (%d)", len, INT_MAX);
+        return NULL;
+    }
+    struct json_tokener *tok = json_tokener_new();
+    if (!tok) {
+        snprintf(err, errlen, "out of memory parsing the request JSON buffer");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *j = json_tokener_parse_ex(tok, text, (int)len);
+    enum json_tokener_error e = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    if (!j || e != json_tokener_success) {
+        /* continue: the text ended inside a value (json-c waits for more) */
+        snprintf(err, errlen, "failed to parse the request JSON buffer: %s at %zu",
+                 e == json_tokener_continue ? "unexpected end of the text"
+                                            : json_tokener_error_desc(e), end);
+        json_object_put(j);
+        j = NULL;
+    } else if (end < len) {
+        snprintf(err, errlen, "failed to parse the request JSON buffer: the document root must "
+                              "not be followed by other values at %zu", end);
+        json_object_put(j);
+        j = NULL;
+    } else if (!integers_fit(text, len, err, errlen)) {
+        json_object_put(j);
+        j = NULL;
+    }
+    json_tokener_free(tok);
+    return j;
+}
+
+void jobj_add(json_object *o, const char *key, json_object *v)
+{
+    if (!o || json_object_object_add(o, key, v) != 0)
+        json_object_put(v);
+}
+
+void jarr_add(json_object *a, json_object *v)
+{
+    if (!a || json_object_array_add(a, v) != 0)
+        json_object_put(v);
+}
+
+int json_get_u64(const json_object *v, uint64_t *out)
+{
+    if (!json_object_is_type(v, json_type_int))
+        return -1;
+    /* json-c keeps integers as int64 or, above INT64_MAX, uint64: the signed
+     * read is negative exactly for the negative ones. */
+    if (json_object_get_int64(v) < 0)
+        return -2;
+    *out = json_object_get_uint64(v);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+void jbuf_reserve(jbuf *b, size_t more)
+{
+    if (b->failed || more <= b->cap - b->len)
+        return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < more) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = 1;
+            return;
+        }
+        cap *= 2;
+    }
+    char *grown = realloc(b->text, cap);
+    if (!grown) {
+        b->failed = 1;
+        return;
+    }
+    b->text = grown;
+    b->cap = cap;
+}
+
+void jbuf_raw(jbuf *b, const char *s, size_t len)
+{
+    jbuf_reserve(b, len + 1); /* + 1: jbuf_take's NUL */
+    if (b->failed)
+        return;
+    memcpy(b->text + b->len, s, len);
+    b->len += len;
+}
+
+void jbuf_lit(jbuf *b, const char *s)
+{
+    jbuf_raw(b, s, strlen(s));
+}
+
+/* One character that JSON needs escaped, or a byte that is not UTF-8. */
+static void escape_one(jbuf *b, unsigned char c, int invalid)
+{
+    char esc[8];
+    if (invalid)
+        jbuf_lit(b, "\\ufffd");
+    else if (c == '"' || c == '\\')
+        jbuf_raw(b, (const char[]){'\\', (char)c}, 2);
+    else {
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+        jbuf_raw(b, esc, 6);
+    }
+}
+
+void jbuf_str(jbuf *b, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strlen(s), run = 0; /* bytes at p[i - run] that need no escape */
+    jbuf_raw(b, "\"", 1);
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq_len(p + i, len - i);
+        if (n == 1 && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\') {
+            i++, run++;
+            continue;
+        }
+        if (n > 1) {
+            i += n, run += n;
+            continue;
+        }
+        jbuf_raw(b, (const char *)p + i - run, run);
+        run = 0;
+        escape_one(b, p[i], n == 0);
+        i++;
+    }
+    jbuf_raw(b, (const char *)p + len - run, run);
+    jbuf_raw(b, "\"", 1);
+}
+
+void jbuf_u64(jbuf *b, uint64_t v)
+{
+    char digits[20];
+    size_t n = 0;
+    do
+        digits[sizeof digits - ++n] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    jbuf_raw(b, digits + sizeof digits - n, n);
+}
+
+void jbuf_i64(jbuf *b, int64_t v)
+{
+    if (v < 0) {
+        jbuf_raw(b, "-", 1);
+        jbuf_u64(b, (uint64_t)0 - (uint64_t)v); /* INT64_MIN too */
+    } else {
+        jbuf_u64(b, (uint64_t)v);
+    }
+}
+
+void jbuf_double(jbuf *b, double v)
+{
+    if (isnan(v)) {
+        jbuf_lit(b, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        jbuf_lit(b, v < 0 ? "-Infinity" : "Infinity");
+        return;
+    }
+    /* The fewest of 15, 16 or 17 significant digits that read back as v:
+     * 0.1 rather than 0.10000000000000001; 17 always do. */
+    char text[32];
+    int n = 0;
+    for (int digits = 15; digits <= 17; digits++) {
+        n = snprintf(text, sizeof text, "%.*g", digits, v);
+        if (digits == 17 || strtod(text, NULL) == v)
+            break;
+    }
+    jbuf_raw(b, text, (size_t)n);
+    if (!strpbrk(text, ".eE")) /* a real stays a real: 1.0, not 1 */
+        jbuf_raw(b, ".0", 2);
+}
+
+void jbuf_json(jbuf *b, json_object *j)
+{
+    size_t len;
+    const char *s = json_object_to_json_string_length(
+        j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    if (!s)
+        b->failed = 1;
+    else
+        jbuf_raw(b, s, len);
+}
+
+char *jbuf_take(jbuf *b, size_t *len)
+{
+    jbuf_reserve(b, 1);
+    if (b->failed) {
+        jbuf_free(b);
+        return NULL;
+    }
+    char *text = b->text;
+    text[b->len] = 0;
+    *len = b->len;
+    *b = (jbuf){0};
+    return text;
+}
+
+void jbuf_free(jbuf *b)
+{
+    free(b->text);
+    *b = (jbuf){0};
+}

@@ -1,0 +1,75 @@
+/* Shapes and sizes of tensors. */
+#include "common/tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/datatype.h"
+
+int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_t errlen)
+{
+    if (!json_object_is_type(shape, json_type_array)) {
+        snprintf(err, errlen, "'shape' must be an array of integers");
+        return -1;
+    }
+    size_t n = json_object_array_length(shape);
+    if (n > TENSOR_MAX_DIMS) {
+        snprintf(err, errlen, "shape has %zu dimensions; at most %d are supported", n,
+                 TENSOR_MAX_DIMS);
+        return -1;
+    }
+    t->ndims = (int)n;
+    for (int i = 0; i < t->ndims; i++) {
+        const json_object *d = json_object_array_get_idx(shape, (size_t)i);
+        uint64_t v;
+        /* A dimension past INT64_MAX can hold nothing: refused like a negative one. */
+        if (json_get_u64(d, &v) != 0 || v > INT64_MAX) {
+            snprintf(err, errlen, "'shape' must be an array of non-negative integers");
+            return -1;
+        }
+        t->shape[i] = (int64_t)v;
+    }
+    return 0;
+}
+
+void tensor_shape_write(jbuf *b, const tensor *t)
+{
+    jbuf_raw(b, "[", 1);
+    for (int i = 0; i < t->ndims; i++) {
+        if (i)
+            jbuf_raw(b, ",", 1);
+        jbuf_i64(b, t->shape[i]);
+    }
+    jbuf_raw(b, "]", 1);
+}
+
+int tensor_expected_size(const tensor *t, size_t *bytes)
+{
+    int elem = datatype_size(t->datatype);
+    if (elem <= 0)
+        return -1;
+    size_t n = (size_t)elem;
+    for (int i = 0; i < t->ndims; i++) {
+        if (t->shape[i] != 0 && n > SIZE_MAX / (size_t)t->shape[i])
+            return -1;
+        n *= (size_t)t->shape[i];
+    }
+    *bytes = n;
+    return 0;
+}
+
+const char *tensor_shape_string(const int64_t *shape, int ndims, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndims && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+    return buf;
+}
+
+void tensor_free(tensor *t)
+{
+    free(t->owned);
+    t->owned = NULL;
+}

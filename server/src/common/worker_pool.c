@@ -1,0 +1,108 @@
+/* Mutex + condition variable queue; plain and sufficient for a handful of
+ * threads that each spend milliseconds per item. */
+#include "common/worker_pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct node {
+    struct node *next;
+    void *item;
+} node;
+
+struct worker_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t ready;
+    node *head, *tail;
+    int stopping;
+    worker_fn run;
+    void *ctx;
+    unsigned n_threads;
+    pthread_t threads[];
+};
+
+static void *worker_main(void *arg)
+{
+    worker_pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->head && !p->stopping)
+            pthread_cond_wait(&p->ready, &p->lock);
+        node *n = p->head;
+        if (!n)
+            break; /* stopping and drained */
+        p->head = n->next;
+        if (!p->head)
+            p->tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+        p->run(p->ctx, n->item);
+        free(n);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx)
+{
+    worker_pool *p = calloc(1, sizeof *p + n * sizeof(pthread_t));
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->ready, NULL);
+    p->run = run;
+    p->ctx = ctx;
+    for (; p->n_threads < n; p->n_threads++) {
+        if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, p) != 0) {
+            worker_pool_stop(p, NULL);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+int worker_pool_submit(worker_pool *p, void *item)
+{
+    node *n = malloc(sizeof *n);
+    if (!n)
+        return -1;
+    *n = (node){.item = item};
+    pthread_mutex_lock(&p->lock);
+    int stopping = p->stopping;
+    if (!stopping) {
+        if (p->tail)
+            p->tail->next = n;
+        else
+            p->head = n;
+        p->tail = n;
+        pthread_cond_signal(&p->ready);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (stopping)
+        free(n);
+    return stopping ? -1 : 0;
+}
+
+void worker_pool_stop(worker_pool *p, worker_fn cancel)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    node *queued = cancel ? p->head : NULL;
+    if (cancel)
+        p->head = p->tail = NULL; /* the workers see an empty queue and exit */
+    pthread_cond_broadcast(&p->ready);
+    pthread_mutex_unlock(&p->lock);
+    while (queued) {
+        node *next = queued->next;
+        cancel(p->ctx, queued->item);
+        free(queued);
+        queued = next;
+    }
+    for (unsigned i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->ready);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

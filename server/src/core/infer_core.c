@@ -1,0 +1,280 @@
+/* The protocol-neutral half of an inference (infer_core.h says which half). */
+#include "core/infer_core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/datatype.h"
+#include "models/device_copy.h"
+#include "http/reply.h"
+
+unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* The library's failure, in the client's names (region_scope.h). */
+static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
+{
+    return infer_fail(c, http_status_from_shmreg(e), "%s", scope_message(&c->scope));
+}
+
+/* Acquire the window for this request: the reference belongs to the request
+ * from here on (*ref is lent for guarded copies), and view->addr stays
+ * mapped until its response has been sent. */
+static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
+                               shmreg_region **ref)
+{
+    if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
+        return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
+    shmreg_err e = scope_acquire(c->reg, &c->scope, w->region, w->offset, w->byte_size, ref, view);
+    if (e != SHMREG_OK)
+        return fail_shmreg(c, e);
+    if (refs_hold(c->held, *ref) != 0)
+        return infer_fail(c, 500, "out of memory holding region '%s'", w->region);
+    /* An empty window (a region named without a byte size, which Triton's
+     * HTTP reads as 0) holds no tensor: Triton refuses it with these words
+     * (its end, offset + 0 - 1, wraps past the region). */
+    if (w->byte_size == 0)
+        return infer_fail(c, 400, "Invalid offset + byte size for shared memory region: '%s'",
+                          w->region);
+    return 0;
+}
+
+/* Whether the model reaches this view where it lies. A client can truncate
+ * a named shm object under the mapping, and a CPU access to the lost pages
+ * raises SIGBUS, which would kill the server with every tenant's requests:
+ * so the CPU touches a system region only through guarded copies. A GPU
+ * model reaches a pinned system region by DMA, which reads the pages the
+ * pin holds whatever the client does to its object, and a CUDA region is
+ * device memory, which no client can shrink. */
+static int used_in_place(const infer_ctx *c, const shmreg_view *view)
+{
+    if (view->kind != SHMREG_KIND_SYSTEM)
+        return model_device_tensors(c->m);
+    return model_device_tensors(c->m) && view->pinned;
+}
+
+/* A guarded copy's failure (FAULT: the client truncated its object), with
+ * the tensor named; the library's message names the region. */
+static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const char *name)
+{
+    return infer_fail(c, http_status_from_shmreg(e), "%s '%s': %s", what, name,
+                      shmreg_last_error());
+}
+
+/* A device copy's failure, with the tensor and region named in the message. */
+static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const char *region,
+                          const char *why)
+{
+    return infer_fail(c, status, "tensor '%s' in CUDA shared memory region '%s': %s", name, region,
+                      why);
+}
+
+unsigned infer_ready(infer_ctx *c)
+{
+    return model_ready(c->m, c->err, sizeof c->err);
+}
+
+unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
+{
+    size_t expected;
+    if (datatype_size(t->datatype) == 0)
+        return 0;
+    if (tensor_expected_size(t, &expected) != 0)
+        return infer_fail(c, 400, "input '%s': shape too large", t->name);
+    if (expected != given)
+        return infer_fail(c, 400, "[request id: %s] input byte size mismatch for input '%s' for "
+                                  "model '%s'. Expected %zu, got %zu",
+                          c->request_id && *c->request_id ? c->request_id : "<id_unknown>",
+                          t->name, model_name(c->m), expected, given);
+    return 0;
+}
+
+static size_t max_copy = SIZE_MAX;
+
+void infer_limit_copies(size_t max_bytes)
+{
+    max_copy = max_bytes;
+}
+
+size_t infer_max_copy(void)
+{
+    return max_copy;
+}
+
+unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
+{
+    shmreg_view view;
+    shmreg_region *ref;
+    unsigned st = acquire_window(c, w, &view, &ref);
+    if (st)
+        return st;
+    t->byte_size = w->byte_size;
+    if (used_in_place(c, &view)) {
+        t->data = view.addr;
+        t->pinned = view.pinned;
+        t->on_device = view.kind != SHMREG_KIND_SYSTEM;
+        t->device_id = view.device_id;
+        return 0;
+    }
+    /* issue 11: a region may be far larger than any body; the copy is what
+     * the server pays for, so it is bounded as a body is. */
+    if (t->byte_size > max_copy)
+        return infer_fail(c, 400, "input '%s' takes %zu bytes of shared memory region '%s', more "
+                                  "than this server copies for one tensor (%zu, --max-body-mb)",
+                          t->name, t->byte_size, w->region, max_copy);
+    t->owned = malloc(t->byte_size ? t->byte_size : 1);
+    if (!t->owned)
+        return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
+    if (view.kind == SHMREG_KIND_SYSTEM) {
+        shmreg_err e = shmreg_copy_from_view(ref, &view, 0, t->owned, t->byte_size);
+        if (e != SHMREG_OK)
+            return fail_guarded(c, e, "input", t->name);
+        t->data = t->owned;
+        return 0;
+    }
+    char why[512];
+    st = device_copy_to_host(t->owned, view.addr, t->byte_size, view.device_id, why, sizeof why);
+    if (st)
+        return fail_copy(c, st, t->name, w->region, why);
+    t->data = t->owned;
+    return 0;
+}
+
+unsigned infer_bind(infer_ctx *c, const tensor **ordered)
+{
+    if (model_bind_inputs(c->m, c->in, c->n_in, ordered, c->err, sizeof c->err) != 0)
+        return 400;
+    model_describe_outputs(c->m, ordered, c->out);
+    return 0;
+}
+
+int infer_output_index(const infer_ctx *c, const char *name)
+{
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (strcmp(c->out[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* An output is computed into a buffer (allocate_outputs) and copied into its
+ * region after the model has run (outputs_to_regions), unless the model
+ * writes the region where it lies (used_in_place). */
+unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
+{
+    tensor *t = &c->out[i];
+    if (place == PLACE_SHM) {
+        /* The whole window the client declared is acquired, not just the
+         * bytes the output fills: one that runs past the region's end is
+         * refused with Triton's "Invalid offset + byte size" even when the
+         * tensor would fit, as Triton refuses it; and before the size
+         * check, in Triton's order (its bounds at parse, the size when the
+         * output is allocated). */
+        shmreg_view view;
+        shmreg_region *ref;
+        c->out_place[i] = PLACE_SHM;
+        unsigned st = acquire_window(c, w, &view, &ref);
+        if (st)
+            return st;
+        if (w->byte_size < t->byte_size)
+            return infer_fail(c, 400, "shared memory size specified with the request for output "
+                                      "'%s' (%zu bytes) should be at least %zu bytes to hold the "
+                                      "results", t->name, w->byte_size, t->byte_size);
+        /* The model would write through a mapping without write access: a
+         * SIGSEGV for a system region, a failed copy for a CUDA one. Refused
+         * here, before any model runs; the reference just taken is the
+         * request's and is released with the others when the reply is sent. */
+        if (!view.writable)
+            return infer_fail(c, 400, "output '%s' cannot be written to shared memory region "
+                                      "'%s': it was registered read-only", t->name, w->region);
+        if (used_in_place(c, &view)) {
+            t->data = view.addr; /* a GPU model writes its region itself */
+            t->pinned = view.pinned;
+            t->on_device = view.kind != SHMREG_KIND_SYSTEM;
+            t->device_id = view.device_id;
+        } else {
+            c->out_view[i] = view;
+            c->out_ref[i] = ref;
+            c->out_region[i] = w->region;
+        }
+        return 0;
+    }
+    if (place == PLACE_JSON && !datatype_has_json(t->datatype))
+        return infer_fail(c, 400, "output '%s' is %s: request it as binary data or in shared "
+                                  "memory", t->name, t->datatype);
+    c->out_place[i] = place;
+    return 0;
+}
+
+/* Outputs the model does not write in place (staged for a region, in the
+ * response or not requested) get a buffer. */
+static unsigned allocate_outputs(infer_ctx *c)
+{
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        tensor *t = &c->out[i];
+        if (c->out_place[i] == PLACE_SHM && !c->out_region[i])
+            continue;
+        t->owned = malloc(t->byte_size ? t->byte_size : 1);
+        if (!t->owned)
+            return infer_fail(c, 500, "out of memory for output '%s'", t->name);
+        t->data = t->owned;
+    }
+    return 0;
+}
+
+/* Copy the staged outputs into their regions: a guarded copy into a system
+ * region, a device copy into a CUDA one. Each copy has finished when this
+ * returns: the response that follows tells the client the bytes are there,
+ * and the references are released once it has been sent. */
+static unsigned outputs_to_regions(infer_ctx *c)
+{
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        const shmreg_view *v = &c->out_view[i];
+        if (!c->out_region[i])
+            continue;
+        if (v->kind == SHMREG_KIND_SYSTEM) {
+            shmreg_err e = shmreg_copy_to_view(c->out_ref[i], v, 0, c->out[i].data,
+                                               c->out[i].byte_size);
+            if (e != SHMREG_OK)
+                return fail_guarded(c, e, "output", c->out[i].name);
+            continue;
+        }
+        char why[512];
+        unsigned st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
+                                            v->device_id, why, sizeof why);
+        if (st)
+            return fail_copy(c, st, c->out[i].name, c->out_region[i], why);
+    }
+    return 0;
+}
+
+unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
+{
+    unsigned st = allocate_outputs(c);
+    if (st)
+        return st;
+    if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0)
+        return st;
+    return outputs_to_regions(c);
+}
+
+void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)
+{
+    for (size_t i = 0; i < c->n_in; i++)
+        tensor_free(&c->in[i]);
+    for (size_t i = 0; i < MODEL_MAX_OUTPUTS; i++)
+        tensor_free(&c->out[i]);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    model_record(c->m, st == 0,
+                 (uint64_t)(now.tv_sec - started->tv_sec) * 1000000000u +
+                     (uint64_t)(now.tv_nsec - started->tv_nsec));
+}

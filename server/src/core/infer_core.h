@@ -1,0 +1,121 @@
+/*
+ * The inference request path without its protocol: what HTTP (infer.c) and
+ * gRPC (grpc_frontend.cc) share once each has parsed its own wire format.
+ *
+ *   0. the model must be able to run now (infer_ready): the GPU model
+ *      without a device is refused before anything is parsed or acquired;
+ *   1. for every input and output placed in shared memory, shmreg_acquire the
+ *      window it names and hand the reference to the request's refs: from
+ *      here on the bytes stay mapped until the response has been sent,
+ *      whatever unregister does meanwhile (infer_input_from_window,
+ *      infer_place_output); an output's view must be writable;
+ *   2. bind the inputs to the model and describe its outputs (infer_bind);
+ *   3. run the model on those windows (infer_compute): a system region is
+ *      read and written only through the library's guarded copies (a client
+ *      may truncate its object: that request gets 400, the server lives on),
+ *      except a pinned one that a GPU model reaches by DMA; a CUDA region is
+ *      staged through a host buffer for a model on the CPU and handed over
+ *      as a device pointer to a GPU model;
+ *   4. the protocol builds its response from c->out, sends it, and its
+ *      completion callback releases the references (refs_release_all).
+ *
+ * Every failure returns an HTTP status with the message in c->err (gRPC maps
+ * the status to its code: grpc_frontend.cc) and leaves the references already
+ * taken in the request's refs, released by that same completion callback.
+ */
+#ifndef FRONTEND_INFER_CORE_H
+#define FRONTEND_INFER_CORE_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include <shmreg/shmreg.h>
+
+#include "models/models.h"
+#include "core/refs.h"
+#include "core/region_scope.h"
+#include "common/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFER_MAX_INPUTS 8
+
+/* Where an output's bytes go. */
+typedef enum placement {
+    PLACE_NONE = 0, /* not requested */
+    PLACE_JSON,     /* HTTP: elements in the JSON response */
+    PLACE_BINARY,   /* HTTP: binary data after the JSON; gRPC: raw_output_contents */
+    PLACE_SHM       /* a registered region */
+} placement;
+
+/* A tensor's window in a registered region, as the request names it. */
+typedef struct shm_window {
+    const char *region; /* NULL: the tensor is not in shared memory */
+    size_t offset, byte_size;
+} shm_window;
+
+typedef struct infer_ctx {
+    shmreg_registry *reg;
+    refs *held;                  /* the request's references: released after its response */
+    region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
+    const model *m;
+    const char *request_id;      /* the client's request id, or NULL: Triton's messages carry it */
+    tensor in[INFER_MAX_INPUTS];
+    size_t n_in;
+    tensor out[MODEL_MAX_OUTPUTS];
+    placement out_place[MODEL_MAX_OUTPUTS];
+    /* An output staged through a host buffer and copied into its region
+     * after the model has run (a CUDA region for a model on the CPU, or a
+     * system region the CPU writes: infer_core.c says why): its region's
+     * name (NULL for any other output), the window and the reference. */
+    const char *out_region[MODEL_MAX_OUTPUTS];
+    shmreg_view out_view[MODEL_MAX_OUTPUTS];
+    shmreg_region *out_ref[MODEL_MAX_OUTPUTS];
+    char err[1024];
+} infer_ctx;
+
+/* A failure: its HTTP status, with the message in c->err. */
+unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 0 when c->m can run now; else its HTTP status, the reason in c->err. */
+unsigned infer_ready(infer_ctx *c);
+/* The byte size t's datatype and shape demand, checked against what the
+ * client supplied (BYTES has no fixed size: anything goes). The message is
+ * Triton's core's, with its "[request id: ...] " prefix. */
+unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
+/* Acquire w for input t: a system region is copied to a host buffer with a
+ * guarded copy (a pinned one is handed to a GPU model where it lies); a CUDA
+ * one is copied to a host buffer first, or handed over as a device pointer
+ * to a GPU model (model_device_tensors). Call infer_check_input_size after it,
+ * before the tensor is used: Triton checks the window against its region
+ * first (a bounds error wins over a size mismatch). */
+unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
+
+/* The most bytes one request may make the server hold for a tensor it
+ * copies out of a region, or for its response (--max-body-mb, the bound on
+ * what a client may send: shared memory must not be a way around it). Set
+ * once at start, before any request; unlimited until then. */
+void infer_limit_copies(size_t max_bytes);
+size_t infer_max_copy(void);
+/* Bind c->in to the model into ordered and describe c->out. */
+unsigned infer_bind(infer_ctx *c, const tensor **ordered);
+/* The index in c->out of the output named name, or -1. */
+int infer_output_index(const infer_ctx *c, const char *name);
+/* Place output i (shared memory: checked to fit, acquired, writable). */
+unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w);
+/* Buffers for outputs not in a system region, the model (which may fail: its
+ * status, the message in c->err), the copies to CUDA regions: when this
+ * returns 0, every output is where the response says. */
+unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
+/* Free the tensors' buffers and count the request (st == 0: a success) in
+ * the model's statistics. The references stay in c->held. */
+void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

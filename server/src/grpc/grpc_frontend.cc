@@ -1,0 +1,926 @@
+/*
+ * The KServe v2 gRPC service over the registry: gRPC's callback API, with
+ * the same models, the same inference path (infer_core.h) and the same
+ * shared-memory calls as the HTTP endpoints.
+ *
+ * A call's life, for ModelInfer:
+ *   ModelInfer (a gRPC thread)  -> an InferCall reactor, queued to a worker
+ *   InferCall::run (a worker)   -> parse, acquire the regions the call names
+ *                                  (refs_hold), run the model, build the
+ *                                  response, Finish
+ *   InferCall::OnDone (gRPC)    -> after the response has been sent, or the
+ *                                  call failed or was cancelled: releases
+ *                                  every reference the call took
+ * The quick calls (health, metadata, config, statistics, shared-memory control)
+ * answer on the gRPC thread at once, as HTTP answers them on its own thread.
+ *
+ * The shared-memory calls are HTTP's, within the caller's scope
+ * (region_scope.h: with --tenants, its tenant's regions only), after the
+ * same admission (access.h: --grpc-restricted-protocol, the bearer token in
+ * "authorization" metadata); the registry is held through the C++ header
+ * <shmreg/shmreg.hpp>. The inference path is the C one the HTTP side runs
+ * (infer_core.c), its references released through refs.h.
+ *
+ * Status codes are Triton's (its GrpcStatusUtil): the library's errors map
+ * through grpc_code_from_shmreg, the inference path's HTTP statuses through
+ * grpc_code_from_http; messages are the library's and the HTTP side's, which
+ * are Triton's words where Triton has some.
+ */
+#include "grpc/grpc_frontend.h"
+
+#include <grpcpp/grpcpp.h>
+#include <shmreg/shmreg.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/access.h"
+#include "common/datatype.h"
+#include "http/endpoints.h"
+#include "core/infer_core.h"
+#include "inference.grpc.pb.h"
+#include "models/models.h"
+#include "common/worker_pool.h"
+
+namespace {
+
+namespace pb = inference;
+
+/* sizeof(cudaIpcMemHandle_t); the frontend's build may have no CUDA headers. */
+constexpr size_t kCudaIpcHandleSize = 64;
+
+/* ------------------------------------------------------------ status codes */
+
+/* Triton's codes for the library's failures (Triton's shared-memory manager
+ * raises the same conditions with these TRITONSERVER_Error codes, which its
+ * gRPC frontend maps one to one). */
+grpc::StatusCode grpc_code_from_shmreg(shmreg_err e)
+{
+    switch (e) {
+    case SHMREG_OK: return grpc::StatusCode::OK;
+    case SHMREG_ERR_INVALID_ARG:
+    case SHMREG_ERR_OUT_OF_BOUNDS:
+    case SHMREG_ERR_FAULT: return grpc::StatusCode::INVALID_ARGUMENT; /* the client truncated its region */
+    case SHMREG_ERR_ALREADY_EXISTS: return grpc::StatusCode::ALREADY_EXISTS;
+    case SHMREG_ERR_NOT_FOUND:
+    case SHMREG_ERR_WRONG_KIND: return grpc::StatusCode::NOT_FOUND;
+    /* Triton refused to unregister a region in use with an INTERNAL error. */
+    case SHMREG_ERR_BUSY: return grpc::StatusCode::INTERNAL;
+    case SHMREG_ERR_UNSUPPORTED: return grpc::StatusCode::UNIMPLEMENTED;
+    case SHMREG_ERR_NO_MEMORY: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case SHMREG_ERR_SYSTEM:
+    case SHMREG_ERR_CUDA: break;
+    }
+    return grpc::StatusCode::INTERNAL;
+}
+
+/* The inference path reports HTTP statuses (infer_core.h); Triton's HTTP
+ * and gRPC frontends derive both from one error code, so the mapping back is
+ * one to one. */
+grpc::StatusCode grpc_code_from_http(unsigned status)
+{
+    switch (status) {
+    case 200: return grpc::StatusCode::OK;
+    case 400: return grpc::StatusCode::INVALID_ARGUMENT;
+    case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
+    case 404: return grpc::StatusCode::NOT_FOUND;
+    case 413:
+    case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case 501: return grpc::StatusCode::UNIMPLEMENTED;
+    case 503: return grpc::StatusCode::UNAVAILABLE;
+    default: return grpc::StatusCode::INTERNAL;
+    }
+}
+
+/* The library's failure, with the library's message in the caller's names
+ * (region_scope.h: without its tenant's prefix). */
+grpc::Status status_of(const region_scope &scope, shmreg_err e)
+{
+    const char *message = scope_message(&scope);
+    return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
+}
+
+/* What scope_status returned, freed on every path. */
+struct status_list {
+    shmreg_region_status *st = nullptr;
+    size_t n = 0;
+    status_list() = default;
+    status_list(const status_list &) = delete;
+    status_list &operator=(const status_list &) = delete;
+    ~status_list() { shmreg_status_free(st, n); }
+};
+
+/* The caller of a call, from its metadata (access.h): the value of
+ * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
+caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a)
+{
+    const auto &md = ctx->client_metadata();
+    auto value = a.grpc.header ? md.find(a.grpc.header) : md.end();
+    auto auth = md.find("authorization");
+    caller who;
+    access_caller(&a, &a.grpc, value != md.end() ? value->second.data() : nullptr,
+                  value != md.end() ? value->second.size() : 0,
+                  auth != md.end() ? auth->second.data() : nullptr,
+                  auth != md.end() ? auth->second.size() : 0, &who);
+    return who;
+}
+
+/* Whether who may use the shared-memory calls; the refusal in *st.
+ * Triton refuses a restricted protocol with UNAVAILABLE. */
+bool refused(const caller &who, grpc::Status *st)
+{
+    char why[256];
+    unsigned http = access_refusal(&who, why, sizeof why);
+    if (http)
+        *st = grpc::Status(http == 403 ? grpc::StatusCode::UNAVAILABLE
+                                       : grpc::StatusCode::UNAUTHENTICATED,
+                           why);
+    return http != 0;
+}
+
+grpc::Status unknown_model(const std::string &name, const std::string &version)
+{
+    char message[600];
+    unknown_model_message(message, sizeof message, name.c_str(),
+                          version.empty() ? nullptr : version.c_str());
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, message);
+}
+
+/* -------------------------------------------- JSON (shared with HTTP) -> pb */
+
+/* The models' metadata and statistics are built once, as JSON, by models.c
+ * for HTTP; gRPC reads its fields from the same objects. */
+struct json_ref {
+    json_object *j;
+    explicit json_ref(json_object *v) : j(v) {}
+    ~json_ref() { json_object_put(j); }
+    json_ref(const json_ref &) = delete;
+    json_ref &operator=(const json_ref &) = delete;
+};
+
+const json_object *member(const json_object *o, const char *key)
+{
+    return json_object_object_get(o, key);
+}
+
+std::string json_str(const json_object *o, const char *key)
+{
+    const char *s = json_object_get_string(const_cast<json_object *>(member(o, key)));
+    return s ? s : "";
+}
+
+uint64_t json_u64(const json_object *o, const char *key)
+{
+    return json_object_get_uint64(member(o, key));
+}
+
+int64_t json_i64(const json_object *o, const char *key)
+{
+    return json_object_get_int64(member(o, key));
+}
+
+/* f(element) for each element of the array list (none when it is not one). */
+template <typename F> void each(const json_object *list, F f)
+{
+    if (!json_object_is_type(list, json_type_array))
+        return;
+    for (size_t i = 0; i < json_object_array_length(list); i++)
+        f(static_cast<const json_object *>(json_object_array_get_idx(list, i)));
+}
+
+void tensor_metadata(
+    const json_object *list,
+    google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
+{
+    each(list, [out](const json_object *t) {
+        auto *m = out->Add();
+        m->set_name(json_str(t, "name"));
+        m->set_datatype(json_str(t, "datatype"));
+        each(member(t, "shape"), [m](const json_object *dim) { m->add_shape(json_object_get_int64(dim)); });
+    });
+}
+
+void duration(const json_object *stats, const char *key, pb::StatisticDuration *out)
+{
+    const json_object *d = member(stats, key);
+    out->set_count(json_u64(d, "count"));
+    out->set_ns(json_u64(d, "ns"));
+}
+
+void model_statistics(const model *m, pb::ModelStatistics *out)
+{
+    json_ref j(model_stats_json(m));
+    out->set_name(json_str(j.j, "name"));
+    out->set_version(json_str(j.j, "version"));
+    out->set_last_inference(json_u64(j.j, "last_inference"));
+    out->set_inference_count(json_u64(j.j, "inference_count"));
+    out->set_execution_count(json_u64(j.j, "execution_count"));
+    const json_object *s = member(j.j, "inference_stats");
+    pb::InferStatistics *is = out->mutable_inference_stats();
+    duration(s, "success", is->mutable_success());
+    duration(s, "fail", is->mutable_fail());
+    duration(s, "queue", is->mutable_queue());
+    duration(s, "compute_input", is->mutable_compute_input());
+    duration(s, "compute_infer", is->mutable_compute_infer());
+    duration(s, "compute_output", is->mutable_compute_output());
+    duration(s, "cache_hit", is->mutable_cache_hit());
+    duration(s, "cache_miss", is->mutable_cache_miss());
+}
+
+/* Triton's model configuration of m, from the JSON the HTTP side returns. */
+void model_config(const model *m, pb::ModelConfig *out)
+{
+    json_ref j(model_config_json(m));
+    out->set_name(json_str(j.j, "name"));
+    out->set_platform(json_str(j.j, "platform"));
+    out->set_backend(json_str(j.j, "backend"));
+    out->set_max_batch_size(static_cast<int32_t>(json_i64(j.j, "max_batch_size")));
+    each(member(j.j, "input"), [out](const json_object *t) {
+        pb::ModelInput *in = out->add_input();
+        in->set_name(json_str(t, "name"));
+        pb::DataType type = pb::TYPE_INVALID;
+        pb::DataType_Parse(json_str(t, "data_type"), &type);
+        in->set_data_type(type);
+        pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
+        pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
+        in->set_format(format);
+        each(member(t, "dims"), [in](const json_object *dim) { in->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "output"), [out](const json_object *t) {
+        pb::ModelOutput *o = out->add_output();
+        o->set_name(json_str(t, "name"));
+        pb::DataType type = pb::TYPE_INVALID;
+        pb::DataType_Parse(json_str(t, "data_type"), &type);
+        o->set_data_type(type);
+        each(member(t, "dims"), [o](const json_object *dim) { o->add_dims(json_object_get_int64(dim)); });
+    });
+    each(member(j.j, "instance_group"), [out](const json_object *t) {
+        pb::ModelInstanceGroup *g = out->add_instance_group();
+        g->set_count(static_cast<int32_t>(json_i64(t, "count")));
+        pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
+        pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
+        g->set_kind(kind);
+    });
+    out->mutable_model_transaction_policy()->set_decoupled(
+        json_object_get_boolean(member(member(j.j, "model_transaction_policy"), "decoupled")));
+}
+
+/* ----------------------------------------------------------------- service */
+
+class Service;
+
+/* The parameters of a tensor that place it in shared memory, read with
+ * Triton's rules and words (its gRPC ParseSharedMemoryParams): the region is
+ * a string_param, offset and byte size are int64_params, and their bits are
+ * the protocol's unsigned 64-bit values (an offset of 2^64 - 32 travels as
+ * -32), so that every value reaches the library's bounds and overflow checks. */
+template <typename Tensor>
+unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
+{
+    *w = shm_window{};
+    const auto &params = t.parameters();
+    const char *name = t.name().c_str();
+    auto region = params.find("shared_memory_region");
+    if (region != params.end()) {
+        if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam)
+            return infer_fail(c, 400,
+                              "invalid value type for 'shared_memory_region' parameter "
+                              "for tensor '%s', expected string_param.",
+                              name);
+        w->region = region->second.string_param().c_str();
+    }
+    static const char *const keys[] = {"shared_memory_offset", "shared_memory_byte_size"};
+    size_t *values[] = {&w->offset, &w->byte_size};
+    bool has_size = false;
+    for (int k = 0; k < 2; k++) {
+        auto it = params.find(keys[k]);
+        if (it == params.end())
+            continue;
+        if (!w->region)
+            return infer_fail(c, 400,
+                              "'%s' can not be specified without 'shared_memory_region' "
+                              "parameter for tensor '%s'",
+                              keys[k], name);
+        if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param)
+            return infer_fail(c, 400,
+                              "invalid value type for '%s' parameter for tensor '%s', "
+                              "expected int64_param.",
+                              keys[k], name);
+        *values[k] = static_cast<size_t>(static_cast<uint64_t>(it->second.int64_param()));
+        has_size |= k == 1;
+    }
+    if (w->region && !has_size)
+        return infer_fail(c, 400,
+                          "'shared_memory_byte_size' must be specified along with "
+                          "'shared_memory_region' parameter for tensor '%s'",
+                          name);
+    return 0;
+}
+
+/* One ModelInfer call. Owned by gRPC from ModelInfer's return until OnDone,
+ * which deletes it. */
+class InferCall final : public grpc::ServerUnaryReactor {
+  public:
+    InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+              pb::ModelInferResponse *resp);
+    /* On a worker: everything up to Finish. After Finish the call belongs to
+     * gRPC again, so nothing here touches *this afterwards. */
+    void run();
+    /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
+    void cancel();
+    void OnDone() override;
+
+  private:
+    unsigned parse_inputs();
+    unsigned parse_outputs();
+    void build_response();
+
+    Service *service_;
+    const pb::ModelInferRequest *req_;
+    pb::ModelInferResponse *resp_;
+    refs held_{}; /* released in OnDone, after the response has been sent */
+    infer_ctx c_{};
+    struct timespec started_ {};
+};
+
+class Service final : public pb::GRPCInferenceService::CallbackService {
+  public:
+    /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
+     * (disowned, not destroyed) when the service goes. */
+    Service(shmreg_registry *reg, const frontend_options *opts) : reg_(reg), opts_(opts) {}
+    ~Service() { reg_.disown(); }
+    Service(const Service &) = delete;
+    Service &operator=(const Service &) = delete;
+
+    bool start_workers()
+    {
+        workers_ = worker_pool_start(opts_->threads, run_call, this);
+        return workers_ != nullptr;
+    }
+    /* Let calls run until deadline; then answer those still queued with
+     * UNAVAILABLE, cut the running ones short (a slow model's delay), join
+     * the workers and wait for the OnDone of every call: when this returns
+     * no call holds a reference. */
+    void stop_workers(std::chrono::system_clock::time_point deadline)
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!done_.wait_until(lock, deadline, [this] { return calls_ == 0; }))
+            models_cut_delays();
+        worker_pool *workers = workers_;
+        workers_ = nullptr; /* submit refuses from here on */
+        lock.unlock();
+        worker_pool_stop(workers, cancel_call);
+        lock.lock();
+        done_.wait(lock, [this] { return calls_ == 0; });
+    }
+
+    shmreg_registry *registry() const { return reg_.handle(); }
+
+    void call_started()
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        calls_++;
+    }
+    void call_done()
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--calls_ == 0)
+            done_.notify_all();
+    }
+
+    /* -------------------------------------------------- health, metadata */
+
+    grpc::ServerUnaryReactor *ServerLive(grpc::CallbackServerContext *ctx,
+                                         const pb::ServerLiveRequest *,
+                                         pb::ServerLiveResponse *resp) override
+    {
+        resp->set_live(true);
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ServerReady(grpc::CallbackServerContext *ctx,
+                                          const pb::ServerReadyRequest *,
+                                          pb::ServerReadyResponse *resp) override
+    {
+        resp->set_ready(true);
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    /* A model that is not served, or cannot run now (the GPU model without a
+     * device), is not ready; as in Triton, that is an answer, not an error:
+     * the reason is HTTP's (model_endpoints.c), and ModelInfer's. */
+    grpc::ServerUnaryReactor *ModelReady(grpc::CallbackServerContext *ctx,
+                                         const pb::ModelReadyRequest *req,
+                                         pb::ModelReadyResponse *resp) override
+    {
+        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        char why[600];
+        resp->set_ready(m != nullptr && model_ready(m, why, sizeof why) == 0);
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ServerMetadata(grpc::CallbackServerContext *ctx,
+                                             const pb::ServerMetadataRequest *,
+                                             pb::ServerMetadataResponse *resp) override
+    {
+        json_ref j(server_metadata_json());
+        resp->set_name(json_str(j.j, "name"));
+        resp->set_version(json_str(j.j, "version"));
+        each(member(j.j, "extensions"), [resp](const json_object *e) {
+            resp->add_extensions(json_object_get_string(const_cast<json_object *>(e)));
+        });
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ModelMetadata(grpc::CallbackServerContext *ctx,
+                                            const pb::ModelMetadataRequest *req,
+                                            pb::ModelMetadataResponse *resp) override
+    {
+        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        if (!m)
+            return answer(ctx, unknown_model(req->name(), req->version()));
+        json_ref j(model_metadata_json(m));
+        resp->set_name(json_str(j.j, "name"));
+        each(member(j.j, "versions"), [resp](const json_object *v) {
+            resp->add_versions(json_object_get_string(const_cast<json_object *>(v)));
+        });
+        resp->set_platform(json_str(j.j, "platform"));
+        tensor_metadata(member(j.j, "inputs"), resp->mutable_inputs());
+        tensor_metadata(member(j.j, "outputs"), resp->mutable_outputs());
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ModelConfig(grpc::CallbackServerContext *ctx,
+                                          const pb::ModelConfigRequest *req,
+                                          pb::ModelConfigResponse *resp) override
+    {
+        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        if (!m)
+            return answer(ctx, unknown_model(req->name(), req->version()));
+        model_config(m, resp->mutable_config());
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    grpc::ServerUnaryReactor *ModelStatistics(grpc::CallbackServerContext *ctx,
+                                              const pb::ModelStatisticsRequest *req,
+                                              pb::ModelStatisticsResponse *resp) override
+    {
+        const model *only = nullptr;
+        if (!req->name().empty()) {
+            only = model_find_version(req->name().c_str(), req->version().c_str());
+            if (!only)
+                return answer(ctx, unknown_model(req->name(), req->version()));
+        }
+        for (size_t i = 0; i < model_count(); i++)
+            if (!only || only == model_at(i))
+                model_statistics(model_at(i), resp->add_model_stats());
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    /* ---------------------------------------------------------- inference */
+
+    grpc::ServerUnaryReactor *ModelInfer(grpc::CallbackServerContext *ctx,
+                                         const pb::ModelInferRequest *req,
+                                         pb::ModelInferResponse *resp) override
+    {
+        /* deleted by its OnDone */
+        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
+        if (!submit(call))
+            call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
+        return call;
+    }
+
+    /* ------------------------------------------------------ shared memory */
+
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryStatus(grpc::CallbackServerContext *ctx,
+                             const pb::SystemSharedMemoryStatusRequest *req,
+                             pb::SystemSharedMemoryStatusResponse *resp) override
+    {
+        return status(ctx, req->name(), shmreg::kind::system,
+                      [resp](const shmreg::region_status &s) {
+                          auto &r = (*resp->mutable_regions())[s.name];
+                          r.set_name(s.name);
+                          r.set_key(s.key);
+                          r.set_offset(s.offset);
+                          r.set_byte_size(s.byte_size);
+                          r.set_in_use(s.references);
+                          r.set_pending_unregister(s.pending_unregister);
+                      });
+    }
+
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryStatus(grpc::CallbackServerContext *ctx,
+                           const pb::CudaSharedMemoryStatusRequest *req,
+                           pb::CudaSharedMemoryStatusResponse *resp) override
+    {
+        return status(ctx, req->name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
+            auto &r = (*resp->mutable_regions())[s.name];
+            r.set_name(s.name);
+            r.set_device_id(static_cast<uint64_t>(s.device_id));
+            r.set_byte_size(s.byte_size);
+            r.set_in_use(s.references);
+            r.set_pending_unregister(s.pending_unregister);
+        });
+    }
+
+    /* offset and byte_size are uint64 on the wire and reach the library as
+     * they are: its overflow and bounds checks answer, in Triton's words. */
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryRegister(grpc::CallbackServerContext *ctx,
+                               const pb::SystemSharedMemoryRegisterRequest *req,
+                               pb::SystemSharedMemoryRegisterResponse *) override
+    {
+        caller who = caller_of(ctx, opts_->access);
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
+            return answer(ctx, refusal);
+        shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
+                                             req->key().c_str(), req->offset(), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+    }
+
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryRegister(grpc::CallbackServerContext *ctx,
+                             const pb::CudaSharedMemoryRegisterRequest *req,
+                             pb::CudaSharedMemoryRegisterResponse *) override
+    {
+        caller who = caller_of(ctx, opts_->access);
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
+            return answer(ctx, refusal);
+        /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
+         * is sent; its HTTP endpoint checks the size first, and that check
+         * and its words are used here for both. */
+        if (req->raw_handle().size() != kCudaIpcHandleSize)
+            return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            "'raw_handle' must be a valid base64 encoded "
+                                            "cudaIpcMemHandle_t"));
+        if (req->device_id() < 0 || req->device_id() > 1 << 20)
+            return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            "'device_id' must be given as a non-negative integer"));
+        shmreg_err e = scope_register_cuda_ipc(
+            reg_.handle(), &who.scope, req->name().c_str(), req->raw_handle().data(),
+            req->raw_handle().size(), static_cast<int>(req->device_id()), req->byte_size());
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+    }
+
+    grpc::ServerUnaryReactor *
+    SystemSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
+                                 const pb::SystemSharedMemoryUnregisterRequest *req,
+                                 pb::SystemSharedMemoryUnregisterResponse *) override
+    {
+        return unregister(ctx, req->name(), SHMREG_KIND_SYSTEM);
+    }
+
+    grpc::ServerUnaryReactor *
+    CudaSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
+                               const pb::CudaSharedMemoryUnregisterRequest *req,
+                               pb::CudaSharedMemoryUnregisterResponse *) override
+    {
+        return unregister(ctx, req->name(), SHMREG_KIND_CUDA);
+    }
+
+  private:
+    /* Queue a call for the workers; false once stop_workers has taken them
+     * (a call can still arrive while Shutdown starts on its thread). */
+    bool submit(InferCall *call)
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        return workers_ && worker_pool_submit(workers_, call) == 0;
+    }
+
+    static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }
+    static void cancel_call(void *, void *item) { static_cast<InferCall *>(item)->cancel(); }
+
+    static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx,
+                                            const grpc::Status &st)
+    {
+        grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
+        r->Finish(st);
+        return r;
+    }
+
+    /* Triton 2.73's refusal without --allow-client-shm=true: UNSUPPORTED,
+     * which its gRPC endpoint answers as UNIMPLEMENTED. */
+    static grpc::Status client_shm_disabled()
+    {
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
+    }
+
+    enum class shm_call { status, unregister, register_ };
+
+    /* What refuses a shared-memory call before the library sees it, in the
+     * HTTP side's order (server.c, then shm_endpoints.c): a restriction or a
+     * missing token; for unregister and register, --allow-client-shm; for
+     * register, a name that is not UTF-8 (shm_name_is_valid says why). */
+    grpc::Status refusal_of(const caller &who, shm_call call, const std::string &name) const
+    {
+        grpc::Status st;
+        if (refused(who, &st) || call == shm_call::status)
+            return st;
+        if (!opts_->allow_client_shm)
+            return client_shm_disabled();
+        char why[600];
+        if (call == shm_call::register_ && !shm_name_is_valid(name.c_str(), why, sizeof why))
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+        return grpc::Status::OK;
+    }
+
+    /* An empty name is every region of the kind (in the caller's scope), as
+     * in Triton. Names are shown as the caller knows them. */
+    template <typename Fill>
+    grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
+                                     shmreg::kind kind, Fill fill)
+    {
+        caller who = caller_of(ctx, opts_->access);
+        if (grpc::Status refusal = refusal_of(who, shm_call::status, name); !refusal.ok())
+            return answer(ctx, refusal);
+        status_list list;
+        shmreg_err e =
+            scope_status(reg_.handle(), &who.scope, name.empty() ? nullptr : name.c_str(),
+                         static_cast<shmreg_kind>(kind), &list.st, &list.n);
+        if (e != SHMREG_OK)
+            return answer(ctx, status_of(who.scope, e));
+        for (size_t i = 0; i < list.n; i++) {
+            shmreg::region_status s(list.st[i]);
+            s.name = scope_client_name(&who.scope, list.st[i].name);
+            fill(s);
+        }
+        return answer(ctx, grpc::Status::OK);
+    }
+
+    /* The HTTP endpoint's rule (absent is success), from the one place that
+     * has it; its failure carries the library's message like any other. */
+    grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
+                                         shmreg_kind kind)
+    {
+        caller who = caller_of(ctx, opts_->access);
+        if (grpc::Status refusal = refusal_of(who, shm_call::unregister, name); !refusal.ok())
+            return answer(ctx, refusal);
+        shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
+                                                name.empty() ? nullptr : name.c_str(), kind);
+        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+    }
+
+    shmreg::registry reg_;
+    const frontend_options *opts_;
+    worker_pool *workers_ = nullptr;
+    std::mutex mu_;
+    std::condition_variable done_;
+    unsigned calls_ = 0; /* InferCalls between construction and OnDone */
+};
+
+/* ------------------------------------------------------------- InferCall */
+
+InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
+                     pb::ModelInferResponse *resp)
+    : service_(s), req_(req), resp_(resp)
+{
+    c_.scope = scope;
+    service_->call_started();
+    clock_gettime(CLOCK_MONOTONIC, &started_);
+    c_.reg = s->registry();
+    c_.held = &held_;
+}
+
+void InferCall::cancel()
+{
+    /* Nothing was acquired yet: run() takes the references. */
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down: the request was not started within the "
+                        "drain time"));
+}
+
+void InferCall::OnDone()
+{
+    /* The response has been sent (or the call failed or was cancelled):
+     * nothing reads or writes the call's regions any more. */
+    refs_release_all(&held_);
+    Service *s = service_;
+    delete this;
+    s->call_done();
+}
+
+unsigned InferCall::parse_inputs()
+{
+    infer_ctx *c = &c_;
+    const auto &req = *req_;
+    if (req.inputs_size() == 0)
+        return infer_fail(c, 400, "the request needs at least one input");
+    if (req.inputs_size() > INFER_MAX_INPUTS)
+        return infer_fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
+    int raw_used = 0;
+    for (int i = 0; i < req.inputs_size(); i++) {
+        const auto &in = req.inputs(i);
+        tensor *t = &c->in[i];
+        c->n_in =
+            static_cast<size_t>(i) + 1; /* counted first, so that a half-built one is freed too */
+        t->name = in.name().c_str();
+        t->datatype = in.datatype().c_str();
+        if (datatype_size(t->datatype) < 0)
+            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name,
+                              t->datatype);
+        if (in.shape_size() > TENSOR_MAX_DIMS)
+            return infer_fail(c, 400, "shape has %d dimensions; at most %d are supported",
+                              in.shape_size(), TENSOR_MAX_DIMS);
+        t->ndims = in.shape_size();
+        for (int d = 0; d < t->ndims; d++) {
+            if (in.shape(d) < 0)
+                return infer_fail(c, 400, "'shape' must be an array of non-negative integers");
+            t->shape[d] = in.shape(d);
+        }
+        shm_window w;
+        unsigned st = shm_window_from_params(c, in, &w);
+        if (st)
+            return st;
+        if (w.region) {
+            if (in.has_contents())
+                return infer_fail(c, 400,
+                                  "unexpected 'content' provided when using shared memory "
+                                  "for input tensor '%s' for model '%s'",
+                                  t->name, model_name(c->m));
+            /* the window's bounds first, then its size: Triton's order */
+            if ((st = infer_input_from_window(c, t, &w)) != 0 ||
+                (st = infer_check_input_size(c, t, w.byte_size)) != 0)
+                return st;
+            continue;
+        }
+        if (in.has_contents())
+            return infer_fail(c, 400,
+                              "input '%s': typed 'contents' are not supported by this "
+                              "server; send raw_input_contents or shared memory",
+                              t->name);
+        if (raw_used >= req.raw_input_contents_size())
+            return infer_fail(c, 400,
+                              "unable to find data for input tensor '%s' for model '%s' "
+                              "in request.",
+                              t->name, model_name(c->m));
+        const std::string &raw = req.raw_input_contents(raw_used++);
+        if ((st = infer_check_input_size(c, t, raw.size())) != 0)
+            return st;
+        /* The request message outlives the call's work (gRPC frees it after OnDone). */
+        t->data = const_cast<char *>(raw.data());
+        t->byte_size = raw.size();
+    }
+    if (raw_used != req.raw_input_contents_size())
+        return infer_fail(c, 400,
+                          "the request carries %d raw_input_contents but only %d inputs "
+                          "read from them",
+                          req.raw_input_contents_size(), raw_used);
+    return 0;
+}
+
+unsigned InferCall::parse_outputs()
+{
+    infer_ctx *c = &c_;
+    if (req_->outputs_size() == 0) { /* no list: every output, in raw_output_contents */
+        for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+            unsigned st = infer_place_output(c, i, PLACE_BINARY, nullptr);
+            if (st)
+                return st;
+        }
+        return 0;
+    }
+    for (const auto &o : req_->outputs()) {
+        int i = infer_output_index(c, o.name().c_str());
+        if (i < 0 || c->out_place[i] != PLACE_NONE)
+            return infer_fail(c, 400, "unexpected inference output '%s' for model '%s'",
+                              o.name().c_str(), model_name(c->m));
+        shm_window w;
+        unsigned st = shm_window_from_params(c, o, &w);
+        if (st)
+            return st;
+        if ((st = infer_place_output(c, static_cast<size_t>(i), w.region ? PLACE_SHM : PLACE_BINARY,
+                                     &w)) != 0)
+            return st;
+    }
+    return 0;
+}
+
+/* Every output requested, in the model's order, each with an entry in
+ * raw_output_contents (empty for one in shared memory, whose bytes are in
+ * the client's region), as Triton sends them: clients index the two lists
+ * together. */
+void InferCall::build_response()
+{
+    infer_ctx *c = &c_;
+    resp_->set_model_name(model_name(c->m));
+    resp_->set_model_version("1");
+    if (!req_->id().empty())
+        resp_->set_id(req_->id());
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        if (c->out_place[i] == PLACE_NONE)
+            continue;
+        const tensor &t = c->out[i];
+        auto *o = resp_->add_outputs();
+        o->set_name(t.name);
+        o->set_datatype(t.datatype);
+        for (int d = 0; d < t.ndims; d++)
+            o->add_shape(t.shape[d]);
+        std::string *raw = resp_->add_raw_output_contents();
+        if (c->out_place[i] == PLACE_BINARY)
+            raw->assign(static_cast<const char *>(t.data), t.byte_size);
+    }
+}
+
+void InferCall::run()
+{
+    infer_ctx *c = &c_;
+    c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
+    c->request_id = req_->id().c_str();
+    if (!c->m) {
+        Finish(unknown_model(req_->model_name(), req_->model_version()));
+        return;
+    }
+    /* A model that cannot run now is refused before anything is parsed or
+     * acquired. HTTP says 400, as Triton does for a model that is not ready;
+     * gRPC says UNAVAILABLE, Triton's code for inferring on one. */
+    if (unsigned st = infer_ready(c)) {
+        infer_finish(c, st, &started_);
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
+        return;
+    }
+    const tensor *ordered[INFER_MAX_INPUTS];
+    unsigned st;
+    if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
+        !(st = infer_compute(c, ordered)))
+        build_response();
+    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
+    infer_finish(c, st, &started_);
+    Finish(status); /* the last touch of *this: OnDone may run at once */
+}
+
+} // namespace
+
+/* ------------------------------------------------------------------ C API */
+
+struct grpc_frontend {
+    std::unique_ptr<Service> service;
+    std::unique_ptr<grpc::Server> server;
+    const frontend_options *opts;
+    int port;
+};
+
+extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg)
+{
+    auto g = std::make_unique<grpc_frontend>();
+    g->opts = opts;
+    g->service = std::make_unique<Service>(reg, opts);
+    if (!g->service->start_workers()) {
+        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", opts->threads);
+        return nullptr;
+    }
+    /* An IPv6 address goes in brackets in a gRPC target. */
+    std::string host = opts->host;
+    if (host.find(':') != std::string::npos)
+        host = "[" + host + "]";
+    grpc::ServerBuilder builder;
+    /* gRPC binds with SO_REUSEPORT by default, so a second server on a port
+     * in use would start and share it; fail instead, as the HTTP side does. */
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddListeningPort(host + ":" + std::to_string(opts->grpc_port),
+                             grpc::InsecureServerCredentials(), &g->port);
+    builder.RegisterService(g->service.get());
+    /* The same limit as an HTTP body; responses are as large as the outputs. */
+    builder.SetMaxReceiveMessageSize(opts->max_body > INT32_MAX ? INT32_MAX
+                                                                : static_cast<int>(opts->max_body));
+    builder.SetMaxSendMessageSize(INT32_MAX);
+    g->server = builder.BuildAndStart();
+    if (!g->server || g->port == 0) {
+        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u\n", opts->host,
+                     opts->grpc_port);
+        if (g->server)
+            g->server->Shutdown();
+        g->service->stop_workers(std::chrono::system_clock::now());
+        return nullptr;
+    }
+    return g.release();
+}
+
+extern "C" unsigned grpc_frontend_port(const grpc_frontend *g)
+{
+    return static_cast<unsigned>(g->port);
+}
+
+extern "C" void grpc_frontend_stop(grpc_frontend *g)
+{
+    if (!g)
+        return;
+    /* New calls are refused from here on (Shutdown, on its own thread: it
+     * returns only once every call is done); calls in flight run to their
+     * end until the deadline, after which the queued ones are answered
+     * UNAVAILABLE and the running ones cut short, instead of all being run. */
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
+    std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
+    g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
+    refuse.join();
+    g->server->Wait();
+    g->server.reset();
+    delete g;
+}

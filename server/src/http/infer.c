@@ -1,0 +1,421 @@
+/*
+ * The inference request path over HTTP, the worked example of
+ * docs/integration.md:
+ *
+ *   1. parse the JSON header (and find the binary section after it);
+ *   2. for every input and output placed in shared memory, shmreg_acquire the
+ *      window it names and hand the reference to the request (rq->held, in
+ *      infer_core.c): from here on the bytes stay mapped until the response
+ *      has been sent, whatever unregister does meanwhile; an output's view
+ *      must be writable (a region registered SHMREG_READONLY is refused with
+ *      400);
+ *   3. run the model on those windows: a system region through guarded
+ *      copies (a truncated object is a 400, not a SIGBUS), a CUDA region
+ *      staged through a host buffer (device_copy.h);
+ *   4. build the response; server.c queues it, and libmicrohttpd's completion
+ *      callback releases the references once it has been sent.
+ *
+ * Steps 2 and 3 are infer_core.c, shared with the gRPC service.
+ *
+ * Every error return leaves the references already taken in the request, so
+ * they are released by the same completion callback: there is no second
+ * release path to forget.
+ */
+#include "http/infer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/datatype.h"
+#include "http/endpoints.h"
+#include "core/infer_core.h"
+#include "models/models.h"
+#include "common/tensor.h"
+
+/* infer_fail (infer_core.h), under the short name the parsers below use. */
+#define fail infer_fail
+
+/* Member key of the object o (NULL: absent, or o is not an object). */
+static const json_object *get(const json_object *o, const char *key)
+{
+    return json_object_object_get(o, key);
+}
+
+static int is_string(const json_object *v)
+{
+    return json_object_is_type(v, json_type_string);
+}
+
+static int is_object(const json_object *v)
+{
+    return json_object_is_type(v, json_type_object);
+}
+
+static int is_array(const json_object *v)
+{
+    return json_object_is_type(v, json_type_array);
+}
+
+static const char *str(const json_object *v)
+{
+    return json_object_get_string((json_object *)v); /* json-c's getter is not const */
+}
+
+static int is_true(const json_object *v)
+{
+    return json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+/* An HTTP inference: the shared part, and the request's JSON header and
+ * binary section. */
+typedef struct http_infer {
+    infer_ctx c;
+    request *rq;
+    json_object *root;                /* the request's JSON header */
+    const char *binary;          /* binary tensor data not yet claimed by an input */
+    size_t binary_left;
+} http_infer;
+
+/* ---------------------------------------------------- shared-memory tensors */
+
+/* An unsigned 64-bit JSON integer (all of it: offsets and sizes past 2^63
+ * go on to the bounds and overflow checks, as in Triton), or -1. */
+static int json_size(const json_object *v, size_t *out)
+{
+    uint64_t u;
+    if (json_get_u64(v, &u) != 0)
+        return -1;
+    *out = (size_t)u; /* size_t is 64 bits wide on every target of this example */
+    return 0;
+}
+
+/* Read shared_memory_{region,offset,byte_size} of a tensor's parameters.
+ * Returns 0 (w->region NULL when the tensor is not in shared memory) or a
+ * status. As in Triton's HTTP: an offset or size without a region is not
+ * looked at, and a region without a size is an empty window (refused when
+ * acquired, after the region's own checks). */
+static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, const char *what,
+                                       const char *name, shm_window *w)
+{
+    *w = (shm_window){0};
+    const json_object *region = get(params, "shared_memory_region");
+    const json_object *offset = get(params, "shared_memory_offset");
+    const json_object *size = get(params, "shared_memory_byte_size");
+    if (!region)
+        return 0;
+    if (!is_string(region))
+        return fail(c, 400, "'shared_memory_region' of %s '%s' must be a string", what, name);
+    if (size && json_size(size, &w->byte_size) != 0)
+        return fail(c, 400, "'shared_memory_byte_size' of %s '%s' must be a non-negative integer",
+                    what, name);
+    if (offset && json_size(offset, &w->offset) != 0)
+        return fail(c, 400, "'shared_memory_offset' of %s '%s' must be a non-negative integer",
+                    what, name);
+    w->region = str(region);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ inputs */
+
+/* Copy nested JSON arrays of elements into buf, row-major. */
+static int flatten(const json_object *v, const char *datatype, void *buf, size_t cap, size_t *n)
+{
+    if (is_array(v)) {
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            if (flatten(json_object_array_get_idx(v, i), datatype, buf, cap, n) != 0)
+                return -1;
+        return 0;
+    }
+    if (*n == cap || datatype_from_json(datatype, v, buf, *n) != 0)
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_object *data)
+{
+    if (!datatype_has_json(t->datatype))
+        return fail(c, 400, "input '%s': %s tensors must be sent as binary data or in shared "
+                            "memory, not as JSON", t->name, t->datatype);
+    size_t expected;
+    if (tensor_expected_size(t, &expected) != 0)
+        return fail(c, 400, "input '%s': shape too large", t->name);
+    size_t elems = expected / (size_t)datatype_size(t->datatype), n = 0;
+    t->owned = malloc(expected ? expected : 1);
+    if (!t->owned)
+        return fail(c, 500, "out of memory for input '%s'", t->name);
+    if (flatten(data, t->datatype, t->owned, elems, &n) != 0 || n != elems)
+        return fail(c, 400, "unable to parse 'data' of input '%s': expected %zu %s elements "
+                            "matching its shape", t->name, elems, t->datatype);
+    t->data = t->owned;
+    t->byte_size = expected;
+    return 0;
+}
+
+static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
+{
+    infer_ctx *c = &h->c;
+    const json_object *name = get(j, "name"), *dt = get(j, "datatype");
+    const json_object *params = get(j, "parameters"), *data = get(j, "data");
+    if (!is_object(j) || !is_string(name) || !is_string(dt))
+        return fail(c, 400, "each input needs a string 'name', a string 'datatype' and a 'shape'");
+    t->name = str(name);
+    t->datatype = str(dt);
+    if (datatype_size(t->datatype) < 0)
+        return fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
+    if (tensor_shape_from_json(get(j, "shape"), t, c->err, sizeof c->err) != 0)
+        return 400;
+    if (params && !is_object(params))
+        return fail(c, 400, "'parameters' of input '%s' must be an object", t->name);
+
+    shm_window w;
+    unsigned st = shm_window_from_params(c, params, "input", t->name, &w);
+    if (st)
+        return st;
+    const json_object *binary_size = get(params, "binary_data_size");
+    int sources = (w.region != NULL) + (binary_size != NULL) + (data != NULL);
+    if (sources != 1) /* Triton's words */
+        return fail(c, 400, "Input must set only one of the following fields: 'data', "
+                            "'binary_data_size' in 'parameters', 'shared_memory_region' in "
+                            "'parameters'. But%s%s%s%s", sources ? " set" : " no field is set",
+                    data ? " 'data'" : "", binary_size ? " 'binary_data_size'" : "",
+                    w.region ? " 'shared_memory_region'" : "");
+    if (data)
+        return input_from_json_data(c, t, data);
+    if (w.region) { /* the window's bounds first, then its size: Triton's order */
+        if ((st = infer_input_from_window(c, t, &w)) != 0)
+            return st;
+        return infer_check_input_size(c, t, w.byte_size);
+    }
+    size_t n;
+    if (json_size(binary_size, &n) != 0)
+        return fail(c, 400, "'binary_data_size' of input '%s' must be a non-negative integer",
+                    t->name);
+    if (n > h->binary_left)
+        return fail(c, 400, "input '%s' claims %zu bytes of binary data but only %zu remain in "
+                            "the request", t->name, n, h->binary_left);
+    if ((st = infer_check_input_size(c, t, n)) != 0)
+        return st;
+    t->data = (void *)h->binary; /* the request body outlives the request's work */
+    t->byte_size = n;
+    h->binary += n;
+    h->binary_left -= n;
+    return 0;
+}
+
+static unsigned parse_inputs(http_infer *h)
+{
+    infer_ctx *c = &h->c;
+    const json_object *inputs = get(h->root, "inputs");
+    if (!is_array(inputs) || json_object_array_length(inputs) == 0)
+        return fail(c, 400, "the request needs a non-empty 'inputs' array");
+    if (json_object_array_length(inputs) > INFER_MAX_INPUTS)
+        return fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
+    for (size_t i = 0; i < json_object_array_length(inputs); i++) {
+        c->n_in = i + 1; /* counted before parsing, so that a half-built one is freed too */
+        unsigned st = parse_input(h, json_object_array_get_idx(inputs, i), &c->in[i]);
+        if (st)
+            return st;
+    }
+    if (h->binary_left)
+        return fail(c, 400, "the request carries %zu bytes of binary data that no input claims",
+                    h->binary_left);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- outputs */
+
+static unsigned parse_outputs(http_infer *h)
+{
+    infer_ctx *c = &h->c;
+    const json_object *params = get(h->root, "parameters");
+    int binary_all = is_true(get(params, "binary_data_output"));
+    const json_object *outputs = get(h->root, "outputs");
+    if (!outputs) { /* no list: every output, binary if the request says so */
+        for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+            unsigned st = infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
+            if (st)
+                return st;
+        }
+        return 0;
+    }
+    if (!is_array(outputs))
+        return fail(c, 400, "'outputs' must be an array");
+    for (size_t k = 0; k < json_object_array_length(outputs); k++) {
+        const json_object *j = json_object_array_get_idx(outputs, k);
+        const json_object *name = get(j, "name");
+        const json_object *oparams = get(j, "parameters");
+        if (!is_string(name))
+            return fail(c, 400, "each requested output needs a string 'name'");
+        int i = infer_output_index(c, str(name));
+        if (i < 0 || c->out_place[i] != PLACE_NONE)
+            return fail(c, 400, "unexpected inference output '%s' for model '%s'",
+                        str(name), model_name(c->m));
+        if (oparams && !is_object(oparams))
+            return fail(c, 400, "'parameters' of output '%s' must be an object",
+                        str(name));
+        shm_window w;
+        unsigned st = shm_window_from_params(c, oparams, "output", str(name), &w);
+        if (st)
+            return st;
+        const json_object *binary = get(oparams, "binary_data");
+        placement place = w.region ? PLACE_SHM
+                          : (binary ? is_true(binary) : binary_all) ? PLACE_BINARY
+                                                                         : PLACE_JSON;
+        if ((st = infer_place_output(c, (size_t)i, place, &w)) != 0)
+            return st;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- response */
+
+/* Output i's entry of the response. An output in shared memory gets no
+ * more than its name, datatype and shape: its bytes are in the region the
+ * client named. No "parameters" either, as from Triton: Triton's C++ client
+ * (under perf_analyzer) reads them as binary data. */
+static void write_output(jbuf *b, const infer_ctx *c, size_t i)
+{
+    const tensor *t = &c->out[i];
+    jbuf_lit(b, "{\"name\":");
+    jbuf_str(b, t->name);
+    jbuf_lit(b, ",\"datatype\":");
+    jbuf_str(b, t->datatype);
+    jbuf_lit(b, ",\"shape\":");
+    tensor_shape_write(b, t);
+    if (c->out_place[i] == PLACE_BINARY) {
+        jbuf_lit(b, ",\"parameters\":{\"binary_data_size\":");
+        jbuf_u64(b, t->byte_size);
+        jbuf_lit(b, "}");
+    } else if (c->out_place[i] == PLACE_JSON) {
+        /* NaN and Infinity are written as Triton writes them. */
+        jbuf_lit(b, ",\"data\":");
+        datatype_write_json(b, t->datatype, t->data,
+                            t->byte_size / (size_t)datatype_size(t->datatype));
+    }
+    jbuf_lit(b, "}");
+}
+
+/* The JSON header, written straight into the buffer the binary outputs then
+ * follow in (the order the header lists them): no tree of elements, no copy
+ * of the text (json_io.h says why). */
+/* JSON text takes at most this many bytes per byte of tensor data: a
+ * BYTES element escapes a byte as \u00XX, and no number (FP64, INT8, BOOL)
+ * takes more per byte with its comma. */
+#define JSON_BYTES_PER_DATA_BYTE 7
+
+/* An upper bound on the response's size, checked before any of it is
+ * written (issue 11: a large output as JSON used to cost ~48 bytes of
+ * server memory per byte). */
+static unsigned check_response_size(infer_ctx *c)
+{
+    size_t total = 0, max = infer_max_copy();
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        size_t n = c->out[i].byte_size;
+        if (c->out_place[i] == PLACE_JSON)
+            n = n > SIZE_MAX / JSON_BYTES_PER_DATA_BYTE ? SIZE_MAX : n * JSON_BYTES_PER_DATA_BYTE;
+        else if (c->out_place[i] != PLACE_BINARY)
+            n = 0;
+        total = n > SIZE_MAX - total ? SIZE_MAX : total + n;
+    }
+    if (total <= max)
+        return 0;
+    return fail(c, 400, "the response could take up to %zu bytes, more than this server sends "
+                        "(%zu, --max-body-mb): ask for large outputs in shared memory, or as "
+                        "binary data rather than JSON", total, max);
+}
+
+static unsigned build_response(http_infer *h, reply *out)
+{
+    infer_ctx *c = &h->c;
+    unsigned st = check_response_size(c);
+    if (st)
+        return st;
+    jbuf b = {0};
+    const json_object *id = get(h->root, "id");
+    jbuf_lit(&b, "{\"model_name\":");
+    jbuf_str(&b, model_name(c->m));
+    jbuf_lit(&b, ",\"model_version\":\"1\"");
+    if (is_string(id)) {
+        jbuf_lit(&b, ",\"id\":");
+        jbuf_str(&b, str(id));
+    }
+    jbuf_lit(&b, ",\"outputs\":[");
+    size_t binary = 0, listed = 0;
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        if (c->out_place[i] == PLACE_NONE)
+            continue;
+        if (listed++)
+            jbuf_lit(&b, ",");
+        write_output(&b, c, i);
+        if (c->out_place[i] == PLACE_BINARY)
+            binary += c->out[i].byte_size;
+    }
+    jbuf_lit(&b, "]}");
+    size_t header_len = b.len;
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (c->out_place[i] == PLACE_BINARY)
+            jbuf_raw(&b, c->out[i].data, c->out[i].byte_size);
+    size_t len;
+    char *body = jbuf_take(&b, &len);
+    if (!body)
+        return fail(c, 500, "out of memory building the response");
+    *out = (reply){.status = 200, .body = body, .len = len, .json_len = binary ? header_len : 0};
+    return 0;
+}
+
+/* ------------------------------------------------------------------- entry */
+
+static unsigned locate_header(http_infer *h)
+{
+    infer_ctx *c = &h->c;
+    request *rq = h->rq;
+    size_t header_len = rq->body_len;
+    if (rq->header_length >= 0) {
+        if ((uint64_t)rq->header_length > rq->body_len || rq->header_length == 0)
+            return fail(c, 400, "Inference-Header-Content-Length %lld is outside the request body "
+                                "of %zu bytes", (long long)rq->header_length, rq->body_len);
+        header_len = (size_t)rq->header_length;
+    }
+    h->root = json_parse(rq->body ? rq->body : "", header_len, c->err, sizeof c->err);
+    if (!h->root)
+        return 400;
+    if (!is_object(h->root))
+        return fail(c, 400, "the inference request must be a JSON object");
+    const json_object *id = get(h->root, "id");
+    c->request_id = is_string(id) ? str(id) : NULL;
+    const json_object *params = get(h->root, "parameters");
+    if (params && !is_object(params))
+        return fail(c, 400, "request 'parameters' must be an object");
+    h->binary = rq->body + header_len;
+    h->binary_left = rq->body_len - header_len;
+    return 0;
+}
+
+static unsigned run(http_infer *h, reply *out)
+{
+    infer_ctx *c = &h->c;
+    unsigned st;
+    const tensor *ordered[INFER_MAX_INPUTS];
+    if ((st = infer_ready(c)) || (st = locate_header(h)) || (st = parse_inputs(h)) ||
+        (st = infer_bind(c, ordered)) || (st = parse_outputs(h)) || (st = infer_compute(c, ordered)))
+        return st;
+    return build_response(h, out);
+}
+
+void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+{
+    http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
+                          .m = model_find_version(rt->model, rt->version)},
+                    .rq = rq};
+    if (!h.c.m) {
+        reply_unknown_model(out, rt);
+        return;
+    }
+    unsigned st = run(&h, out);
+    if (st)
+        reply_error(out, st, "%s", h.c.err);
+    infer_finish(&h.c, st, &rq->started);
+    json_object_put(h.root);
+}

@@ -1,0 +1,199 @@
+/* The /metrics page: one table of the registry's counters, one of the
+ * models' statistics, each written as HELP, TYPE and sample lines. */
+#include "http/metrics.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/json_io.h"
+#include "models/models.h"
+
+typedef enum metric_type { GAUGE, COUNTER } metric_type;
+
+/* One shmreg_stats field: the fields are size_t or uint64_t, so the table
+ * keeps each one's offset and width instead of a getter per field. */
+typedef struct registry_metric {
+    const char *name; /* counters end in _total, as Prometheus names them */
+    metric_type type;
+    const char *help;
+    size_t offset, width;
+} registry_metric;
+
+#define FIELD(f) offsetof(shmreg_stats, f), sizeof(((shmreg_stats *)0)->f)
+
+/* Every field of shmreg_stats but the reserved tail, in the header's order. */
+static const registry_metric registry_metrics[] = {
+    {"shmreg_regions", GAUGE, "Regions listed by status: registered or pending.",
+     FIELD(regions)},
+    {"shmreg_pending_regions", GAUGE,
+     "Regions unregistered under the defer policy that requests still hold.",
+     FIELD(pending_regions)},
+    {"shmreg_detached_regions", GAUGE,
+     "Regions unregistered under the detach policy, still mapped for references held.",
+     FIELD(detached_regions)},
+    {"shmreg_references", GAUGE, "References requests hold on listed regions.",
+     FIELD(references)},
+    {"shmreg_mapped_regions", GAUGE, "Regions still mapped: listed and detached.",
+     FIELD(mapped_regions)},
+    {"shmreg_mapped_bytes", GAUGE,
+     "Bytes mapped, cached and waiting for reclaim included (what --max-mapped-bytes counts).",
+     FIELD(mapped_bytes)},
+    {"shmreg_pinned_bytes", GAUGE,
+     "Bytes page-locked, cached included (what --max-pinned-bytes counts).",
+     FIELD(pinned_bytes)},
+    {"shmreg_registrations_total", COUNTER, "Successful registrations.", FIELD(registrations)},
+    {"shmreg_registration_refusals_total", COUNTER, "Registrations refused, for any reason.",
+     FIELD(refusals)},
+    {"shmreg_reclaim_waiting_bytes", GAUGE,
+     "Bytes of released regions the reclaim thread has yet to unmap.",
+     FIELD(reclaim_waiting_bytes)},
+    {"shmreg_cached_bytes", GAUGE,
+     "Bytes of mappings the registration cache keeps with no region on them.",
+     FIELD(cached_bytes)},
+    {"shmreg_cached_mappings", GAUGE, "Mappings the registration cache keeps.",
+     FIELD(cached_mappings)},
+    {"shmreg_cache_hits_total", COUNTER,
+     "Registrations that reused a cached or live mapping.", FIELD(cache_hits)},
+    {"shmreg_cache_misses_total", COUNTER,
+     "Registrations of a cacheable source that opened a new mapping.", FIELD(cache_misses)},
+    {"shmreg_cache_evictions_total", COUNTER,
+     "Cached mappings unmapped for --cache-bytes, for room, or by trim.",
+     FIELD(cache_evictions)},
+};
+
+/* One /v2/models/stats figure, found by its path in model_stats_json's
+ * tree, under Triton's metric name: dashboards made for Triton read these
+ * as they are, so they keep Triton's names (which end in neither _total nor
+ * a unit suffix Prometheus would choose). ns_to_us: Triton counts durations
+ * in microseconds where the statistics extension counts nanoseconds. */
+typedef struct model_metric {
+    const char *name;
+    const char *help;
+    const char *path[3]; /* keys from the model's object down; NULL-padded */
+    int ns_to_us;
+} model_metric;
+
+static const model_metric model_metrics[] = {
+    {"nv_inference_request_success", "Successful inference requests.",
+     {"inference_stats", "success", "count"}, 0},
+    {"nv_inference_request_failure", "Failed inference requests.",
+     {"inference_stats", "fail", "count"}, 0},
+    {"nv_inference_count", "Inferences performed (a batch of n counts n).",
+     {"inference_count", NULL, NULL}, 0},
+    {"nv_inference_exec_count", "Inference executions.", {"execution_count", NULL, NULL}, 0},
+    {"nv_inference_request_duration_us",
+     "Cumulative time of successful inference requests, in microseconds.",
+     {"inference_stats", "success", "ns"}, 1},
+    {"nv_inference_queue_duration_us",
+     "Cumulative time requests waited in a queue, in microseconds.",
+     {"inference_stats", "queue", "ns"}, 1},
+    {"nv_inference_compute_input_duration_us",
+     "Cumulative time spent on inputs, in microseconds.",
+     {"inference_stats", "compute_input", "ns"}, 1},
+    {"nv_inference_compute_infer_duration_us",
+     "Cumulative time spent running models, in microseconds.",
+     {"inference_stats", "compute_infer", "ns"}, 1},
+    {"nv_inference_compute_output_duration_us",
+     "Cumulative time spent on outputs, in microseconds.",
+     {"inference_stats", "compute_output", "ns"}, 1},
+};
+
+#define COUNT(a) (sizeof a / sizeof a[0])
+
+static void write_header(jbuf *b, const char *name, metric_type type, const char *help)
+{
+    jbuf_lit(b, "# HELP ");
+    jbuf_lit(b, name);
+    jbuf_lit(b, " ");
+    jbuf_lit(b, help); /* ours, constant: nothing to escape */
+    jbuf_lit(b, "\n# TYPE ");
+    jbuf_lit(b, name);
+    jbuf_lit(b, type == COUNTER ? " counter\n" : " gauge\n");
+}
+
+static uint64_t stats_field(const shmreg_stats *s, const registry_metric *m)
+{
+    const char *at = (const char *)s + m->offset;
+    if (m->width == sizeof(uint64_t)) {
+        uint64_t v;
+        memcpy(&v, at, sizeof v);
+        return v;
+    }
+    size_t v;
+    memcpy(&v, at, sizeof v);
+    return v;
+}
+
+static void write_registry(jbuf *b, const shmreg_stats *s)
+{
+    for (size_t i = 0; i < COUNT(registry_metrics); i++) {
+        const registry_metric *m = &registry_metrics[i];
+        write_header(b, m->name, m->type, m->help);
+        jbuf_lit(b, m->name);
+        jbuf_lit(b, " ");
+        jbuf_u64(b, stats_field(s, m));
+        jbuf_lit(b, "\n");
+    }
+}
+
+/* The number at path in a model's statistics; 0 where the tree lacks it
+ * (an allocation failed while it was built). */
+static uint64_t stat_at(json_object *j, const char *const path[3])
+{
+    for (int i = 0; i < 3 && path[i] && j; i++)
+        if (!json_object_object_get_ex(j, path[i], &j))
+            j = NULL;
+    uint64_t v = 0;
+    return j && json_get_u64(j, &v) == 0 ? v : 0;
+}
+
+/* One metric family: a sample per model. The stats trees are built once per
+ * page by the caller. Model names are the built-in ones (models.c), plain
+ * identifiers, so the label values need no escaping. */
+static void write_model_family(jbuf *b, const model_metric *m, json_object *const *stats)
+{
+    write_header(b, m->name, COUNTER, m->help);
+    for (size_t i = 0; i < model_count(); i++) {
+        uint64_t v = stat_at(stats[i], m->path);
+        jbuf_lit(b, m->name);
+        jbuf_lit(b, "{model=\"");
+        jbuf_lit(b, model_name(model_at(i)));
+        jbuf_lit(b, "\",version=\"1\"} ");
+        jbuf_u64(b, m->ns_to_us ? v / 1000 : v);
+        jbuf_lit(b, "\n");
+    }
+}
+
+/* 0, or -1 when a model's statistics could not be built. */
+static int write_models(jbuf *b)
+{
+    size_t n = model_count();
+    json_object *stats[16] = {0};
+    if (n > COUNT(stats)) /* a new built-in model must grow the array */
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        rc |= (stats[i] = model_stats_json(model_at(i))) == NULL ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < COUNT(model_metrics); i++)
+        write_model_family(b, &model_metrics[i], stats);
+    for (size_t i = 0; i < n; i++)
+        json_object_put(stats[i]);
+    return rc;
+}
+
+void metrics_handle(shmreg_registry *reg, reply *out)
+{
+    shmreg_stats s;
+    if (shmreg_registry_stats(reg, &s) != SHMREG_OK) {
+        reply_error(out, 500, "%s", shmreg_last_error());
+        return;
+    }
+    jbuf b = {0};
+    /* About 130 bytes a line and 60 lines: one allocation in the usual case. */
+    jbuf_reserve(&b, 8192);
+    write_registry(&b, &s);
+    if (write_models(&b) != 0)
+        b.failed = 1;
+    reply_text(out, &b); /* 500 with no body when the buffer failed */
+}

@@ -1,0 +1,79 @@
+/* Health, server metadata and the models' metadata, config and statistics. */
+#include "http/endpoints.h"
+
+#include "models/models.h"
+
+#include <stdio.h>
+
+json_object *server_metadata_json(void)
+{
+    static const char *const extensions[] = {"binary_tensor_data", "statistics",
+                                             "system_shared_memory", "cuda_shared_memory"};
+    json_object *j = json_object_new_object(), *ext = json_object_new_array();
+    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+        jarr_add(ext, json_object_new_string(extensions[i]));
+    jobj_add(j, "name", json_object_new_string("shmreg-v2-frontend"));
+    jobj_add(j, "version", json_object_new_string(shmreg_version()));
+    jobj_add(j, "extensions", ext);
+    return j;
+}
+
+static void model_stats(const model *m, reply *out)
+{
+    json_object *j = json_object_new_object(), *list = json_object_new_array();
+    for (size_t i = 0; i < model_count(); i++)
+        if (!m || m == model_at(i))
+            jarr_add(list, model_stats_json(model_at(i)));
+    jobj_add(j, "model_stats", list);
+    reply_json(out, 200, j);
+}
+
+/* 200 when the model can run; else (the GPU model without a GPU) 400 with
+ * the reason, where Triton answers a model that is not ready with 400. */
+static void model_ready_reply(const model *m, reply *out)
+{
+    char why[600];
+    unsigned st = model_ready(m, why, sizeof why);
+    if (st)
+        reply_error(out, st, "%s", why);
+    else
+        reply_empty(out);
+}
+
+void unknown_model_message(char *buf, size_t len, const char *name, const char *version)
+{
+    int versioned = version != NULL;
+    snprintf(buf, len, "Request for unknown model: '%s'%s%s is not found", name,
+             versioned ? " version " : "", versioned ? version : "");
+}
+
+void reply_unknown_model(reply *out, const route *rt)
+{
+    char message[600];
+    unknown_model_message(message, sizeof message, rt->model, rt->version);
+    reply_error(out, 404, "%s", message);
+}
+
+void model_endpoints_handle(const route *rt, reply *out)
+{
+    if (rt->id == ROUTE_HEALTH_LIVE || rt->id == ROUTE_HEALTH_READY) {
+        reply_empty(out);
+        return;
+    }
+    if (rt->id == ROUTE_SERVER_METADATA) {
+        reply_json(out, 200, server_metadata_json());
+        return;
+    }
+    const model *m = rt->model ? model_find_version(rt->model, rt->version) : NULL;
+    if (rt->model && !m) {
+        reply_unknown_model(out, rt);
+        return;
+    }
+    switch (rt->id) {
+    case ROUTE_MODEL_METADATA: reply_json(out, 200, model_metadata_json(m)); break;
+    case ROUTE_MODEL_READY: model_ready_reply(m, out); break;
+    case ROUTE_MODEL_CONFIG: reply_json(out, 200, model_config_json(m)); break;
+    case ROUTE_MODEL_STATS: model_stats(m, out); break;
+    default: reply_error(out, 404, "Not Found"); break;
+    }
+}

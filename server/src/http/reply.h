@@ -1,0 +1,42 @@
+/* What a handler answers: a status and a body, built here and sent by server.c. */
+#ifndef FRONTEND_REPLY_H
+#define FRONTEND_REPLY_H
+
+#include <stddef.h>
+
+#include <shmreg/shmreg.h>
+
+#include "common/json_io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct reply {
+    unsigned status;  /* HTTP status */
+    char *body;       /* malloc'ed, or NULL for an empty body */
+    size_t len;       /* bytes in body */
+    size_t json_len;  /* > 0: body is this much JSON followed by binary tensor data */
+} reply;
+
+/* The HTTP status Triton gives each library error (docs/integration.md has
+ * the table, with the gRPC codes). */
+unsigned http_status_from_shmreg(shmreg_err err);
+
+/* 200 with no body. */
+void reply_empty(reply *r);
+/* status with the JSON value j as body; takes j's reference. */
+void reply_json(reply *r, unsigned status, json_object *j);
+/* 200 with the text written into b as body; b is empty after. */
+void reply_text(reply *r, jbuf *b);
+/* status with {"error": message}. */
+void reply_error(reply *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The library's failure err, with this thread's message from the library. */
+void reply_shmreg_error(reply *r, shmreg_err err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

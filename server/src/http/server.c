@@ -1,0 +1,364 @@
+/*
+ * libmicrohttpd glue. A request's life here:
+ *   access_handler, first call   -> request_new (in_flight + 1)
+ *   access_handler, body chunks  -> request_append
+ *   access_handler, last call    -> route, handle, queue the reply
+ *   request_completed            -> request_finish: releases every region
+ *                                   reference the request took (in_flight - 1)
+ * libmicrohttpd calls request_completed after the response has been sent,
+ * or when the connection fails or the daemon stops: all paths release.
+ */
+#include "http/server.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http/endpoints.h"
+#include "http/infer.h"
+#include "http/metrics.h"
+#include "models/models.h"
+#include "http/reply.h"
+#include "http/request.h"
+#include "http/router.h"
+
+/* --http-restricted-api and --tenants: 1 with the refusal in out. */
+static int refuse_shm(const request *rq, reply *out)
+{
+    char why[256];
+    unsigned status = access_refusal(&rq->who, why, sizeof why);
+    if (status)
+        reply_error(out, status, "%s", why);
+    return status != 0;
+}
+
+/* The request's caller, from its headers (they are complete on the first
+ * call of access_handler; a worker must not read them later). */
+static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
+{
+    const access_options *a = &s->opts->access;
+    const char *value = a->http.header ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                     a->http.header)
+                                       : NULL;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    access_caller(a, &a->http, value, value ? strlen(value) : 0, auth, auth ? strlen(auth) : 0,
+                  &rq->who);
+}
+
+static void dispatch(frontend_server *s, request *rq, reply *out)
+{
+    switch (rq->rt.id) {
+    case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
+    case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
+    case ROUTE_METRICS: metrics_handle(s->registry, out); break;
+    case ROUTE_SHM_STATUS:
+    case ROUTE_SHM_REGISTER:
+    case ROUTE_SHM_UNREGISTER:
+        if (!refuse_shm(rq, out))
+            shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out);
+        break;
+    default: model_endpoints_handle(&rq->rt, out); break;
+    }
+}
+
+/* Triton's words and status (400) for a request past its
+ * --http-max-input-size; a chunked body has no length to quote. */
+static void reply_too_large(reply *out, const request *rq, size_t max_body)
+{
+    char size[48] = "more than the maximum";
+    if (rq->content_length >= 0)
+        snprintf(size, sizeof size, "%" PRId64 " bytes", rq->content_length);
+    reply_error(out, 400, "request size of %s exceeds the maximum allowed input size of %zu "
+                "bytes. Use --max-body-mb to increase the limit.", size, max_body);
+}
+
+/* Answer what can be answered at once into out and return 0; return 1 for
+ * an inference, which goes to a worker. */
+static int triage(frontend_server *s, request *rq, reply *out)
+{
+    if (atomic_load(&s->draining)) {
+        reply_error(out, 503, "the server is shutting down");
+    } else if (rq->body_too_large) {
+        reply_too_large(out, rq, s->opts->max_body);
+    } else if (rq->over_budget) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
+    } else if (rq->header_length == -2) {
+        reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer "
+                              "in decimal digits");
+    } else if (route_match(rq->url, &rq->rt) != 0) {
+        reply_error(out, 500, "out of memory");
+    } else if (rq->rt.id != ROUTE_NONE &&
+               rq->rt.post != (strcmp(rq->method, MHD_HTTP_METHOD_POST) == 0)) {
+        reply_error(out, 405, "%s is not allowed on %s", rq->method, rq->url);
+    } else if (rq->rt.id == ROUTE_MODEL_INFER) {
+        return 1;
+    } else {
+        dispatch(s, rq, out);
+    }
+    return 0;
+}
+
+/* Worker thread: run the inference, then wake the connection so that
+ * libmicrohttpd calls access_handler again to queue the answer. */
+static void run_suspended(void *ctx, void *item)
+{
+    frontend_server *s = ctx;
+    request *rq = item;
+    dispatch(s, rq, &rq->answer);
+    rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
+    MHD_resume_connection(rq->connection);
+}
+
+/* Shutdown, past the drain time: a request still queued is answered 503
+ * without running (it holds no reference yet: those are taken by the run). */
+static void cancel_queued(void *ctx, void *item)
+{
+    (void)ctx;
+    request *rq = item;
+    reply_error(&rq->answer, 503, "the server is shutting down: the request was not started "
+                                  "within the drain time");
+    rq->answered = 1;
+    MHD_resume_connection(rq->connection);
+}
+
+/* Hand the reply to libmicrohttpd, which frees its body once sent. */
+static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, reply *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->len, r->body ? r->body : "", r->body ? MHD_RESPMEM_MUST_FREE
+                                                                          : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(r->body);
+        return MHD_NO;
+    }
+    if (r->json_len) {
+        char len[32];
+        snprintf(len, sizeof len, "%zu", r->json_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", len);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    } else if (r->len && rq->rt.id == ROUTE_METRICS && r->status == 200) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, METRICS_CONTENT_TYPE);
+    } else if (r->len) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    }
+    if (r->status == 401) /* RFC 7235: a 401 names the scheme it wants */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    rq->status = r->status;
+    enum MHD_Result ok = MHD_queue_response(conn, r->status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+/* A header value of decimal digits only, as HTTP writes lengths (1*DIGIT),
+ * or -1 when absent; -2 for anything else: strtoll alone would take a sign,
+ * leading white space (a vertical tab, which libmicrohttpd keeps) and more. */
+static int64_t header_number(struct MHD_Connection *conn, const char *name)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+    if (!v)
+        return -1;
+    size_t digits = strspn(v, "0123456789");
+    /* 18 digits always fit int64_t; no body here is near 10^18 bytes. */
+    if (digits == 0 || v[digits] != 0 || digits > 18)
+        return -2;
+    return strtoll(v, NULL, 10);
+}
+
+/* A client that sends Expect: 100-continue waits for our word before it
+ * sends the body: a body that would be refused is refused now, instead of
+ * asking for it (and reading it all to refuse it after). 1 with out set, or
+ * 0: go on. A length that is absent or malformed is left to the body's end. */
+static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, const request *rq,
+                              reply *out)
+{
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    int64_t len = rq->content_length;
+    if (!expect || strcasecmp(expect, "100-continue") != 0 || len < 0)
+        return 0;
+    if ((uint64_t)len > s->opts->max_body) {
+        reply_error(out, 413, "request body of %lld bytes is larger than %zu bytes", (long long)len,
+                    s->opts->max_body);
+        return 1;
+    }
+    if (!body_budget_fits(&s->bodies, (size_t)len)) {
+        reply_error(out, 503, "the server holds %zu bytes of request bodies already "
+                              "(--max-buffered-mb); retry later", s->bodies.cap);
+        return 1;
+    }
+    return 0;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
+{
+    frontend_server *s = cls;
+    request *rq = *con_cls;
+    if (!rq) { /* headers are in: set up, body follows */
+        rq = request_new(method, url, &s->bodies);
+        if (!rq)
+            return MHD_NO;
+        rq->header_length = header_number(conn, "Inference-Header-Content-Length");
+        rq->content_length = header_number(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        read_caller(s, conn, rq);
+        *con_cls = rq;
+        reply early;
+        /* A response queued now means no 100 Continue; the body is not read. */
+        if (refuse_before_body(s, conn, rq, &early))
+            return queue_reply(conn, rq, &early);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (request_append(rq, upload_data, *upload_data_size, s->opts->max_body) != 0)
+            return MHD_NO; /* out of memory: drop the connection; completion still runs */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rq->answered) { /* back from a worker */
+        enum MHD_Result ok = queue_reply(conn, rq, &rq->answer);
+        rq->answer.body = NULL; /* libmicrohttpd owns it now */
+        return ok;
+    }
+    rq->dispatched = 1;
+    atomic_fetch_add(&s->in_flight, 1);
+    reply r;
+    if (triage(s, rq, &r) == 0)
+        return queue_reply(conn, rq, &r);
+    rq->connection = conn;
+    MHD_suspend_connection(conn); /* before submit: the worker may resume at once */
+    if (worker_pool_submit(s->workers, rq) != 0) {
+        MHD_resume_connection(conn);
+        reply_error(&rq->answer, 503, "cannot queue the request");
+        rq->answered = 1;
+    }
+    return MHD_YES;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) * 1e3 + (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    frontend_server *s = cls;
+    request *rq = *con_cls;
+    if (!rq)
+        return;
+    if (s->opts->verbose)
+        fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->log_url, rq->status, ms_since(&rq->started),
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+    int dispatched = rq->dispatched;
+    request_finish(rq); /* the lifetime rule: release when the response is done */
+    *con_cls = NULL;
+    if (dispatched)
+        atomic_fetch_sub(&s->in_flight, 1);
+}
+
+static int bind_address(const char *host, unsigned port, struct sockaddr_storage *ss,
+                        unsigned *flags)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *flags |= MHD_USE_IPv6;
+        return 0;
+    }
+    fprintf(stderr, "error: --host wants a numeric IPv4 or IPv6 address, got '%s'\n", host);
+    return -1;
+}
+
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg)
+{
+    *s = (frontend_server){.registry = reg, .opts = opts};
+    atomic_init(&s->in_flight, 0);
+    atomic_init(&s->draining, 0);
+    atomic_init(&s->bodies.used, 0);
+    s->bodies.cap = opts->max_buffered;
+    struct sockaddr_storage addr;
+    /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    if (bind_address(opts->host, opts->port, &addr, &flags) != 0)
+        return -1;
+    s->workers = worker_pool_start(opts->threads, run_suspended, s);
+    if (!s->workers) {
+        fprintf(stderr, "error: cannot start %u worker threads\n", opts->threads);
+        return -1;
+    }
+    /* One HTTP thread moves bytes and answers the quick endpoints; the
+     * workers run inferences. Connections are bounded: per client address,
+     * so that one client's idle half-open requests cannot take every
+     * connection libmicrohttpd allows, and in time, so that stalled ones go
+     * (a suspended connection, whose request a worker runs, is not idle). */
+    s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, opts->request_timeout_s,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_client_connections,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
+        worker_pool_stop(s->workers, NULL);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : opts->port;
+    return 0;
+}
+
+/* Wait until no request is in flight, or for at most ms milliseconds. */
+static void wait_in_flight(frontend_server *s, unsigned ms)
+{
+    struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+    for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < ms / 10; waited++)
+        nanosleep(&tick, NULL);
+}
+
+void server_stop(frontend_server *s)
+{
+    MHD_socket listener = MHD_quiesce_daemon(s->daemon);
+    atomic_store(&s->draining, 1);
+    /* Requests already queued or running finish and send their responses;
+     * requests arriving on kept-alive connections get 503 meanwhile. */
+    wait_in_flight(s, s->opts->drain_s * 1000);
+    if (atomic_load(&s->in_flight) > 0) {
+        fprintf(stderr, "shutdown: %u requests still in flight after %u s; stopping them\n",
+                atomic_load(&s->in_flight), s->opts->drain_s);
+        models_cut_delays(); /* the running ones answer 503 soon */
+    }
+    /* Queued requests are answered 503 and resumed, workers finish what they
+     * hold and resume those connections, so that no connection is left
+     * suspended when the daemon stops. */
+    worker_pool_stop(s->workers, cancel_queued);
+    s->workers = NULL;
+    /* A moment for those answers to go out; a client that does not read
+     * them is closed below all the same. */
+    wait_in_flight(s, 1000);
+    MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
+    if (listener != MHD_INVALID_SOCKET)
+        close(listener);        /* quiesce handed the listening socket to us */
+    s->daemon = NULL;
+}

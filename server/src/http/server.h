@@ -1,0 +1,36 @@
+/* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
+#ifndef FRONTEND_SERVER_H
+#define FRONTEND_SERVER_H
+
+#include <stdatomic.h>
+
+#include <shmreg/shmreg.h>
+
+#include "http/body_budget.h"
+#include "options.h"
+#include "http/request.h"
+#include "common/worker_pool.h"
+
+typedef struct frontend_server {
+    struct MHD_Daemon *daemon;
+    worker_pool *workers;   /* runs inference off the HTTP thread */
+    shmreg_registry *registry;
+    const frontend_options *opts;
+    /* Requests whose body is in, until their completion: what the drain
+     * waits for. An upload still arriving is not waited for: it would be
+     * answered 503 anyway. */
+    atomic_uint in_flight;
+    body_budget bodies;     /* request body bytes held, all connections together */
+    atomic_bool draining;   /* shutdown began: new requests get 503 */
+    unsigned port;          /* the port actually bound */
+} frontend_server;
+
+/* Start listening; 0 on success, -1 with a message on stderr. */
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg);
+/* Stop accepting, let in-flight requests finish (up to opts->drain_s), then
+ * answer 503 to those still queued, cut the running ones short (a slow
+ * model's delay) and stop every thread. Every request's references are
+ * released when this returns. */
+void server_stop(frontend_server *s);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * Triton's shared-memory extension over the registry:
+ *   GET  v2/{kind}sharedmemory[/region/{name}]/status
+ *   POST v2/{kind}sharedmemory/region/{name}/register
+ *   POST v2/{kind}sharedmemory[/region/{name}]/unregister
+ * with kind "system" or "cuda". Bodies are parsed with json-c; every error
+ * is {"error": "..."} with the status of http_status_from_shmreg.
+ */
+#include "http/endpoints.h"
+
+#include <resolv.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/access.h"
+#include "core/region_scope.h"
+
+/* A size field of a register body: an unsigned 64-bit JSON integer, all of
+ * it, so that the library's bounds and overflow checks answer for values
+ * past 2^63 with Triton's messages. */
+static int body_size(const json_object *body, const char *field, int required, size_t *out,
+                     reply *r)
+{
+    const json_object *v = json_object_object_get(body, field);
+    uint64_t u = 0;
+    int rc = v || required ? json_get_u64(v, &u) : 0;
+    if (rc == -2) {
+        reply_error(r, 400, "'%s' must be an unsigned integer, got the negative %lld", field,
+                    (long long)json_object_get_int64(v));
+        return -1;
+    }
+    if (rc != 0) {
+        reply_error(r, 400, "'%s' must be %san unsigned integer", field,
+                    required ? "given as " : "");
+        return -1;
+    }
+    *out = (size_t)u; /* size_t is 64 bits wide on every target of this example */
+    return 0;
+}
+
+/* The library's failure, in the client's names (region_scope.h). */
+static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
+{
+    const char *message = scope_message(scope);
+    reply_error(r, access_http_status(e, message), "%s", message);
+}
+
+static json_object *parse_body(const request *rq, reply *r)
+{
+    char err[512];
+    json_object *body = json_parse(rq->body ? rq->body : "", rq->body_len, err, sizeof err);
+    if (!body) {
+        reply_error(r, 400, "%s", err);
+        return NULL;
+    }
+    if (!json_object_is_type(body, json_type_object)) {
+        json_object_put(body);
+        reply_error(r, 400, "the register request must be a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+static const char *string_member(const json_object *o, const char *key)
+{
+    json_object *v = json_object_object_get(o, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+static void register_system(shmreg_registry *reg, const region_scope *scope, const char *name,
+                            const json_object *body, reply *r)
+{
+    const char *key = string_member(body, "key");
+    size_t offset, byte_size;
+    if (!key) { /* Triton's words when there is none */
+        reply_error(r, 400, json_object_object_get_ex(body, "key", NULL)
+                                ? "'key' must be given as a string"
+                                : "Shared memory register request has no 'key' field");
+        return;
+    }
+    if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
+        return;
+    shmreg_err e = scope_register_system(reg, scope, name, key, offset, byte_size);
+    if (e != SHMREG_OK)
+        reply_scope_error(r, scope, e);
+    else
+        reply_empty(r);
+}
+
+/* A cudaIpcMemHandle_t, as the CUDA runtime defines it. */
+#define CUDA_IPC_HANDLE_SIZE 64
+
+/* The base64 of raw_handle decoded into handle: 0, or -1 after Triton's
+ * answer to a handle that is not base64 of exactly 64 bytes. */
+static int decode_handle(const char *b64, unsigned char handle[CUDA_IPC_HANDLE_SIZE], reply *r)
+{
+    /* One byte more than a handle: b64_pton fails on a longer one instead
+     * of truncating it, and a shorter one shows in the count. */
+    unsigned char decoded[CUDA_IPC_HANDLE_SIZE + 1];
+    int n = b64_pton(b64, decoded, sizeof decoded);
+    if (n != CUDA_IPC_HANDLE_SIZE) {
+        reply_error(r, 400, "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t");
+        return -1;
+    }
+    memcpy(handle, decoded, CUDA_IPC_HANDLE_SIZE);
+    return 0;
+}
+
+static void register_cuda(shmreg_registry *reg, const region_scope *scope, const char *name,
+                          const json_object *body, reply *r)
+{
+    const char *b64 = string_member(json_object_object_get(body, "raw_handle"), "b64");
+    const json_object *device = json_object_object_get(body, "device_id");
+    uint64_t device_id;
+    size_t byte_size;
+    if (!b64) { /* Triton's words when there is none */
+        reply_error(r, 400, json_object_object_get_ex(body, "raw_handle", NULL)
+                                ? "'raw_handle' must be given as {\"b64\": \"<base64>\"}"
+                                : "Shared memory register request has no 'raw_handle' field");
+        return;
+    }
+    if (json_get_u64(device, &device_id) != 0 || device_id > 1 << 20) {
+        reply_error(r, 400, "'device_id' must be given as a non-negative integer");
+        return;
+    }
+    if (body_size(body, "byte_size", 1, &byte_size, r))
+        return;
+    unsigned char handle[CUDA_IPC_HANDLE_SIZE];
+    if (decode_handle(b64, handle, r) != 0)
+        return;
+    shmreg_err e = scope_register_cuda_ipc(reg, scope, name, handle, sizeof handle,
+                                           (int)device_id, byte_size);
+    if (e != SHMREG_OK)
+        reply_scope_error(r, scope, e);
+    else
+        reply_empty(r);
+}
+
+/* One region's status, written as text (json_io.h: a tree per region was
+ * most of the time of a status call). "in_use" is the key clients of this
+ * frontend read; its value is the references callers hold (a request holds
+ * one per tensor it places in the region), which is what the library counts. */
+static void write_status_entry(jbuf *b, const region_scope *scope,
+                               const shmreg_region_status *s)
+{
+    jbuf_lit(b, "{\"name\":");
+    jbuf_str(b, scope_client_name(scope, s->name));
+    jbuf_lit(b, ",\"byte_size\":");
+    jbuf_u64(b, s->byte_size);
+    jbuf_lit(b, ",\"in_use\":");
+    jbuf_u64(b, s->references);
+    jbuf_lit(b, s->pending_unregister ? ",\"pending_unregister\":true"
+                                      : ",\"pending_unregister\":false");
+    if (s->kind == SHMREG_KIND_SYSTEM) {
+        jbuf_lit(b, ",\"key\":");
+        jbuf_str(b, s->key ? s->key : ""); /* NULL: a memfd (--uds) */
+        jbuf_lit(b, ",\"offset\":");
+        jbuf_u64(b, s->offset);
+    } else {
+        jbuf_lit(b, ",\"device_id\":");
+        jbuf_i64(b, s->device_id);
+    }
+    jbuf_lit(b, "}");
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const shmreg_region_status *)a)->name, ((const shmreg_region_status *)b)->name);
+}
+
+static void status(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
+{
+    shmreg_region_status *st;
+    size_t count;
+    shmreg_err e = scope_status(reg, scope, rt->region, rt->kind, &st, &count);
+    if (e != SHMREG_OK) {
+        reply_scope_error(r, scope, e);
+        return;
+    }
+    /* In name order, as Triton lists them (its regions are a std::map);
+     * the library's snapshot is in table order. */
+    if (count > 1) /* st is NULL when there is none */
+        qsort(st, count, sizeof *st, by_name);
+    jbuf b = {0};
+    jbuf_reserve(&b, 128 * count + 2); /* about one entry's text each */
+    jbuf_lit(&b, "[");
+    for (size_t i = 0; i < count; i++) {
+        if (i)
+            jbuf_lit(&b, ",");
+        write_status_entry(&b, scope, &st[i]);
+    }
+    jbuf_lit(&b, "]");
+    shmreg_status_free(st, count);
+    reply_text(r, &b);
+}
+
+/* Unregistering a name that nothing holds is success, as in Triton (whose
+ * clients and tests rely on it); a name registered as the other kind is
+ * WRONG_KIND, reported with the library's message. One call tells the two
+ * apart. */
+shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
+                                    const char *name, shmreg_kind kind)
+{
+    shmreg_err e = scope_unregister(reg, scope, name, kind);
+    return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
+}
+
+static void unregister(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
+{
+    shmreg_err e = shm_unregister_as_triton(reg, scope, rt->region, rt->kind);
+    if (e == SHMREG_OK)
+        reply_empty(r);
+    else
+        reply_scope_error(r, scope, e);
+}
+
+int shm_name_is_valid(const char *name, char *err, size_t errlen)
+{
+    if (utf8_valid(name, strlen(name)))
+        return 1;
+    /* The name is echoed through jbuf_str, which shows its bad bytes as U+FFFD. */
+    snprintf(err, errlen, "cannot register shared memory region '%s': the name is not valid UTF-8",
+             name);
+    return 0;
+}
+
+static void register_region(shmreg_registry *reg, const request *rq, const route *rt, reply *r)
+{
+    char why[600];
+    /* Refused here, so that no status (HTTP or gRPC) has a name it cannot
+     * write as JSON or protobuf text (issue 11: status-of-all answered 500). */
+    if (!shm_name_is_valid(rt->region, why, sizeof why)) {
+        reply_error(r, 400, "%s", why);
+        return;
+    }
+    json_object *body = parse_body(rq, r);
+    if (!body)
+        return;
+    if (rt->kind == SHMREG_KIND_SYSTEM)
+        register_system(reg, &rq->who.scope, rt->region, body, r);
+    else
+        register_cuda(reg, &rq->who.scope, rt->region, body, r);
+    json_object_put(body);
+}
+
+void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const request *rq,
+                          const route *rt, reply *r)
+{
+    if (rt->id == ROUTE_SHM_STATUS)
+        status(reg, &rq->who.scope, rt, r);
+    else if (!allow_client_shm) /* Triton 2.73: status stays open, the rest is refused */
+        reply_error(r, http_status_from_shmreg(SHMREG_ERR_UNSUPPORTED), "%s",
+                    CLIENT_SHM_DISABLED_MESSAGE);
+    else if (rt->id == ROUTE_SHM_UNREGISTER)
+        unregister(reg, &rq->who.scope, rt, r);
+    else
+        register_region(reg, rq, rt, r);
+}

@@ -1,0 +1,34 @@
+/* gpu_instances.h for a frontend built without CUDA: the GPU model is listed
+ * and says why it cannot run. */
+#include "models/gpu_instances.h"
+
+#include <stdio.h>
+
+#define WHY "this frontend was built without CUDA (FRONTEND_WITH_CUDA=OFF, or no CUDA toolkit found)"
+
+void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
+                         const float *weights, size_t n_weights)
+{
+    fprintf(stderr, "gpu model 'yolo' is not available: %s\n", WHY);
+}
+
+void gpu_instances_stop(void)
+{
+}
+
+unsigned gpu_instances_ready(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s", WHY);
+    return 400;
+}
+
+unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices)
+{
+    *n_devices = 0;
+    return 0;
+}
+
+unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+{
+    return gpu_instances_ready(err, errlen);
+}

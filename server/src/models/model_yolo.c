@@ -1,0 +1,107 @@
+/* The yolo model's shapes, weights and run (model_yolo.h says what it computes). */
+#include "models/model_yolo.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/gpu_instances.h"
+
+static unsigned window_; /* K of model_yolo.h, from --yolo-window */
+
+static size_t anchors(int64_t h, int64_t w)
+{
+    return (size_t)((h / 8) * (w / 8) + (h / 16) * (w / 16) + (h / 32) * (w / 32));
+}
+
+static int check_input(const tensor *in, const char *model, char *err, size_t errlen)
+{
+    int64_t h = in->shape[1], w = in->shape[2];
+    if (h <= 0 || w <= 0 || h % 32 || w % 32 || h > 32768 || w > 32768) {
+        char got[128];
+        snprintf(err, errlen, "input '%s' of model '%s' must be [3,H,W] with H and W positive "
+                              "multiples of 32 (at most 32768), got %s", in->name, model,
+                 tensor_shape_string(in->shape, in->ndims, got, sizeof got));
+        return -1;
+    }
+    return 0;
+}
+
+static void describe(const tensor *const *in, tensor *out)
+{
+    size_t a = anchors(in[0]->shape[1], in[0]->shape[2]);
+    out[0] = (tensor){.name = "output0", .datatype = "FP16", .ndims = 2,
+                      .shape = {YOLO_ROWS, (int64_t)a}, .byte_size = YOLO_ROWS * a * 2};
+}
+
+static unsigned ready(char *err, size_t errlen)
+{
+    char why[400];
+    unsigned st = gpu_instances_ready(why, sizeof why);
+    if (st)
+        snprintf(err, errlen, "model 'yolo' is not available: %s", why);
+    return st;
+}
+
+static unsigned run(const tensor *const *in, tensor *out, model_phases *ph, char *err,
+                    size_t errlen)
+{
+    gpu_job job = {.in = in[0], .out = &out[0], .height = (int)in[0]->shape[1],
+                   .width = (int)in[0]->shape[2]};
+    unsigned st = gpu_instances_run(&job, ph, err, errlen);
+    if (st == 400) /* not available: say which model */
+        return ready(err, errlen) ? 400 : st;
+    return st;
+}
+
+/* Triton's config fields for where the instances run, and the window. */
+static void config(json_object *cfg)
+{
+    int devices[64];
+    unsigned n_devices = 0;
+    unsigned n = gpu_instances_placement(devices, 64, &n_devices);
+    json_object *gpus = json_object_new_array(), *groups = json_object_new_array();
+    json_object *group = json_object_new_object();
+    for (unsigned i = 0; i < n_devices; i++)
+        jarr_add(gpus, json_object_new_int(devices[i]));
+    jobj_add(group, "count", json_object_new_int(n_devices ? (int)(n / n_devices) : 0));
+    jobj_add(group, "kind", json_object_new_string("KIND_GPU"));
+    jobj_add(group, "gpus", gpus);
+    jarr_add(groups, group);
+    jobj_add(cfg, "instance_group", groups); /* replaces the CPU group */
+    char k[16];
+    snprintf(k, sizeof k, "%u", window_);
+    json_object *params = json_object_new_object(), *window = json_object_new_object();
+    jobj_add(window, "string_value", json_object_new_string(k));
+    jobj_add(params, "window", window);
+    jobj_add(cfg, "parameters", params);
+}
+
+const model_ops yolo_ops = {
+    .check_input = check_input,
+    .describe = describe,
+    .ready = ready,
+    .run = run,
+    .config = config,
+};
+
+void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window)
+{
+    window_ = window;
+    size_t taps = 3 * (size_t)window * window;
+    float *w = malloc(taps * YOLO_ROWS * sizeof *w);
+    if (w) {
+        /* w(r,t) of model_yolo.h, laid out [t][r] so that a thread reads the
+         * weights of its rows for one tap together. Exact in float32. */
+        for (size_t t = 0; t < taps; t++)
+            for (size_t r = 0; r < YOLO_ROWS; r++)
+                w[t * YOLO_ROWS + r] = (float)((long)((7 * r + 13 * t) % 17) - 8) / 64.0f;
+    }
+    gpu_instances_start(gpus, instances_per_gpu, window, w, w ? taps * YOLO_ROWS : 0);
+    free(w);
+}
+
+void yolo_stop(void)
+{
+    gpu_instances_stop();
+}

@@ -1,0 +1,422 @@
+/* The models' descriptions, kernels and statistics. */
+#include "models/models.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "models/model_ops.h"
+#include "models/model_yolo.h"
+
+typedef struct tensor_spec {
+    const char *name;
+    const char *datatype;
+    int64_t dims[3]; /* without the batch dimension; -1: any size */
+    int ndims;
+} tensor_spec;
+
+typedef void (*kernel_fn)(const tensor *const *in, tensor *out);
+
+struct model {
+    const char *name;
+    int max_batch_size; /* > 0: the first dimension is the batch */
+    int any_input;      /* identity: any datatype and shape is accepted */
+    int delayed;        /* sleeps --delay-ms before running */
+    tensor_spec inputs[2], outputs[MODEL_MAX_OUTPUTS];
+    size_t n_inputs, n_outputs;
+    kernel_fn kernel;
+    const model_ops *ops; /* a model with code of its own (model_ops.h), or NULL */
+    /* Statistics; relaxed: they are counters, nothing is published through them. */
+    _Atomic uint64_t success, success_ns, fail, fail_ns, last_ms;
+    /* A model with ops: its runs and their phases (model_phases). */
+    _Atomic uint64_t runs, queue_ns, input_ns, infer_ns, output_ns;
+};
+
+/* simple: element-wise sum and difference, wrapping like the int32 hardware
+ * would (done in uint32 so that overflow is defined). Elements may sit at
+ * any alignment in shared memory, hence memcpy. */
+static void simple_kernel(const tensor *const *in, tensor *out)
+{
+    size_t n = in[0]->byte_size / sizeof(uint32_t);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b, sum, diff;
+        memcpy(&a, (const char *)in[0]->data + i * 4, 4);
+        memcpy(&b, (const char *)in[1]->data + i * 4, 4);
+        sum = a + b;
+        diff = a - b;
+        memcpy((char *)out[0].data + i * 4, &sum, 4);
+        memcpy((char *)out[1].data + i * 4, &diff, 4);
+    }
+}
+
+/* identity: a copy; the output may be the same shared memory as the input. */
+static void identity_kernel(const tensor *const *in, tensor *out)
+{
+    memmove(out[0].data, in[0]->data, in[0]->byte_size);
+}
+
+#define SIMPLE_TENSORS                                                                          \
+    .max_batch_size = 8,                                                                        \
+    .inputs = {{"INPUT0", "INT32", {16}, 1}, {"INPUT1", "INT32", {16}, 1}}, .n_inputs = 2,      \
+    .outputs = {{"OUTPUT0", "INT32", {16}, 1}, {"OUTPUT1", "INT32", {16}, 1}}, .n_outputs = 2,  \
+    .kernel = simple_kernel
+
+static model models[] = {
+    {.name = "simple", SIMPLE_TENSORS},
+    {.name = "simple_delayed", .delayed = 1, SIMPLE_TENSORS},
+    /* identity accepts every datatype and shape; its metadata must still name
+     * one, because clients such as perf_analyzer generate data from it: FP16
+     * [3,-1,-1], the image of seed 003 (perf_analyzer --shape INPUT0:3,384,640). */
+    {.name = "identity", .any_input = 1,
+     .inputs = {{"INPUT0", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
+     .outputs = {{"OUTPUT0", "FP16", {3, -1, -1}, 3}}, .n_outputs = 1,
+     .kernel = identity_kernel},
+    /* The GPU model of seed 003's shape (model_yolo.h): listed in every
+     * build, available where CUDA is. */
+    {.name = "yolo",
+     .inputs = {{"images", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
+     .outputs = {{"output0", "FP16", {YOLO_ROWS, -1}, 2}}, .n_outputs = 1,
+     .ops = &yolo_ops},
+};
+
+static unsigned delay_ms_;
+/* simple_delayed sleeps on this, so that shutdown can cut the sleep short. */
+static pthread_mutex_t delay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t delay_cut = PTHREAD_COND_INITIALIZER;
+static int delays_cut;
+
+void models_set_delay(unsigned delay_ms)
+{
+    delay_ms_ = delay_ms;
+}
+
+void models_cut_delays(void)
+{
+    pthread_mutex_lock(&delay_lock);
+    delays_cut = 1;
+    pthread_cond_broadcast(&delay_cut);
+    pthread_mutex_unlock(&delay_lock);
+}
+
+/* Sleep --delay-ms: 0, or -1 when shutdown cut it short. The deadline is on
+ * the realtime clock, the condition variable's default: a clock step only
+ * lengthens or shortens a test model's sleep. */
+static int delay(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += delay_ms_ / 1000;
+    until.tv_nsec += (long)(delay_ms_ % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&delay_lock);
+    int rc = 0;
+    while (!delays_cut && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&delay_cut, &delay_lock, &until);
+    int cut = delays_cut;
+    pthread_mutex_unlock(&delay_lock);
+    return cut ? -1 : 0;
+}
+
+size_t model_count(void)
+{
+    return sizeof models / sizeof models[0];
+}
+
+const model *model_at(size_t i)
+{
+    return i < model_count() ? &models[i] : NULL;
+}
+
+const model *model_find(const char *name)
+{
+    for (size_t i = 0; i < model_count(); i++)
+        if (name && strcmp(models[i].name, name) == 0)
+            return &models[i];
+    return NULL;
+}
+
+const model *model_find_version(const char *name, const char *version)
+{
+    if (version && version[0] && strcmp(version, "1") != 0)
+        return NULL;
+    return model_find(name);
+}
+
+const char *model_name(const model *m)
+{
+    return m->name;
+}
+
+size_t model_n_outputs(const model *m)
+{
+    return m->n_outputs;
+}
+
+/* The shape clients see: the batch dimension first (-1) when batching. */
+static json_object *spec_shape(const model *m, const tensor_spec *s)
+{
+    json_object *a = json_object_new_array();
+    if (m->max_batch_size > 0)
+        jarr_add(a, json_object_new_int64(-1));
+    for (int i = 0; i < s->ndims; i++)
+        jarr_add(a, json_object_new_int64(s->dims[i]));
+    return a;
+}
+
+static json_object *metadata_tensors(const model *m, const tensor_spec *specs, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_new_object();
+        jobj_add(t, "name", json_object_new_string(specs[i].name));
+        jobj_add(t, "datatype", json_object_new_string(specs[i].datatype));
+        jobj_add(t, "shape", spec_shape(m, &specs[i]));
+        jarr_add(a, t);
+    }
+    return a;
+}
+
+json_object *model_metadata_json(const model *m)
+{
+    json_object *j = json_object_new_object(), *versions = json_object_new_array();
+    jarr_add(versions, json_object_new_string("1"));
+    jobj_add(j, "name", json_object_new_string(m->name));
+    jobj_add(j, "versions", versions);
+    jobj_add(j, "platform", json_object_new_string("shmreg_builtin"));
+    jobj_add(j, "inputs", metadata_tensors(m, m->inputs, m->n_inputs));
+    jobj_add(j, "outputs", metadata_tensors(m, m->outputs, m->n_outputs));
+    return j;
+}
+
+/* Triton's model-config fields that its clients read. */
+static json_object *config_tensors(const tensor_spec *specs, size_t n)
+{
+    json_object *a = json_object_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = json_object_new_object(), *dims = json_object_new_array();
+        for (int d = 0; d < specs[i].ndims; d++)
+            jarr_add(dims, json_object_new_int64(specs[i].dims[d]));
+        char type[32];
+        snprintf(type, sizeof type, "TYPE_%s", specs[i].datatype);
+        jobj_add(t, "name", json_object_new_string(specs[i].name));
+        jobj_add(t, "data_type", json_object_new_string(type));
+        jobj_add(t, "format", json_object_new_string("FORMAT_NONE"));
+        jobj_add(t, "dims", dims);
+        jarr_add(a, t);
+    }
+    return a;
+}
+
+json_object *model_config_json(const model *m)
+{
+    json_object *cfg = json_object_new_object();
+    json_object *policy = json_object_new_object(), *groups = json_object_new_array();
+    json_object *group = json_object_new_object();
+    jobj_add(policy, "decoupled", json_object_new_boolean(0));
+    jobj_add(group, "count", json_object_new_int(1));
+    jobj_add(group, "kind", json_object_new_string("KIND_CPU"));
+    jarr_add(groups, group);
+    jobj_add(cfg, "name", json_object_new_string(m->name));
+    jobj_add(cfg, "platform", json_object_new_string("shmreg_builtin"));
+    jobj_add(cfg, "backend", json_object_new_string("shmreg_builtin"));
+    jobj_add(cfg, "max_batch_size", json_object_new_int(m->max_batch_size));
+    jobj_add(cfg, "input", config_tensors(m->inputs, m->n_inputs));
+    jobj_add(cfg, "output", config_tensors(m->outputs, m->n_outputs));
+    jobj_add(cfg, "model_transaction_policy", policy);
+    jobj_add(cfg, "instance_group", groups);
+    if (cfg && m->ops && m->ops->config)
+        m->ops->config(cfg);
+    return cfg;
+}
+
+static json_object *duration(uint64_t count, uint64_t ns)
+{
+    json_object *d = json_object_new_object();
+    jobj_add(d, "count", json_object_new_uint64(count));
+    jobj_add(d, "ns", json_object_new_uint64(ns));
+    return d;
+}
+
+/* Triton's inference_stats, in its order. */
+static json_object *inference_stats(uint64_t ok, uint64_t ok_ns, uint64_t bad, uint64_t bad_ns,
+                                    uint64_t runs, const uint64_t phase_ns[4])
+{
+    static const char *const phases[4] = {"queue", "compute_input", "compute_infer",
+                                          "compute_output"};
+    json_object *s = json_object_new_object();
+    jobj_add(s, "success", duration(ok, ok_ns));
+    jobj_add(s, "fail", duration(bad, bad_ns));
+    for (int i = 0; i < 4; i++)
+        jobj_add(s, phases[i], duration(runs, phase_ns[i]));
+    jobj_add(s, "cache_hit", duration(0, 0));
+    jobj_add(s, "cache_miss", duration(0, 0));
+    return s;
+}
+
+json_object *model_stats_json(const model *m)
+{
+    uint64_t ok = atomic_load_explicit(&((model *)m)->success, memory_order_relaxed);
+    uint64_t ok_ns = atomic_load_explicit(&((model *)m)->success_ns, memory_order_relaxed);
+    uint64_t bad = atomic_load_explicit(&((model *)m)->fail, memory_order_relaxed);
+    uint64_t bad_ns = atomic_load_explicit(&((model *)m)->fail_ns, memory_order_relaxed);
+    uint64_t last = atomic_load_explicit(&((model *)m)->last_ms, memory_order_relaxed);
+    /* The whole request is compute_infer here: no queue, no batching. A
+     * model with ops reports the phases of its runs instead. */
+    uint64_t runs = ok, phase_ns[4] = {0, 0, ok_ns, 0};
+    if (m->ops) {
+        model *w = (model *)m;
+        runs = atomic_load_explicit(&w->runs, memory_order_relaxed);
+        phase_ns[0] = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
+        phase_ns[1] = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
+        phase_ns[2] = atomic_load_explicit(&w->infer_ns, memory_order_relaxed);
+        phase_ns[3] = atomic_load_explicit(&w->output_ns, memory_order_relaxed);
+    }
+    json_object *j = json_object_new_object();
+    jobj_add(j, "name", json_object_new_string(m->name));
+    jobj_add(j, "version", json_object_new_string("1"));
+    jobj_add(j, "last_inference", json_object_new_uint64(last));
+    jobj_add(j, "inference_count", json_object_new_uint64(ok));
+    jobj_add(j, "execution_count", json_object_new_uint64(ok));
+    jobj_add(j, "inference_stats", inference_stats(ok, ok_ns, bad, bad_ns, runs, phase_ns));
+    jobj_add(j, "batch_stats", json_object_new_array());
+    return j;
+}
+
+void model_record(const model *m, int ok, uint64_t ns)
+{
+    model *w = (model *)m; /* the table is static and writable; only stats change */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    atomic_fetch_add_explicit(ok ? &w->success : &w->fail, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(ok ? &w->success_ns : &w->fail_ns, ns, memory_order_relaxed);
+    atomic_store_explicit(&w->last_ms, (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000,
+                          memory_order_relaxed);
+}
+
+/* Whether t has the shape spec s allows: batch first when the model batches. */
+static int shape_matches(const model *m, const tensor_spec *s, const tensor *t)
+{
+    int batch = m->max_batch_size > 0;
+    if (t->ndims != s->ndims + batch)
+        return 0;
+    if (batch && (t->shape[0] < 1 || t->shape[0] > m->max_batch_size))
+        return 0;
+    for (int i = 0; i < s->ndims; i++)
+        if (s->dims[i] >= 0 && t->shape[i + batch] != s->dims[i])
+            return 0;
+    return 1;
+}
+
+static int bind_one(const model *m, const tensor_spec *s, const tensor *t, char *err, size_t errlen)
+{
+    if (m->any_input)
+        return 0;
+    if (strcmp(t->datatype, s->datatype) != 0) {
+        snprintf(err, errlen, "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
+                 t->name, t->datatype, m->name, s->datatype);
+        return -1;
+    }
+    if (!shape_matches(m, s, t)) {
+        char want[64], got[128];
+        json_object *ws = spec_shape(m, s);
+        const char *wtext = ws ? json_object_to_json_string_ext(ws, JSON_C_TO_STRING_PLAIN) : NULL;
+        snprintf(want, sizeof want, "%s", wtext ? wtext : "?");
+        json_object_put(ws); /* wtext belongs to ws */
+        snprintf(err, errlen,
+                 "unexpected shape for input '%s' for model '%s'. Expected %s (batch at most %d), got %s",
+                 t->name, m->name, want, m->max_batch_size,
+                 tensor_shape_string(t->shape, t->ndims, got, sizeof got));
+        return -1;
+    }
+    if (m->ops && m->ops->check_input && m->ops->check_input(t, m->name, err, errlen) != 0)
+        return -1;
+    return 0;
+}
+
+int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor **ordered,
+                      char *err, size_t errlen)
+{
+    if (n != m->n_inputs) {
+        snprintf(err, errlen, "expected %zu inputs but got %zu inputs for model '%s'", m->n_inputs,
+                 n, m->name);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_inputs; i++)
+        ordered[i] = NULL;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = 0;
+        while (i < m->n_inputs && strcmp(m->inputs[i].name, in[j].name) != 0)
+            i++;
+        if (i == m->n_inputs || ordered[i]) {
+            snprintf(err, errlen, "unexpected inference input '%s' for model '%s'", in[j].name,
+                     m->name);
+            return -1;
+        }
+        if (bind_one(m, &m->inputs[i], &in[j], err, errlen) != 0)
+            return -1;
+        ordered[i] = &in[j];
+    }
+    if (m->n_inputs == 2 && memcmp(ordered[0]->shape, ordered[1]->shape,
+                                   sizeof(int64_t) * (size_t)ordered[0]->ndims) != 0) {
+        snprintf(err, errlen, "inputs of model '%s' must have the same shape", m->name);
+        return -1;
+    }
+    return 0;
+}
+
+void model_describe_outputs(const model *m, const tensor *const *in, tensor *out)
+{
+    if (m->ops && m->ops->describe) {
+        m->ops->describe(in, out);
+        return;
+    }
+    /* Every output here has the datatype, shape and size of the first input. */
+    for (size_t i = 0; i < m->n_outputs; i++) {
+        out[i] = (tensor){.name = m->outputs[i].name,
+                          .datatype = m->any_input ? in[0]->datatype : m->outputs[i].datatype,
+                          .ndims = in[0]->ndims,
+                          .byte_size = in[0]->byte_size};
+        memcpy(out[i].shape, in[0]->shape, sizeof out[i].shape);
+    }
+}
+
+unsigned model_ready(const model *m, char *err, size_t errlen)
+{
+    return m->ops && m->ops->ready ? m->ops->ready(err, errlen) : 0;
+}
+
+int model_device_tensors(const model *m)
+{
+    return m->ops != NULL;
+}
+
+unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen)
+{
+    if (m->ops) {
+        model_phases ph = {0};
+        unsigned st = m->ops->run(in, out, &ph, err, errlen);
+        if (st == 0) {
+            model *w = (model *)m; /* only the statistics change */
+            atomic_fetch_add_explicit(&w->runs, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->queue_ns, ph.queue_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->input_ns, ph.input_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->infer_ns, ph.infer_ns, memory_order_relaxed);
+            atomic_fetch_add_explicit(&w->output_ns, ph.output_ns, memory_order_relaxed);
+        }
+        return st;
+    }
+    if (m->delayed && delay_ms_ && delay() != 0) {
+        snprintf(err, errlen, "the server is shutting down: model '%s' was stopped after the "
+                              "drain time", m->name);
+        return 503;
+    }
+    m->kernel(in, out);
+    return 0;
+}

@@ -1,0 +1,68 @@
+/*
+ * The built-in models:
+ *   simple          INT32 INPUT0, INPUT1 [-1,16] -> OUTPUT0 = sum, OUTPUT1 = difference
+ *   simple_delayed  the same after sleeping --delay-ms, so that a test can
+ *                   unregister regions while a request holds them
+ *   identity        OUTPUT0 = INPUT0, any datatype and shape
+ *   yolo            FP16 images [3,H,W] -> FP16 output0 [84,anchors], a CUDA
+ *                   kernel on the GPU instances of --gpus (model_yolo.h);
+ *                   unavailable without CUDA or a device
+ */
+#ifndef FRONTEND_MODELS_H
+#define FRONTEND_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/json_io.h"
+
+#include "common/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MODEL_MAX_OUTPUTS 2
+
+typedef struct model model;
+
+void models_set_delay(unsigned delay_ms);
+/* Shutdown's drain time is over: cut short every delay, running and to come
+ * (those runs answer 503). Idempotent. */
+void models_cut_delays(void);
+const model *model_find(const char *name);
+/* model_find, for a request naming version (NULL or "" for any): every
+ * built-in model has exactly version "1". */
+const model *model_find_version(const char *name, const char *version);
+size_t model_count(void);
+const model *model_at(size_t i);
+const char *model_name(const model *m);
+size_t model_n_outputs(const model *m);
+
+json_object *model_metadata_json(const model *m);
+json_object *model_config_json(const model *m);
+json_object *model_stats_json(const model *m);
+
+/* Match the request's inputs against the model: ordered[i] becomes the input
+ * for the model's i-th input. Returns 0, or -1 with a message in err. */
+int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor **ordered,
+                      char *err, size_t errlen);
+/* Name, datatype, shape and byte size of each output for these inputs. */
+void model_describe_outputs(const model *m, const tensor *const *in, tensor *out);
+/* 0 when the model can run now; else an HTTP status with the reason in err. */
+unsigned model_ready(const model *m, char *err, size_t errlen);
+/* 1: the model takes tensors in CUDA regions where they lie (device
+ * pointers, tensor.on_device) and places outputs there itself; 0: they are
+ * staged through host buffers for it. */
+int model_device_tensors(const model *m);
+/* Compute the outputs into out[i].data (each out[i].byte_size bytes).
+ * Returns 0, or an HTTP status with the message in err. */
+unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);
+/* Count one request in the statistics. */
+void model_record(const model *m, int ok, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

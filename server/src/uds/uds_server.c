@@ -1,0 +1,496 @@
+/*
+ * --uds PATH: sealed memfd regions registered over a Unix socket.
+ *
+ * One thread polls the listening socket and every connection, all
+ * non-blocking, so a silent or slow client costs one slot and nothing else:
+ * SOCK_SEQPACKET keeps each request one record, which a single recvmsg reads
+ * whole once poll says it is there, and an answer the client does not read
+ * (its socket buffer full) closes that client instead of waiting for it.
+ *
+ * Bounds against a hostile peer: at most --uds-max-connections connections
+ * (one more is answered "too many" and closed), at most --uds-max-regions
+ * regions per connection (counted by the registry under the connection's
+ * tag, pending ones included), requests of a fixed maximum size (the
+ * library refuses longer ones and closes their descriptor), and every
+ * received descriptor is closed once the registry has mapped it.
+ */
+#include "uds/uds_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* A closed connection whose regions are still busy under the refuse policy
+ * keeps its slot (so disconnecting cannot escape the connection limit) and
+ * is retried this often until its regions are idle. */
+#define DRAIN_RETRY_MS 100
+/* Accepted per poll round, so a connect flood cannot starve the connections
+ * already open. */
+#define ACCEPTS_PER_ROUND 32
+#define TAG_MAX 64
+#define NAME_MAX_BYTES 255
+
+enum slot_state { SLOT_FREE, SLOT_OPEN, SLOT_DRAINING };
+
+struct slot {
+    enum slot_state state;
+    int fd;
+    char tag[TAG_MAX]; /* owner tag of every region this connection registers */
+};
+
+struct uds_server {
+    shmreg_registry *reg;
+    const frontend_options *opts;
+    int listen_fd;
+    int wake_fd; /* eventfd: uds_server_stop wakes the poll loop */
+    struct stat sock_st; /* the socket file we made, so stop removes only that */
+    pthread_t thread;
+    unsigned long long connections; /* ever accepted: makes each tag unique */
+    bool accept_paused;             /* out of descriptors: skip accepting for a while */
+    struct slot *slots;             /* opts->uds_max_connections */
+    struct pollfd *pfds;            /* wake, listen, then open slots */
+    size_t *pfd_slot;               /* pfds[i + 2] belongs to slots[pfd_slot[i]] */
+};
+
+/* A parsed register request (the format is in shmreg.h). */
+struct region_request {
+    unsigned flags;
+    size_t offset, byte_size;
+    char name[NAME_MAX_BYTES + 1];
+};
+
+/* ---------------------------------------------------------------- answers */
+
+/* Send "<code name> <message>" as one record. Never blocks: -1 when the
+ * client's socket cannot take it now, and the caller then drops the client. */
+__attribute__((format(printf, 3, 4))) static int answer(int fd, shmreg_err code, const char *fmt, ...)
+{
+    char buf[SHMREG_REGION_ANSWER_MAX + 1];
+    int head = snprintf(buf, sizeof buf, "%s ", shmreg_err_name(code));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + head, sizeof buf - (size_t)head, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(buf);
+    for (size_t i = 0; i < len; i++) /* one line of text, whatever a message held */
+        if ((unsigned char)buf[i] < 0x20)
+            buf[i] = ' ';
+    return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* --------------------------------------------------------------- requests */
+
+static shmreg_err parse_request(const unsigned char *p, size_t len, struct region_request *rq, char *why,
+                                size_t why_len)
+{
+    uint32_t magic, flags;
+    uint64_t offset, byte_size;
+    size_t name_len = len > SHMREG_REGION_REQUEST_HEADER ? len - SHMREG_REGION_REQUEST_HEADER : 0;
+    if (len < SHMREG_REGION_REQUEST_HEADER || name_len == 0) {
+        snprintf(why, why_len, "a register request is a %d-byte header and a region name; got %zu bytes",
+                 SHMREG_REGION_REQUEST_HEADER, len);
+        return SHMREG_ERR_INVALID_ARG;
+    }
+    memcpy(&magic, p, 4);
+    memcpy(&flags, p + 4, 4);
+    memcpy(&offset, p + 8, 8);
+    memcpy(&byte_size, p + 16, 8);
+    if (magic != SHMREG_REGION_REQUEST_MAGIC) {
+        snprintf(why, why_len, "not a register request (its first 4 bytes are not \"SRG1\"; see shmreg.h)");
+        return SHMREG_ERR_INVALID_ARG;
+    }
+    const unsigned char *name = p + SHMREG_REGION_REQUEST_HEADER;
+    if (name_len > NAME_MAX_BYTES || memchr(name, 0, name_len)) {
+        snprintf(why, why_len, "a region name is 1..%d bytes without NUL", NAME_MAX_BYTES);
+        return SHMREG_ERR_INVALID_ARG;
+    }
+    /* SHMREG_PIN would let a client demand page-locking beyond the
+     * registry's automatic budget: the server decides pinning, not them. */
+    if (flags & ~(uint32_t)(SHMREG_READONLY | SHMREG_NO_PIN)) {
+        snprintf(why, why_len, "flags 0x%x: only SHMREG_READONLY (0x%x) and SHMREG_NO_PIN (0x%x) are accepted "
+                               "over the socket", (unsigned)flags, SHMREG_READONLY, SHMREG_NO_PIN);
+        return SHMREG_ERR_INVALID_ARG;
+    }
+    memcpy(rq->name, name, name_len);
+    rq->name[name_len] = 0;
+    rq->flags = flags;
+    rq->offset = (size_t)offset;
+    rq->byte_size = (size_t)byte_size;
+    return SHMREG_OK;
+}
+
+/* OK while the connection's tag holds fewer regions than the limit. The
+ * registry counts them, so a region unregistered over HTTP frees its place
+ * once it is really gone, and a pending one still takes it. */
+static shmreg_err check_room(const uds_server *u, const struct slot *s, char *why, size_t why_len)
+{
+    shmreg_filter f;
+    shmreg_filter_init(&f);
+    f.tag = s->tag;
+    shmreg_region_status *st;
+    size_t count;
+    shmreg_err e = shmreg_status_matching(u->reg, &f, &st, &count);
+    if (e != SHMREG_OK) {
+        snprintf(why, why_len, "%s", shmreg_last_error());
+        return e;
+    }
+    shmreg_status_free(st, count);
+    if (count >= u->opts->uds_max_regions) {
+        snprintf(why, why_len, "this connection already holds %zu regions, the limit per connection "
+                               "(--uds-max-regions %u); unregister one or use another connection",
+                 count, u->opts->uds_max_regions);
+        return SHMREG_ERR_NO_MEMORY;
+    }
+    return SHMREG_OK;
+}
+
+static shmreg_err register_window(const uds_server *u, const struct slot *s, const struct region_request *rq,
+                                  int memfd, char *why, size_t why_len)
+{
+    shmreg_err e = check_room(u, s, why, why_len);
+    if (e != SHMREG_OK)
+        return e;
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_FD;
+    r.name = rq->name;
+    r.fd = memfd;
+    r.offset = rq->offset;
+    r.byte_size = rq->byte_size;
+    r.flags = rq->flags;
+    r.tag = s->tag;
+    e = shmreg_register(u->reg, &r);
+    if (e != SHMREG_OK)
+        snprintf(why, why_len, "%s", shmreg_last_error());
+    else
+        snprintf(why, why_len, "registered system shared memory region '%s' (%zu bytes of a sealed descriptor)",
+                 rq->name, rq->byte_size);
+    return e;
+}
+
+/* Read one request, register it, answer it. -1 when the client must go. */
+static int serve_request(const uds_server *u, const struct slot *s)
+{
+    unsigned char payload[SHMREG_REGION_REQUEST_HEADER + NAME_MAX_BYTES];
+    size_t len = 0;
+    int memfd = -1;
+    shmreg_err e = shmreg_recv_fd(s->fd, &memfd, payload, sizeof payload, &len);
+    if (e != SHMREG_OK) /* the library closed whatever descriptor came */
+        return answer(s->fd, e, "%s", shmreg_last_error());
+    char why[SHMREG_REGION_ANSWER_MAX];
+    struct region_request rq;
+    e = parse_request(payload, len, &rq, why, sizeof why);
+    if (e == SHMREG_OK)
+        e = register_window(u, s, &rq, memfd, why, sizeof why);
+    close(memfd); /* the registry maps what it needs and keeps no descriptor */
+    if (u->opts->verbose)
+        fprintf(stderr, "uds %s: %s %s\n", s->tag, shmreg_err_name(e), why);
+    return answer(s->fd, e, "%s", why);
+}
+
+/* ------------------------------------------------------------ connections */
+
+/* Unregister every region of the slot's tag under the registry's policy.
+ * False when the refuse policy left busy ones: try again later. */
+static bool release_regions(const uds_server *u, struct slot *s)
+{
+    shmreg_filter f;
+    shmreg_filter_init(&f);
+    f.tag = s->tag;
+    shmreg_err e = shmreg_unregister_matching(u->reg, &f);
+    if (e == SHMREG_ERR_BUSY)
+        return false;
+    if (e != SHMREG_OK && e != SHMREG_ERR_NOT_FOUND)
+        fprintf(stderr, "uds %s: unregistering its regions: %s\n", s->tag, shmreg_last_error());
+    return true;
+}
+
+static void close_connection(uds_server *u, struct slot *s)
+{
+    close(s->fd);
+    s->fd = -1;
+    if (u->opts->verbose)
+        fprintf(stderr, "uds %s: closed\n", s->tag);
+    s->state = release_regions(u, s) ? SLOT_FREE : SLOT_DRAINING;
+}
+
+static struct slot *free_slot(uds_server *u)
+{
+    for (unsigned i = 0; i < u->opts->uds_max_connections; i++)
+        if (u->slots[i].state == SLOT_FREE)
+            return &u->slots[i];
+    return NULL;
+}
+
+/* The tag names the peer the kernel vouches for (SO_PEERCRED, taken at
+ * connect) and a counter, so two connections of one process never share
+ * regions. */
+static void open_connection(uds_server *u, struct slot *s, int fd)
+{
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    socklen_t cred_len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0)
+        cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    snprintf(s->tag, sizeof s->tag, "uds:uid=%u:pid=%d:%llu", (unsigned)cred.uid, (int)cred.pid,
+             ++u->connections);
+    s->fd = fd;
+    s->state = SLOT_OPEN;
+    if (u->opts->verbose)
+        fprintf(stderr, "uds %s: connected\n", s->tag);
+}
+
+static void accept_connections(uds_server *u)
+{
+    for (int i = 0; i < ACCEPTS_PER_ROUND; i++) {
+        int fd = accept4(u->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* Out of descriptors, the pending connection stays queued and poll
+         * would report it again at once: wait a retry period instead of
+         * spinning. EAGAIN: none left; anything else is that client's. */
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+            u->accept_paused = true;
+        if (fd < 0)
+            return;
+        struct ucred cred;
+        socklen_t cred_len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+            !access_uid_allowed(&u->opts->access, cred.uid)) {
+            /* The socket file's mode says who may connect; --allow-uid says
+             * whose memory the server maps, and a memfd's owner is its sender. */
+            (void)answer(fd, SHMREG_ERR_INVALID_ARG,
+                         "uid %u is not accepted by this server (--allow-uid)", (unsigned)cred.uid);
+            close(fd);
+            continue;
+        }
+        struct slot *s = free_slot(u);
+        if (s) {
+            open_connection(u, s, fd);
+            continue;
+        }
+        (void)answer(fd, SHMREG_ERR_NO_MEMORY, "too many connections to %s (--uds-max-connections %u); "
+                                               "try again later", u->opts->uds_path,
+                     u->opts->uds_max_connections);
+        close(fd);
+    }
+}
+
+/* poll said the connection has something: a request, its end, or an error. */
+static void serve_connection(uds_server *u, struct slot *s, short revents)
+{
+    char byte;
+    ssize_t n = recv(s->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLNVAL)))
+        return;
+    /* 0: the client closed (or sent an empty record, which no client of
+     * the format sends); an error: the connection is broken. */
+    if (n <= 0 || serve_request(u, s) != 0)
+        close_connection(u, s);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+/* Fill pfds with the wake and listening sockets and the open connections;
+ * the count of entries, and whether some slot waits to drain. */
+static nfds_t gather(uds_server *u, bool *draining)
+{
+    nfds_t n = 2;
+    u->pfds[0] = (struct pollfd){.fd = u->wake_fd, .events = POLLIN};
+    u->pfds[1] = (struct pollfd){.fd = u->listen_fd, .events = u->accept_paused ? 0 : POLLIN};
+    *draining = false;
+    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+        struct slot *s = &u->slots[i];
+        *draining |= s->state == SLOT_DRAINING;
+        if (s->state != SLOT_OPEN)
+            continue;
+        u->pfd_slot[n - 2] = i;
+        u->pfds[n++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+    }
+    return n;
+}
+
+static void retry_draining(uds_server *u)
+{
+    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+        struct slot *s = &u->slots[i];
+        if (s->state == SLOT_DRAINING && release_regions(u, s))
+            s->state = SLOT_FREE;
+    }
+}
+
+static void *serve(void *arg)
+{
+    uds_server *u = arg;
+    for (;;) {
+        bool draining;
+        nfds_t n = gather(u, &draining);
+        if (poll(u->pfds, n, draining || u->accept_paused ? DRAIN_RETRY_MS : -1) < 0 && errno != EINTR) {
+            perror("uds: poll");
+            return NULL;
+        }
+        u->accept_paused = false;
+        if (u->pfds[0].revents)
+            return NULL; /* uds_server_stop */
+        if (draining)
+            retry_draining(u);
+        for (nfds_t i = 2; i < n; i++)
+            if (u->pfds[i].revents)
+                serve_connection(u, &u->slots[u->pfd_slot[i - 2]], u->pfds[i].revents);
+        if (u->pfds[1].revents)
+            accept_connections(u);
+    }
+}
+
+/* ------------------------------------------------------------ the socket */
+
+static int path_address(const char *path, struct sockaddr_un *addr)
+{
+    *addr = (struct sockaddr_un){.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof addr->sun_path) {
+        fprintf(stderr, "error: --uds %s: a socket path is at most %zu bytes\n", path,
+                sizeof addr->sun_path - 1);
+        return -1;
+    }
+    memcpy(addr->sun_path, path, strlen(path) + 1);
+    return 0;
+}
+
+/* Make room for the socket without ever destroying anything but a socket
+ * nobody listens on (what a server that died leaves behind): a regular file,
+ * a directory, a symbolic link or a live socket at PATH is an error. */
+static int clear_stale_socket(const char *path, const struct sockaddr_un *addr)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        fprintf(stderr, "error: --uds %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "error: --uds %s exists and is not a socket; refusing to replace it\n", path);
+        return -1;
+    }
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int live = probe >= 0 && connect(probe, (const struct sockaddr *)addr, sizeof *addr) == 0;
+    int why = errno;
+    if (probe >= 0)
+        close(probe);
+    if (live || why != ECONNREFUSED) {
+        fprintf(stderr, "error: --uds %s: %s; refusing to replace it\n", path,
+                live ? "another server is listening on it" : strerror(why));
+        return -1;
+    }
+    if (unlink(path) != 0) {
+        fprintf(stderr, "error: --uds %s: removing the stale socket: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Bind with the file created at its final mode: the umask is the one way to
+ * set it at creation (a chmod after bind would follow a symbolic link an
+ * attacker swapped in). No other thread creates files while this runs. */
+static int bind_socket(uds_server *u, const struct sockaddr_un *addr)
+{
+    const char *path = u->opts->uds_path;
+    u->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (u->listen_fd < 0) {
+        perror("error: --uds: socket");
+        return -1;
+    }
+    mode_t old = umask(0777 & ~(mode_t)u->opts->uds_mode);
+    int rc = bind(u->listen_fd, (const struct sockaddr *)addr, sizeof *addr);
+    int why = errno;
+    umask(old);
+    if (rc != 0) {
+        fprintf(stderr, "error: --uds %s: bind: %s\n", path, strerror(why));
+        return -1;
+    }
+    if (lstat(path, &u->sock_st) != 0 || listen(u->listen_fd, 64) != 0) {
+        fprintf(stderr, "error: --uds %s: %s\n", path, strerror(errno));
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Remove the socket file only while it is still the one we made. */
+static void remove_socket_file(const uds_server *u)
+{
+    struct stat st;
+    if (lstat(u->opts->uds_path, &st) == 0 && st.st_dev == u->sock_st.st_dev && st.st_ino == u->sock_st.st_ino)
+        unlink(u->opts->uds_path);
+}
+
+static void destroy(uds_server *u)
+{
+    if (u->listen_fd >= 0)
+        close(u->listen_fd);
+    if (u->wake_fd >= 0)
+        close(u->wake_fd);
+    free(u->slots);
+    free(u->pfds);
+    free(u->pfd_slot);
+    free(u);
+}
+
+uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg)
+{
+    struct sockaddr_un addr;
+    if (path_address(opts->uds_path, &addr) != 0 || clear_stale_socket(opts->uds_path, &addr) != 0)
+        return NULL;
+    uds_server *u = calloc(1, sizeof *u);
+    if (!u) {
+        fprintf(stderr, "error: --uds: out of memory\n");
+        return NULL;
+    }
+    *u = (uds_server){.reg = reg, .opts = opts, .listen_fd = -1, .wake_fd = -1};
+    size_t cap = opts->uds_max_connections;
+    u->slots = calloc(cap, sizeof *u->slots);
+    u->pfds = calloc(cap + 2, sizeof *u->pfds);
+    u->pfd_slot = calloc(cap, sizeof *u->pfd_slot);
+    u->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!u->slots || !u->pfds || !u->pfd_slot || u->wake_fd < 0) {
+        fprintf(stderr, "error: --uds: out of memory or descriptors\n");
+        destroy(u);
+        return NULL;
+    }
+    if (bind_socket(u, &addr) != 0) {
+        destroy(u);
+        return NULL;
+    }
+    if (pthread_create(&u->thread, NULL, serve, u) != 0) {
+        fprintf(stderr, "error: --uds: cannot start its thread\n");
+        remove_socket_file(u);
+        destroy(u);
+        return NULL;
+    }
+    return u;
+}
+
+void uds_server_stop(uds_server *u)
+{
+    if (!u)
+        return;
+    uint64_t one = 1;
+    if (write(u->wake_fd, &one, sizeof one) != sizeof one)
+        perror("uds: waking the server thread");
+    pthread_join(u->thread, NULL);
+    remove_socket_file(u);
+    /* Draining slots are left to registry_destroy, which unregisters every
+     * region whatever the policy once requests are done. */
+    for (unsigned i = 0; i < u->opts->uds_max_connections; i++)
+        if (u->slots[i].state == SLOT_OPEN)
+            close_connection(u, &u->slots[i]);
+    destroy(u);
+}
