@@ -64,7 +64,7 @@ static shmreg_err engine_start(const char *name)
     if (!engine.started) {
         char what[300];
         snprintf(what, sizeof what, "cannot register remote region '%s'", name);
-        if ((err = shmreg__ucx_worker_start(&engine.w, "shmreg-ucx", what)) == SHMREG_OK)
+        if ((err = shmreg__ucx_worker_start(&engine.w, "shmreg-ucx", what, false)) == SHMREG_OK)
             engine.started = true;
     }
     pthread_mutex_unlock(&engine.lock);

@@ -55,6 +55,13 @@ shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t leng
     return unsupported("cannot export memory");
 }
 
+shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr, shmreg_remote_window **out)
+{
+    if (out)
+        *out = NULL;
+    return unsupported("cannot allocate memory to export");
+}
+
 shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes, size_t *size)
 {
     return unsupported("remote_descriptor");

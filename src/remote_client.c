@@ -31,7 +31,7 @@ shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
     shmreg_remote_client *c = shmreg__calloc(1, sizeof *c);
     if (!c)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a remote client");
-    shmreg_err err = shmreg__ucx_worker_start(&c->w, "shmreg-ucx-cli", "cannot create a remote client");
+    shmreg_err err = shmreg__ucx_worker_start(&c->w, "shmreg-ucx-cli", "cannot create a remote client", true);
     if (err != SHMREG_OK) {
         shmreg__free(c);
         return err;
@@ -108,6 +108,40 @@ shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t leng
     if (err != SHMREG_OK)
         c->w.ucx->mem_unmap(c->w.context, memh);
     return err;
+}
+
+shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr, shmreg_remote_window **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !addr || !out || length == 0)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_alloc: %s", !c ? "client is NULL" : !addr ?
+                            "addr is NULL" : !out ? "out is NULL" : "length is 0");
+    /* UCX picks where: with the shared-memory transports, a segment the
+     * server maps and reads directly (no help from this process). */
+    ucp_mem_map_params_t p = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .address = NULL,
+        .length = length,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+    };
+    ucp_mem_h memh;
+    ucs_status_t st = c->w.ucx->mem_map(c->w.context, &p, &memh);
+    if (st != UCS_OK)
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot allocate %zu bytes to export: ucp_mem_map", length);
+    ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+    if ((st = c->w.ucx->mem_query(memh, &attr)) != UCS_OK) {
+        c->w.ucx->mem_unmap(c->w.context, memh);
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot allocate %zu bytes to export: ucp_mem_query", length);
+    }
+    shmreg_err err = describe(c, memh, attr.address, length, out);
+    if (err != SHMREG_OK) {
+        c->w.ucx->mem_unmap(c->w.context, memh);
+        return err;
+    }
+    *addr = attr.address;
+    return SHMREG_OK;
 }
 
 shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes, size_t *size)

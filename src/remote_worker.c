@@ -14,13 +14,24 @@ uint64_t shmreg__ucx_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* How long the progress thread spins after the last event before it sleeps. */
+#define SHMREG__UCX_SPIN_NS 200000u
+
 static void *progress_main(void *arg)
 {
     struct shmreg__ucx_worker *w = arg;
     const struct shmreg__ucx *u = w->ucx;
     /* Relaxed: stop only ends the loop; stop()'s join orders the rest. */
+    uint64_t last_event = 0;
     while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
-        if (u->worker_progress(w->worker) > 0)
+        if (u->worker_progress(w->worker) > 0) {
+            last_event = shmreg__ucx_now_ns();
+            continue;
+        }
+        /* Busy a moment after an event: a transfer (a tcp get served in
+         * fragments) comes in bursts, and a sleep between two fragments
+         * costs a wake-up each. */
+        if (w->spin_after_event && shmreg__ucx_now_ns() - last_event < SHMREG__UCX_SPIN_NS)
             continue;
         if (w->efd < 0) {
             struct timespec ms = {0, 1000000};
@@ -57,9 +68,11 @@ static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what,
     return SHMREG_OK;
 }
 
-shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what)
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
+                                    bool serves_peers)
 {
     memset(w, 0, sizeof *w);
+    w->spin_after_event = serves_peers;
     w->efd = -1;
     shmreg_err err = shmreg__ucx_load(&w->ucx);
     if (err != SHMREG_OK)

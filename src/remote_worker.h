@@ -25,14 +25,20 @@ struct shmreg__ucx_worker {
     ucp_context_h context;
     ucp_worker_h worker;
     int efd; /* the worker's event descriptor; -1: the thread polls every millisecond */
+    bool spin_after_event; /* a client's: it serves the server's tcp gets */
     pthread_t thread;
     atomic_bool stop;
 };
 
 /* Load UCX, create the context (RMA; wakeup where the transports allow),
  * the worker and the progress thread, named thread_name. what names the
- * caller in messages. On failure nothing is left. */
-shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what);
+ * caller in messages. serves_peers (a client's worker): the thread keeps
+ * spinning a moment after each event, since the server's tcp gets come in
+ * bursts of fragments it must answer; a server's thread only watches for
+ * failures (its copies progress the worker themselves) and sleeps at once.
+ * On failure nothing is left. */
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
+                                    bool serves_peers);
 
 /* Stop the thread, destroy the worker and the context. */
 void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w);

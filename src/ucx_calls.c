@@ -52,6 +52,7 @@ static void load(void)
         SHMREG_UCX_SYM_(rkey_buffer_release, ucp_rkey_buffer_release),
         SHMREG_UCX_SYM_(mem_map, ucp_mem_map),
         SHMREG_UCX_SYM_(mem_unmap, ucp_mem_unmap),
+        SHMREG_UCX_SYM_(mem_query, ucp_mem_query),
         SHMREG_UCX_SYM_(get_nbx, ucp_get_nbx),
         SHMREG_UCX_SYM_(put_nbx, ucp_put_nbx),
         SHMREG_UCX_SYM_(request_check_status, ucp_request_check_status),

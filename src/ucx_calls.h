@@ -33,6 +33,7 @@ struct shmreg__ucx {
     void (*rkey_buffer_release)(void *);
     ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
     ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
+    ucs_status_t (*mem_query)(const ucp_mem_h, ucp_mem_attr_t *);
     ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h, const ucp_request_param_t *);
     ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
                                 const ucp_request_param_t *);

@@ -913,13 +913,27 @@ SHMREG_API void shmreg_remote_client_destroy(shmreg_remote_client *c);
 SHMREG_API shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t length,
                                            shmreg_remote_window **out);
 
+/*
+ * Allocate length bytes for servers to read and write, and export them:
+ * UCX chooses the memory (ucp_mem_map with UCP_MEM_MAP_ALLOCATE), so that
+ * with the shared-memory transports it is a segment the server maps and
+ * copies directly, without this process's help (an export of memory the
+ * caller allocated is reached through this process's progress thread
+ * there, about ten times slower: docs/performance.md). *addr: the memory,
+ * zero-filled or not as UCX leaves it, valid until shmreg_remote_unexport
+ * frees it. Errors: INVALID_ARG, SYSTEM (UCX), NO_MEMORY.
+ */
+SHMREG_API shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr,
+                                          shmreg_remote_window **out);
+
 /* The descriptor of w (the format above): *bytes points into w, valid until
  * w is unexported. Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes,
                                                size_t *size);
 
-/* Stop exporting w (ucp_mem_unmap) and free it. Unregister it at the server
- * first: a server's later copies FAULT. NULL is a no-op. */
+/* Stop exporting w (ucp_mem_unmap; for shmreg_remote_alloc's memory, this
+ * frees it) and free w. Unregister it at the server first: a server's later
+ * copies FAULT. NULL is a no-op. */
 SHMREG_API void shmreg_remote_unexport(shmreg_remote_window *w);
 
 #ifdef __cplusplus

@@ -46,7 +46,7 @@ struct client {
     size_t desc_size;
 };
 
-static void client_start(struct client *c, size_t size, uint8_t seed)
+static void client_start_as(struct client *c, size_t size, uint8_t seed, const char *how)
 {
     int to[2], from[2];
     assert_int_equal(pipe(to), 0);
@@ -61,7 +61,7 @@ static void client_start(struct client *c, size_t size, uint8_t seed)
         char s[32], sd[8];
         snprintf(s, sizeof s, "%zu", size);
         snprintf(sd, sizeof sd, "%u", seed);
-        execl(client_path, client_path, s, sd, (char *)NULL);
+        execl(client_path, client_path, s, sd, how, (char *)NULL);
         _exit(127);
     }
     close(to[0]);
@@ -78,6 +78,11 @@ static void client_start(struct client *c, size_t size, uint8_t seed)
         sscanf(p, "%2x", &v);
         c->desc[c->desc_size++] = (unsigned char)v;
     }
+}
+
+static void client_start(struct client *c, size_t size, uint8_t seed)
+{
+    client_start_as(c, size, seed, "export");
 }
 
 static const char *client_say(struct client *c, const char *fmt, ...)
@@ -174,6 +179,35 @@ static void test_read_write(void **state)
     shmreg_release(ref);
 
     assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_REMOTE));
+    shmreg_registry_destroy(reg);
+    free(buf);
+    client_end(&c, false);
+}
+
+/* Memory UCX allocated for the client (shmreg_remote_alloc): the same
+ * reads and writes; with the shared-memory transports the server copies it
+ * directly. */
+static void test_allocated(void **state)
+{
+    struct client c;
+    client_start_as(&c, SIZE, 13, "alloc");
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    assert_ok(shmreg_register_remote(reg, "a", c.desc, c.desc_size, 0, SIZE, 0));
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "a", 0, SIZE, &ref, &v));
+    unsigned char *buf = malloc(SIZE);
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, SIZE));
+    for (size_t i = 0; i < SIZE; i++)
+        if (buf[i] != tu_pattern(13, i))
+            fail_msg("byte %zu of the read is %u, the client holds %u", i, buf[i], tu_pattern(13, i));
+    memset(buf, 0xa5, 4096);
+    assert_ok(shmreg_copy_to_view(ref, &v, 8192, buf, 4096));
+    shmreg_release(ref);
+    char want[64];
+    snprintf(want, sizeof want, "SUM %llu\n", (unsigned long long)fnv1a(buf, 4096));
+    assert_string_equal(client_say(&c, "sum 8192 4096\n"), want);
+    assert_ok(shmreg_unregister(reg, "a", SHMREG_KIND_REMOTE));
     shmreg_registry_destroy(reg);
     free(buf);
     client_end(&c, false);
@@ -408,7 +442,8 @@ int main(int argc, char **argv)
     client_path = argc > 1 ? argv[1] : "./remote_client";
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_write),     cmocka_unit_test(test_unregister_in_flight),
+        cmocka_unit_test(test_read_write),     cmocka_unit_test(test_allocated),
+        cmocka_unit_test(test_unregister_in_flight),
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
     };

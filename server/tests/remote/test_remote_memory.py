@@ -77,6 +77,27 @@ def test_register_infer_unregister(start_frontend):
         assert remote.status(server.url) == []
 
 
+def test_allocated_memory(start_frontend):
+    """remote.allocate: UCX's memory, filled and read through numpy."""
+    server = start_frontend()
+    nbytes = 2 * 3 * 384 * 640
+    wx, wy = remote.allocate(nbytes), remote.allocate(nbytes)
+    x = np.frombuffer(wx.memory, np.float16).reshape(SHAPE)
+    y = np.frombuffer(wy.memory, np.float16).reshape(SHAPE)
+    x[...] = np.random.default_rng(2).standard_normal(SHAPE)
+    y[...] = 0
+    remote.register(server.url, "ain", wx)
+    remote.register(server.url, "aout", wy)
+    status, body = server.json("POST", "/v2/models/identity/infer",
+                               identity_request("ain", "aout", nbytes))
+    assert status == 200, body
+    assert np.array_equal(x.view(np.uint16), y.view(np.uint16))
+    remote.unregister(server.url)
+    del x, y
+    wx.close()
+    wy.close()
+
+
 def test_window_and_bounds(start_frontend):
     server = start_frontend()
     x = np.arange(4096, dtype=np.uint8)
