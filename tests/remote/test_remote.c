@@ -85,6 +85,8 @@ static void client_start(struct client *c, size_t size, uint8_t seed)
     client_start_as(c, size, seed, "export");
 }
 
+static const char *client_say(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static const char *client_say(struct client *c, const char *fmt, ...)
 {
     static char line[256];
