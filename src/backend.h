@@ -55,10 +55,14 @@ struct shmreg__open_args {
     unsigned remote_timeout_ms; /* SHMREG_SOURCE_REMOTE: one copy's bound */
     /* Set by prepare: page-lock the mapping, and the bytes that pins.
      * pin_optional: the pin is AUTO's choice, not demanded, so register.c
-     * drops it when it would pass the AUTO budget, and open drops it for a
-     * window with holes (system_window.h); then the region is unpinned. */
+     * drops it when it would pass the pin budget (table.h); the region is
+     * then unpinned. holes (set by prepare or inspect, system_window.h): a
+     * demanded pin whose window has pages the client never populated, which
+     * pinning allocates on the server; register.c refuses it past the
+     * budget. Once register.c has reserved, open pins exactly when pin. */
     bool pin;
     bool pin_optional;
+    bool holes;
     size_t pinned_bytes;
     /* Set by inspect: who the memory is, where the window starts in it, and
      * what open carries on from (a descriptor, or -1), for forget to close. */
@@ -68,7 +72,8 @@ struct shmreg__open_args {
 };
 
 struct shmreg__backend {
-    const char *name; /* "system", "cuda_ipc", "cuda_vmm": used in messages */
+    const char *name; /* "system", "system_fd", "cuda_ipc", "cuda_vmm": names the
+                         mapping in the log line of a close that failed */
     shmreg_kind kind;
     shmreg_err (*prepare)(struct shmreg__open_args *a);
     /* Optional (NULL: the source's mappings are never shared or cached).
@@ -126,7 +131,10 @@ struct shmreg__opened {
 /* ---- capabilities of the CUDA layer (cuda_calls.c, or backend_cuda_stub.c
  * where every answer is UNSUPPORTED) */
 
-/* Page-locking host memory for DMA from every device. */
+/* Page-locking host memory for DMA from every device. Like shmreg__sys
+ * (sys.h), a live table that tests built against the static copy may swap
+ * (a pin that is slow, fails, or works without a GPU) and restore;
+ * production code never changes it. */
 struct shmreg__host_pinning {
     /* Whether pinning can work in this process (a driver and a device). */
     bool (*usable)(void);
@@ -135,6 +143,6 @@ struct shmreg__host_pinning {
     shmreg_err (*pin)(const char *name, void *addr, size_t len, bool read_only);
     shmreg_err (*unpin)(const char *name, void *addr);
 };
-extern const struct shmreg__host_pinning shmreg__host_pinning;
+extern struct shmreg__host_pinning shmreg__host_pinning;
 
 #endif

@@ -20,11 +20,6 @@ struct shmreg_registry {
     unsigned remote_timeout_ms; /* 1.2: a remote copy's bound */
 };
 
-/* Whether shmreg_registry_destroy, when it frees the table, waits for the
- * RCU-deferred frees of its regions (true). Harnesses that destroy a registry
- * per input turn it off and wait once at exit (urcu_bp_barrier). */
-extern bool shmreg__destroy_waits;
-
 /* ---- shared by the API verbs (register.c, unregister.c, status.c) */
 
 bool shmreg__kind_valid(shmreg_kind kind);
