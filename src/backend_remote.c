@@ -17,6 +17,7 @@
  * remote_timeout_ms marks it failed too and closes it at once (force),
  * which completes the stuck request: no late reply can land in the
  * caller's buffer after the copy returned. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,14 @@ static shmreg_err engine_start(const char *name)
 
 static void mark_failed(struct remote_endpoint *e, const char *why)
 {
-    if (!atomic_flag_test_and_set_explicit(&e->why_set, memory_order_relaxed))
-        snprintf(e->why, sizeof e->why, "%s", why);
+    if (atomic_flag_test_and_set_explicit(&e->why_set, memory_order_relaxed)) {
+        /* Another thread is writing its reason: failed is set only after
+         * it, so that nobody reads a reason half written. Short. */
+        while (!atomic_load_explicit(&e->failed, memory_order_acquire))
+            sched_yield();
+        return;
+    }
+    snprintf(e->why, sizeof e->why, "%s", why);
     /* Release: whoever sees failed reads the reason written before it. */
     atomic_store_explicit(&e->failed, true, memory_order_release);
 }
