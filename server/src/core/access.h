@@ -65,6 +65,17 @@ int access_uid_allowed(const access_options *a, uid_t uid);
 /* The allow-list and limits into cfg; cfg must not outlive a. */
 void access_config(const access_options *a, shmreg_config *cfg);
 
+/* Under --tenants, issue 21: each tenant's quota of regions, mapped and
+ * pinned bytes, the library's quota of its owner tag. A tenant's own
+ * (max-*=N in the tenants file) or else the default share: what the
+ * global limit (--max-*) leaves after the tenants' own, divided among the
+ * others, so that together they never pass it and no tenant can make
+ * another's registration fail. access_quota_config sets the default share
+ * in cfg (0, or -1 after printing why the quotas cannot fit the limits);
+ * access_set_quotas gives the tenants with their own quota theirs. */
+int access_quota_config(const access_options *a, shmreg_config *cfg);
+int access_set_quotas(const access_options *a, shmreg_registry *reg);
+
 /* What one request may do, from its headers. */
 typedef struct caller {
     const restriction *unmet; /* a restriction it does not satisfy, or NULL */

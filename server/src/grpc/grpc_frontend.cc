@@ -99,11 +99,10 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     }
 }
 
-/* The library's failure, with the library's message in the caller's names
- * (region_scope.h: without its tenant's prefix). */
-grpc::Status status_of(const region_scope &scope, shmreg_err e)
+/* The library's failure, with the library's message. */
+grpc::Status status_of(const region_scope &, shmreg_err e)
 {
-    const char *message = scope_message(&scope);
+    const char *message = shmreg_last_error();
     return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
 }
 
@@ -649,7 +648,6 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, status_of(who.scope, e));
         for (size_t i = 0; i < list.n; i++) {
             shmreg::region_status s(list.st[i]);
-            s.name = scope_client_name(&who.scope, list.st[i].name);
             fill(s);
         }
         return answer(ctx, grpc::Status::OK);
