@@ -18,13 +18,16 @@
 int main(void)
 {
     for (int device_model = 0; device_model <= 1; device_model++)
-        for (int kind = 0; kind <= 1; kind++)
+        for (int kind = 0; kind <= 2; kind++)
             for (int pinned = 0; pinned <= 1; pinned++) {
-                if (kind == 1 && pinned) /* a CUDA view is never pinned */
+                static const char *const kinds[] = {"system", "cuda", "remote"};
+                static const shmreg_kind kind_of[] = {SHMREG_KIND_SYSTEM, SHMREG_KIND_CUDA,
+                                                      SHMREG_KIND_REMOTE};
+                if (kind > 0 && pinned) /* only a system view is ever pinned */
                     continue;
-                shmreg_view v = {.kind = kind ? SHMREG_KIND_CUDA : SHMREG_KIND_SYSTEM,
-                                 .pinned = pinned, .device_id = kind ? 0 : -1};
-                printf("%d %s %d %s\n", device_model, kind ? "cuda" : "system", pinned,
+                shmreg_view v = {.kind = kind_of[kind], .pinned = pinned,
+                                 .device_id = kind == 1 ? 0 : -1};
+                printf("%d %s %d %s\n", device_model, kinds[kind], pinned,
                        tensor_path_name(tensor_path_for(device_model, &v)));
             }
     tensor_path_count(TENSOR_PATH_STAGED_COPY, TENSOR_INPUT, 1474560);

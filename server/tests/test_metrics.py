@@ -42,7 +42,7 @@ REGISTRY_METRICS = {
 
 # The ways a shared-memory tensor travels (src/core/tensor_paths.h), each
 # counted per direction in two counter families: tensors and bytes.
-PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy")
+PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
 
 # Triton's per-model metrics, each with the /v2/models/stats figure it is:
@@ -268,7 +268,7 @@ def test_a_model_on_the_cpu_takes_the_cpu_copy_path_once_per_tensor(start_fronte
     now = paths(server)
     assert now[("cpu_copy", "input")] == (3, 3 * nbytes)
     assert now[("cpu_copy", "output")] == (3, 3 * nbytes)
-    for path in ("dma_in_place", "staged_copy", "device_copy"):
+    for path in ("dma_in_place", "staged_copy", "device_copy", "remote_copy"):
         for direction in ("input", "output"):
             assert now[(path, direction)] == (0, 0), (path, direction)
     unregister(server, "cpu")

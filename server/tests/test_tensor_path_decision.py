@@ -23,6 +23,8 @@ EXPECTED = {
     ("1", "system", "0"): "staged_copy",
     ("1", "system", "1"): "dma_in_place",
     ("1", "cuda", "0"): "dma_in_place",
+    ("0", "remote", "0"): "remote_copy",  # another host's memory: the library's get or put
+    ("1", "remote", "0"): "remote_copy",
 }
 
 
@@ -45,4 +47,4 @@ def test_counters_add_tensors_and_bytes_per_path_and_direction(frontend):
     assert totals.pop(("staged_copy", "input")) == (2, 2 * 1474560)
     assert totals.pop(("dma_in_place", "output")) == (1, 846720)
     assert set(totals.values()) == {(0, 0)}  # every other path, and the uncounted tensor
-    assert len(totals) == 6
+    assert len(totals) == 8

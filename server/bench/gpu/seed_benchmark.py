@@ -91,7 +91,7 @@ RUN_DIR = os.path.join(OUT, "seed-benchmark")
 INPUT_BYTES, OUTPUT_BYTES = 1474560, 846720  # FP16 [3,384,640] in, [84,5040] out
 SEED_ARGS = ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(OUTPUT_BYTES),
              "--shape", "images:3,384,640"]
-PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy")
+PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 # What each row is, and the frontend's --pin for it.
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
         ("system_unpinned", "system", "never"))

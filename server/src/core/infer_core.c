@@ -154,7 +154,8 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
-    if (view.kind == SHMREG_KIND_SYSTEM) {
+    /* A remote region's copy is a UCX get, bounded by the registry's timeout. */
+    if (view.kind == SHMREG_KIND_SYSTEM || view.kind == SHMREG_KIND_REMOTE) {
         shmreg_err e = shmreg_copy_from_view(ref, &view, 0, t->owned, t->byte_size);
         if (e != SHMREG_OK)
             return fail_guarded(c, e, "input", t->name);
@@ -259,7 +260,7 @@ static unsigned outputs_to_regions(infer_ctx *c)
         const shmreg_view *v = &c->out_view[i];
         if (!c->out_region[i])
             continue;
-        if (v->kind == SHMREG_KIND_SYSTEM) {
+        if (v->kind == SHMREG_KIND_SYSTEM || v->kind == SHMREG_KIND_REMOTE) {
             shmreg_err e = shmreg_copy_to_view(c->out_ref[i], v, 0, c->out[i].data,
                                                c->out[i].byte_size);
             if (e != SHMREG_OK)

@@ -9,6 +9,8 @@ static struct {
 
 tensor_path tensor_path_for(int device_model, const shmreg_view *view)
 {
+    if (view->kind == SHMREG_KIND_REMOTE) /* no address here: the library copies */
+        return TENSOR_PATH_REMOTE_COPY;
     if (view->kind != SHMREG_KIND_SYSTEM)
         return device_model ? TENSOR_PATH_DMA_IN_PLACE : TENSOR_PATH_DEVICE_COPY;
     if (!device_model)
@@ -27,6 +29,7 @@ const char *tensor_path_name(tensor_path p)
     case TENSOR_PATH_STAGED_COPY: return "staged_copy";
     case TENSOR_PATH_CPU_COPY: return "cpu_copy";
     case TENSOR_PATH_DEVICE_COPY: return "device_copy";
+    case TENSOR_PATH_REMOTE_COPY: return "remote_copy";
     case TENSOR_PATH_NONE:
     case TENSOR_PATH_COUNT: break;
     }

@@ -11,7 +11,9 @@
  *                   pinned staging buffer, which DMA then reads or filled;
  *   cpu_copy        a system region for a model on the CPU: one guarded copy
  *                   into (or out of) the buffer the model reads (writes);
- *   device_copy     a CUDA region for a model on the CPU: one device copy.
+ *   device_copy     a CUDA region for a model on the CPU: one device copy;
+ *   remote_copy     a remote region (another host's memory, over UCX): one
+ *                   get into (put out of) a host buffer, whatever the model.
  *
  * Counters are process-wide relaxed atomics: a scrape may see one request's
  * tensor count before its bytes, never a torn value.
@@ -34,6 +36,7 @@ typedef enum tensor_path {
     TENSOR_PATH_STAGED_COPY,
     TENSOR_PATH_CPU_COPY,
     TENSOR_PATH_DEVICE_COPY,
+    TENSOR_PATH_REMOTE_COPY,
     TENSOR_PATH_COUNT
 } tensor_path;
 

@@ -147,7 +147,7 @@ static void write_paths(jbuf *b)
     static const char *const family[2][2] = {
         {"shmreg_tensor_path_total",
          "Shared-memory tensors of successful inferences, by the way they travelled "
-         "(dma_in_place, staged_copy, cpu_copy, device_copy) and direction."},
+         "(dma_in_place, staged_copy, cpu_copy, device_copy, remote_copy) and direction."},
         {"shmreg_tensor_path_bytes_total",
          "Bytes of those tensors, by path and direction."},
     };
