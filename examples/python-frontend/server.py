@@ -199,7 +199,7 @@ class LimitBody:
                 while (await receive()).get("more_body"):
                     pass
                 await error_response(
-                    400, f"request size of {int(length)} bytes exceeds the maximum allowed input "
+                    400, f"request JSON size of {int(length)} bytes exceeds the maximum allowed input "
                     f"size of {self.max_body} bytes. Use --max-body-mb to increase the limit.")(
                     scope, receive, send)
                 return

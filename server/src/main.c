@@ -122,8 +122,11 @@ int main(int argc, char **argv)
      * anything listens. */
     infer_limit_copies(opts.max_body);
     uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
+    /* Request bytes held at once, HTTP bodies and gRPC messages together. */
+    byte_budget *held = byte_budget_new(opts.max_buffered);
     frontend_server server;
-    if (!reg || (opts.uds_path && !uds) || server_start(&server, &opts, reg) != 0) {
+    if (!reg || !held || (opts.uds_path && !uds) || server_start(&server, &opts, reg, held) != 0) {
+        byte_budget_free(held);
         uds_server_stop(uds);
         yolo_stop();
         shmreg_registry_destroy(reg);
@@ -134,10 +137,11 @@ int main(int argc, char **argv)
     fflush(stdout);
     grpc_frontend *grpc = NULL;
     if (opts.grpc_port) {
-        grpc = grpc_frontend_start(&opts, reg);
+        grpc = grpc_frontend_start(&opts, reg, held);
         if (!grpc) {
             uds_server_stop(uds);
             server_stop(&server);
+            byte_budget_free(held);
             yolo_stop();
             shmreg_registry_destroy(reg);
             options_free(&opts);
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
     if (grpc_thread)
         pthread_join(grpc_stopper, NULL);
     yolo_stop(); /* no request runs any more, on either protocol */
+    byte_budget_free(held);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
     report_leftovers();

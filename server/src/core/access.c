@@ -293,6 +293,21 @@ unsigned access_refusal(const caller *who, char *msg, size_t len)
     return 0;
 }
 
+const char *access_message(const region_scope *scope, shmreg_err e, char *buf, size_t len)
+{
+    const char *message = scope_message(scope);
+    const char *in_use = strstr(message, " in use");
+    if (!scope->per_tenant || e != SHMREG_ERR_NO_MEMORY || !in_use)
+        return message;
+    const char *open = in_use;
+    while (open > message && *open != '(') /* back to the "(N" that counts */
+        open--;
+    if (*open != '(' || open == message)
+        return message;
+    snprintf(buf, len, "%.*s", (int)(open - message - (open[-1] == ' ')), message);
+    return buf;
+}
+
 unsigned access_http_status(shmreg_err e, const char *message)
 {
     /* The library says "limit of" only when a configured limit refused. */

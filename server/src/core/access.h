@@ -88,6 +88,12 @@ unsigned access_refusal(const caller *who, char *msg, size_t len);
  * is not the server's lack of memory (507). */
 unsigned access_http_status(shmreg_err e, const char *message);
 
+/* The library's message of the failure e of a call made within scope
+ * (scope_message), as that caller may read it: under --tenants a refusal by
+ * a registry-wide limit loses its "(N in use...)", which counts every
+ * tenant's bytes. Into buf when it is cut; else scope_message's own. */
+const char *access_message(const region_scope *scope, shmreg_err e, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,7 +49,8 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
  * (region_scope.h: without its tenant's prefix). */
 grpc::Status status_of(const region_scope &scope, shmreg_err e)
 {
-    const char *message = scope_message(&scope);
+    char cut[1024];
+    const char *message = access_message(&scope, e, cut, sizeof cut);
     return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
 }
 

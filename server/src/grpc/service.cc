@@ -46,6 +46,7 @@
 #include "common/worker_pool.h"
 #include "core/triton.h"
 #include "grpc/convert.h"
+#include "grpc/listener.h"
 
 namespace {
 
@@ -73,8 +74,10 @@ class Service;
  * which deletes it. */
 class InferCall final : public grpc::ServerUnaryReactor {
   public:
+    /* charged: the bytes of req taken from the service's budget, given
+     * back in OnDone. */
     InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-              pb::ModelInferResponse *resp);
+              pb::ModelInferResponse *resp, size_t charged);
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
@@ -93,13 +96,17 @@ class InferCall final : public grpc::ServerUnaryReactor {
     refs held_{}; /* released in OnDone, after the response has been sent */
     infer_ctx c_{};
     struct timespec started_ {};
+    size_t charged_;
 };
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
      * (disowned, not destroyed) when the service goes. */
-    Service(shmreg_registry *reg, const frontend_options *opts) : reg_(reg), opts_(opts) {}
+    Service(shmreg_registry *reg, const frontend_options *opts, byte_budget *held)
+        : reg_(reg), opts_(opts), held_(held)
+    {
+    }
     ~Service() { reg_.disown(); }
     Service(const Service &) = delete;
     Service &operator=(const Service &) = delete;
@@ -127,6 +134,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
     shmreg_registry *registry() const { return reg_.handle(); }
+    byte_budget *held() const { return held_; }
 
     void call_started()
     {
@@ -223,8 +231,21 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                          const pb::ModelInferRequest *req,
                                          pb::ModelInferResponse *resp) override
     {
-        /* deleted by its OnDone */
-        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
+        /* The message is in memory already (gRPC read it whole, up to
+         * --max-body-mb); while it waits for a worker it counts against
+         * --max-buffered-mb with HTTP's bodies. Past that it is refused at
+         * once, which frees it, instead of queueing without bound. */
+        size_t bytes = req->ByteSizeLong();
+        if (!byte_budget_take(held_, bytes)) {
+            char why[160];
+            std::snprintf(why, sizeof why,
+                          "the server holds %zu bytes of requests already (--max-buffered-mb); "
+                          "retry later",
+                          byte_budget_cap(held_));
+            return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+        }
+        /* deleted by its OnDone, which gives the bytes back */
+        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp, bytes);
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -403,6 +424,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     shmreg::registry reg_;
     const frontend_options *opts_;
+    byte_budget *held_; /* main.c's */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
@@ -412,8 +434,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 /* ------------------------------------------------------------- InferCall */
 
 InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-                     pb::ModelInferResponse *resp)
-    : service_(s), req_(req), resp_(resp)
+                     pb::ModelInferResponse *resp, size_t charged)
+    : service_(s), req_(req), resp_(resp), charged_(charged)
 {
     c_.scope = scope;
     service_->call_started();
@@ -435,6 +457,7 @@ void InferCall::OnDone()
     /* The response has been sent (or the call failed or was cancelled):
      * nothing reads or writes the call's regions any more. */
     refs_release_all(&held_);
+    byte_budget_give(service_->held(), charged_); /* gRPC frees the request message now */
     Service *s = service_;
     delete this;
     s->call_done();
@@ -596,38 +619,36 @@ void InferCall::run()
 struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
+    Listener listener; /* the port; hands each connection it admits to server */
     const frontend_options *opts;
-    int port;
 };
 
-extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg)
+extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+                                              byte_budget *held)
 {
     auto g = std::make_unique<grpc_frontend>();
     g->opts = opts;
-    g->service = std::make_unique<Service>(reg, opts);
+    if (!g->listener.listen_on(opts->host, opts->grpc_port))
+        return nullptr;
+    g->service = std::make_unique<Service>(reg, opts, held);
     if (!g->service->start_workers()) {
         std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", opts->threads);
         return nullptr;
     }
-    /* An IPv6 address goes in brackets in a gRPC target. */
-    std::string host = opts->host;
-    if (host.find(':') != std::string::npos)
-        host = "[" + host + "]";
-    grpc::ServerBuilder builder;
-    /* gRPC binds with SO_REUSEPORT by default, so a second server on a port
-     * in use would start and share it; fail instead, as the HTTP side does. */
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddListeningPort(host + ":" + std::to_string(opts->grpc_port),
-                             grpc::InsecureServerCredentials(), &g->port);
+    grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
     builder.RegisterService(g->service.get());
     /* The same limit as an HTTP body; responses are as large as the outputs. */
     builder.SetMaxReceiveMessageSize(opts->max_body > INT32_MAX ? INT32_MAX
                                                                 : static_cast<int>(opts->max_body));
     builder.SetMaxSendMessageSize(INT32_MAX);
+    /* --request-timeout-s, as HTTP closes an idle connection: a connection
+     * with no call for that long is sent GOAWAY and closed (a client's
+     * channel reconnects on its next call). */
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(opts->request_timeout_s * 1000));
     g->server = builder.BuildAndStart();
-    if (!g->server || g->port == 0) {
-        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u\n", opts->host,
-                     opts->grpc_port);
+    if (!g->server || !g->listener.start(g->server.get(), opts->max_client_connections)) {
+        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", opts->host, opts->grpc_port);
         if (g->server)
             g->server->Shutdown();
         g->service->stop_workers(std::chrono::system_clock::now());
@@ -638,7 +659,7 @@ extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmr
 
 extern "C" unsigned grpc_frontend_port(const grpc_frontend *g)
 {
-    return static_cast<unsigned>(g->port);
+    return g->listener.port();
 }
 
 extern "C" void grpc_frontend_stop(grpc_frontend *g)
@@ -649,6 +670,7 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * returns only once every call is done); calls in flight run to their
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run. */
+    g->listener.stop(); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
     std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
     g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */

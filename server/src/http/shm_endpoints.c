@@ -42,7 +42,8 @@ static int body_size(const json_object *body, const char *field, int required, s
 /* The library's failure, in the client's names (region_scope.h). */
 static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
 {
-    const char *message = scope_message(scope);
+    char cut[1024];
+    const char *message = access_message(scope, e, cut, sizeof cut);
     reply_error(r, access_http_status(e, message), "%s", message);
 }
 
