@@ -67,7 +67,8 @@ struct shmreg__open_args {
 };
 
 struct shmreg__backend {
-    const char *name; /* "system", "cuda_ipc", "cuda_vmm": used in messages */
+    const char *name; /* "system", "system_fd", "cuda_ipc", "cuda_vmm": names the
+                         mapping in the log line of a close that failed */
     shmreg_kind kind;
     shmreg_err (*prepare)(struct shmreg__open_args *a);
     /* Optional (NULL: the source's mappings are never shared or cached).

@@ -186,10 +186,11 @@ void shmreg__mapping_close_list(struct shmreg__table *t, struct shmreg__mapping 
         list = m->next_close;
         shmreg_err err = m->opened.backend->close(&m->opened, m->label);
         if (err != SHMREG_OK)
-            shmreg__table_log(t, SHMREG_LOG_ERROR, "releasing shared memory region '%s' (%s): %s", m->label,
-                              shmreg_err_name(err), shmreg_last_error());
+            shmreg__table_log(t, SHMREG_LOG_ERROR, "closing the %s mapping of shared memory region '%s' (%s): %s",
+                              m->opened.backend->name, m->label, shmreg_err_name(err), shmreg_last_error());
         shmreg__table_lock(t);
         shmreg__usage_give_back_locked(t, &m->charge);
+        shmreg__reclaim_bytes_done(&t->reclaim, m->reclaim_waiting_bytes);
         shmreg__table_unlock(t);
         shmreg__free(m);
     }

@@ -29,6 +29,8 @@ struct shmreg__mapping {
     size_t regions;                /* regions on it */
     bool cached;                   /* no region, on the LRU list */
     struct shmreg__usage charge;   /* while cached or closing: given back after the close */
+    size_t reclaim_waiting_bytes;  /* closing for the reclaim thread: its bytes stop
+                                      waiting with the charge's give-back */
     struct shmreg__mapping *prev, *next;         /* the index */
     struct shmreg__mapping *lru_prev, *lru_next; /* cached, least recent first */
     struct shmreg__mapping *next_close;          /* a list to close */

@@ -64,6 +64,10 @@ bool shmreg__reclaim_hand_off(struct shmreg__reclaim *q, struct shmreg__reclaim_
     if (atomic_load_explicit(&q->state, memory_order_acquire) != SHMREG__RECLAIM_RUNNING)
         return false;
     atomic_fetch_add_explicit(&q->waiting, 1, memory_order_relaxed);
+    /* Relaxed: the bytes are still mapped (the region keeps its charge until
+     * its teardown), so a snapshot that does not see them yet is right too;
+     * the push below orders this before the teardown's subtraction. */
+    n->waiting_bytes = n->bytes;
     atomic_fetch_add_explicit(&q->waiting_bytes, n->bytes, memory_order_relaxed);
     struct shmreg__reclaim_node *old = atomic_load_explicit(&q->head, memory_order_relaxed);
     do
@@ -77,6 +81,20 @@ bool shmreg__reclaim_hand_off(struct shmreg__reclaim *q, struct shmreg__reclaim_
     if (atomic_load(&q->sleeping) == DEEP)
         futex_wake(&q->wake);
     return true;
+}
+
+size_t shmreg__reclaim_take_waiting(struct shmreg__reclaim_node *n)
+{
+    size_t bytes = n->waiting_bytes;
+    n->waiting_bytes = 0;
+    return bytes;
+}
+
+void shmreg__reclaim_bytes_done(struct shmreg__reclaim *q, size_t bytes)
+{
+    /* Relaxed: the caller's lock orders it against the snapshots. */
+    if (bytes > 0)
+        atomic_fetch_sub_explicit(&q->waiting_bytes, bytes, memory_order_relaxed);
 }
 
 /* Wake the thread whatever it does (the slow paths that wait for it). */
@@ -98,9 +116,9 @@ static bool run_batch(struct shmreg__reclaim *q, struct shmreg__reclaim_node *ba
     }
     while (fifo) {
         struct shmreg__reclaim_node *next = fifo->next;
-        size_t bytes = fifo->bytes;
+        /* The teardown takes the bytes off waiting_bytes itself, under its
+         * lock (shmreg__reclaim_take_waiting). */
         fifo->run(fifo); /* fifo may be freed from here on */
-        atomic_fetch_sub_explicit(&q->waiting_bytes, bytes, memory_order_relaxed);
         /* Release: a waiter that reads 0 sees the teardown done. */
         if (atomic_fetch_sub_explicit(&q->waiting, 1, memory_order_release) == 1) {
             pthread_mutex_lock(&q->idle_lock);

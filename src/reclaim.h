@@ -27,6 +27,9 @@ struct shmreg__reclaim_node {
     /* The deleter's slow half; runs once, on the reclaim thread. */
     void (*run)(struct shmreg__reclaim_node *n);
     size_t bytes; /* what waits, for shmreg_stats.reclaim_waiting_bytes */
+    /* bytes while they count in waiting_bytes: set by the hand-off, taken
+     * by the teardown (shmreg__reclaim_take_waiting). */
+    size_t waiting_bytes;
 };
 
 enum shmreg__reclaim_state {
@@ -72,6 +75,15 @@ bool shmreg__reclaim_wanted(struct shmreg__reclaim *q);
  * asleep after a second without work (then one futex wake). False when there is no thread to take it: the
  * caller runs the deleter itself. */
 bool shmreg__reclaim_hand_off(struct shmreg__reclaim *q, struct shmreg__reclaim_node *n);
+
+/* The teardown's half of the byte count: n's bytes stop waiting. The
+ * teardown calls this under the lock that guards the counters its bytes
+ * leave (the table's), in the same section, so that a snapshot under that
+ * lock never counts bytes as waiting that are no longer mapped. take
+ * returns what n still has waiting (0 when n was never handed off) and
+ * clears it; done subtracts it. */
+size_t shmreg__reclaim_take_waiting(struct shmreg__reclaim_node *n);
+void shmreg__reclaim_bytes_done(struct shmreg__reclaim *q, size_t bytes);
 
 /* Wait until everything handed off so far is torn down. Never on the
  * reclaim thread (a log callback must not call into the registry). */

@@ -87,7 +87,17 @@ static struct shmreg__mapping *region_retire(struct shmreg_region *r)
     shmreg__table_lock(t);
     if (r->entry.linked)
         shmreg__table_unlink_locked(t, &r->entry);
+    size_t waiting = shmreg__reclaim_take_waiting(&r->reclaim);
     struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
+    /* Bytes handed to the reclaim thread stop waiting where they stop being
+     * this region's, in this lock section (so shmreg_registry_stats never
+     * sees more waiting than mapped): now, when the charge goes (other
+     * regions stay on the mapping, or the cache keeps it); or, when the
+     * mapping closes and carries the charge until then, with the close. */
+    if (close == r->mapping)
+        close->reclaim_waiting_bytes = waiting;
+    else
+        shmreg__reclaim_bytes_done(&t->reclaim, waiting);
     t->regions_alive--;
     shmreg__table_unlock(t);
     return close;

@@ -320,12 +320,12 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
 
 static void count(struct shmreg__table *t, shmreg_err err)
 {
-    pthread_mutex_lock(&t->lock);
+    shmreg__table_lock(t);
     if (err == SHMREG_OK)
         t->registrations++;
     else
         t->refusals++;
-    pthread_mutex_unlock(&t->lock);
+    shmreg__table_unlock(t);
 }
 
 shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)

@@ -190,8 +190,6 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     return SHMREG_OK;
 }
 
-bool shmreg__destroy_waits = true;
-
 void shmreg_registry_destroy(shmreg_registry *reg)
 {
     if (!reg)
@@ -239,8 +237,8 @@ void shmreg_registry_destroy(shmreg_registry *reg)
      * checkers, servers that create and destroy registries). Only here, in
      * the caller's explicit teardown: a grace period costs milliseconds, and
      * a last release after destroy may run in a request thread. */
-    if (shmreg__table_put(t) && shmreg__destroy_waits)
-        urcu_bp_barrier();
+    if (shmreg__table_put(t))
+        shmreg__sys.rcu_barrier();
 }
 
 shmreg_err shmreg_registry_trim(shmreg_registry *reg)

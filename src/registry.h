@@ -19,11 +19,6 @@ struct shmreg_registry {
     bool accept_unsealed_fds; /* 1.1: SHMREG_SOURCE_FD without F_SEAL_SHRINK */
 };
 
-/* Whether shmreg_registry_destroy, when it frees the table, waits for the
- * RCU-deferred frees of its regions (true). Harnesses that destroy a registry
- * per input turn it off and wait once at exit (urcu_bp_barrier). */
-extern bool shmreg__destroy_waits;
-
 /* ---- shared by the API verbs (register.c, unregister.c, status.c) */
 
 bool shmreg__kind_valid(shmreg_kind kind);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rcu.h"
 #include "sys.h"
 
 /* fcntl is variadic: the seam's entry takes the one int argument the
@@ -19,7 +20,7 @@ static int fcntl_int(int fd, int cmd, int arg)
     {                                                                         \
         .shm_open = shm_open, .fstat = fstat, .mmap = mmap, .munmap = munmap, \
         .close = close, .fcntl = fcntl_int, .lseek = lseek, .malloc = malloc, \
-        .calloc = calloc, .free = free,                                       \
+        .calloc = calloc, .free = free, .rcu_barrier = urcu_bp_barrier,       \
     }
 
 const struct shmreg__sys shmreg__sys_default = SHMREG_SYS_LIBC;

@@ -23,6 +23,10 @@ struct shmreg__sys {
     void *(*malloc)(size_t size);
     void *(*calloc)(size_t n, size_t size);
     void (*free)(void *p);
+    /* Wait for every RCU-deferred free (urcu_bp_barrier): what
+     * shmreg_registry_destroy does when it frees a registry. A harness that
+     * destroys a registry per input sets a no-op and waits once at exit. */
+    void (*rcu_barrier)(void);
 };
 
 /* The live table; defaults to libc. Tests swap entries and restore them. */

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """acquire+release from Python, one thread: shmreg against a pure-Python
 registry (a dict under a threading.Lock doing the same bookkeeping), and the
-cost of a zero-copy array from a region (np.from_dlpack, memoryview).
+cost of a zero-copy array from a region (np.from_dlpack, memoryview), and a
+guarded copy of 1 MiB out of a region (Region.read_into) against a numpy copy
+of the same mapped bytes.
 
     python bench/python/bench_acquire.py [--seconds S] [--repeat N]
 
@@ -121,6 +123,18 @@ def main() -> None:
                 acquire("input0", 0, 4096).release()
 
         region = reg.acquire("input0", 0, 4096)
+        whole = reg.acquire("input0", 0, 1 << 20)
+        mapped = np.frombuffer(whole, np.uint8)  # the same bytes, read in place
+        out = np.empty(1 << 20, np.uint8)
+
+        def read_into(n: int) -> None:
+            copy = whole.read_into
+            for _ in range(n):
+                copy(out)
+
+        def numpy_copy(n: int) -> None:
+            for _ in range(n):
+                np.copyto(out, mapped)
 
         def from_dlpack(n: int) -> None:
             f = np.from_dlpack
@@ -141,6 +155,8 @@ def main() -> None:
             ("dict + threading.Lock: acquire(...).release()", dict_pairs),
             ("np.from_dlpack(region)", from_dlpack),
             ("memoryview(region)", view),
+            ("region.read_into(1 MiB)", read_into),
+            ("np.copyto(1 MiB of the mapping)", numpy_copy),
             ("empty loop", empty),
         ]
         results: dict[str, list[float]] = {}
@@ -148,6 +164,8 @@ def main() -> None:
             for name, fn in cases if r % 2 == 0 else reversed(cases):
                 results.setdefault(name, []).append(rate(fn, args.seconds))
         region.release()
+        del mapped
+        whole.release()
         reg.close()
 
         med = {name: statistics.median(v) for name, v in results.items()}
@@ -169,6 +187,9 @@ def main() -> None:
         print()
         print(f"shmreg / dict+Lock: {best[pair] / best[base]:.2f}x best, {med[pair] / med[base]:.2f}x median "
               f"(target >= 3x); empty loop {loop_ns:.0f} ns an iteration")
+        guarded, plain = "region.read_into(1 MiB)", "np.copyto(1 MiB of the mapping)"
+        print(f"read_into / numpy copy of 1 MiB: {best[plain] / best[guarded]:.2f}x the time best, "
+              f"{med[plain] / med[guarded]:.2f}x median (target <= 1.2x)")
     finally:
         os.unlink("/dev/shm" + key)
 

@@ -31,8 +31,8 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from shmreg.kserve import (InferError, RequestRegions, decode_request, encode_response,
-                           error_response, header_length, place_outputs, request_regions,
-                           shared_memory_router)
+                           error_response, header_length, metrics_router, place_outputs,
+                           request_regions, shared_memory_router)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import builtin_models  # noqa: E402
@@ -79,6 +79,8 @@ def create_app(registry, opts) -> FastAPI:
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     # Triton's shared-memory extension: the whole of it is this line.
     app.include_router(shared_memory_router(registry))
+    # GET /metrics: the registry's counters under the C server's names.
+    app.include_router(metrics_router(registry))
 
     @app.exception_handler(HTTPException)
     async def http_error(request, exc):  # unknown route 404, wrong method 405
@@ -185,25 +187,60 @@ class RefuseClientShm:
 
 
 class LimitBody:
-    """400 for a body over --max-body-mb, in the words and with the status
-    Triton gives a request past its --http-max-input-size; the body is still
-    read, so that the client sees the answer instead of a reset connection."""
+    """A body over --max-body-mb: 400 when its Content-Length says so, in the
+    words and with the status Triton gives a request past its
+    --http-max-input-size; 413 for a chunked body (no length) once what has
+    arrived passes the limit. Either way the rest is read, so that the client
+    sees the answer instead of a reset connection. A chunked body within the
+    limit is passed on as it came."""
 
     def __init__(self, app, max_body: int):
         self.app, self.max_body = app, max_body
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            length = dict(scope["headers"]).get(b"content-length", b"0")
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None:
             if length.isdigit() and int(length) > self.max_body:
-                while (await receive()).get("more_body"):
-                    pass
-                await error_response(
-                    400, f"request JSON size of {int(length)} bytes exceeds the maximum allowed input "
-                    f"size of {self.max_body} bytes. Use --max-body-mb to increase the limit.")(
-                    scope, receive, send)
+                await self._drain(receive)
+                await self._refuse(400, f"request JSON size of {int(length)} bytes", scope, receive,
+                                   send)
                 return
-        await self.app(scope, receive, send)
+            return await self.app(scope, receive, send)
+        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            return await self.app(scope, receive, send)
+        # Chunked: count what arrives, and hold it until the end or the limit.
+        messages, size = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            size += len(message.get("body", b""))
+            if size > self.max_body:
+                more = message.get("more_body", False)
+                messages.clear()
+                if more:
+                    await self._drain(receive)
+                await self._refuse(413, "chunked request body", scope, receive, send)
+                return
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, status, what, scope, receive, send):
+        await error_response(
+            status, f"{what} exceeds the maximum allowed input size of {self.max_body} bytes. "
+            "Use --max-body-mb to increase the limit.")(scope, receive, send)
+
+    @staticmethod
+    async def _drain(receive):
+        while (await receive()).get("more_body"):
+            pass
 
 
 class LogRequests:

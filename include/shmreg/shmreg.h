@@ -7,11 +7,14 @@
  * without a shared lock on every request, and hands out counted references
  * so that a region is never unmapped while a request still reads or writes it.
  *
- * Start here: the ten calls a server of system shared memory needs.
+ * Start here: the calls a server of system shared memory needs.
  *
  *   shmreg_registry_create(NULL, &reg)             once, at start (NULL: defaults)
+ *   shmreg_guard_install()                     once, before the first copy
  *   shmreg_register_system(reg, name, key, off, size, 0)      client's register
  *   shmreg_acquire(reg, name, off, size, &ref, &view)  per tensor of a request
+ *   shmreg_copy_from_view(ref, &view, off, dst, n)     read an input tensor
+ *   shmreg_copy_to_view(ref, &view, off, src, n)       write an output tensor
  *   shmreg_release(ref)                        when the response is sent
  *   shmreg_unregister(reg, name, SHMREG_KIND_SYSTEM)        client's unregister
  *   shmreg_unregister_all(reg, SHMREG_KIND_SYSTEM)    client's unregister-all
@@ -22,6 +25,12 @@
  * Names, keys and tags are copied: the caller's strings need not outlive a
  * call. A view is valid from shmreg_acquire until its reference is
  * released; touching view.addr after shmreg_release is a use-after-unmap.
+ * A client owns its shm object and may truncate it under the server's
+ * mapping at any time: a plain read or write of view.addr then raises
+ * SIGBUS in the server. The guarded copies return SHMREG_ERR_FAULT instead,
+ * so use them for the memory of clients you do not trust; read view.addr in
+ * place only where nothing can shrink the object (a sealed memfd,
+ * shmreg_register_system_fd) or where only DMA touches it (view.pinned).
  * A view of a read-only region (SHMREG_READONLY) has writable == 0: a write
  * through it faults.
  *
@@ -322,8 +331,17 @@ typedef struct shmreg_stats {
     uint64_t reserved_[10];   /* zero; room for later counters */
 } shmreg_stats;
 
-/* A snapshot of reg's counters (taken under the registry's lock; the
- * counters are consistent with each other). Errors: INVALID_ARG. */
+/* A snapshot of reg's counters, taken under the registry's lock. Exact
+ * together: mapped_regions, detached_regions, mapped_bytes, pinned_bytes,
+ * reclaim_waiting_bytes, cached_bytes, cached_mappings and the counters
+ * since create; every snapshot has reclaim_waiting_bytes + cached_bytes <=
+ * mapped_bytes and pinned_bytes <= mapped_bytes. regions, pending_regions
+ * and references are read from the regions' reference counts, which
+ * acquire and release change without that lock: they are each region's
+ * count at some moment during the call, and a region whose last reference
+ * was just released is no longer in regions while it is still in
+ * mapped_regions (regions + detached_regions <= mapped_regions, equal when
+ * no teardown is pending). Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
 
 /* Since 1.1. Give back what no caller holds: wait until every region

@@ -8,7 +8,8 @@
  *
  *   shmreg::registry     owns one shmreg_registry (move-only; destroys it)
  *   shmreg::region_ref   owns one counted reference (copy = shmreg_retain,
- *                        destructor = shmreg_release, move = hand-over)
+ *                        destructor = shmreg_release, move = hand-over),
+ *                        and the guarded copies in and out of its view
  *   shmreg::view         what a reference lets the caller touch
  *   shmreg::region_status, shmreg::stats   snapshots, plain values
  *   shmreg::config, shmreg::registration, shmreg::filter
@@ -39,9 +40,18 @@
  *
  * Lifetime and threads are the C API's (see shmreg.h): every call is
  * thread-safe; a view is valid while its region_ref holds the reference; a
- * region_ref may outlive the registry it came from (its release then unmaps
- * the region). A registry must not be destroyed while another thread still
+ * region_ref may outlive the registry it came from. The last release of a
+ * region makes no system call under the default reclaim mode
+ * (reclaim_mode::background): the registry's reclaim thread unmaps it
+ * afterwards; under reclaim_mode::inline_ the releasing thread unmaps it, as
+ * 1.0 did. A registry must not be destroyed while another thread still
  * calls into it.
+ *
+ * Memory that an untrusted client registered (a POSIX shm key, an unsealed
+ * descriptor) can be truncated under the mapping; reading it through addr()
+ * then raises SIGBUS. Read and write such regions with the guarded copies
+ * (region_ref::try_read_into, try_write_from, after guard_install()), which
+ * turn that fault into SHMREG_ERR_FAULT for the one request.
  *
  * SPDX-License-Identifier: Apache-2.0
  */
@@ -97,6 +107,18 @@ enum class source : int {
     shm = SHMREG_SOURCE_SHM,
     cuda_ipc = SHMREG_SOURCE_CUDA_IPC,
     cuda_fd = SHMREG_SOURCE_CUDA_FD,
+    fd = SHMREG_SOURCE_FD, /* 1.1: a window of a descriptor (a memfd) */
+};
+
+/* 1.1: who unmaps a region whose last reference is released
+ * (shmreg_reclaim). inline_ is SHMREG_RECLAIM_INLINE (inline is a keyword). */
+enum class reclaim_mode : int {
+    /* The release hands the region to the registry's reclaim thread, which
+     * unpins, unmaps and closes it: the releasing thread makes no system
+     * call and takes no lock that register or unregister hold. The default. */
+    background = SHMREG_RECLAIM_BACKGROUND,
+    /* The last release unmaps in the releasing thread (1.0's behaviour). */
+    inline_ = SHMREG_RECLAIM_INLINE,
 };
 
 /* Registration flags, OR-ed (SHMREG_READONLY, SHMREG_PIN, SHMREG_NO_PIN). */
@@ -312,6 +334,26 @@ class config {
         c_.max_pinned_bytes = n;
         return *this;
     }
+    /* 1.1: who unmaps a released region (default reclaim_mode::background). */
+    config &reclaim(shmreg::reclaim_mode m) noexcept
+    {
+        c_.reclaim = static_cast<shmreg_reclaim>(m);
+        return *this;
+    }
+    /* 1.1: the registration cache's size in bytes; 0 (default) turns it off.
+     * See shmreg_config.cache_bytes for what may be reused. */
+    config &cache_bytes(std::size_t n) noexcept
+    {
+        c_.cache_bytes = n;
+        return *this;
+    }
+    /* 1.1: let a descriptor registration take an fd without F_SEAL_SHRINK;
+     * its regions must then be read with the guarded copies. */
+    config &accept_unsealed_fds(bool yes) noexcept
+    {
+        c_.accept_unsealed_fds = yes ? 1 : 0;
+        return *this;
+    }
 
     /* The C struct, pointing into this object: valid while it lives
      * unchanged. It rebuilds a pointer array inside this object, so one
@@ -363,6 +405,16 @@ class registration {
         registration r;
         r.from(shmreg::source::cuda_ipc).name(std::move(name)).raw_handle(raw_handle, raw_handle_size);
         r.device(device_id).byte_size(byte_size);
+        return r;
+    }
+    /* 1.1: the window [offset, offset + byte_size) of a descriptor (a
+     * memfd); the caller keeps fd (shmreg_register_system_fd). */
+    static registration system_fd(std::string name, int fd, std::size_t offset,
+                                  std::size_t byte_size)
+    {
+        registration r;
+        r.from(shmreg::source::fd).name(std::move(name)).fd(fd).offset(offset);
+        r.byte_size(byte_size);
         return r;
     }
     /* A CUDA VMM allocation exported as a descriptor; the caller keeps fd. */
@@ -450,8 +502,10 @@ class registration {
 };
 
 /*
- * Which regions unregister_matching and status_matching act on
- * (shmreg_filter): every region unless a name, kind or tag narrows it.
+ * Which regions acquire_matching, unregister_matching and status_matching
+ * act on (shmreg_filter): every region unless a name, kind or tag narrows
+ * it. With a tag, a region of another tag (or none) answers exactly as an
+ * absent one: the tenant-scoped form of every call.
  */
 class filter {
   public:
@@ -516,11 +570,20 @@ class view {
     shmreg_view v_;
 };
 
+/* 1.1: install the process-wide SIGBUS handler that guarded copies need
+ * (shmreg_guard_install; once per process, later calls do nothing). */
+inline result<void> try_guard_install() { return detail::check(shmreg_guard_install()); }
+
 /*
  * One counted reference to a region, with the view it was acquired with.
  * Copying retains (one more reference, the same view), destroying releases,
- * moving hands the reference over and leaves the source empty. The last
- * release of a region unmaps it, in the releasing thread.
+ * moving hands the reference over and leaves the source empty. Releasing
+ * makes no system call under reclaim_mode::background: the last release of
+ * a region hands it to the registry's reclaim thread, which unmaps it; under
+ * reclaim_mode::inline_ the releasing thread unmaps it.
+ *
+ * try_read_into and try_write_from are the guarded copies (1.1): the only
+ * safe way to touch a system region whose client may truncate its object.
  */
 class region_ref {
   public:
@@ -571,6 +634,33 @@ class region_ref {
     std::size_t size() const noexcept { return view_.size(); }
     shmreg_region *handle() const noexcept { return ref_; }
 
+    /* Guarded copy of n bytes from the view, starting offset bytes into it,
+     * into dst (shmreg_copy_from_view). SYSTEM views only; offset + n within
+     * size(). FAULT when the client truncated its object (some of dst may
+     * be written), UNSUPPORTED before guard_install(), INVALID_ARG on an
+     * empty reference or a CUDA view, OUT_OF_BOUNDS. */
+    result<void> try_read_into(void *dst, std::size_t n, std::size_t offset = 0) const
+    {
+        return detail::check(shmreg_copy_from_view(ref_, &view_.handle(), offset, dst, n));
+    }
+    /* Guarded copy of n bytes from src into the view at offset
+     * (shmreg_copy_to_view); as try_read_into, and INVALID_ARG for a view
+     * that is not writable(). */
+    result<void> try_write_from(const void *src, std::size_t n, std::size_t offset = 0) const
+    {
+        return detail::check(shmreg_copy_to_view(ref_, &view_.handle(), offset, src, n));
+    }
+#if SHMREG_CPP_EXCEPTIONS
+    void read_into(void *dst, std::size_t n, std::size_t offset = 0) const
+    {
+        try_read_into(dst, n, offset).value();
+    }
+    void write_from(const void *src, std::size_t n, std::size_t offset = 0) const
+    {
+        try_write_from(src, n, offset).value();
+    }
+#endif
+
   private:
     shmreg_region *ref_ = nullptr;
     shmreg::view view_;
@@ -581,8 +671,8 @@ inline void swap(region_ref &a, region_ref &b) noexcept { a.swap(b); }
 /* ------------------------------------------------------- status and stats */
 
 /* One region as status saw it (shmreg_region_status), copied out: it owns
- * its strings and outlives the region. An empty key means a CUDA region; an
- * empty tag, a region registered without one. */
+ * its strings and outlives the region. An empty key means a CUDA region or
+ * a descriptor region; an empty tag, a region registered without one. */
 struct region_status {
     std::string name;
     std::string key;
@@ -596,6 +686,10 @@ struct region_status {
     bool pinned = false;
     unsigned flags = 0;
     std::string tag;
+    /* 1.1: regions on this region's mapping (this one included), and
+     * whether the registration reused a cached or live mapping. */
+    std::size_t mapping_regions = 0;
+    bool mapping_reused = false;
 
     region_status() = default;
     explicit region_status(const shmreg_region_status &s)
@@ -603,12 +697,16 @@ struct region_status {
           kind(static_cast<shmreg::kind>(s.kind)), offset(s.offset), byte_size(s.byte_size),
           device_id(s.device_id), references(s.references),
           pending_unregister(s.pending_unregister != 0), generation(s.generation),
-          pinned(s.pinned != 0), flags(s.flags), tag(s.tag ? s.tag : "")
+          pinned(s.pinned != 0), flags(s.flags), tag(s.tag ? s.tag : ""),
+          mapping_regions(s.mapping_regions), mapping_reused(s.mapping_reused != 0)
     {
     }
 };
 
-/* A registry's counters (shmreg_stats), a plain C struct. */
+/* A registry's counters (shmreg_stats), a plain C struct: 1.1 added
+ * reclaim_waiting_bytes, cached_bytes, cached_mappings, cache_hits,
+ * cache_misses and cache_evictions. shmreg_registry_stats says which
+ * fields are exact together. */
 using stats = shmreg_stats;
 
 namespace detail {
@@ -701,6 +799,15 @@ class registry {
         return detail::check(
             shmreg_register_system(reg_, name.c_str(), key.c_str(), offset, byte_size, fl));
     }
+    /* 1.1: a window of a descriptor the caller keeps (a memfd received with
+     * try_recv_fd); sealed against shrinking unless the config says
+     * accept_unsealed_fds. */
+    result<void> try_register_system_fd(cstr name, int fd, std::size_t offset,
+                                        std::size_t byte_size, unsigned fl = 0)
+    {
+        return detail::check(
+            shmreg_register_system_fd(reg_, name.c_str(), fd, offset, byte_size, fl));
+    }
     result<void> try_register_cuda_ipc(cstr name, const void *raw_handle,
                                        std::size_t raw_handle_size, int device_id,
                                        std::size_t byte_size, unsigned fl = 0)
@@ -724,6 +831,20 @@ class registry {
         if (e != SHMREG_OK)
             return shmreg::error::last(e);
         return region_ref(ref, v); // the reference shmreg_acquire took moves into the result
+    }
+    /* 1.1: the tenant-scoped acquire (shmreg_acquire_matching): f names the
+     * region; with f's tag, another tag's region is NOT_FOUND, exactly as an
+     * absent one; with f's kind, the other kind is WRONG_KIND. */
+    result<region_ref> try_acquire_matching(const shmreg::filter &f, std::size_t offset,
+                                            std::size_t byte_size)
+    {
+        shmreg_filter c = f.handle();
+        shmreg_region *ref = nullptr;
+        shmreg_view v;
+        shmreg_err e = shmreg_acquire_matching(reg_, &c, offset, byte_size, &ref, &v);
+        if (e != SHMREG_OK)
+            return shmreg::error::last(e);
+        return region_ref(ref, v); // the reference taken moves into the result
     }
 
     result<void> try_unregister(cstr name, shmreg::kind k = shmreg::kind::any)
@@ -786,6 +907,11 @@ class registry {
     {
         try_register_system(name, key, offset, byte_size, fl).value();
     }
+    void register_system_fd(cstr name, int fd, std::size_t offset, std::size_t byte_size,
+                            unsigned fl = 0)
+    {
+        try_register_system_fd(name, fd, offset, byte_size, fl).value();
+    }
     void register_cuda_ipc(cstr name, const void *raw_handle, std::size_t raw_handle_size,
                            int device_id, std::size_t byte_size, unsigned fl = 0)
     {
@@ -798,6 +924,10 @@ class registry {
     region_ref acquire(cstr name, std::size_t offset, std::size_t byte_size)
     {
         return try_acquire(name, offset, byte_size).value();
+    }
+    region_ref acquire_matching(const shmreg::filter &f, std::size_t offset, std::size_t byte_size)
+    {
+        return try_acquire_matching(f, offset, byte_size).value();
     }
     void unregister(cstr name, shmreg::kind k = shmreg::kind::any) { try_unregister(name, k).value(); }
     void unregister_all(shmreg::kind k = shmreg::kind::any) { try_unregister_all(k).value(); }
@@ -845,7 +975,36 @@ inline result<received_fd> try_recv_fd(int sock, void *payload, std::size_t cap)
     return r;
 }
 
+/* 1.1: a sealed memfd of size bytes (shmreg_memfd_create); the caller owns
+ * and closes the descriptor. debug_name may be nullptr. */
+inline result<int> try_memfd_create(const char *debug_name, std::size_t size)
+{
+    int fd = -1;
+    shmreg_err e = shmreg_memfd_create(debug_name, size, &fd);
+    if (e != SHMREG_OK)
+        return shmreg::error::last(e);
+    return fd;
+}
+
+/* 1.1: ask the server at the other end of sock to register a window of fd
+ * (shmreg_send_region); the error is the server's answer. */
+inline result<void> try_send_region(int sock, cstr name, int fd, std::size_t offset,
+                                    std::size_t byte_size, unsigned fl = 0)
+{
+    return detail::check(shmreg_send_region(sock, name.c_str(), fd, offset, byte_size, fl));
+}
+
 #if SHMREG_CPP_EXCEPTIONS
+inline void guard_install() { try_guard_install().value(); }
+inline int memfd_create(const char *debug_name, std::size_t size)
+{
+    return try_memfd_create(debug_name, size).value();
+}
+inline void send_region(int sock, cstr name, int fd, std::size_t offset, std::size_t byte_size,
+                        unsigned fl = 0)
+{
+    try_send_region(sock, name, fd, offset, byte_size, fl).value();
+}
 inline void send_fd(int sock, int fd, const void *payload, std::size_t payload_size)
 {
     try_send_fd(sock, fd, payload, payload_size).value();

@@ -127,3 +127,11 @@ class Stats:
     pinned_bytes: int      # what max_pinned_bytes counts
     registrations: int     # successful registrations since the registry was made
     refusals: int          # registrations refused for any reason since then
+    # Since 1.1.
+    reclaim_waiting_bytes: int  # released regions' bytes the reclaim thread has yet to
+                                # unmap; still in mapped_bytes
+    cached_bytes: int      # bytes of mappings the cache keeps, no region on them
+    cached_mappings: int   # how many such mappings
+    cache_hits: int        # registrations that reused a cached or live mapping
+    cache_misses: int      # registrations of a cacheable source that mapped anew
+    cache_evictions: int   # cached mappings unmapped (limit, room, trim)

@@ -7,15 +7,28 @@ Two parts, usable apart:
   ``/v2/cudasharedmemory/...``: register, unregister, status), answering with
   Triton's status codes and the library's messages, as the C example frontend
   (``server/``) does.
+- ``metrics_router(registry)``: ``GET /metrics`` with the registry's counters
+  under the C server's ``shmreg_*`` names (prometheus_client).
+- ``model_server_router(registry, dataplane)``: both of the above's
+  shared-memory endpoints plus ``POST /v2/models/{name}/infer`` for a KServe
+  Python ``ModelServer`` (``kserve`` on PyPI), whose own infer route takes
+  no tensor without ``data``: mounted on its app, requests naming regions
+  reach its ``kserve.Model`` objects unchanged.
 - The request path of a KServe v2 ``infer`` endpoint: ``decode_request`` turns
   a request (JSON, binary tensor extension, or tensors naming shared-memory
-  regions) into numpy arrays, ``place_outputs`` gives each output its array
-  (a view of the region the client named, or a fresh buffer), and
-  ``encode_response`` builds the answer. Every region reference a request
+  regions) into numpy arrays, ``place_outputs`` gives each output its array,
+  and ``encode_response`` builds the answer. Every region reference a request
   takes is kept in its ``RequestRegions``, which releases them all in one
   place when the response has been sent, on every outcome: use the FastAPI
   dependency ``request_regions(registry)`` (or ``RequestRegions`` as a
   context manager where the response is sent inside the ``with``).
+
+A system region is never read or written in place: a client can truncate
+its shm object under the mapping, and a plain load of a lost page is SIGBUS,
+which kills the whole server. Inputs are copied out of the region and
+outputs into it with the guarded copies (``Region.read_into`` and
+``write_from``), which turn that fault into ``shmreg.Fault``: a 400 for that
+one request, and every other client is served.
 
 The rule is docs/integration.md's: acquire while parsing, release when the
 response is done. Needs ``fastapi>=0.118``, whose dependencies with ``yield``
@@ -31,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import numpy as np
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -40,17 +53,19 @@ import shmreg
 __all__ = [
     "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
     "decode_request", "encode_response", "error_response", "header_length", "http_status",
-    "parse_json",
+    "metrics_router", "model_server_router", "parse_json", "RegistryCollector",
     "place_outputs", "request_regions", "shared_memory_router",
 ]
 
 # ------------------------------------------------------------------- errors
 
-# The table of docs/errors.md (reply.c, http_status_from_shmreg): Triton's
+# The table of server/src/core/triton.h (tests/python/test_status_table.py
+# checks this copy against it): Triton's
 # statuses where Triton has one, since clients test for them. By class name,
 # so that a code this module does not know still answers 500.
 _STATUS_BY_ERROR = (
     ("InvalidArgument", 400), ("AlreadyExists", 400), ("OutOfBounds", 400), ("Busy", 400),
+    ("Fault", 400),  # the client truncated its own object under the mapping
     ("NotFound", 404), ("WrongKind", 404),  # the name is not one of this endpoint's kind
     ("Unsupported", 501), ("NoMemory", 507), ("OutOfMemory", 507),
 )
@@ -301,36 +316,29 @@ def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cu
 class RequestRegions:
     """The region references one inference request holds, released together.
 
-    ``input(...)`` and ``output(...)`` acquire a window of a named region and
-    return it as a uint8 numpy array over the mapped bytes (no copy). The
-    array is what holds the library reference (the package's lifetime rule:
-    a view made from a region holds a reference of its own) and the Region is
-    released at once, so the count shown by status is one per tensor, as for
-    the C frontend. ``release()`` drops every array
-    this object holds; a region is released there unless the server's own code
-    kept an array made from it, in which case it stays mapped (safely) until
-    that array is gone. Idempotent; also the context manager's exit."""
+    ``input(...)`` acquires a window of a named region and returns a copy of
+    its bytes (a uint8 numpy array), made with the guarded copy: a client
+    that truncated its object gets a 400, and the server lives. ``output(...)``
+    acquires a window for an output and returns the ``shmreg.Region``; the
+    output's bytes are written into it by ``encode_response``, guarded too.
+    Each acquired Region is held until ``release()``, so the count shown by
+    status is one per tensor for the whole request, as for the C frontend.
+    ``release()`` drops them all; idempotent; also the context manager's
+    exit."""
 
     def __init__(self, registry: Any):
         self.registry = registry
-        self._held: list[np.ndarray] = []
+        self._held: list[Any] = []
 
-    def _acquire(self, region: str, offset: int, byte_size: int) -> np.ndarray:
+    def _acquire(self, region: str, offset: int, byte_size: int) -> Any:
         try:
             ref = self.registry.acquire(region, offset, byte_size)
         except shmreg.Error as e:
             raise InferError.from_shmreg(e) from None
-        try:
-            if ref.kind == "cuda":
-                view = self._device_to_host(ref, region)
-            else:
-                # The buffer protocol rather than DLPack: a pinned region's
-                # DLPack device is kDLCUDAHost, which not every numpy takes.
-                view = np.frombuffer(memoryview(ref), dtype=np.uint8)
-        finally:
-            ref.release()  # the array's buffer holds its own reference from here on
-        self._held.append(view)  # the request owns it now
-        return view
+        self._held.append(ref)  # the request owns it now
+        if ref.kind == "cuda":
+            self._device_to_host(ref, region)
+        return ref
 
     @staticmethod
     def _device_to_host(ref: Any, region: str) -> np.ndarray:
@@ -341,32 +349,39 @@ class RequestRegions:
 
     @_clean_errors
     def input(self, region: str, offset: int, byte_size: int) -> np.ndarray:
-        """The bytes [offset, offset + byte_size) of ``region``, read-only or
-        not as registered. Raises InferError with the library's message, or
-        Triton's for an empty window (a region named without a byte size),
-        which holds no tensor."""
-        view = self._acquire(region, offset, byte_size)
+        """A copy of the bytes [offset, offset + byte_size) of ``region``.
+        Raises InferError with the library's message (400 when the client
+        truncated its object), or Triton's for an empty window (a region
+        named without a byte size), which holds no tensor."""
+        ref = self._acquire(region, offset, byte_size)
         if byte_size == 0:
             raise InferError(400, f"Invalid offset + byte size for shared memory region: "
                                   f"'{region}'")
-        return view
+        data = np.empty(byte_size, dtype=np.uint8)
+        try:
+            ref.read_into(data)
+        except shmreg.Error as e:
+            raise InferError.from_shmreg(e) from None
+        return data
 
     @_clean_errors
-    def output(self, name: str, region: str, offset: int, byte_size: int) -> np.ndarray:
-        """A writable window for output ``name``: 400 when the region was
-        registered read-only (writing would fault), before any model runs."""
-        view = self._acquire(region, offset, byte_size)
-        if not view.flags.writeable:
+    def output(self, name: str, region: str, offset: int, byte_size: int) -> Any:
+        """The window for output ``name``, as a held ``shmreg.Region``: 400
+        when the region was registered read-only, before any model runs."""
+        ref = self._acquire(region, offset, byte_size)
+        if not ref.writable:
             raise InferError(400, f"output '{name}' cannot be written to shared memory region "
                                   f"'{region}': it was registered read-only")
-        return view
+        return ref
 
     @property
     def count(self) -> int:
         return len(self._held)
 
     def release(self) -> None:
-        self._held.clear()
+        held, self._held = self._held, []
+        for ref in held:
+            ref.release()
 
     def __enter__(self) -> "RequestRegions":
         return self
@@ -631,11 +646,13 @@ PLACE_JSON, PLACE_BINARY, PLACE_SHM = "json", "binary", "shm"
 
 @dataclass
 class OutputSlot:
-    """Where one output goes: ``array`` is what the model writes (a view of
-    the client's region for PLACE_SHM, a fresh buffer otherwise)."""
+    """Where one output goes: ``array`` is what the model writes, a buffer
+    of this process; for PLACE_SHM, ``region`` is the client's window, which
+    ``encode_response`` copies ``array`` into (guarded)."""
     tensor: Tensor
     placement: str
     array: np.ndarray
+    region: Any = None
 
 
 def _slot(t: Tensor, placement: str, regions: RequestRegions,
@@ -649,8 +666,9 @@ def _slot(t: Tensor, placement: str, regions: RequestRegions,
                                   f"'{t.name}' ({given} bytes) should be at least {size} bytes "
                                   "to hold the results")
         # Acquire only the bytes the output fills.
-        raw = regions.output(t.name, region, offset, size)
-        return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape))
+        ref = regions.output(t.name, region, offset, size)
+        raw = np.empty(size, dtype=np.uint8)
+        return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape), ref)
     if placement == PLACE_JSON and t.datatype in _NO_JSON:
         raise InferError(400, f"output '{t.name}' is {t.datatype}: request it as binary data or "
                               "in shared memory")
@@ -664,7 +682,8 @@ def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor]
     """The model's outputs (``described``: name, datatype, shape, and
     byte_size for BYTES) placed as the request asks: in the shared-memory
     region its parameters name (size checked, window acquired into
-    ``regions``, writable), as binary data, or as JSON; outputs the request
+    ``regions``, writable; the model writes a buffer that ``encode_response``
+    copies into the region), as binary data, or as JSON; outputs the request
     does not list are left out. Raises InferError."""
     binary_all = request.parameters.get("binary_data_output") is True
     if request.outputs is None:
@@ -697,10 +716,17 @@ def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor]
 def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlot],
                     version: str = "1") -> Response:
     """The response: a JSON header, then the binary outputs in its order.
-    An output in shared memory is listed with name, datatype and shape only
-    (no data, no parameters: Triton's C++ client reads any output parameters
-    as binary data); its bytes are in the client's region."""
+    An output in shared memory is copied into the client's region here
+    (guarded: InferError(400) when the client truncated its object) and
+    listed with name, datatype and shape only (no data, no parameters:
+    Triton's C++ client reads any output parameters as binary data)."""
     outputs, chunks = [], []
+    for s in slots:
+        if s.placement == PLACE_SHM:
+            try:
+                s.region.write_from(np.ascontiguousarray(s.array))
+            except shmreg.Error as e:
+                raise InferError.from_shmreg(e) from None
     for s in slots:
         t = s.tensor
         o = {"name": t.name, "datatype": t.datatype, "shape": list(t.shape)}
@@ -719,3 +745,155 @@ def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlo
     body = b"".join([text, *(np.ascontiguousarray(c).view(np.uint8).tobytes() for c in chunks)])
     return Response(body, media_type="application/octet-stream",
                     headers={"Inference-Header-Content-Length": str(len(text))})
+
+
+# ------------------------------------------------------------------ metrics
+
+# The C server's names (server/src/http/metrics.c): (name, kind, help, Stats field).
+_REGISTRY_METRICS = (
+    ("shmreg_regions", "gauge", "Regions listed by status: registered or pending.", "regions"),
+    ("shmreg_pending_regions", "gauge",
+     "Regions unregistered under the defer policy that requests still hold.", "pending_regions"),
+    ("shmreg_detached_regions", "gauge",
+     "Regions unregistered under the detach policy, still mapped for references held.",
+     "detached_regions"),
+    ("shmreg_references", "gauge", "References requests hold on listed regions.", "references"),
+    ("shmreg_mapped_regions", "gauge", "Regions still mapped: listed and detached.",
+     "mapped_regions"),
+    ("shmreg_mapped_bytes", "gauge",
+     "Bytes mapped, cached and waiting for reclaim included.", "mapped_bytes"),
+    ("shmreg_pinned_bytes", "gauge", "Bytes page-locked, cached included.", "pinned_bytes"),
+    ("shmreg_registrations_total", "counter", "Successful registrations.", "registrations"),
+    ("shmreg_registration_refusals_total", "counter", "Registrations refused, for any reason.",
+     "refusals"),
+    ("shmreg_reclaim_waiting_bytes", "gauge",
+     "Bytes of released regions the reclaim thread has yet to unmap.", "reclaim_waiting_bytes"),
+    ("shmreg_cached_bytes", "gauge",
+     "Bytes of mappings the registration cache keeps with no region on them.", "cached_bytes"),
+    ("shmreg_cached_mappings", "gauge", "Mappings the registration cache keeps.",
+     "cached_mappings"),
+    ("shmreg_cache_hits_total", "counter", "Registrations that reused a cached or live mapping.",
+     "cache_hits"),
+    ("shmreg_cache_misses_total", "counter",
+     "Registrations of a cacheable source that opened a new mapping.", "cache_misses"),
+    ("shmreg_cache_evictions_total", "counter",
+     "Cached mappings unmapped for cache_bytes, for room, or by trim.", "cache_evictions"),
+)
+
+
+class RegistryCollector:
+    """A prometheus_client collector of ``registry``'s counters under the C
+    server's names: one Registry.stats() snapshot a scrape, so the counters
+    of one page agree with each other. ``metrics_router`` serves it; a server
+    that already has a /metrics page of prometheus_client's default registry
+    (KServe's ModelServer) adds it there instead:
+    ``prometheus_client.REGISTRY.register(RegistryCollector(registry))``."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        stats = self.registry.stats()
+        for name, kind, help_text, field_name in _REGISTRY_METRICS:
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, help_text, value=getattr(stats, field_name))
+
+
+def metrics_router(registry: Any, *, path: str = "/metrics", **router_options: Any) -> APIRouter:
+    """An APIRouter serving ``GET /metrics`` (Prometheus text format) with
+    ``registry``'s counters under the C server's ``shmreg_*`` names:
+    ``shmreg_regions``, ``shmreg_mapped_bytes``, ``shmreg_registrations_total``,
+    ... (docs/python.md lists them). Needs ``prometheus_client``. The page is
+    made from its own ``CollectorRegistry``, so a server that already exports
+    prometheus_client's default registry keeps its own ``/metrics`` apart
+    (mount this one under another ``path``, or register a
+    ``RegistryCollector`` in that registry)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    collectors = CollectorRegistry(auto_describe=False)
+    collectors.register(RegistryCollector(registry))
+    router = APIRouter(**router_options)
+
+    def metrics() -> Response:
+        try:
+            page = generate_latest(collectors)
+        except shmreg.Error as e:  # a closed registry
+            return error_response(http_status(e), str(e))
+        return Response(page, media_type=CONTENT_TYPE_LATEST)
+
+    router.add_api_route(path, metrics, methods=["GET"])
+    return router
+
+
+# ------------------------------------------------- KServe's Python ModelServer
+
+
+def _kserve_request(model: str, request: InferRequest) -> Any:
+    """The decoded request as ``kserve.InferRequest``: each input's numpy
+    array (a copy of the shared memory, or the request's own data)."""
+    from kserve import InferInput
+    from kserve import InferRequest as KServeRequest
+    inputs = [InferInput(t.name, list(t.shape), t.datatype, data=t.data) for t in request.inputs]
+    return KServeRequest(model, inputs, request_id=request.id, parameters=request.parameters)
+
+
+def _kserve_outputs(model: str, response: Any) -> tuple[list[Tensor], dict[str, np.ndarray]]:
+    outputs = getattr(response, "outputs", None)
+    if outputs is None:  # a model answering a dict speaks v1, not v2
+        raise InferError(500, f"model '{model}' did not answer with a kserve.InferResponse")
+    described, arrays = [], {}
+    for o in outputs:
+        array = np.asarray(o.as_numpy())
+        if o.datatype not in DATATYPES:
+            raise InferError(500, f"output '{o.name}' of model '{model}' has datatype "
+                                  f"'{o.datatype}', which this router cannot place")
+        described.append(Tensor(o.name, o.datatype, [int(d) for d in o.shape],
+                                byte_size=array.nbytes))
+        arrays[o.name] = array
+    return described, arrays
+
+
+def model_server_router(registry: Any, dataplane: Any, **router_options: Any) -> APIRouter:
+    """Triton's shared-memory protocol for a KServe Python model server:
+
+        server = kserve.ModelServer()
+        kserve.model_server.app.include_router(
+            shmreg.kserve.model_server_router(registry, server.dataplane))
+        server.start([model])
+
+    The router holds ``shared_memory_router(registry)`` and
+    ``POST /v2/models/{name}[/versions/{v}]/infer``, which, mounted before the
+    ModelServer adds its own routes (``start`` does that), answers every v2
+    inference: JSON, binary tensor data, or tensors naming regions. Inputs
+    are decoded by ``decode_request`` (regions read with the guarded copy),
+    handed to the model as a ``kserve.InferRequest`` through
+    ``dataplane.infer`` (so the model's preprocess, predict and postprocess
+    run as usual), and its ``InferResponse`` outputs are placed as the request
+    asks (``place_outputs``, ``encode_response``: into the client's region,
+    guarded). An unknown or unready model raises KServe's own errors, which
+    its app answers as usual."""
+    router = shared_memory_router(registry, **router_options)
+
+    async def infer(request: Request, model_name: str, model_version: str | None = None,
+                    regions: RequestRegions = Depends(request_regions(registry))) -> Response:
+        if not await dataplane.model_ready(model_name):
+            from kserve.errors import ModelNotReady
+            raise ModelNotReady(model_name)
+        try:
+            body = await request.body()
+            decoded = decode_request(body, header_length(request.headers), model_name, regions)
+            response, _ = await dataplane.infer(model_name, _kserve_request(model_name, decoded))
+            described, arrays = _kserve_outputs(model_name, response)
+            slots = place_outputs(decoded, model_name, described, regions)
+            for slot in slots:
+                np.copyto(slot.array, arrays[slot.tensor.name].reshape(slot.array.shape),
+                          casting="unsafe")
+            return encode_response(model_name, decoded, slots)
+        except InferError as e:
+            return e.response()
+
+    router.add_api_route("/v2/models/{model_name}/infer", infer, methods=["POST"])
+    router.add_api_route("/v2/models/{model_name}/versions/{model_version}/infer", infer,
+                         methods=["POST"])
+    return router

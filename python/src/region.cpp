@@ -122,10 +122,16 @@ template <typename Managed> nb::object make_capsule(Region &r, dlpack::Device de
     return nb::steal(capsule);
 }
 
+// A pinned system region is exported as kDLCPU unless the consumer asks for
+// kDLCUDAHost (dl_device=(3, 0)): every consumer takes CPU memory (PyTorch
+// refuses kDLCUDAHost), and pinned memory stays pinned whatever the capsule
+// says, so device copies from it still run at the pinned rate. A capsule the
+// consumer refuses after taking it would hold its reference for as long as
+// the consumer's traceback lives.
 dlpack::Device natural_device(const shmreg_view &v) {
     if (v.kind == SHMREG_KIND_CUDA)
         return {dlpack::kDLCUDA, v.device_id};
-    return {v.pinned ? dlpack::kDLCUDAHost : dlpack::kDLCPU, 0};
+    return {dlpack::kDLCPU, 0};
 }
 
 nb::object region_dlpack(Region &r, nb::handle stream, nb::handle max_version, nb::handle dl_device,
@@ -139,14 +145,27 @@ nb::object region_dlpack(Region &r, nb::handle stream, nb::handle max_version, n
         int type = nb::cast<int>(want[0]), id = nb::cast<int>(want[1]);
         if (type == device.device_type && id == device.device_id) {
             // as it is
-        } else if (type == dlpack::kDLCPU && id == 0 && r.view.kind == SHMREG_KIND_SYSTEM) {
-            device = {dlpack::kDLCPU, 0}; // pinned host memory is CPU memory too
+        } else if (type == dlpack::kDLCUDAHost && id == 0 && r.view.pinned) {
+            device = {dlpack::kDLCUDAHost, 0}; // a pinned region is CUDA host memory too
         } else {
             buffer_error(r, "cannot be exported to that device without a copy");
         }
     }
     if (copy && *copy)
         buffer_error(r, "copy=True: a region is exported as a view, never copied");
+    // Before any capsule exists, so a refusal holds no reference.
+    if (!r.view.writable && !r.readonly_export_ok)
+        buffer_error(r, r.view.kind == SHMREG_KIND_SYSTEM
+                            ? "read-only, and a DLPack consumer may ignore the read-only flag "
+                              "(PyTorch and CuPy do: writing would then kill the process). For "
+                              "a copy use region.read_into(buffer) (e.g. the .numpy() of a "
+                              "torch.empty tensor); np.frombuffer(region, np.uint8) gives a "
+                              "read-only numpy view; np.from_dlpack(region.readonly_dlpack()) "
+                              "exports to a consumer that honours the flag"
+                            : "read-only, and a DLPack consumer may ignore the read-only flag "
+                              "(PyTorch and CuPy do: writing would then fault). For a copy "
+                              "take region.readonly_dlpack() and copy at once, e.g. "
+                              "torch.from_dlpack(region.readonly_dlpack()).clone()");
     bool versioned = false;
     if (!max_version.is_none())
         versioned = nb::cast<int>(nb::cast<nb::tuple>(max_version)[0]) >= 1;
@@ -158,6 +177,65 @@ nb::object region_dlpack(Region &r, nb::handle stream, nb::handle max_version, n
         buffer_error(r, "read-only: a legacy DLPack capsule cannot carry the read-only flag; "
                         "the consumer must ask for max_version >= (1, 0)");
     return make_capsule<dlpack::ManagedTensor>(r, device);
+}
+
+// ------------------------------------------------------------ guarded copies
+
+// Without shmreg_guard_install the library refuses guarded copies; the
+// binding installs the SIGBUS handler on the first one (once per process,
+// idempotent), so that a program that never copies keeps its own handlers.
+void install_guard() {
+    static bool installed = false; // under the GIL
+    if (installed)
+        return;
+    shmreg_err err = shmreg_guard_install();
+    if (err != SHMREG_OK)
+        raise_last_error(err);
+    installed = true;
+}
+
+// A copy this large gives the GIL to other threads while it runs (about
+// 5 us of copying; below it the release would cost more than it frees).
+constexpr size_t nogil_copy_bytes = 64 << 10;
+
+// A guarded copy between the window (from `offset`) and a buffer of the
+// caller's, as many bytes as the buffer holds: FAULT (shmreg.Fault) when the
+// client truncated its object, and the process lives.
+void guarded_copy(Region &r, nb::handle buffer, nb::handle offset_arg, bool into_buffer) {
+    size_t offset = size_arg(offset_arg, "offset");
+    check_live(r);
+    install_guard();
+    Py_buffer buf;
+    int flags = PyBUF_C_CONTIGUOUS | (into_buffer ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(buffer.ptr(), &buf, flags) < 0) {
+        PyErr_Clear();
+        raise_type("buffer", into_buffer ? "a writable C-contiguous buffer" : "a C-contiguous buffer",
+                   buffer);
+    }
+    size_t n = static_cast<size_t>(buf.len);
+    shmreg_err err;
+    std::string message;
+    {
+        // The region's own reference for the copy: another thread may
+        // release `r` while this one runs without the GIL.
+        shmreg_region *ref = shmreg_retain(r.ref);
+        auto copy = [&] {
+            err = into_buffer ? shmreg_copy_from_view(ref, &r.view, offset, buf.buf, n)
+                              : shmreg_copy_to_view(ref, &r.view, offset, buf.buf, n);
+            if (err != SHMREG_OK)
+                message = shmreg_last_error();
+        };
+        if (n >= nogil_copy_bytes) {
+            nb::gil_scoped_release nogil;
+            copy();
+        } else {
+            copy();
+        }
+        shmreg_release(ref);
+    }
+    PyBuffer_Release(&buf);
+    if (err != SHMREG_OK)
+        raise_error(err, message);
 }
 
 nb::tuple region_dlpack_device(const Region &r) {
@@ -173,10 +251,28 @@ nb::str region_repr(const Region &r) {
                 reinterpret_cast<uintptr_t>(r.view.addr), r.view.writable ? "" : " read-only");
 }
 
+// A second Region (a reference of its own) whose DLPack export carries the
+// read-only flag instead of being refused: for a consumer the caller knows
+// honours the flag (numpy 2.1 and later).
+Region region_readonly_dlpack(const Region &r) {
+    check_live(r);
+    Region out(shmreg_retain(r.ref), r.view, r.name);
+    out.readonly_export_ok = true;
+    return out;
+}
+
 void region_release(Region &r) {
     shmreg_region *ref = r.ref;
     r.ref = nullptr;
     shmreg_release(ref);
+}
+
+void guarded_copy_into(Region &r, nb::handle buffer, nb::handle offset) {
+    guarded_copy(r, buffer, offset, true);
+}
+
+void guarded_copy_from(Region &r, nb::handle buffer, nb::handle offset) {
+    guarded_copy(r, buffer, offset, false);
 }
 
 } // namespace
@@ -199,18 +295,33 @@ void bind_region(nb::module_ &m) {
         .def("__exit__", [](Region &r, nb::handle, nb::handle, nb::handle) { region_release(r); },
              nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
              nb::sig("def __exit__(self, exc_type: object, exc: object, tb: object, /) -> None"))
-        .def("__dlpack__", &region_dlpack, nb::kw_only(), "stream"_a = nb::none(),
-             "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+        .def("__dlpack__", &region_dlpack, nb::kw_only(), "stream"_a.none() = nb::none(),
+             "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
              nb::sig("def __dlpack__(self, *, stream: object = None, "
                      "max_version: tuple[int, int] | None = None, "
                      "dl_device: tuple[int, int] | None = None, "
                      "copy: bool | None = None) -> typing_extensions.CapsuleType"),
-             "A DLPack capsule of the window: 'dltensor_versioned' (DLPack 1.0, with the\n"
-             "read-only flag) when max_version >= (1, 0), else a legacy 'dltensor' (refused\n"
-             "for read-only regions). The tensor holds its own reference.")
+             "A DLPack capsule of the window: 'dltensor_versioned' (DLPack 1.0) when\n"
+             "max_version >= (1, 0), else a legacy 'dltensor'. A read-only region is refused\n"
+             "(BufferError: PyTorch and CuPy ignore DLPack's read-only flag) unless it comes\n"
+             "from readonly_dlpack(). The tensor holds its own reference.")
         .def("__dlpack_device__", &region_dlpack_device,
              nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
-             "(1, 0) kDLCPU, (3, 0) kDLCUDAHost for a pinned system region, (2, device) kDLCUDA.")
+             "(1, 0) kDLCPU for a system region (a pinned one also exports as kDLCUDAHost when\n"
+             "asked with dl_device=(3, 0)), (2, device) kDLCUDA for a CUDA region.")
+        .def("read_into", &guarded_copy_into, "buffer"_a.none(), "offset"_a.none() = 0,
+             nb::sig("def read_into(self, buffer: typing_extensions.Buffer, offset: int = 0) -> None"),
+             "Copy len(buffer) bytes of the window, from `offset`, into `buffer` (any writable\n"
+             "C-contiguous buffer: bytearray, numpy array, ...). A guarded copy: when the client\n"
+             "truncated its object it raises shmreg.Fault, and the process lives. System\n"
+             "regions only. Large copies run without the GIL.")
+        .def("write_from", &guarded_copy_from, "buffer"_a.none(), "offset"_a.none() = 0,
+             nb::sig("def write_from(self, buffer: typing_extensions.Buffer, offset: int = 0) -> None"),
+             "Copy all of `buffer` into the window from `offset`, guarded as read_into.")
+        .def("readonly_dlpack", &region_readonly_dlpack,
+             "A Region of its own (release it too) whose DLPack export of a read-only region\n"
+             "carries DLPack's read-only flag instead of being refused: only for a consumer\n"
+             "that honours the flag, e.g. np.from_dlpack(region.readonly_dlpack()).")
         .def("__repr__", &region_repr)
         .def_prop_ro("name", [](const Region &r) { return r.name; },
                      nb::sig("def name(self) -> str"))

@@ -1,5 +1,6 @@
 # Documentation that must not drift from the code: every error code of the
-# header's X-macro list appears in docs/errors.md.
+# header's X-macro list appears in docs/errors.md, and every version of the
+# library the docs name is the header's (the one CMake and pyproject read).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 missing=0
@@ -10,3 +11,5 @@ done
 n=$(echo "$codes" | wc -w)
 echo "docs: $((n - missing)) passed, $missing failed"
 [ "$missing" -eq 0 ] && [ "$n" -ge 10 ]
+python3 scripts/check-doc-versions.py --self-test
+python3 scripts/check-doc-versions.py README.md docs/*.md server/README.md

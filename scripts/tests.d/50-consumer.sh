@@ -34,7 +34,30 @@ check "pkg-config shmreg, -Wl,-rpath to the private prefix" "$out/pc-shared"
 gcc -o "$out/pc-shared-norpath" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg)
 check "pkg-config shmreg, LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$prefix/lib" "$out/pc-shared-norpath"
 
-gcc -o "$out/pc-static" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg-static)
+# The installed .pc files name no folder of this machine outside their own
+# prefix (shmreg-static.pc once named the CUDA toolkit's): every absolute
+# path in them lies under the prefix. (What their Requires bring, liburcu's
+# flags, is the consumer's machine's own.)
+outside_prefix() {
+  grep -ohE '(^|[[:space:]=]|-[LI])/[^[:space:]]*' "$1" | sed -E 's/^[[:space:]=]*(-[LI])?//' \
+    | awk -v p="$prefix" '$0 != p && index($0, p "/") != 1'
+}
+printf 'prefix=%s\nLibs: -L%s/lib -L/opt/cuda/lib64 -lcudart_static\n' "$prefix" "$prefix" >"$out/leaky.pc"
+[ "$(outside_prefix "$out/leaky.pc")" = /opt/cuda/lib64 ] || fail "the folder check misses a leaked -L"
+for pc in shmreg shmreg-static; do
+  stray=$(outside_prefix "$prefix/lib/pkgconfig/$pc.pc")
+  [ -z "$stray" ] || fail "$pc.pc names folders outside $prefix: $stray"
+  ok "$pc.pc names no folder outside its prefix"
+done
+[ "$(pkg-config --variable=cuda shmreg-static)" = "$cuda" ] || fail "shmreg-static.pc's cuda variable is not $cuda"
+# A CUDA archive needs the consumer's own toolkit folder, as README says.
+cuda_ldflags=
+if [ "$cuda" = ON ]; then
+  cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:FILEPATH=//p' build/consumer-lib/CMakeCache.txt)
+  [ -f "$cudart" ] || fail "no CUDA_cudart_static_LIBRARY in the build's cache"
+  cuda_ldflags=-L$(dirname "$cudart")
+fi
+gcc -o "$out/pc-static" tests/consumer/consumer.c $(pkg-config --cflags --libs shmreg-static) $cuda_ldflags
 no_libshmreg "$out/pc-static"
 check "pkg-config shmreg-static (the archive)" "$out/pc-static"
 

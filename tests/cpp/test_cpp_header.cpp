@@ -1,8 +1,10 @@
 /* include/shmreg/shmreg.hpp through the shared library: ownership (copy
  * retains, destructor releases, move hands over, checked against status's
  * reference counts), views, errors with the library's code and message,
- * status values, filters with tags, stats, and the CUDA calls where CUDA is
- * unusable. Built twice: with exceptions and with -fno-exceptions; the
+ * status values, filters with tags, stats, the CUDA calls where CUDA is
+ * unusable, and the 1.1 calls: the reclaim mode and the cache in the
+ * config, descriptor regions, the tag-scoped acquire, guarded copies (a
+ * truncated object is FAULT, the process lives) and the 1.1 counters. Built twice: with exceptions and with -fno-exceptions; the
  * throwing forms are tested where they exist. Plain checks, one summary
  * line; no cmocka (its macros are C's). */
 #include <shmreg/shmreg.hpp>
@@ -12,6 +14,8 @@ extern "C" {
 }
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -498,6 +502,209 @@ static void test_cuda_calls_without_cuda()
     CHECK(c.tag == nullptr && c.key == nullptr && c.fd == -1);
 }
 
+
+/* ------------------------------------------------------------ 1.1 calls */
+
+static void test_config_carries_the_1_1_settings()
+{
+    shmreg_config c = shmreg::config()
+                          .reclaim(shmreg::reclaim_mode::inline_)
+                          .cache_bytes(1 << 20)
+                          .accept_unsealed_fds(true)
+                          .handle();
+    CHECK(c.reclaim == SHMREG_RECLAIM_INLINE && c.cache_bytes == (1u << 20) && c.accept_unsealed_fds == 1);
+    shmreg_config d = shmreg::config().handle();
+    CHECK(d.reclaim == SHMREG_RECLAIM_BACKGROUND && d.cache_bytes == 0 && d.accept_unsealed_fds == 0);
+    /* A mode out of range reaches the library, which refuses it. */
+    auto bad = shmreg::registry::create(shmreg::config().reclaim(static_cast<shmreg::reclaim_mode>(7)));
+    CHECK_FAILS(bad, SHMREG_ERR_INVALID_ARG, nullptr);
+}
+
+/* reclaim_mode::inline_: the last release unmaps before it returns. */
+static void test_inline_reclaim_unmaps_in_the_releasing_thread()
+{
+    objects o;
+    const char *key = o.make(4096, 19);
+    int maps_before = tu_count_shm_maps(key);
+    auto created = shmreg::registry::create(
+        shmreg::config().reclaim(shmreg::reclaim_mode::inline_).pinning(shmreg::pin_policy::never));
+    CHECK_OK(created);
+    if (!created)
+        return;
+    shmreg::registry reg = std::move(created).value();
+    CHECK_OK(reg.try_register_system("r", key, 0, 4096));
+    shmreg::region_ref ref = reg.try_acquire("r", 0, 16).value();
+    CHECK_OK(reg.try_unregister("r")); /* DEFER: pending while ref holds it */
+    CHECK(tu_count_shm_maps(key) == maps_before + 1);
+    ref.reset();
+    CHECK(tu_count_shm_maps(key) == maps_before); /* no wait: unmapped by reset() */
+    shmreg::stats s = reg.try_stats().value();
+    CHECK(s.mapped_regions == 0 && s.mapped_bytes == 0 && s.reclaim_waiting_bytes == 0);
+}
+
+/* The cache and its counters: a second registration of the same object
+ * reuses the cached mapping. */
+static void test_cache_and_the_1_1_counters()
+{
+    objects o;
+    const char *key = o.make(8192, 21);
+    auto created = shmreg::registry::create(
+        shmreg::config().cache_bytes(1 << 20).pinning(shmreg::pin_policy::never));
+    CHECK_OK(created);
+    if (!created)
+        return;
+    shmreg::registry reg = std::move(created).value();
+    CHECK_OK(reg.try_register_system("a", key, 0, 8192));
+    CHECK_OK(reg.try_unregister("a")); /* idle: its mapping goes to the cache */
+    shmreg::stats s = reg.try_stats().value();
+    CHECK(s.regions == 0 && s.cached_mappings == 1 && s.cached_bytes == 8192);
+    CHECK(s.mapped_bytes == 8192 && s.cache_misses == 1 && s.cache_hits == 0);
+    CHECK_OK(reg.try_register_system("b", key, 4096, 4096));
+    s = reg.try_stats().value();
+    CHECK(s.cache_hits == 1 && s.cached_mappings == 0 && s.cached_bytes == 0);
+    auto st = reg.try_status("b");
+    CHECK(st.ok() && st->size() == 1 && st->front().mapping_reused && st->front().mapping_regions == 1);
+    CHECK_OK(reg.try_unregister("b"));
+    CHECK_OK(reg.try_trim()); /* the cache is emptied */
+    s = reg.try_stats().value();
+    CHECK(s.cached_mappings == 0 && s.mapped_bytes == 0 && s.cache_evictions == 1);
+    CHECK(s.reclaim_waiting_bytes == 0);
+}
+
+static void test_descriptor_regions()
+{
+    shmreg::registry reg = new_registry();
+    auto made = shmreg::try_memfd_create("cpp-header", 8192);
+    CHECK_OK(made);
+    if (!made)
+        return;
+    int fd = *made;
+    CHECK((fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+    CHECK_OK(reg.try_register_system_fd("fd-a", fd, 4096, 4096));
+    CHECK_OK(reg.try_register_region(shmreg::registration::system_fd("fd-b", fd, 0, 64).tag("t")));
+    CHECK(fcntl(fd, F_GETFD) >= 0); /* the caller keeps its descriptor */
+    close(fd);                      /* and may close it: the mapping lives */
+    shmreg::region_ref ref = reg.try_acquire("fd-a", 0, 4096).value();
+    static_cast<uint8_t *>(ref.addr())[0] = 7;
+    auto st = reg.try_status("fd-a");
+    CHECK(st.ok() && st->size() == 1 && st->front().key.empty() && st->front().kind == shmreg::kind::system);
+    auto b = reg.try_status_matching(shmreg::filter().tag("t"));
+    CHECK(b.ok() && b->size() == 1 && b->front().name == "fd-b");
+
+    /* An unsealed descriptor is refused unless the config accepts it. */
+    int unsealed = memfd_create("cpp-header-unsealed", MFD_CLOEXEC);
+    CHECK(unsealed >= 0 && ftruncate(unsealed, 4096) == 0);
+    CHECK_FAILS(reg.try_register_system_fd("loose", unsealed, 0, 4096), SHMREG_ERR_INVALID_ARG, nullptr);
+    CHECK_FAILS(reg.try_register_system_fd("neg", -1, 0, 4096), SHMREG_ERR_INVALID_ARG, nullptr);
+    {
+        auto lax = shmreg::registry::create(
+            shmreg::config().accept_unsealed_fds(true).pinning(shmreg::pin_policy::never));
+        CHECK_OK(lax);
+        if (lax.ok())
+            CHECK_OK(lax->try_register_system_fd("loose", unsealed, 0, 4096));
+    }
+    close(unsealed);
+    CHECK_FAILS(shmreg::try_memfd_create(nullptr, 0), SHMREG_ERR_INVALID_ARG, nullptr);
+}
+
+static void test_tag_scoped_acquire()
+{
+    objects o;
+    const char *key = o.make(4096, 23);
+    shmreg::registry reg = new_registry();
+    CHECK_OK(reg.try_register_region(shmreg::registration::system("mine", key, 0, 4096).tag("a")));
+    CHECK_OK(reg.try_register_region(shmreg::registration::system("theirs", key, 0, 4096).tag("b")));
+
+    auto mine = reg.try_acquire_matching(shmreg::filter().name("mine").tag("a"), 8, 8);
+    CHECK_OK(mine);
+    CHECK(mine.ok() && mine->size() == 8 && references_of(reg, "mine") == 1);
+    /* Another tenant's region answers exactly as an absent one, before any
+     * bounds check. */
+    auto theirs = reg.try_acquire_matching(shmreg::filter().name("theirs").tag("a"), 1 << 20, 1);
+    auto absent = reg.try_acquire_matching(shmreg::filter().name("nothing").tag("a"), 1 << 20, 1);
+    CHECK_FAILS(theirs, SHMREG_ERR_NOT_FOUND, "Unable to find shared memory region: 'theirs'");
+    CHECK_FAILS(absent, SHMREG_ERR_NOT_FOUND, "Unable to find shared memory region: 'nothing'");
+    CHECK(references_of(reg, "theirs") == 0);
+    CHECK_FAILS(reg.try_acquire_matching(shmreg::filter().name("mine").tag("a").of_kind(shmreg::kind::cuda), 0, 1),
+                SHMREG_ERR_WRONG_KIND, nullptr);
+    CHECK_FAILS(reg.try_acquire_matching(shmreg::filter().tag("a"), 0, 1), SHMREG_ERR_INVALID_ARG, nullptr);
+    /* Status and unregister, scoped the same way. */
+    CHECK_FAILS(reg.try_status_matching(shmreg::filter().name("theirs").tag("a")), SHMREG_ERR_NOT_FOUND, nullptr);
+    CHECK_FAILS(reg.try_unregister_matching(shmreg::filter().name("theirs").tag("a")), SHMREG_ERR_NOT_FOUND,
+                nullptr);
+    CHECK_OK(reg.try_unregister_matching(shmreg::filter().tag("b")));
+    CHECK(count_listed(reg) == 1);
+}
+
+static void shrink(const char *key, off_t size)
+{
+    int fd = shm_open(key, O_RDWR, 0);
+    CHECK(fd >= 0 && ftruncate(fd, size) == 0);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Guarded copies: refused before guard_install, a round trip after it, and
+ * a client's truncation is FAULT for the copy while the process lives. */
+static void test_guarded_copies()
+{
+    objects o;
+    const char *key = o.make(4 * 4096, 25);
+    shmreg::registry reg = new_registry();
+    CHECK_OK(reg.try_register_system("g", key, 0, 4 * 4096));
+    CHECK_OK(reg.try_register_region(shmreg::registration::system("ro", key, 0, 4096).flags(shmreg::flags::readonly)));
+    shmreg::region_ref ref = reg.try_acquire("g", 4096, 2 * 4096).value();
+    char buf[64];
+    CHECK_FAILS(ref.try_read_into(buf, sizeof buf), SHMREG_ERR_UNSUPPORTED, nullptr);
+    CHECK_OK(shmreg::try_guard_install());
+    CHECK_OK(shmreg::try_guard_install()); /* once; a second call changes nothing */
+
+    CHECK_OK(ref.try_read_into(buf, sizeof buf, 100));
+    bool same = true;
+    for (size_t i = 0; i < sizeof buf; i++)
+        same = same && static_cast<uint8_t>(buf[i]) == tu_pattern(25, 4096 + 100 + i);
+    CHECK(same);
+    const char msg[] = "written through a guarded copy";
+    CHECK_OK(ref.try_write_from(msg, sizeof msg, 8));
+    CHECK(std::memcmp(static_cast<const char *>(ref.addr()) + 8, msg, sizeof msg) == 0);
+    CHECK_FAILS(ref.try_read_into(buf, 2, 2 * 4096 - 1), SHMREG_ERR_OUT_OF_BOUNDS, nullptr);
+    CHECK_OK(ref.try_read_into(buf, 0, 2 * 4096)); /* nothing, at the end */
+    shmreg::region_ref ro = reg.try_acquire("ro", 0, 16).value();
+    CHECK_OK(ro.try_read_into(buf, 16));
+    CHECK_FAILS(ro.try_write_from(buf, 16), SHMREG_ERR_INVALID_ARG, nullptr);
+    shmreg::region_ref empty;
+    CHECK_FAILS(empty.try_read_into(buf, 1), SHMREG_ERR_INVALID_ARG, nullptr);
+
+    /* The client truncates its object under the mapping. */
+    shrink(key, 4096);
+    CHECK_FAILS(ref.try_read_into(buf, sizeof buf, 4096), SHMREG_ERR_FAULT, nullptr);
+    CHECK_FAILS(ref.try_write_from(msg, sizeof msg, 4096), SHMREG_ERR_FAULT, nullptr);
+    CHECK_OK(ro.try_read_into(buf, 16)); /* the first page is still there */
+#if SHMREG_CPP_EXCEPTIONS
+    bool thrown = false;
+    try {
+        ref.read_into(buf, sizeof buf, 4096);
+    } catch (const shmreg::error &e) {
+        thrown = e.code() == SHMREG_ERR_FAULT && std::strstr(e.what(), "'g'") != nullptr;
+    }
+    CHECK(thrown);
+#endif
+}
+
+static void test_send_region_arguments()
+{
+    /* The wire is tested in tests/fd_passing; here, that the wrapper hands
+     * its arguments over and returns the library's answer. */
+    CHECK_FAILS(shmreg::try_send_region(-1, "r", 0, 0, 16), SHMREG_ERR_INVALID_ARG, nullptr);
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    close(sv[1]); /* the server is gone: no answer */
+    int fd = shmreg::try_memfd_create("cpp-send", 4096).value();
+    CHECK_FAILS(shmreg::try_send_region(sv[0], std::string("r"), fd, 0, 16), SHMREG_ERR_SYSTEM, nullptr);
+    close(fd);
+    close(sv[0]);
+}
+
 #if SHMREG_CPP_EXCEPTIONS
 static void test_throwing_forms()
 {
@@ -577,6 +784,33 @@ static void test_throwing_forms()
         CHECK(thrown);
     }
 
+    /* The 1.1 calls' throwing forms. */
+    {
+        shmreg::region_ref scoped = reg.acquire_matching(shmreg::filter().name("t").tag("x"), 0, 8);
+        CHECK(scoped.size() == 8);
+        char b[8];
+        shmreg::guard_install();
+        scoped.read_into(b, sizeof b);
+        scoped.write_from(b, sizeof b);
+        int fd = shmreg::memfd_create("cpp-throwing", 4096);
+        reg.register_system_fd("fd", fd, 0, 4096);
+        close(fd);
+        thrown = false;
+        try {
+            (void)reg.acquire_matching(shmreg::filter().name("t").tag("y"), 0, 8);
+        } catch (const shmreg::error &e) {
+            thrown = e.code() == SHMREG_ERR_NOT_FOUND;
+        }
+        CHECK(thrown);
+        thrown = false;
+        try {
+            shmreg::send_region(-1, "r", 0, 0, 1);
+        } catch (const shmreg::error &e) {
+            thrown = e.code() == SHMREG_ERR_INVALID_ARG;
+        }
+        CHECK(thrown);
+    }
+
     reg.unregister("t");
     reg.unregister_matching(shmreg::filter().name("in"));
     reg.unregister_all();
@@ -622,6 +856,13 @@ int main()
     RUN(test_filters_with_tags);
     RUN(test_stats);
     RUN(test_cuda_calls_without_cuda);
+    RUN(test_config_carries_the_1_1_settings);
+    RUN(test_inline_reclaim_unmaps_in_the_releasing_thread);
+    RUN(test_cache_and_the_1_1_counters);
+    RUN(test_descriptor_regions);
+    RUN(test_tag_scoped_acquire);
+    RUN(test_guarded_copies); /* installs the guard: the throwing forms' test comes after */
+    RUN(test_send_region_arguments);
 #if SHMREG_CPP_EXCEPTIONS
     RUN(test_throwing_forms);
 #endif

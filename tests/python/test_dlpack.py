@@ -67,16 +67,71 @@ def test_legacy_capsule(reg, shm):
         assert reg.status("a")[0].in_use == 1
 
 
-def test_readonly_flag(reg, shm):
+def test_readonly_export_refused_by_default(reg, shm):
+    # PyTorch and CuPy ignore DLPack's read-only flag: a read-only region is
+    # refused, before any capsule (and so any reference) exists.
     reg.register_system("ro", shm.key, 64, readonly=True)
     with reg.acquire("ro", 0, 64) as region:
-        cap = region.__dlpack__(max_version=(1, 0))
-        mt = DLManagedTensorVersioned.from_address(PyCapsule_GetPointer(cap, b"dltensor_versioned"))
-        assert mt.flags & 1  # DLPACK_FLAG_BITMASK_READ_ONLY
-        del cap, mt
-        # A legacy capsule could not say read-only: refused, as numpy refuses its own.
+        for kwargs in ({}, {"max_version": (1, 0)}, {"max_version": (1, 0), "dl_device": (1, 0)}):
+            with pytest.raises(BufferError, match="read-only.*read_into") as info:
+                region.__dlpack__(**kwargs)
+            del info
+            assert reg.status("ro")[0].in_use == 1  # the Region's own, nothing more
         with pytest.raises(BufferError, match="read-only"):
-            region.__dlpack__()
+            np.from_dlpack(region)
+        assert reg.status("ro")[0].in_use == 1
+
+
+def test_readonly_dlpack_carries_the_flag(reg, shm):
+    reg.register_system("ro", shm.key, 64, readonly=True)
+    with reg.acquire("ro", 0, 64) as region:
+        with region.readonly_dlpack() as trusted:
+            assert reg.status("ro")[0].in_use == 2  # a reference of its own
+            cap = trusted.__dlpack__(max_version=(1, 0))
+            mt = DLManagedTensorVersioned.from_address(PyCapsule_GetPointer(cap, b"dltensor_versioned"))
+            assert mt.flags & 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+            del cap, mt
+            # A legacy capsule could not say read-only: refused, as numpy refuses its own.
+            with pytest.raises(BufferError, match="legacy"):
+                trusted.__dlpack__()
+        assert reg.status("ro")[0].in_use == 1
+        region.release()
+        with pytest.raises(BufferError, match="released"):
+            region.readonly_dlpack()
+
+
+class CapsuleTaker:
+    """A DLPack consumer that takes the capsule and then refuses it, keeping
+    the failure (and its traceback) as a test report would."""
+
+    def __init__(self) -> None:
+        self.kept: list[BaseException] = []
+
+    def take(self, producer) -> None:
+        try:
+            capsule = producer.__dlpack__(max_version=(1, 0))
+            raise RuntimeError(f"unsupported device of {capsule!r}")
+        except (RuntimeError, BufferError) as e:
+            self.kept.append(e)
+
+
+def test_refused_export_keeps_no_reference(reg, shm):
+    # What a consumer that refuses a read-only region sees: the refusal comes
+    # from __dlpack__ itself, so a kept traceback holds no capsule.
+    reg.register_system("ro", shm.key, 64, readonly=True)
+    taker = CapsuleTaker()
+    with reg.acquire("ro", 0, 64) as region:
+        taker.take(region)
+    assert isinstance(taker.kept[0], BufferError)
+    assert reg.status("ro")[0].in_use == 0
+    # A capsule a consumer took and refused gives its reference back only
+    # with the traceback that holds it (documented): here, with the kept error.
+    reg.register_system("rw", shm.key, 64)
+    with reg.acquire("rw", 0, 64) as region:
+        taker.take(region)
+    assert reg.status("rw")[0].in_use == 1
+    taker.kept.clear()
+    assert reg.status("rw")[0].in_use == 0
 
 
 def test_devices_and_copy(reg, shm):
@@ -112,9 +167,13 @@ def test_numpy_readonly(reg, shm):
     with reg.acquire("ro", 0, 64) as region:
         if tuple(int(x) for x in np.__version__.split(".")[:2]) < (2, 1):
             pytest.skip("numpy < 2.1 asks for legacy DLPack only")
-        arr = np.from_dlpack(region)
+        with region.readonly_dlpack() as trusted:
+            arr = np.from_dlpack(trusted)
         assert not arr.flags.writeable
         assert arr.tobytes() == shm.read(0, 64)
         with pytest.raises(ValueError):
             arr[0] = 1
         del arr
+        view = np.frombuffer(region, np.uint8)  # the default read-only path
+        assert not view.flags.writeable and view.tobytes() == shm.read(0, 64)
+        del view

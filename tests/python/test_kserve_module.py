@@ -19,6 +19,11 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 IN0 = np.arange(16, dtype=np.int32)
 
+# SharedMemory starts multiprocessing's resource tracker (and its pipe) on
+# first use; start it before any test takes its descriptor baseline.
+from multiprocessing import resource_tracker  # noqa: E402
+resource_tracker.ensure_running()
+
 
 @pytest.fixture
 def region():
@@ -57,17 +62,21 @@ def decode(body, regions):
     return kserve.decode_request(json.dumps(body).encode(), None, "m", regions)
 
 
-def test_input_is_a_view_and_the_request_holds_one_reference_per_tensor(registry, region):
+def test_inputs_are_copies_and_the_request_holds_one_reference_per_tensor(registry, region):
     key, mem = region
     registry.register_system("r", key, 256)
     with kserve.RequestRegions(registry) as regions:
         request = decode(shm_request("r", 64), regions)
         (t,) = request.inputs
         np.testing.assert_array_equal(t.data, IN0)
+        # A copy, never the mapped bytes: a truncated object cannot fault it.
+        assert not np.shares_memory(t.data, np.frombuffer(mem.buf, np.uint8))
         described = [kserve.Tensor("OUTPUT0", "INT32", [16], byte_size=64)]
         (slot,) = kserve.place_outputs(request, "m", described, regions)
         assert in_use(registry, "r") == 2  # one per tensor, as in the C frontend
         np.multiply(t.data, 2, out=slot.array)
+        assert bytes(mem.buf[64:128]) == bytes(64)  # written by encode_response only
+        kserve.encode_response("m", request, [slot])
         del t, slot, request
     assert in_use(registry, "r") == 0
     np.testing.assert_array_equal(np.frombuffer(mem.buf[64:128], np.int32), IN0 * 2)
@@ -78,7 +87,7 @@ def test_output_in_a_read_only_region_is_refused_with_400(registry, region):
     registry.register_system("ro", key, 256, readonly=True)
     with kserve.RequestRegions(registry) as regions:
         request = decode(shm_request("ro", 128), regions)
-        assert not request.inputs[0].data.flags.writeable  # inputs are read as any other
+        np.testing.assert_array_equal(request.inputs[0].data, IN0)  # read as any other
         described = [kserve.Tensor("OUTPUT0", "INT32", [16], byte_size=64)]
         with pytest.raises(kserve.InferError) as e:
             kserve.place_outputs(request, "m", described, regions)
@@ -131,6 +140,71 @@ def test_router_and_dependency_over_testclient(registry, region):
     assert client.get("/v2/cudasharedmemory/region/r/status").status_code == 404
     assert client.post(f"{base}/unregister").status_code == 200
     assert client.get(f"{base}/status").json() == []
+
+
+def truncate(key):
+    os.truncate("/dev/shm/" + key.lstrip("/"), 0)
+
+
+@pytest.mark.parametrize("victim", ["input", "output"])
+def test_truncating_client_gets_400_and_others_are_served(registry, region, victim):
+    key, mem = region
+    client = TestClient(app_with_infer(registry))
+    base = "/v2/systemsharedmemory"
+    other_key = f"/shmreg_kserve_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    other = shared_memory.SharedMemory(name=other_key.lstrip("/"), create=True, size=256)
+    try:
+        other.buf[:64] = IN0.tobytes()
+        for name, k in (("bad", key), ("good", other_key)):
+            assert client.post(f"{base}/region/{name}/register",
+                               json={"key": k, "byte_size": 256}).status_code == 200
+        # The client shrinks its object between register and infer.
+        truncate(key)
+        body = shm_request("bad", 64)
+        if victim == "output":  # the input from a whole region, the output into the bad one
+            body["inputs"][0]["parameters"]["shared_memory_region"] = "good"
+        resp = client.post("/v2/models/echo/infer", json=body)
+        assert resp.status_code == 400, resp.text
+        assert "'bad'" in resp.json()["error"]
+        assert client.get(f"{base}/region/bad/status").json()[0]["in_use"] == 0
+        resp = client.post("/v2/models/echo/infer", json=shm_request("good", 64))
+        assert resp.status_code == 200, resp.text
+        np.testing.assert_array_equal(np.frombuffer(other.buf[64:128], np.int32), IN0)
+        assert client.post(f"{base}/unregister").status_code == 200
+    finally:
+        other.close()
+        other.unlink()
+
+
+def test_metrics_router_serves_the_c_servers_names(registry, region):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from prometheus_client.parser import text_string_to_metric_families
+    key, mem = region
+    app = FastAPI()
+    app.include_router(kserve.metrics_router(registry))
+    client = TestClient(app)
+    registry.register_system("r", key, 256)
+    with pytest.raises(shmreg.AlreadyExists):
+        registry.register_system("r", key, 256)
+    with registry.acquire("r", 0, 16):
+        resp = client.get("/metrics")
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(resp.text)}
+    samples = {s.name: s.value for f in families.values() for s in f.samples}
+    assert [n for n in samples if not n.startswith("shmreg_")] == []
+    assert samples["shmreg_regions"] == 1 and samples["shmreg_references"] == 1
+    assert samples["shmreg_mapped_bytes"] == 256
+    assert samples["shmreg_registrations_total"] == 1
+    assert samples["shmreg_registration_refusals_total"] == 1
+    assert families["shmreg_registrations"].type == "counter"
+    assert families["shmreg_mapped_bytes"].type == "gauge"
+    # Every name of the C server's page (server/src/http/metrics.c), none more.
+    from pathlib import Path
+    import re
+    c_source = (Path(__file__).resolve().parents[2] / "server" / "src" / "http" / "metrics.c").read_text()
+    c_names = set(re.findall(r'\{"(shmreg_\w+)"', c_source))
+    assert set(samples) == c_names
 
 
 def test_large_integers_are_refused_while_parsing():

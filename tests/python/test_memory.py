@@ -21,6 +21,8 @@ def test_memory_stays_flat(reg, shm):
     reg.register_system("a", shm.key, 4096)
     reg.register_system("ro", shm.key, 64, readonly=True)
 
+    buf = bytearray(16)
+
     def rounds(n):
         for _ in range(n):
             with reg.acquire("a", 0, 4096) as r:
@@ -29,9 +31,13 @@ def test_memory_stays_flat(reg, shm):
                 r.__dlpack__()
                 r.__dlpack__(max_version=(1, 0))
             with reg.acquire("ro", 0, 16) as r:
-                np.from_dlpack(r)
+                with r.readonly_dlpack() as trusted:
+                    np.from_dlpack(trusted)
                 with pytest.raises(BufferError):
-                    r.__dlpack__()
+                    r.__dlpack__()  # read-only: refused by default
+                r.read_into(buf)
+                with pytest.raises(shmreg.InvalidArgument):
+                    r.write_from(buf)  # read-only: the library refuses
                 with pytest.raises((BufferError, TypeError)):
                     ctypes.c_char.from_buffer(r)  # a writable buffer of a read-only region
             with pytest.raises(shmreg.NotFound):

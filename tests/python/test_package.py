@@ -30,8 +30,51 @@ def test_typing_files_are_shipped():
     files = importlib.resources.files("shmreg")
     assert files.joinpath("py.typed").is_file()
     stub = files.joinpath("_shmreg.pyi").read_text()
-    assert "class Registry" in stub and "def acquire(self, name: str, offset: int, byte_size: int) -> Region" in stub
+    assert "class Registry" in stub
+    assert ("def acquire(self, name: str, offset: int, byte_size: int, *, tag: str | None = None)"
+            " -> Region") in stub
+    assert "def register_system_fd(self, name: str, fd: int, byte_size: int, offset: int = 0" in stub
+    assert "def read_into(self, buffer: Buffer, offset: int = 0) -> None" in stub
     assert "def __dlpack__" in stub
+
+
+def test_stub_imports_only_declared_packages():
+    # What the stub imports must be the standard library, shmreg, or a
+    # declared dependency (a type checker resolves them all).
+    import sys
+    from importlib.metadata import requires
+    stub = importlib.resources.files("shmreg").joinpath("_shmreg.pyi").read_text()
+    imported = set(re.findall(r"^(?:from|import) ([\w.]+)", stub, re.M))
+    declared = {re.split(r"[<>=!;\[ ]", r, maxsplit=1)[0].replace("-", "_").lower()
+                for r in requires("shmreg") or [] if "extra ==" not in r}
+    for module in imported:
+        top = module.split(".")[0]
+        assert top in sys.stdlib_module_names or top == "shmreg" or top.lower() in declared, module
+    assert "typing_extensions" in declared  # the stub's Buffer and CapsuleType
+
+
+def test_metadata_is_complete():
+    from importlib.metadata import metadata
+    meta = metadata("shmreg")
+    assert meta["Author"] or meta["Author-email"], "no author"
+    assert "Apache-2.0" in (meta["License"] or "") + (meta.get("License-Expression") or "")
+    assert meta["Summary"] and meta["Requires-Python"]
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert "# shmreg for Python" in (meta.get_payload() or meta["Description"] or "")
+
+
+@pytest.mark.skipif(os.environ.get("SHMREG_EXPECT_REPAIRED_WHEEL") != "1",
+                    reason="the package was not installed from an auditwheel-repaired wheel")
+def test_repaired_wheel_carries_liburcu():
+    # auditwheel repair grafts liburcu into shmreg.libs/, so the package
+    # imports where the system has none: the liburcu this process loaded
+    # must be the package's copy.
+    pkg_root = Path(shmreg.__file__).resolve().parent.parent
+    with open("/proc/self/maps") as maps:
+        loaded = {line.split()[-1] for line in maps if "liburcu" in line}
+    assert loaded, "no liburcu mapped"
+    for path in loaded:
+        assert Path(path).resolve().parent == pkg_root / "shmreg.libs", path
 
 
 def test_library_is_in_the_package():

@@ -33,12 +33,21 @@ def test_acquire_errors(reg, shm):
         reg.acquire("a", 101, 0)
     with pytest.raises(shmreg.OutOfBounds):
         reg.acquire("a", 1, 2**64 - 1)
-    with pytest.raises(shmreg.InvalidArgument):
+    with pytest.raises(shmreg.InvalidArgument, match="name must be a str without NUL"):
         reg.acquire("a\0", 0, 1)
-    with pytest.raises(TypeError):
+    # Argument errors name the argument and the value.
+    with pytest.raises(shmreg.InvalidArgument, match=r"^offset must be an int in \[0, 2\*\*64\), not -1$"):
         reg.acquire("a", -1, 1)
-    with pytest.raises(TypeError):
+    with pytest.raises(shmreg.InvalidArgument, match=r"byte_size .* not 18446744073709551616"):
+        reg.acquire("a", 0, 2**64)
+    with pytest.raises(TypeError, match=r"^name must be a str, not b'a' \(bytes\)$"):
         reg.acquire(b"a", 0, 1)
+    with pytest.raises(TypeError, match=r"^byte_size must be an int, not '1' \(str\)$"):
+        reg.acquire("a", 0, "1")
+    with pytest.raises(TypeError, match=r"^offset must be an int, not True \(bool\)$"):
+        reg.acquire("a", True, 1)
+    with pytest.raises(TypeError, match=r"^tag must be a str, not 3 \(int\)$"):
+        reg.acquire("a", 0, 1, tag=3)
     assert reg.stats().references == 0
 
 

@@ -26,8 +26,16 @@ def test_bad_settings_raise_invalid_argument():
         shmreg.Registry(reserved_key_prefixes="/secret")  # a str is not a list of prefixes
     with pytest.raises(TypeError):
         shmreg.Registry(no_such_setting=1)
-    with pytest.raises(TypeError):
+    with pytest.raises(shmreg.InvalidArgument, match=r"^max_regions must be an int in .*, not -1$"):
         shmreg.Registry(max_regions=-1)
+    with pytest.raises(TypeError, match=r"^cache_bytes must be an int, not 1.5 \(float\)$"):
+        shmreg.Registry(cache_bytes=1.5)
+    with pytest.raises(shmreg.InvalidArgument, match="reclaim must be 'background' or 'inline', not 'later'"):
+        shmreg.Registry(reclaim="later")
+    with pytest.raises(TypeError, match=r"^busy_policy must be a str, not None \(NoneType\)$"):
+        shmreg.Registry(busy_policy=None)
+    with pytest.raises(TypeError, match="allowed_owner_uids must be a list or tuple"):
+        shmreg.Registry(allowed_owner_uids=5)
 
 
 def test_reserved_key_prefixes(make_shm):
@@ -114,8 +122,12 @@ def test_register_errors_leave_nothing(reg, shm):
         assert type(info.value) is cls and str(info.value), args
     with pytest.raises(shmreg.InvalidArgument):
         reg.register_system("b", shm.key, 16, tag="\x01")
-    with pytest.raises(TypeError):
+    with pytest.raises(shmreg.InvalidArgument, match="byte_size must be .*, not -1"):
         reg.register_system("b", shm.key, -1)
+    with pytest.raises(TypeError, match=r"readonly must be True or False, not 1 \(int\)"):
+        reg.register_system("b", shm.key, 16, readonly=1)
+    with pytest.raises(TypeError, match=r"key must be a str, not None"):
+        reg.register_system("b", None, 16)
     with pytest.raises(TypeError):
         reg.register_system("b", shm.key, 16, colour="red")
     assert [s.name for s in reg.status()] == ["a"]
@@ -208,7 +220,7 @@ def test_busy_policy(policy, shm):
 def test_stats(reg, shm):
     s = reg.stats()
     assert isinstance(s, shmreg.Stats)
-    assert s == shmreg.Stats(0, 0, 0, 0, 0, 0, 0, 0, 0)
+    assert s == shmreg.Stats(*[0] * 15)
     reg.register_system("a", shm.key, 100)
     with pytest.raises(shmreg.AlreadyExists):
         reg.register_system("a", shm.key, 100)
@@ -238,3 +250,93 @@ def test_records_are_frozen_dataclasses(reg, shm):
     assert isinstance(s, shmreg.RegionStatus)
     with pytest.raises(AttributeError):
         s.in_use = 3  # type: ignore[misc]
+
+
+# --------------------------------------------------------------- 1.1 calls
+
+def test_tags_hide_other_tenants(reg, shm):
+    reg.register_system("a", shm.key, 64, tag="t1")
+    reg.register_system("b", shm.key, 64, tag="t2")
+    reg.register_system("c", shm.key, 64)
+    # Another tag's region answers exactly as an absent one.
+    with pytest.raises(shmreg.NotFound) as other:
+        reg.acquire("a", 0, 1, tag="t2")
+    with pytest.raises(shmreg.NotFound) as absent:
+        reg.acquire("zz", 0, 1, tag="t2")
+    assert str(other.value) == str(absent.value).replace("'zz'", "'a'")
+    with pytest.raises(shmreg.NotFound):  # before any bounds check
+        reg.acquire("a", 0, 10**6, tag="t2")
+    with reg.acquire("a", 0, 1, tag="t1") as region:
+        assert region.name == "a"
+    assert [s.name for s in reg.status(tag="t1")] == ["a"]
+    with pytest.raises(shmreg.NotFound):
+        reg.status("a", tag="t2")
+    with pytest.raises(shmreg.NotFound):
+        reg.unregister("a", tag="t2")
+    reg.unregister_all(tag="t2")
+    assert sorted(s.name for s in reg.status()) == ["a", "c"]
+    reg.unregister("a", tag="t1")
+    assert [s.name for s in reg.status()] == ["c"]
+
+
+def test_register_system_fd(reg):
+    import fcntl
+    fd = os.memfd_create("shmreg-pytest", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, 8192)
+        os.pwrite(fd, b"memfd", 4096)
+        # Unsealed: refused unless the registry accepts unsealed descriptors.
+        with pytest.raises(shmreg.InvalidArgument):
+            reg.register_system_fd("m", fd, 4096)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        reg.register_system_fd("m", fd, 4096, offset=4096, tag="t")
+        (s,) = reg.status()
+        assert (s.name, s.key, s.kind, s.offset, s.byte_size, s.tag) == ("m", None, "system", 4096, 4096, "t")
+        with reg.acquire("m", 0, 5, tag="t") as region:
+            out = bytearray(5)
+            region.read_into(out)
+            assert bytes(out) == b"memfd"
+        with pytest.raises(shmreg.OutOfBounds):
+            reg.register_system_fd("big", fd, 8192, offset=1)
+        with pytest.raises(shmreg.InvalidArgument, match=r"^fd must be an int in \[0, "):
+            reg.register_system_fd("neg", -1, 16)
+        reg.unregister("m")
+    finally:
+        os.close(fd)
+
+
+def test_reclaim_settings(make_shm):
+    obj = make_shm()
+    for reclaim in ("background", "inline"):
+        with shmreg.Registry(pin_policy="never", reclaim=reclaim, busy_policy="detach") as reg:
+            reg.register_system("a", obj.key, 4096)
+            region = reg.acquire("a", 0, 16)
+            reg.unregister("a")
+            region.release()
+            if reclaim == "inline":  # unmapped by the release itself
+                assert reg.stats().mapped_bytes == 0
+            reg.trim()
+            s = reg.stats()
+            assert (s.mapped_bytes, s.reclaim_waiting_bytes) == (0, 0), s
+
+
+def test_cache_bytes_and_cache_stats(make_shm):
+    obj = make_shm()
+    with shmreg.Registry(pin_policy="never", cache_bytes=1 << 20) as reg:
+        reg.register_system("a", obj.key, 4096)
+        reg.unregister("a")  # idle: unmapped before it returns, into the cache
+        s = reg.stats()
+        assert (s.cached_mappings, s.cached_bytes, s.cache_misses) == (1, 4096, 1), s
+        reg.register_system("a", obj.key, 4096)
+        s = reg.stats()
+        assert (s.cache_hits, s.cached_mappings) == (1, 0), s
+        reg.unregister("a")
+        reg.trim()  # trim unmaps the cache too
+        s = reg.stats()
+        assert (s.cached_mappings, s.cache_evictions, s.mapped_bytes) == (0, 1, 0), s
+        assert not any(obj.name in m for m in open("/proc/self/maps"))
+    with shmreg.Registry(pin_policy="never") as reg:  # default: off
+        reg.register_system("a", obj.key, 4096)
+        reg.unregister("a")
+        reg.trim()
+        assert reg.stats().cached_mappings == 0

@@ -16,12 +16,23 @@ def serve(reg: shmreg.Registry, key: str) -> list[int]:
         device: tuple[int, int] = r.__dlpack_device__()
         capsule = r.__dlpack__(max_version=(1, 0))
         view = memoryview(r)
-        del capsule, view
+        out = bytearray(16)
+        r.read_into(out, 0)
+        r.write_from(b"ok", offset=2)
+        with r.readonly_dlpack() as trusted:
+            flagged = trusted.__dlpack__(max_version=(1, 0))
+        del capsule, view, flagged
     region.release()
     statuses: list[shmreg.RegionStatus] = reg.status(kind="system")
     in_use: int = statuses[0].in_use
     pending: bool = statuses[0].pending_unregister
     stats: shmreg.Stats = reg.stats()
+    waiting: int = stats.reclaim_waiting_bytes + stats.cached_bytes + stats.cache_hits
+    with reg.acquire("in", 0, 1, tag="t"):
+        pass
+    reg.register_system_fd("fd", 3, 4096, 0, readonly=True, tag="t")
+    reg.unregister("fd", "system", tag="t")
+    print(waiting, reg.status("in", tag="t"))
     try:
         reg.unregister("in", "system")
     except shmreg.Busy as e:
@@ -35,7 +46,8 @@ def serve(reg: shmreg.Registry, key: str) -> list[int]:
 
 
 def main() -> None:
-    with shmreg.Registry("defer", ("/secret",), pin_policy="never", max_regions=8) as reg:
+    with shmreg.Registry("defer", ("/secret",), pin_policy="never", max_regions=8,
+                         reclaim="inline", cache_bytes=1 << 20, accept_unsealed_fds=False) as reg:
         serve(reg, "/client")
         reg.register_cuda_ipc("g", bytes(64), 0, 1 << 20, readonly=True)
         reg.register_cuda_fd("v", 3, 0, 1 << 21, tag=None)

@@ -315,13 +315,14 @@ struct op_case {
     const char *names[MAX_NAMES]; /* deleter cases: the regions that may log */
 };
 
-/* The deleter's log line for a munmap of region `name` that failed. */
-static void deleter_message(const char *name, int errnum, char *buf, size_t cap)
+/* The deleter's log line for a munmap of region `name`, mapped by the
+ * backend called `backend`, that failed. */
+static void deleter_message(const char *backend, const char *name, int errnum, char *buf, size_t cap)
 {
     snprintf(buf, cap,
-             "releasing shared memory region '%s' (SHMREG_ERR_SYSTEM): munmap of shared memory "
-             "region '%s' failed: %s",
-             name, name, strerror(errnum));
+             "closing the %s mapping of shared memory region '%s' (SHMREG_ERR_SYSTEM): munmap of "
+             "shared memory region '%s' failed: %s",
+             backend, name, name, strerror(errnum));
 }
 
 /* One log line, at ERROR, naming one of the case's regions; the mapping the
@@ -334,7 +335,7 @@ static void check_deleter_failure(struct fx *f, const struct op_case *c, const s
     bool named = false;
     for (int i = 0; i < MAX_NAMES && c->names[i] && !named; i++) {
         char want[1024];
-        deleter_message(c->names[i], shot->errnum, want, sizeof want);
+        deleter_message("system", c->names[i], shot->errnum, want, sizeof want);
         named = strcmp(f->log.last, want) == 0;
     }
     if (!named)
@@ -952,7 +953,7 @@ static void test_register_cache_hit(void **state)
  * region; all bookkeeping is freed, the limits are given back, and the
  * registry works after. */
 
-static void check_reclaim_failure(struct fx *f, const struct fi_shot *shot, const char *name)
+static void check_reclaim_failure(struct fx *f, const struct fi_shot *shot, const char *backend, const char *name)
 {
     if (!shot->fired) {
         assert_int_equal(f->log.count, 0);
@@ -961,7 +962,7 @@ static void check_reclaim_failure(struct fx *f, const struct fi_shot *shot, cons
     assert_string_equal(fi_call_name(shot->call), "munmap");
     assert_int_equal(f->log.count, 1);
     char want[1024];
-    deleter_message(name, shot->errnum, want, sizeof want);
+    deleter_message(backend, name, shot->errnum, want, sizeof want);
     assert_string_equal(f->log.last, want);
     assert_int_equal(munmap(shot->addr, shot->len), 0);
 }
@@ -1010,7 +1011,8 @@ static bool reclaim_attempt(struct fx *f, unsigned n, int errnum, enum reclaimed
     check_ok(shmreg_registry_trim(f->reg)); /* waits for the thread */
     struct fi_shot shot = fi_disarm_thread();
 
-    check_reclaim_failure(f, &shot, what == RECLAIM_EVICTING ? "fi-old" : REG_NAME);
+    check_reclaim_failure(f, &shot, what == RECLAIM_FD_REGION ? "system_fd" : "system",
+                          what == RECLAIM_EVICTING ? "fi-old" : REG_NAME);
     check_ok(shmreg_registry_trim(f->reg)); /* the cache, in this thread */
     assert_nothing_counted(f->reg);
     tu_check_baseline(start);
@@ -1071,7 +1073,7 @@ static void test_reclaim_thread_after_destroy(void **state)
             usleep(1000);
         struct fi_shot shot = fi_disarm_thread();
         assert_true(shot.fired);
-        check_reclaim_failure(f, &shot, REG_NAME);
+        check_reclaim_failure(f, &shot, "system", REG_NAME);
         tu_check_baseline(start);
         assert_int_equal(settled_allocations(), allocations_start);
         survived++;

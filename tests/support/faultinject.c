@@ -173,7 +173,7 @@ void fi_install(void)
         .shm_open = fi_shm_open, .fstat = fi_fstat,   .mmap = fi_mmap,
         .munmap = fi_munmap,     .close = fi_close,   .malloc = fi_malloc,
         .calloc = fi_calloc,     .free = fi_free,     .fcntl = fi_fcntl,
-        .lseek = fi_lseek,
+        .lseek = fi_lseek,       .rcu_barrier = shmreg__sys_default.rcu_barrier,
     };
 }
 

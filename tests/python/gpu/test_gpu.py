@@ -161,15 +161,28 @@ def test_ipc_tensor_outlives_release_and_unregister(torch, exporter, reg, ipc_re
     assert reg.status() == []
 
 
-def test_ipc_readonly_region(torch, exporter, reg):
+def test_ipc_readonly_region(torch, cupy, exporter, reg):
     reg.register_cuda_ipc("ro", exporter.handle, 0, SIZE, readonly=True)
     with reg.acquire("ro", 0, 16) as region:
         assert not region.writable
-        with pytest.raises(BufferError):
-            region.__dlpack__()  # legacy capsules cannot carry read-only
-        cap = region.__dlpack__(max_version=(1, 0))
-        assert cap is not None
-        del cap
+        # torch and cupy ignore DLPack's read-only flag: refused, with a way
+        # to a copy, and no reference left behind by the refusal.
+        with pytest.raises(BufferError, match="read-only.*clone"):
+            torch.from_dlpack(region)
+        with pytest.raises(BufferError, match="read-only"):
+            cupy.from_dlpack(region)
+        assert reg.status("ro")[0].in_use == 1
+        with region.readonly_dlpack() as trusted:
+            with pytest.raises(BufferError):
+                trusted.__dlpack__()  # legacy capsules cannot carry read-only
+            copy = torch.from_dlpack(trusted).clone()
+        assert bytes(copy[:16].cpu().numpy()) == bytes(PATTERN[:16])
+        copy[0] = 1  # the copy is the caller's own memory
+        torch.cuda.synchronize()
+        assert exporter.dump(0, 1) == bytes(PATTERN[:1])
+        del copy
+    gc.collect()
+    assert reg.status("ro")[0].in_use == 0
 
 
 def test_ipc_errors(exporter, reg):
@@ -273,7 +286,10 @@ def test_pinned_system_region(make_shm):
         (s,) = reg.status()
         assert s.pinned and reg.stats().pinned_bytes >= SIZE
         with reg.acquire("pinned", 0, SIZE) as region:
-            assert region.pinned and region.__dlpack_device__() == (3, 0)  # kDLCUDAHost
+            # kDLCPU by default (torch refuses kDLCUDAHost); kDLCUDAHost on request.
+            assert region.pinned and region.__dlpack_device__() == (1, 0)
+            cap = region.__dlpack__(max_version=(1, 0), dl_device=(3, 0))
+            del cap
             arr = np.from_dlpack(region)
             assert arr.tobytes()[:256] == bytes(range(256))
             arr[:4] = 5
@@ -303,13 +319,35 @@ def test_pinned_region_into_torch(torch, make_shm):
             torch.cuda.synchronize()
             assert obj.read(0, 4) == bytes([9] * 4)
             del cpu, dev
-            try:
-                t = torch.from_dlpack(region)  # kDLCUDAHost as it is
-            except (RuntimeError, BufferError) as e:
-                pytest.xfail(f"this torch ({torch.__version__}) does not take kDLCUDAHost tensors: {e}")
-            assert t.data_ptr() == region.addr
-            del t
+            # The default export is kDLCPU, which every torch takes: no
+            # capsule is taken and refused (whose traceback kept the region
+            # mapped when the default was kDLCUDAHost).
+            t = torch.from_dlpack(region)
+            assert t.device.type == "cpu" and t.data_ptr() == region.addr
+            dev = t.to("cuda", non_blocking=True)
+            torch.cuda.synchronize()
+            assert dev[4:256].cpu().tolist() == list(range(4, 256))
+            del t, dev
         reg.unregister("pinned")
+    gc.collect()
+    assert test_mappings() == []
+
+
+def test_readonly_system_region_into_torch(torch, make_shm):
+    obj = make_shm(SIZE, fill=bytes(range(256)))
+    with shmreg.Registry(pin_policy="never") as reg:
+        reg.register_system("ro", obj.key, SIZE, readonly=True)
+        with reg.acquire("ro", 0, SIZE) as region:
+            with pytest.raises(BufferError, match="read-only.*read_into"):
+                torch.from_dlpack(region)
+            assert reg.status("ro")[0].in_use == 1  # the refusal holds nothing
+            t = torch.empty(SIZE, dtype=torch.uint8)
+            region.read_into(t.numpy())  # the copy the message points to
+            assert t[:256].tolist() == list(range(256))
+            t[0] = 7  # the caller's own memory
+            assert obj.read(0, 1) == b"\x00"
+            del t
+        reg.unregister("ro")
 
 
 def test_pinned_lifetime(torch, make_shm):
