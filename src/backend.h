@@ -54,10 +54,14 @@ struct shmreg__open_args {
     bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
     /* Set by prepare: page-lock the mapping, and the bytes that pins.
      * pin_optional: the pin is AUTO's choice, not demanded, so register.c
-     * drops it when it would pass the AUTO budget, and open drops it for a
-     * window with holes (system_window.h); then the region is unpinned. */
+     * drops it when it would pass the pin budget (table.h); the region is
+     * then unpinned. holes (set by prepare or inspect, system_window.h): a
+     * demanded pin whose window has pages the client never populated, which
+     * pinning allocates on the server; register.c refuses it past the
+     * budget. Once register.c has reserved, open pins exactly when pin. */
     bool pin;
     bool pin_optional;
+    bool holes;
     size_t pinned_bytes;
     /* Set by inspect: who the memory is, where the window starts in it, and
      * what open carries on from (a descriptor, or -1), for forget to close. */
@@ -112,7 +116,10 @@ struct shmreg__opened {
 /* ---- capabilities of the CUDA layer (cuda_calls.c, or backend_cuda_stub.c
  * where every answer is UNSUPPORTED) */
 
-/* Page-locking host memory for DMA from every device. */
+/* Page-locking host memory for DMA from every device. Like shmreg__sys
+ * (sys.h), a live table that tests built against the static copy may swap
+ * (a pin that is slow, fails, or works without a GPU) and restore;
+ * production code never changes it. */
 struct shmreg__host_pinning {
     /* Whether pinning can work in this process (a driver and a device). */
     bool (*usable)(void);
@@ -121,6 +128,6 @@ struct shmreg__host_pinning {
     shmreg_err (*pin)(const char *name, void *addr, size_t len, bool read_only);
     shmreg_err (*unpin)(const char *name, void *addr);
 };
-extern const struct shmreg__host_pinning shmreg__host_pinning;
+extern struct shmreg__host_pinning shmreg__host_pinning;
 
 #endif

@@ -59,7 +59,7 @@ static shmreg_err unpin(const char *name, void *addr)
                         SHMREG_NO_CUDA_);
 }
 
-const struct shmreg__host_pinning shmreg__host_pinning = {
+struct shmreg__host_pinning shmreg__host_pinning = {
     .usable = pinning_usable,
     .pin = pin,
     .unpin = unpin,

@@ -81,8 +81,9 @@ static shmreg_err check_owner(const struct shmreg__open_args *a, const struct st
 }
 
 /* Every check of the object behind fd, in order: its type (issue 11: a
- * FIFO or socket is refused), its owner, the window against its size now,
- * and the holes rule, which may drop an optional pin (a->pin). */
+ * FIFO or socket is refused), its owner, the window against its size now;
+ * then whether a demanded pin would allocate holes (a->holes, for the pin
+ * budget register.c applies next). */
 static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat *st)
 {
     const shmreg_registration *r = a->r;
@@ -98,9 +99,10 @@ static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat 
     size_t object_size = st->st_size < 0 ? 0 : (size_t)st->st_size;
     if (err == SHMREG_OK)
         err = check_window(r, object_size);
-    /* issue 11: never pin (and so fault in) pages the client did not populate. */
+    /* issue 18: pinning allocates the pages the client did not populate;
+     * register.c counts them against the pin budget before any is touched. */
     if (err == SHMREG_OK)
-        err = shmreg__system_check_populated(a, fd, r->offset, r->byte_size, st, &a->pin);
+        shmreg__system_note_holes(a, fd, st);
     return err;
 }
 
@@ -188,9 +190,8 @@ static shmreg_err pin_window(const struct shmreg__open_args *a, struct shmreg__o
 }
 
 /* register.c runs inspect before open and forgets after; a caller that did
- * not (a->fd < 0) gets the inspection and the forgetting here. Pinned as
- * inspect left the decision: out->pinned says whether it was (an optional
- * pin of a window with holes is dropped). */
+ * not (a->fd < 0) gets the inspection and the forgetting here. Pinned
+ * exactly when a->pin (register.c's decision, budget included). */
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     struct shmreg__opened m = {.backend = &shmreg__backend_system, .device_id = -1};

@@ -46,6 +46,17 @@ static shmreg_err fd_prepare(struct shmreg__open_args *a)
                             "cannot register shared memory region '%s': a descriptor region takes no shm key",
                             r->name);
     shmreg__system_decide_pin(a);
+    /* issue 18: before register.c reserves, whether a demanded pin would
+     * allocate holes (the pin budget then bounds it). Only then is the
+     * descriptor looked at here; open checks the object in full. */
+    if (!a->pin || a->pin_optional)
+        return SHMREG_OK;
+    struct stat st;
+    if (shmreg__sys.fstat(r->fd, &st) != 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
+                                  "Unable to fstat shared memory region '%s' (descriptor %d)", r->name, r->fd);
+    if (S_ISREG(st.st_mode))
+        shmreg__system_note_holes(a, r->fd, &st);
     return SHMREG_OK;
 }
 
@@ -116,9 +127,7 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__open
     struct shmreg__opened m = {.backend = &shmreg__backend_system_fd, .device_id = -1, .base = base,
                                .length = length, .object_offset = r->offset - delta,
                                .addr = (char *)base + delta, .byte_size = r->byte_size};
-    bool pin = a->pin;
-    err = shmreg__system_check_populated(a, r->fd, r->offset, r->byte_size, &st, &pin);
-    if (err == SHMREG_OK && pin) {
+    if (a->pin) {
         err = shmreg__host_pinning.pin(r->name, m.base, m.length, ro != 0);
         m.pinned = err == SHMREG_OK;
     }

@@ -277,7 +277,7 @@ static shmreg_err unpin(const char *name, void *addr)
     return SHMREG_OK;
 }
 
-const struct shmreg__host_pinning shmreg__host_pinning = {
+struct shmreg__host_pinning shmreg__host_pinning = {
     .usable = pinning_usable,
     .pin = pin,
     .unpin = unpin,

@@ -10,7 +10,6 @@
 #include "region.h"
 #include "registry.h"
 #include "sys.h"
-#include "system_window.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
@@ -80,25 +79,35 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, co
  * the registration waits for the reclaim thread, once and for at most
  * SHMREG__RESERVE_WAIT_MS, before it is refused (the message then counts
  * the bytes still waiting).
- * issue 11: an optional (AUTO) pin that would pass the AUTO budget is
- * dropped here (a->pin and want->pinned_bytes), and the region is
- * registered unpinned; cached mappings and regions waiting for reclaim
- * give way to it first too, so that the cache never leaves unpinned what
- * would have been pinned without it. */
+ * issue 11, 18: the pin budget (table.h) bounds AUTO's pin and a demanded
+ * pin of a window with holes, before any page is touched. Past it, AUTO's
+ * pin is dropped here (a->pin and want->pinned_bytes) and the region is
+ * registered unpinned; the demanded one is refused. Cached mappings and
+ * regions waiting for reclaim give way first, so that the cache never
+ * leaves unpinned what would have been pinned without it. */
 #define SHMREG__RESERVE_WAIT_MS 1000
 
 /* One try of reserve, under the lock, once the name is free. Short of room
- * (AUTO's pin past its budget, or a limit), the cache's least recently used
- * mapping gives way (*evicted, for the caller to close outside the lock),
- * or, with none, the reclaim thread may (may_wait): true, try again. Only
- * then is AUTO's pin dropped, or the registration refused (*err). */
+ * (a budgeted pin past the pin budget, or a limit), the cache's least
+ * recently used mapping gives way (*evicted, for the caller to close
+ * outside the lock), or, with none, the reclaim thread may (may_wait):
+ * true, try again. Only then is AUTO's pin dropped, or the registration
+ * refused (*err). */
 static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct shmreg__open_args *a,
                                struct shmreg__usage *want, bool may_wait, shmreg_err *err,
                                struct shmreg__mapping **evicted)
 {
-    if (a->pin && a->pin_optional && !shmreg__system_auto_pin_fits_locked(t, want->pinned_bytes)) {
+    /* AUTO's pin always; a demanded pin of a window with holes where no
+     * max_pinned_bytes bounds it already (usage_take refuses it then, with
+     * the limit's own message, which servers and clients know). */
+    bool budgeted = a->pin && (a->pin_optional || (a->holes && t->limits.pinned_bytes == 0));
+    if (budgeted && !shmreg__usage_pin_fits_budget_locked(t, want->pinned_bytes)) {
         if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
             return true;
+        if (!a->pin_optional) {
+            *err = shmreg__usage_refuse_pin_locked(t, name, want->pinned_bytes);
+            return false;
+        }
         a->pin = false;
         a->pinned_bytes = want->pinned_bytes = 0;
     }
@@ -199,17 +208,6 @@ static shmreg_err publish(struct shmreg__table *t, struct pending_registration *
     return err;
 }
 
-/* issue 11: the backend dropped an optional pin (a window with holes):
- * give its share of the limits back, so the region counts what it holds. */
-static void keep_pin_share(struct shmreg__table *t, struct shmreg__usage *charged, bool pinned)
-{
-    if (pinned || charged->pinned_bytes == 0)
-        return;
-    const struct shmreg__usage unpinned = {0, 0, charged->pinned_bytes};
-    unreserve(t, &unpinned);
-    charged->pinned_bytes = 0;
-}
-
 /* Close what inspect opened (a shm object's descriptor), on every path. */
 static void forget(struct pending_registration *p)
 {
@@ -233,14 +231,13 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
         shmreg__table_unlock(t);
         p->reused = p->mapping != NULL;
     }
-    if (p->mapping) {
-        /* Immutable since it was opened, and held by our count on it. */
-        keep_pin_share(t, &p->args.charged, p->mapping->opened.pinned);
-    } else {
+    /* A reused mapping is pinned as this registration decided (the pin is
+     * part of the identity it matched); a new one pins exactly when
+     * p->open.pin, outside every lock: pinning a window with holes may take
+     * half a second per GiB, and only this registration waits for it. */
+    if (!p->mapping) {
         struct shmreg__opened opened;
         if ((err = b->open(&p->open, &opened)) == SHMREG_OK) {
-            /* Before the mapping takes the charge as its cost when cached. */
-            keep_pin_share(t, &p->args.charged, opened.pinned);
             if (!(p->mapping = shmreg__mapping_new(&opened, &p->open.id, &p->args.charged, r->name))) {
                 (void)b->close(&opened, r->name);
                 err = shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",

@@ -1,6 +1,5 @@
 /* What both system backends share: object checks, the pin decision and the
- * holes rule (system_window.h). */
-#include <errno.h>
+ * holes check (system_window.h). */
 #include <linux/magic.h>
 #include <stdint.h>
 #include <sys/statfs.h>
@@ -23,12 +22,6 @@ void shmreg__system_decide_pin(struct shmreg__open_args *a)
     else
         a->pin = a->pin_optional = shmreg__host_pinning.usable();
     a->pinned_bytes = a->pin ? a->r->byte_size : 0;
-}
-
-bool shmreg__system_auto_pin_fits_locked(const struct shmreg__table *t, size_t bytes)
-{
-    size_t budget = t->limits.pinned_bytes ? t->limits.pinned_bytes : SHMREG_AUTO_PIN_BUDGET;
-    return bytes <= budget && t->usage.pinned_bytes <= budget - bytes;
 }
 
 shmreg_err shmreg__system_check_regular(const char *region_name, const char *what, const struct stat *st)
@@ -57,41 +50,31 @@ static bool fully_allocated_tmpfs(int fd, const struct stat *st)
     return fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
-shmreg_err shmreg__system_check_populated(const struct shmreg__open_args *a, int fd, size_t offset, size_t len,
-                                          const struct stat *st, bool *pin)
+bool shmreg__system_window_has_holes(int fd, size_t offset, size_t len, const struct stat *st)
 {
-    /* Where pinning cannot work, a demanded pin fails as UNSUPPORTED right
-     * after this (the more basic answer, and 1.0's); no need to look. */
-    if (!*pin || (!a->pin_optional && !shmreg__host_pinning.usable()))
-        return SHMREG_OK;
     /* Pages are the unit of page-locking: check every page the window
      * touches, up to the end of the object (past it a page is zero-filled,
      * not allocated in the object). */
     if (fully_allocated_tmpfs(fd, st))
-        return SHMREG_OK;
-    size_t object_size = (size_t)st->st_size;
+        return false;
+    size_t object_size = st->st_size < 0 ? 0 : (size_t)st->st_size;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t start = offset - offset % page;
     size_t end = offset + len;
     end = end > SIZE_MAX - (page - 1) ? object_size : (end + page - 1) / page * page;
     if (end > object_size)
         end = object_size;
+    /* A failed walk is taken as a hole: the pin is then bounded by the
+     * budget, which is never wrong, only stricter. */
     off_t hole = shmreg__sys.lseek(fd, (off_t)start, SEEK_HOLE);
-    if (hole >= 0 && (size_t)hole >= end)
-        return SHMREG_OK;
-    int errnum = errno;
-    if (a->pin_optional) {
-        /* AUTO: register unpinned; the caller gives the pin's share back. */
-        *pin = false;
-        return SHMREG_OK;
-    }
-    if (hole < 0)
-        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errnum,
-                                  "cannot pin shared memory region '%s': looking for holes in its window failed",
-                                  a->r->name);
-    return shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                        "cannot pin shared memory region '%s': its window has pages the client never populated "
-                        "(a hole at byte %lld of the object); pinning would allocate them on the server. "
-                        "Write every page first, or register without SHMREG_PIN",
-                        a->r->name, (long long)hole);
+    return hole < 0 || (size_t)hole < end;
+}
+
+void shmreg__system_note_holes(struct shmreg__open_args *a, int fd, const struct stat *st)
+{
+    /* AUTO's pin is bounded by the budget whatever the window holds, and
+     * where pinning cannot work a demanded pin answers UNSUPPORTED before
+     * any budget (the more basic answer, and 1.0's): no need to look. */
+    a->holes = a->pin && !a->pin_optional && shmreg__host_pinning.usable() &&
+               shmreg__system_window_has_holes(fd, a->r->offset, a->r->byte_size, st);
 }

@@ -1,7 +1,8 @@
 /* What the two system backends share (backend_system.c: a POSIX shm key,
  * backend_system_fd.c: a descriptor): the checks of the object behind a
- * descriptor, the pin decision, and the rule that pinning never faults in a
- * page the client has not populated. */
+ * descriptor, the pin decision, and the holes check that tells register.c
+ * a demanded pin would allocate pages on the server (issue 18: such a pin is
+ * bounded by the pin budget, table.h). */
 #ifndef SHMREG_SYSTEM_WINDOW_H
 #define SHMREG_SYSTEM_WINDOW_H
 
@@ -9,17 +10,11 @@
 #include <sys/stat.h>
 
 #include "backend.h"
-#include "table.h"
 
 /* Whether to page-lock a new system region (a->pin, a->pin_optional,
  * a->pinned_bytes): a flag decides, else the policy; AUTO pins only where
  * the CUDA layer says pinning can work, and only optionally. */
 void shmreg__system_decide_pin(struct shmreg__open_args *a);
-
-/* Under the table's lock: whether an optional (AUTO) pin of `bytes` fits
- * the AUTO budget, max_pinned_bytes or SHMREG_AUTO_PIN_BUDGET when that is
- * 0. A demanded pin is checked against max_pinned_bytes alone (table.c). */
-bool shmreg__system_auto_pin_fits_locked(const struct shmreg__table *t, size_t bytes);
 
 /* Room for "shm key '<key>'" or "descriptor <fd> (inode <n>)". */
 #define SHMREG_KEY_WHAT_MAX 320
@@ -29,13 +24,16 @@ bool shmreg__system_auto_pin_fits_locked(const struct shmreg__table *t, size_t b
  * block on it. `what` names it in the message ("shm key '/x'"). */
 shmreg_err shmreg__system_check_regular(const char *region_name, const char *what, const struct stat *st);
 
-/* Before pinning [offset, offset + len) of fd (an object of object_size
- * bytes): every page of it must be populated (lseek SEEK_HOLE finds no
- * hole), since page-locking would allocate the missing ones, charged to the
- * server. *pin is the decision: an optional pin of a window with holes is
- * dropped (false, OK); a demanded one is refused (INVALID_ARG), where
- * pinning can work at all (elsewhere the pin itself answers UNSUPPORTED). */
-shmreg_err shmreg__system_check_populated(const struct shmreg__open_args *a, int fd, size_t offset, size_t len,
-                                          const struct stat *st, bool *pin);
+/* Whether [offset, offset + len) of fd (st: its fstat) has a page the
+ * client never populated, which page-locking would allocate on the server:
+ * fstat's block count on tmpfs, else lseek(SEEK_HOLE) over the window's
+ * pages. A failed lseek counts as a hole. */
+bool shmreg__system_window_has_holes(int fd, size_t offset, size_t len, const struct stat *st);
+
+/* Set a->holes for the window a->r describes in fd: true only for a
+ * demanded pin (SHMREG_PIN, PIN_ALWAYS) where pinning can work and the
+ * window has holes. AUTO's pin is always within the budget, so its window
+ * is not walked. */
+void shmreg__system_note_holes(struct shmreg__open_args *a, int fd, const struct stat *st);
 
 #endif

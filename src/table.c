@@ -251,6 +251,29 @@ shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, 
     return SHMREG_OK;
 }
 
+size_t shmreg__usage_pin_budget(const struct shmreg__table *t)
+{
+    return t->limits.pinned_bytes ? t->limits.pinned_bytes : SHMREG_AUTO_PIN_BUDGET;
+}
+
+bool shmreg__usage_pin_fits_budget_locked(const struct shmreg__table *t, size_t bytes)
+{
+    size_t budget = shmreg__usage_pin_budget(t);
+    return bytes <= budget && t->usage.pinned_bytes <= budget - bytes;
+}
+
+shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, size_t bytes)
+{
+    size_t budget = shmreg__usage_pin_budget(t);
+    return shmreg__fail(SHMREG_ERR_NO_MEMORY,
+                        "cannot pin shared memory region '%s': its window has pages the client never populated, "
+                        "which pinning would allocate on the server, and %zu more pinned bytes would pass the pin "
+                        "budget, a limit of %zu (%s; %zu pinned). Write every page first, raise max_pinned_bytes, "
+                        "or register without SHMREG_PIN",
+                        name, bytes, budget, t->limits.pinned_bytes ? "max_pinned_bytes" : "SHMREG_AUTO_PIN_BUDGET",
+                        t->usage.pinned_bytes);
+}
+
 void shmreg__usage_give_back_locked(struct shmreg__table *t, const struct shmreg__usage *u)
 {
     t->usage.regions -= u->regions;

@@ -151,6 +151,22 @@ void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *
  * and the region `name` (for the message) and take nothing. */
 shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const struct shmreg__usage *want);
 
+/* issue 18: the pin budget bounds every pin the server answers for: AUTO's
+ * (its choice) and any pin of a window with holes (pinning allocates those
+ * pages on the server). It is max_pinned_bytes, or SHMREG_AUTO_PIN_BUDGET
+ * when that is 0 (unlimited). It reads the table's counters only, so a
+ * 32 GiB sparse window is answered before a page of it is touched. */
+size_t shmreg__usage_pin_budget(const struct shmreg__table *t);
+
+/* Whether `bytes` more pinned bytes stay within the pin budget. */
+bool shmreg__usage_pin_fits_budget_locked(const struct shmreg__table *t, size_t bytes);
+
+/* Fail with NO_MEMORY: a demanded pin of `bytes` of a window with holes
+ * would pass the pin budget; the message names the region and the budget,
+ * and says "limit of" as every limit's refusal does (a server maps those
+ * to 429). */
+shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, size_t bytes);
+
 /* Give back what shmreg__usage_take_locked took. */
 void shmreg__usage_give_back_locked(struct shmreg__table *t, const struct shmreg__usage *u);
 

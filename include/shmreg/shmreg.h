@@ -159,12 +159,14 @@ typedef enum shmreg_policy {
 } shmreg_policy;
 
 /* Whether system regions are page-locked for DMA (cudaHostRegister) at
- * register time, so host<->device copies run at the pinned rate. Pinning
- * never faults in a page the client has not populated: a window with holes
- * is refused for pinning (see SHMREG_AUTO_PIN_BUDGET). */
+ * register time, so host<->device copies run at the pinned rate. Pinning a
+ * window with holes (pages the client never wrote, as in an output region)
+ * allocates those pages on the server, so such a pin is bounded by the pin
+ * budget (see SHMREG_AUTO_PIN_BUDGET). The pin runs in the registering
+ * call, outside every lock of the registry: it delays that call only. */
 typedef enum shmreg_pin_policy {
-    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process, within a
-                             budget and for populated windows only; else don't */
+    SHMREG_PIN_AUTO = 0,  /* pin when CUDA is usable in this process and within
+                             the pin budget; else register unpinned */
     SHMREG_PIN_NEVER = 1, /* never pin (SHMREG_PIN in flags still demands it) */
     SHMREG_PIN_ALWAYS = 2 /* every system region must be pinned, or register fails */
 } shmreg_pin_policy;
@@ -258,13 +260,16 @@ typedef struct shmreg_config {
     void *reserved_[8];      /* zero; room for later fields */
 } shmreg_config;
 
-/* SHMREG_PIN_AUTO is opportunistic and bounded: it pins a region only while
- * the registry's pinned bytes stay within max_pinned_bytes, or within this
- * budget when max_pinned_bytes is 0, and only a window whose every page the
- * client has populated itself (no holes). A region it does not pin is
+/* The pin budget: max_pinned_bytes, or this when max_pinned_bytes is 0. It
+ * is checked against the registry's pinned bytes, whole window counted,
+ * before any page is pinned, so a sparse 32 GiB object is answered at once.
+ * SHMREG_PIN_AUTO is opportunistic and bounded by it: past it the region is
  * registered unpinned; the registration does not fail. SHMREG_PIN and
- * SHMREG_PIN_ALWAYS are not bounded by this budget (only by max_pinned_bytes)
- * but refuse a window with holes. */
+ * SHMREG_PIN_ALWAYS are bounded by it only for a window with holes (pages
+ * the client never populated, which pinning allocates on the server): past
+ * it such a registration fails with SHMREG_ERR_NO_MEMORY naming the budget.
+ * A demanded pin of a populated window is bounded by max_pinned_bytes
+ * alone. */
 #define SHMREG_AUTO_PIN_BUDGET ((size_t)1 << 30)
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO

@@ -33,6 +33,7 @@
 #include <urcu/urcu-bp.h>
 
 #include "backend.h"
+#include "fake_pinning.h"
 #include "faultinject.h"
 #include "fixture.h"
 #include "registry.h"
@@ -51,8 +52,11 @@ static const int injected_errnos[] = {EACCES, EIO, ENOMEM, EMFILE, EINTR};
 static unsigned long survived;
 static char keys[NOBJECTS][64];
 
-/* A sealed memfd for the SHMREG_SOURCE_FD cases, open for the whole run. */
+/* A sealed memfd for the SHMREG_SOURCE_FD cases, open for the whole run;
+ * and one never written (all holes), for the pins of windows with holes. */
 static int memfd = -1;
+static int holes_memfd = -1;
+static char holes_key[64]; /* a shm object never written, the same size */
 
 static void open_memfd(void)
 {
@@ -62,6 +66,15 @@ static void open_memfd(void)
     for (size_t done = 0; done < OBJ_SIZE; done += sizeof page)
         assert_int_equal(pwrite(memfd, page, sizeof page, (off_t)done), (ssize_t)sizeof page);
     assert_int_equal(fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    holes_memfd = memfd_create("fi-holes", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(holes_memfd >= 0);
+    assert_int_equal(ftruncate(holes_memfd, OBJ_SIZE), 0);
+    assert_int_equal(fcntl(holes_memfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    tu_unique_key("fi-holes", holes_key);
+    int fd = shm_open(holes_key, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, OBJ_SIZE), 0);
+    close(fd);
 }
 
 /* ------------------------------------------------------------ fixture */
@@ -84,6 +97,7 @@ struct fx {
     size_t count;
     struct log_capture log;
     bool pin_demanded; /* the register_system_fd case with SHMREG_PIN */
+    int fd;            /* the descriptor the register_system_fd cases register */
 };
 
 /* Must not call into the registry (see shmreg_log_fn). */
@@ -168,6 +182,8 @@ static int group_teardown(void **state)
     for (int i = 0; i < NOBJECTS; i++)
         tu_shm_unlink(keys[i]);
     close(memfd);
+    close(holes_memfd);
+    tu_shm_unlink(holes_key);
     fi_remove();
     printf("fault injection: %lu injected failures survived\n", survived);
     return 0;
@@ -471,24 +487,23 @@ static shmreg_err run_register(struct fx *f)
     return tu_register_system_tagged(f->reg, REG_NAME, keys[0], REG_OFFSET, REG_SIZE, 0, TAG);
 }
 
-/* What each failing call must come back as. A failing close still released
- * the descriptor, and the mapping does not need it: registration succeeds. */
-static shmreg_err expect_register(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+/* What each failing call must come back as, registering `key`. A failing
+ * close still released the descriptor, and the mapping does not need it:
+ * registration succeeds. */
+static shmreg_err expect_register_key(const struct fi_shot *shot, const char *key, char *msg, size_t cap)
 {
     if (!shot->fired)
         return SHMREG_OK;
     const char *why = strerror(shot->errnum);
     switch (shot->call) {
     case FI_SHM_OPEN:
-        snprintf(msg, cap, "Unable to open shared memory region: '%s': %s", keys[0], why);
+        snprintf(msg, cap, "Unable to open shared memory region: '%s': %s", key, why);
         return SHMREG_ERR_SYSTEM;
     case FI_FSTAT:
-        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (key '%s'): %s", REG_NAME,
-                 keys[0], why);
+        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (key '%s'): %s", REG_NAME, key, why);
         return SHMREG_ERR_SYSTEM;
     case FI_MMAP:
-        snprintf(msg, cap, "Unable to map shared memory region '%s' (key '%s'): %s", REG_NAME,
-                 keys[0], why);
+        snprintf(msg, cap, "Unable to map shared memory region '%s' (key '%s'): %s", REG_NAME, key, why);
         return SHMREG_ERR_SYSTEM;
     case FI_CLOSE:
         return SHMREG_OK;
@@ -500,6 +515,11 @@ static shmreg_err expect_register(struct fx *f, const struct fi_shot *shot, char
         fail_msg("register called %s", fi_call_name(shot->call));
     }
     return SHMREG_ERR_UNSUPPORTED;
+}
+
+static shmreg_err expect_register(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    return expect_register_key(shot, keys[0], msg, cap);
 }
 
 static void cleanup_register(struct fx *f)
@@ -532,7 +552,7 @@ static shmreg_err run_register_fd_flags(struct fx *f, unsigned flags)
     shmreg_registration_init(&r);
     r.source = SHMREG_SOURCE_FD;
     r.name = FD_NAME;
-    r.fd = memfd;
+    r.fd = f->fd;
     r.offset = REG_OFFSET;
     r.byte_size = REG_SIZE;
     r.flags = flags;
@@ -552,18 +572,20 @@ static shmreg_err run_register_fd_pinned(struct fx *f)
 
 static shmreg_err expect_register_fd(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
 {
-    /* Without CUDA a demanded pin ends in UNSUPPORTED once the checks pass. */
+    /* Where pinning cannot work, a demanded pin ends in UNSUPPORTED once
+     * the checks pass. */
     bool pinned = f->pin_demanded;
+    bool pinning = shmreg__host_pinning.usable();
     if (!shot->fired)
-        return pinned && !ut_cuda_usable() ? SHMREG_ERR_UNSUPPORTED : SHMREG_OK;
+        return pinned && !pinning ? SHMREG_ERR_UNSUPPORTED : SHMREG_OK;
     const char *why = strerror(shot->errnum);
     struct stat st;
-    assert_int_equal(fstat(memfd, &st), 0);
+    assert_int_equal(fstat(f->fd, &st), 0);
     char what[64];
-    snprintf(what, sizeof what, "descriptor %d (inode %llu)", memfd, (unsigned long long)st.st_ino);
+    snprintf(what, sizeof what, "descriptor %d (inode %llu)", f->fd, (unsigned long long)st.st_ino);
     switch (shot->call) {
     case FI_FSTAT:
-        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (descriptor %d): %s", FD_NAME, memfd, why);
+        snprintf(msg, cap, "Unable to fstat shared memory region '%s' (descriptor %d): %s", FD_NAME, f->fd, why);
         return SHMREG_ERR_SYSTEM;
     case FI_FCNTL:
         snprintf(msg, cap, "cannot register shared memory region '%s': reading the seals of %s: %s", FD_NAME, what,
@@ -573,9 +595,13 @@ static shmreg_err expect_register_fd(struct fx *f, const struct fi_shot *shot, c
         snprintf(msg, cap, "Unable to map shared memory region '%s' (%s): %s", FD_NAME, what, why);
         return SHMREG_ERR_SYSTEM;
     case FI_LSEEK:
-        snprintf(msg, cap, "cannot pin shared memory region '%s': looking for holes in its window failed: %s",
-                 FD_NAME, why);
-        return SHMREG_ERR_SYSTEM;
+        /* A failed walk counts as holes: within the budget, still pinned. */
+        return SHMREG_OK;
+    case FI_PIN:
+        assert_int_equal(fp_counts().live, 0);
+        snprintf(msg, cap, "cannot pin system shared memory region '%s' (%d bytes): %s", FD_NAME,
+                 REG_OFFSET + REG_SIZE, why);
+        return SHMREG_ERR_CUDA;
     case FI_MALLOC:
     case FI_CALLOC:
         snprintf(msg, cap, "out of memory registering shared memory region '%s'", FD_NAME);
@@ -584,7 +610,7 @@ static shmreg_err expect_register_fd(struct fx *f, const struct fi_shot *shot, c
         /* Without CUDA: the pin failed and the munmap undoing the mapping
          * failed too; the pin's error is the one reported, and the test
          * removes the mapping the failed munmap left. */
-        assert_true(pinned && !ut_cuda_usable());
+        assert_true(pinned && !pinning);
         assert_int_equal(munmap(shot->addr, shot->len), 0);
         snprintf(msg, cap, "%s", shmreg_last_error());
         return SHMREG_ERR_UNSUPPORTED;
@@ -597,6 +623,7 @@ static shmreg_err expect_register_fd(struct fx *f, const struct fi_shot *shot, c
 static void prepare_fd(struct fx *f)
 {
     f->pin_demanded = false;
+    f->fd = memfd;
     add_resident(f);
 }
 
@@ -624,6 +651,7 @@ static void warm_up_pinning(void)
 static void prepare_fd_pinned(struct fx *f)
 {
     f->pin_demanded = true;
+    f->fd = memfd;
     add_resident(f);
 }
 
@@ -633,7 +661,9 @@ static void cleanup_register_fd(struct fx *f)
     assert_true(err == SHMREG_OK || err == SHMREG_ERR_NOT_FOUND);
     drop_resident(f);
     /* The caller's descriptor survives every path. */
-    assert_true(fcntl(memfd, F_GETFD) >= 0);
+    assert_true(fcntl(f->fd, F_GETFD) >= 0);
+    /* Every pin the registration made was undone, by its own unpin. */
+    assert_int_equal(fp_counts().live, 0);
 }
 
 static void test_register_system_fd(void **state)
@@ -654,6 +684,80 @@ static void test_register_system_fd_pinned(void **state)
                                      .cleanup = cleanup_register_fd};
     /* fstat, fcntl, mmap, lseek (holes), then pinning (CUDA) */
     assert_true(inject_every_call(*state, &c) >= 4);
+}
+
+/* ---------------------------------- pin a window with holes (issue 18)
+ *
+ * A demanded pin of a window the client never wrote is pinned, within the
+ * pin budget, with fake_pinning.h's pinning (so this runs without a GPU):
+ * every failing call, the pin's own included, leaves the registry as it
+ * was and nothing pinned. A failed holes walk (lseek) counts as holes. */
+
+/* inject_every_call with the fake pinning in place; the registrations that
+ * succeeded pinned, and every unpin matched a pin. */
+static unsigned inject_with_fake_pinning(struct fx *f, const struct op_case *c)
+{
+    fp_install();
+    unsigned calls = inject_every_call(f, c);
+    struct fp_counts pins = fp_counts();
+    fp_remove();
+    assert_true(pins.pins > 0);
+    assert_int_equal(pins.unmatched, 0);
+    return calls;
+}
+
+static void prepare_fd_holes(struct fx *f)
+{
+    f->pin_demanded = true;
+    f->fd = holes_memfd;
+    add_resident(f);
+}
+
+static void test_register_fd_holes_pinned(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_fd_holes,
+                                     .run = run_register_fd_pinned,
+                                     .expect = expect_register_fd,
+                                     .cleanup = cleanup_register_fd};
+    /* fstat and lseek (holes), fstat, fcntl, mmap, pin, then the region and its tag */
+    assert_true(inject_with_fake_pinning(*state, &c) >= 8);
+}
+
+static shmreg_err run_register_holes(struct fx *f)
+{
+    return tu_register_system_tagged(f->reg, REG_NAME, holes_key, REG_OFFSET, REG_SIZE, SHMREG_PIN, TAG);
+}
+
+/* The pin's own failure, and a failed walk (lseek: counted as holes, so
+ * still pinned), beside what every registration of a key may meet. */
+static shmreg_err expect_register_holes(struct fx *f, const struct fi_shot *shot, char *msg, size_t cap)
+{
+    if (shot->fired && shot->call == FI_LSEEK)
+        return SHMREG_OK;
+    if (shot->fired && shot->call == FI_PIN) {
+        assert_int_equal(fp_counts().live, 0);
+        snprintf(msg, cap, "cannot pin system shared memory region '%s' (%d bytes): %s", REG_NAME,
+                 REG_OFFSET + REG_SIZE, strerror(shot->errnum));
+        return SHMREG_ERR_CUDA;
+    }
+    return expect_register_key(shot, holes_key, msg, cap);
+}
+
+static void cleanup_register_holes(struct fx *f)
+{
+    cleanup_register(f);
+    assert_int_equal(fp_counts().live, 0);
+}
+
+static void test_register_holes_pinned(void **state)
+{
+    static const struct op_case c = {.prepare = add_resident,
+                                     .run = run_register_holes,
+                                     .expect = expect_register_holes,
+                                     .cleanup = cleanup_register_holes};
+    /* shm_open, fstat, lseek (holes), close, mmap, pin, then the region,
+     * its key and its tag */
+    assert_true(inject_with_fake_pinning(*state, &c) >= 9);
 }
 
 /* ------------------------------------------------------------ status */
@@ -1195,6 +1299,8 @@ int main(void)
         FOR_EACH_POLICY(test_register_system),
         cmocka_unit_test_setup_teardown(test_register_system_fd, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_register_system_fd_pinned, setup_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_register_fd_holes_pinned, setup_defer, teardown),
+        cmocka_unit_test_setup_teardown(test_register_holes_pinned, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_status, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_acquire_and_retain, setup_defer, teardown),
         FOR_EACH_POLICY(test_unregister_idle),

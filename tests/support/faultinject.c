@@ -15,6 +15,7 @@ static const char *const call_names[FI_NCALLS] = {
     [FI_SHM_OPEN] = "shm_open", [FI_FSTAT] = "fstat",   [FI_MMAP] = "mmap",
     [FI_MUNMAP] = "munmap",     [FI_CLOSE] = "close",   [FI_MALLOC] = "malloc",
     [FI_CALLOC] = "calloc",     [FI_FCNTL] = "fcntl",   [FI_LSEEK] = "lseek",
+    [FI_PIN] = "pin",
 };
 
 /* The arming thread's state: other threads see armed == false. */
@@ -77,6 +78,11 @@ static bool should_fail_at(enum fi_call call, void *addr, size_t len)
 static bool should_fail(enum fi_call call)
 {
     return should_fail_at(call, NULL, 0);
+}
+
+bool fi_fails_now(enum fi_call call)
+{
+    return should_fail(call);
 }
 
 static int fi_shm_open(const char *key, int oflag, mode_t mode)

@@ -9,6 +9,8 @@
  * How each injected failure behaves, as the real call would:
  *  - shm_open, fstat, mmap, fcntl, lseek, malloc, calloc: nothing is done; the
  *    call returns its failure value with errno set.
+ *  - pin: counted only while fake_pinning.h's pinning is installed (which
+ *    asks fi_fails_now); nothing is pinned, and it fails as a CUDA pin does.
  *  - munmap: nothing is unmapped (the mapping stays, as after a real EINVAL);
  *    the shot records addr and length so that the test can unmap it itself.
  *  - close: the descriptor IS closed, then -1 is returned: on Linux a close
@@ -30,6 +32,7 @@ enum fi_call {
     FI_CALLOC,
     FI_FCNTL,
     FI_LSEEK,
+    FI_PIN,
     FI_NCALLS
 };
 
@@ -44,6 +47,10 @@ void fi_remove(void);
 /* Fail the n-th (1-based) failable call this thread makes from now on, with
  * errno set to errnum. */
 void fi_arm(unsigned n, int errnum);
+
+/* For a seam outside src/sys.h (fake_pinning.c): count one failable call
+ * of `call`; true when it is the one to fail (errno set to the armed one). */
+bool fi_fails_now(enum fi_call call);
 
 /* What the armed injection did; fi_disarm returns it and stops counting. */
 struct fi_shot {

@@ -351,7 +351,7 @@ def test_readonly_system_region_into_torch(torch, make_shm):
 
 
 def test_pinned_lifetime(torch, make_shm):
-    # Every page written: a window with holes is never pinned (issue 11).
+    # Every page written, so that the bytes read back are the ones written.
     obj = make_shm(SIZE, fill=bytes(range(256)))
     reg = shmreg.Registry(pin_policy="always")
     reg.register_system("pinned", obj.key, SIZE)
