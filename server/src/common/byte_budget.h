@@ -1,8 +1,8 @@
 /*
- * Bytes held at once, all connections and protocols together, against a cap
- * (--max-buffered-mb): HTTP charges a request body as it arrives, gRPC a
- * ModelInfer message when it is handed over, and both give the bytes back
- * when the request is done. Without it, many requests each under
+ * Bytes held at once, all connections of a protocol together, against a cap
+ * (--max-buffered-mb; main.c gives each protocol its own): HTTP charges a
+ * request body as it arrives, gRPC a ModelInfer message when it is handed
+ * over, and both give the bytes back when the request is done. Without it, many requests each under
  * --max-body-mb would together take all the memory there is. Thread-safe;
  * callable from C and C++ (the count is C11 atomics inside byte_budget.c).
  */

@@ -22,9 +22,9 @@ extern "C" {
 typedef struct grpc_frontend grpc_frontend;
 
 /* Listen on opts->host:opts->grpc_port (which must not be 0). Each
- * ModelInfer message is charged to held (the bytes of requests the server
- * holds, HTTP's bodies too) until its call is done; one that does not fit is
- * answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
+ * ModelInfer message is charged to held (the bytes of gRPC requests the
+ * server holds, --max-buffered-mb) until its call is done; one that does
+ * not fit is answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
  * the port cannot be bound. */
 grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
                                    byte_budget *held);

@@ -233,7 +233,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     {
         /* The message is in memory already (gRPC read it whole, up to
          * --max-body-mb); while it waits for a worker it counts against
-         * --max-buffered-mb with HTTP's bodies. Past that it is refused at
+         * --max-buffered-mb (gRPC's own budget). Past that it is refused at
          * once, which frees it, instead of queueing without bound. */
         size_t bytes = req->ByteSizeLong();
         if (!byte_budget_take(held_, bytes)) {

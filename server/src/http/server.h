@@ -20,7 +20,7 @@ typedef struct frontend_server {
      * waits for. An upload still arriving is not waited for: it would be
      * answered 503 anyway. */
     atomic_uint in_flight;
-    byte_budget *bodies;    /* bytes of requests held, every protocol together (main.c's) */
+    byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
 } frontend_server;
