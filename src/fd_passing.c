@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -259,24 +260,52 @@ static shmreg_err read_exact(int sock, void *buf, size_t len)
     return SHMREG_OK;
 }
 
-/* SOCK_STREAM, a message that came without a descriptor (got bytes of it
- * read, up to a header's): when it is a frame, read the rest of it, so that
- * the next message starts where this one ended. NOT_FOUND either way; bytes
- * that are not a frame's leave no way to find the next message, and the
- * message says so. */
+/* SOCK_STREAM, a message refused before its payload was read (got bytes
+ * of it read, up to a header's): when those bytes are a frame's header, read
+ * the rest of the frame, so that the next message starts where this one
+ * ended. OK when it did; NOT_FOUND when the bytes are not a header (nothing
+ * tells where the next message starts); SYSTEM when the read failed. The
+ * thread's message is left alone on OK and NOT_FOUND. */
+static shmreg_err drop_frame(int sock, struct frame *f, size_t got)
+{
+    if (got < sizeof f->h || f->h.magic != FRAME_MAGIC || f->h.size == 0 || f->h.size > SHMREG_FD_PAYLOAD_MAX)
+        return SHMREG_ERR_NOT_FOUND;
+    return read_exact(sock, f->payload, f->h.size);
+}
+
+/* SOCK_STREAM, a message that came without a descriptor: NOT_FOUND, its
+ * frame read to its end when it is one; bytes that are not a frame's leave
+ * no way to find the next message, and the message says so. */
 static shmreg_err skip_frame(int sock, struct frame *f, size_t got)
 {
+    shmreg_err rc = drop_frame(sock, f, got);
+    if (rc == SHMREG_ERR_SYSTEM)
+        return rc;
+    if (rc == SHMREG_OK)
+        return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (its %u "
+                                                  "payload bytes were read and dropped)", (unsigned)f->h.size);
     if (got < sizeof f->h)
         return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (and "
                                                   "is shorter than a frame's header)");
-    if (f->h.magic != FRAME_MAGIC || f->h.size == 0 || f->h.size > SHMREG_FD_PAYLOAD_MAX)
-        return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (and "
-                                                  "is not a shmreg_send_fd frame: the stream is out of step)");
-    shmreg_err rc = read_exact(sock, f->payload, f->h.size);
-    if (rc != SHMREG_OK)
+    return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (and "
+                                              "is not a shmreg_send_fd frame: the stream is out of step)");
+}
+
+/* SOCK_STREAM, a frame whose control data was refused (more descriptors
+ * than one; take_fd closed them all): its payload is read and dropped too,
+ * so that the next message is read whole (issue 21: it was read as a header,
+ * refused as "bad header" and its descriptor closed). OUT_OF_BOUNDS with
+ * take_fd's message. */
+static shmreg_err skip_refused_control(int sock, struct frame *f, size_t got)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", shmreg_last_error());
+    shmreg_err rc = drop_frame(sock, f, got);
+    if (rc == SHMREG_ERR_SYSTEM)
         return rc;
-    return shmreg__fail(SHMREG_ERR_NOT_FOUND, "shmreg_recv_fd: the message carries no descriptor (its %u "
-                                              "payload bytes were read and dropped)", (unsigned)f->h.size);
+    return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s%s", why,
+                        rc == SHMREG_OK ? " (the frame's payload was read and dropped)"
+                                        : " (and the bytes are not a shmreg_send_fd frame: the stream is out of step)");
 }
 
 /* SOCK_STREAM: the header with the descriptor, then exactly its payload, so
@@ -292,6 +321,8 @@ static shmreg_err recv_stream(int sock, int *fd_out, void *payload, size_t cap,
     shmreg_err rc = receive_with_fd(sock, &f.h, sizeof f.h, MSG_WAITALL, &n, &msg_flags, &fd);
     if (rc == SHMREG_ERR_NOT_FOUND)
         return skip_frame(sock, &f, n);
+    if (rc == SHMREG_ERR_OUT_OF_BOUNDS)
+        return skip_refused_control(sock, &f, n);
     if (rc != SHMREG_OK)
         return rc;
     if (n < sizeof f.h) {

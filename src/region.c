@@ -16,21 +16,23 @@ shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__regi
                               struct shmreg__mapping *m, size_t window_offset, size_t byte_size,
                               struct shmreg_region **out)
 {
-    size_t name_len = strlen(a->name);
-    struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1);
+    /* The tag lives after the name, in the region's own allocation: lookups
+     * read it beside the name, so it is freed with it, a grace period after
+     * the unlink. Both are at most 255 bytes (checked by register). */
+    size_t name_len = strlen(a->name), tag_size = a->tag ? strlen(a->tag) + 1 : 0;
+    struct shmreg_region *r = shmreg__calloc(1, sizeof *r + name_len + 1 + tag_size);
     char *key = a->key ? shmreg__strdup(a->key) : NULL;
-    char *tag = a->tag ? shmreg__strdup(a->tag) : NULL;
-    if (!r || (a->key && !key) || (a->tag && !tag)) {
+    if (!r || (a->key && !key)) {
         shmreg__free(r);
         shmreg__free(key);
-        shmreg__free(tag);
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'",
                             a->name);
     }
     memcpy(r->name, a->name, name_len + 1);
-    shmreg__entry_init(t, &r->entry, r->name, name_len);
+    if (a->tag)
+        r->tag = memcpy(r->name + name_len + 1, a->tag, tag_size);
+    shmreg__entry_init(t, &r->entry, r->name, name_len, r->tag);
     r->key = key;
-    r->tag = tag;
     r->offset = a->offset;
     r->flags = a->flags;
     r->charged = a->charged;
@@ -63,7 +65,6 @@ void shmreg__region_own_locked(struct shmreg__table *t, struct shmreg_region *r)
 void shmreg__region_discard(struct shmreg_region *r)
 {
     shmreg__free(r->key);
-    shmreg__free(r->tag);
     shmreg__free(r);
 }
 
@@ -89,6 +90,7 @@ static struct shmreg__mapping *region_retire(struct shmreg_region *r)
         shmreg__table_unlink_locked(t, &r->entry);
     size_t waiting = shmreg__reclaim_take_waiting(&r->reclaim);
     struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
+    shmreg__quota_give_back_locked(t, r->tag, &r->charged);
     /* Bytes handed to the reclaim thread stop waiting where they stop being
      * this region's, in this lock section (so shmreg_registry_stats never
      * sees more waiting than mapped): now, when the charge goes (other
@@ -111,8 +113,7 @@ static void region_destroy(struct shmreg_region *r)
     struct shmreg__table *t = r->table;
     shmreg__mapping_close_list(t, region_retire(r));
     shmreg__free(r->key);
-    shmreg__free(r->tag);
-    r->key = r->tag = NULL;
+    r->key = NULL;
     /* Lookups that found this entry before the unlink may still be reading
      * its name and count: free the memory only after a grace period. */
     SHMREG_TSAN_PUBLISH(r);

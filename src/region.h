@@ -51,7 +51,7 @@ struct shmreg_region {
     size_t offset;
     struct shmreg__usage charged; /* what this region counts against the limits */
     char *key;    /* SYSTEM: as registered; CUDA: NULL */
-    char *tag;    /* owner tag, or NULL */
+    char *tag;    /* owner tag, or NULL: after the name, in name[] */
     char name[];  /* the lookup key, immutable; entry.name points here */
 };
 

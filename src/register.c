@@ -49,12 +49,19 @@ static shmreg_err validate(const shmreg_registration *r, const struct shmreg__ba
 
 /* The name is free, in the message Triton's clients know; a pending name
  * says so, since it frees itself when its last reference is released.
- * issue 11: a registration with a tag learns nothing of a region that is not
- * its tag's beyond the one fact a shared namespace cannot hide (the name is
- * taken): the same message whoever holds it, without its state. */
+ * Names are per tag (table.h): a tagged registration needs its own tag's
+ * name free, and the untagged one, which untagged callers would otherwise
+ * find instead of it; an untagged registration needs the name free under
+ * every tag, as in 1.1's one namespace. issue 11: a registration with a
+ * tag learns nothing of a region that is not its tag's beyond the fact
+ * that the name is taken: the same message whoever holds it, without its
+ * state. */
 static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, const char *tag)
 {
-    struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
+    struct shmreg__entry *e = shmreg__table_find_locked(t, name, tag);
+    if (!e)
+        e = tag ? shmreg__table_find_locked(t, name, NULL) : shmreg__table_find_any_locked(t, name);
+    struct shmreg_region *r = shmreg__region_of(e);
     if (!r)
         return SHMREG_OK;
     if (tag && !shmreg__region_matches(r, SHMREG_KIND_ANY, tag))
@@ -87,16 +94,50 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, co
  * leaves unpinned what would have been pinned without it. */
 #define SHMREG__RESERVE_WAIT_MS 1000
 
+/* The tag's quota (quota.h) is checked before the registry's limits, so
+ * that a tenant hears of its own limit first, and taken after them. Cached
+ * mappings count against no tag: evicting them cannot make room in a
+ * quota, only the reclaim thread unmapping the tag's released regions can
+ * (may_wait). True: try again. */
+static bool check_quota_locked(struct shmreg__table *t, const char *name, const char *tag,
+                               struct shmreg__open_args *a, struct shmreg__usage *want, bool may_wait,
+                               shmreg_err *err)
+{
+    *err = SHMREG_OK;
+    if (a->pin && a->pin_optional && !shmreg__quota_pin_fits_locked(t, tag, want->pinned_bytes)) {
+        if (may_wait)
+            return true;
+        a->pin = false;
+        a->pinned_bytes = want->pinned_bytes = 0;
+    }
+    *err = shmreg__quota_check_locked(t, tag, name, want);
+    return *err != SHMREG_OK && may_wait;
+}
+
+/* The registry's limits taken, the tag's quota now (it was checked under
+ * this same lock hold, so only its allocation can fail). */
+static shmreg_err take_quota_locked(struct shmreg__table *t, const char *name, const char *tag,
+                                    const struct shmreg__usage *want)
+{
+    shmreg_err err = shmreg__quota_take_locked(t, tag, name, want);
+    if (err != SHMREG_OK)
+        shmreg__usage_give_back_locked(t, want);
+    return err;
+}
+
 /* One try of reserve, under the lock, once the name is free. Short of room
  * (a budgeted pin past the pin budget, or a limit), the cache's least
  * recently used mapping gives way (*evicted, for the caller to close
  * outside the lock), or, with none, the reclaim thread may (may_wait):
  * true, try again. Only then is AUTO's pin dropped, or the registration
  * refused (*err). */
-static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct shmreg__open_args *a,
-                               struct shmreg__usage *want, bool may_wait, shmreg_err *err,
-                               struct shmreg__mapping **evicted)
+static bool try_reserve_locked(struct shmreg__table *t, const char *name, const char *tag,
+                               struct shmreg__open_args *a, struct shmreg__usage *want, bool may_wait,
+                               shmreg_err *err, struct shmreg__mapping **evicted)
 {
+    bool again = check_quota_locked(t, name, tag, a, want, may_wait, err);
+    if (again || *err != SHMREG_OK)
+        return again;
     /* AUTO's pin always; a demanded pin of a window with holes where no
      * max_pinned_bytes bounds it already (usage_take refuses it then, with
      * the limit's own message, which servers and clients know). */
@@ -105,14 +146,16 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, struct
         if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
             return true;
         if (!a->pin_optional) {
-            *err = shmreg__usage_refuse_pin_locked(t, name, want->pinned_bytes);
+            *err = shmreg__usage_refuse_pin_locked(t, name, tag, want->pinned_bytes);
             return false;
         }
         a->pin = false;
         a->pinned_bytes = want->pinned_bytes = 0;
     }
-    if ((*err = shmreg__usage_take_locked(t, name, want)) == SHMREG_OK)
+    if ((*err = shmreg__usage_take_locked(t, name, tag, want)) == SHMREG_OK) {
+        *err = take_quota_locked(t, name, tag, want);
         return false;
+    }
     return (*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait;
 }
 
@@ -127,7 +170,7 @@ static shmreg_err reserve(struct shmreg__table *t, const char *name, const char 
         shmreg__table_lock(t);
         shmreg_err err = name_free_locked(t, name, tag);
         if (err == SHMREG_OK)
-            again = try_reserve_locked(t, name, a, want, may_wait, &err, &evicted);
+            again = try_reserve_locked(t, name, tag, a, want, may_wait, &err, &evicted);
         shmreg__table_unlock(t);
         if (!again)
             return err;
@@ -140,10 +183,11 @@ static shmreg_err reserve(struct shmreg__table *t, const char *name, const char 
     }
 }
 
-static void unreserve(struct shmreg__table *t, const struct shmreg__usage *want)
+static void unreserve(struct shmreg__table *t, const char *tag, const struct shmreg__usage *want)
 {
     shmreg__table_lock(t);
     shmreg__usage_give_back_locked(t, want);
+    shmreg__quota_give_back_locked(t, tag, want);
     shmreg__table_unlock(t);
 }
 
@@ -164,6 +208,7 @@ static void abandon(struct shmreg__table *t, struct pending_registration *p)
     if (p->reused) {
         shmreg__table_lock(t);
         struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, m, &p->args.charged);
+        shmreg__quota_give_back_locked(t, p->args.tag, &p->args.charged);
         shmreg__table_unlock(t);
         shmreg__mapping_close_list(t, close);
         return;
@@ -172,7 +217,7 @@ static void abandon(struct shmreg__table *t, struct pending_registration *p)
      * brought us here, not a close's. */
     (void)m->opened.backend->close(&m->opened, p->args.name);
     shmreg__free(m);
-    unreserve(t, &p->args.charged);
+    unreserve(t, p->args.tag, &p->args.charged);
 }
 
 /* Publish the region under its name, checking the name again: another
@@ -275,7 +320,7 @@ static shmreg_err inspect_and_reserve(struct shmreg__table *t, struct pending_re
     if (p->backend->inspect && p->open.pin != pin) {
         forget(p);
         if ((err = p->backend->inspect(&p->open)) != SHMREG_OK)
-            unreserve(t, &p->args.charged);
+            unreserve(t, p->args.tag, &p->args.charged);
     }
     return err;
 }
@@ -309,7 +354,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
     if ((err = inspect_and_reserve(reg->table, &p)) != SHMREG_OK)
         return err;
     if ((err = open_memory(reg->table, &p)) != SHMREG_OK) {
-        unreserve(reg->table, &p.args.charged);
+        unreserve(reg->table, p.args.tag, &p.args.charged);
         return err;
     }
     return publish(reg->table, &p);

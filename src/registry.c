@@ -66,13 +66,28 @@ static shmreg_err not_found(const char *name, shmreg_kind kind)
                         shmreg__kind_word(kind), name);
 }
 
+/* An untagged caller named a name that several tags hold, and no untagged
+ * region: it cannot mean one of them more than another. */
+static shmreg_err ambiguous(const char *name, shmreg_kind kind)
+{
+    return shmreg__fail(SHMREG_ERR_NOT_FOUND,
+                        "Unable to find %sshared memory region: '%s' (several owner tags hold that name: name the "
+                        "tag)",
+                        shmreg__kind_word(kind), name);
+}
+
 shmreg_err shmreg__lookup_locked(struct shmreg__table *t, const char *name, shmreg_kind kind, const char *tag,
                                  struct shmreg_region **out)
 {
-    struct shmreg_region *r = shmreg__region_of(shmreg__table_find_locked(t, name));
-    /* Another tenant's region is reported exactly as an absent one. */
-    if (!r || !shmreg__region_matches(r, SHMREG_KIND_ANY, tag))
-        return not_found(name, kind);
+    bool several = false;
+    struct shmreg__entry *e = tag ? shmreg__table_find_locked(t, name, tag)
+                                  : shmreg__table_resolve(t, shmreg__table_hash(t, name, strlen(name)), name,
+                                                          &several);
+    struct shmreg_region *r = shmreg__region_of(e);
+    /* Another tenant's region is reported exactly as an absent one: it is
+     * in another namespace. */
+    if (!r)
+        return several ? ambiguous(name, kind) : not_found(name, kind);
     if (!shmreg__region_matches(r, kind, NULL))
         return shmreg__fail(SHMREG_ERR_WRONG_KIND,
                             "The region named '%s' is registered as %s shared memory, not %s shared memory",
@@ -174,6 +189,7 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
     const struct shmreg__table_config tc = {
         .limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes},
+        .tag_limits = {cfg->max_regions_per_tag, cfg->max_mapped_bytes_per_tag, cfg->max_pinned_bytes_per_tag},
         .cache_bytes = cfg->cache_bytes,
         .background_reclaim = cfg->reclaim == SHMREG_RECLAIM_BACKGROUND,
         .log_fn = cfg->log_fn,
@@ -297,6 +313,25 @@ static inline __attribute__((always_inline)) shmreg_err hand_over(struct shmreg_
     return SHMREG_OK;
 }
 
+/* Not found: now, off the hot path, refuse a name that could not have been
+ * registered before quoting it in the message, and tell an untagged caller
+ * when the name is several tags'. */
+static __attribute__((noinline)) shmreg_err acquire_missed(shmreg_registry *reg, const char *name,
+                                                           shmreg_kind kind, const char *tag)
+{
+    shmreg_err err = shmreg__check_name(name);
+    if (err != SHMREG_OK)
+        return err;
+    bool several = false;
+    if (!tag) {
+        shmreg__table_lock(reg->table);
+        (void)shmreg__table_resolve(reg->table, shmreg__table_hash(reg->table, name, strlen(name)), name,
+                                    &several);
+        shmreg__table_unlock(reg->table);
+    }
+    return several ? ambiguous(name, kind) : not_found(name, kind);
+}
+
 shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset, size_t byte_size,
                           shmreg_region **out, shmreg_view *view)
 {
@@ -311,13 +346,9 @@ shmreg_err shmreg_acquire(shmreg_registry *reg, const char *name, size_t offset,
     if (len == 0 || len > SHMREG_NAME_MAX)
         return shmreg__check_name(name);
 
-    struct shmreg_region *r = shmreg__region_of(shmreg__table_acquire(reg->table, name, len));
-    if (!r) {
-        /* Not found: now, off the hot path, refuse a name that could not
-         * have been registered before quoting it in the message. */
-        shmreg_err err = shmreg__check_name(name);
-        return err != SHMREG_OK ? err : not_found(name, SHMREG_KIND_ANY);
-    }
+    struct shmreg_region *r = shmreg__region_of(shmreg__table_acquire(reg->table, name, len, NULL));
+    if (!r)
+        return acquire_missed(reg, name, SHMREG_KIND_ANY, NULL);
     return hand_over(r, name, offset, byte_size, out, view);
 }
 
@@ -335,22 +366,13 @@ shmreg_err shmreg_acquire_matching(shmreg_registry *reg, const shmreg_filter *fi
         err = shmreg__check_name(f.name);
     if (err != SHMREG_OK)
         return err;
-    /* The lookup is shmreg_acquire's, for the whole region (offset 0, no
-     * bytes: any region passes), so that its inline lookup keeps one call
-     * site and stays inlined there. */
-    struct shmreg_region *r = NULL;
-    shmreg_view whole;
-    err = shmreg_acquire(reg, f.name, 0, 0, &r, &whole);
-    if (err == SHMREG_ERR_NOT_FOUND)
-        return not_found(f.name, f.kind);
-    if (err != SHMREG_OK)
-        return err;
-    /* Another tag's region answers exactly as an absent one, and before the
-     * bounds are looked at, which would tell its size. */
-    if (!shmreg__region_matches(r, SHMREG_KIND_ANY, f.tag)) {
-        shmreg__region_release(r);
-        return not_found(f.name, f.kind);
-    }
+    /* The lookup of (tag, name): another tag's region is in another
+     * namespace, so it answers exactly as an absent one, before the bounds
+     * are looked at, which would tell its size. */
+    struct shmreg_region *r =
+        shmreg__region_of(shmreg__table_acquire(reg->table, f.name, strlen(f.name), f.tag));
+    if (!r)
+        return acquire_missed(reg, f.name, f.kind, f.tag);
     if (!shmreg__region_matches(r, f.kind, NULL)) {
         shmreg_kind kind = shmreg__region_kind(r);
         shmreg__region_release(r);

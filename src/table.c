@@ -37,6 +37,9 @@ shmreg_err shmreg__table_new(const struct shmreg__table_config *cfg, struct shmr
     shmreg__ref_init(&t->refs, 1); /* the handle's reference */
     t->hash_seed = random_seed();
     t->limits = cfg->limits;
+    t->quotas.default_regions = cfg->tag_limits.regions;
+    t->quotas.default_mapped_bytes = cfg->tag_limits.mapped_bytes;
+    t->quotas.default_pinned_bytes = cfg->tag_limits.pinned_bytes;
     t->cache_limit = cfg->cache_bytes;
     shmreg__reclaim_init(&t->reclaim, cfg->background_reclaim);
     t->log_fn = cfg->log_fn;
@@ -59,6 +62,7 @@ static void table_free(void *arg)
     if (cds_lfht_destroy(t->lfht, NULL) != 0)
         shmreg__table_log(t, SHMREG_LOG_ERROR, "registry teardown: hash table not empty");
     shmreg__reclaim_fini(&t->reclaim);
+    shmreg__quotas_fini(&t->quotas);
     pthread_mutex_destroy(&t->lock);
     shmreg__free(t);
 }
@@ -112,9 +116,11 @@ void shmreg__table_log(struct shmreg__table *t, shmreg_log_level level, const ch
     t->log_fn(t->log_user, level, msg);
 }
 
-void shmreg__entry_init(struct shmreg__table *t, struct shmreg__entry *e, const char *name, size_t len)
+void shmreg__entry_init(struct shmreg__table *t, struct shmreg__entry *e, const char *name, size_t len,
+                        const char *tag)
 {
     e->name = name;
+    e->tag = tag;
     e->name_len = len;
     e->hash = shmreg__table_hash(t, name, len);
     e->linked = false;
@@ -128,18 +134,52 @@ static int match_name(struct cds_lfht_node *node, const void *name)
     return strcmp(e->name, (const char *)name) == 0;
 }
 
-struct shmreg__entry *shmreg__table_find_locked(struct shmreg__table *t, const char *name)
+/* Walk the entries called name (lock or read-side section held). Dead
+ * ones are included: callers check. */
+#define for_each_named(t, hash, name, iter, e)                                                  \
+    for (cds_lfht_lookup((t)->lfht, (hash), match_name, (name), (iter)),                        \
+         (e) = shmreg__entry_of(cds_lfht_iter_get_node(iter));                                  \
+         (e) != NULL;                                                                           \
+         cds_lfht_next_duplicate((t)->lfht, match_name, (name), (iter)),                        \
+         (e) = shmreg__entry_of(cds_lfht_iter_get_node(iter)))
+
+struct shmreg__entry *shmreg__table_find_locked(struct shmreg__table *t, const char *name, const char *tag)
 {
     struct cds_lfht_iter iter;
-    unsigned long hash = shmreg__table_hash(t, name, strlen(name));
-    cds_lfht_lookup(t->lfht, hash, match_name, name, &iter);
-    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
-         cds_lfht_next_duplicate(t->lfht, match_name, name, &iter), n = cds_lfht_iter_get_node(&iter)) {
-        struct shmreg__entry *e = shmreg__entry_of(n);
+    struct shmreg__entry *e;
+    for_each_named(t, shmreg__table_hash(t, name, strlen(name)), name, &iter, e)
+        if (shmreg__entry_alive(e) && shmreg__entry_tag_is(e, tag))
+            return e;
+    return NULL;
+}
+
+struct shmreg__entry *shmreg__table_find_any_locked(struct shmreg__table *t, const char *name)
+{
+    struct cds_lfht_iter iter;
+    struct shmreg__entry *e;
+    for_each_named(t, shmreg__table_hash(t, name, strlen(name)), name, &iter, e)
         if (shmreg__entry_alive(e))
             return e;
-    }
     return NULL;
+}
+
+struct shmreg__entry *shmreg__table_resolve(struct shmreg__table *t, unsigned long hash, const char *name,
+                                            bool *several)
+{
+    struct cds_lfht_iter iter;
+    struct shmreg__entry *e, *only = NULL;
+    size_t tagged = 0;
+    *several = false;
+    for_each_named(t, hash, name, &iter, e) {
+        if (!shmreg__entry_alive(e))
+            continue;
+        if (!e->tag)
+            return e;
+        only = e;
+        tagged++;
+    }
+    *several = tagged > 1;
+    return tagged == 1 ? only : NULL;
 }
 
 /* ---- the front
@@ -197,18 +237,21 @@ void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *
     t->linked--;
 }
 
-/* Duplicates of a name exist only while a dead entry waits to be unlinked;
- * they are skipped because their count is dead. */
-struct shmreg__entry *shmreg__table_acquire_slow(struct shmreg__table *t, unsigned long hash, const char *name)
+/* Entries of one name: one per tag, and dead ones waiting to be unlinked,
+ * which are skipped because their count is dead. */
+struct shmreg__entry *shmreg__table_acquire_slow(struct shmreg__table *t, unsigned long hash, const char *name,
+                                                 const char *tag)
 {
     struct cds_lfht_iter iter;
-    cds_lfht_lookup(t->lfht, hash, match_name, name, &iter);
-    for (struct cds_lfht_node *n = cds_lfht_iter_get_node(&iter); n;
-         cds_lfht_next_duplicate(t->lfht, match_name, name, &iter), n = cds_lfht_iter_get_node(&iter)) {
-        struct shmreg__entry *e = shmreg__entry_of(n);
-        if (shmreg__ref_get_unless_dead(&e->refs))
-            return e;
+    struct shmreg__entry *e;
+    if (!tag) {
+        bool several;
+        e = shmreg__table_resolve(t, hash, name, &several);
+        return e && shmreg__ref_get_unless_dead(&e->refs) ? e : NULL;
     }
+    for_each_named(t, hash, name, &iter, e)
+        if (shmreg__entry_tag_is(e, tag) && shmreg__ref_get_unless_dead(&e->refs))
+            return e;
     return NULL;
 }
 
@@ -221,9 +264,14 @@ static bool passes(size_t used, size_t want, size_t limit)
 
 /* Bytes the reclaim thread has yet to unmap still count: say so, since
  * they free themselves in a moment. */
-static shmreg_err over_limit(struct shmreg__table *t, const char *name, const char *what, size_t want,
-                             size_t limit, size_t used)
+static shmreg_err over_limit(struct shmreg__table *t, const char *name, const char *tag, const char *what,
+                             size_t want, size_t limit, size_t used)
 {
+    if (tag)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY,
+                            "cannot register shared memory region '%s': %zu more %s would pass this registry's "
+                            "limit of %zu for all owners together",
+                            name, want, what, limit);
     size_t waiting = atomic_load_explicit(&t->reclaim.waiting_bytes, memory_order_relaxed);
     char why[96] = "";
     if (waiting > 0)
@@ -234,7 +282,8 @@ static shmreg_err over_limit(struct shmreg__table *t, const char *name, const ch
                         name, want, what, limit, used, why);
 }
 
-shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const struct shmreg__usage *want)
+shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const char *tag,
+                                     const struct shmreg__usage *want)
 {
     const struct shmreg__usage *used = &t->usage, *lim = &t->limits;
     if (!passes(used->regions, want->regions, lim->regions))
@@ -242,9 +291,9 @@ shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, 
                             "cannot register shared memory region '%s': this registry holds its limit of %zu regions",
                             name, lim->regions);
     if (!passes(used->mapped_bytes, want->mapped_bytes, lim->mapped_bytes))
-        return over_limit(t, name, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
+        return over_limit(t, name, tag, "mapped bytes", want->mapped_bytes, lim->mapped_bytes, used->mapped_bytes);
     if (!passes(used->pinned_bytes, want->pinned_bytes, lim->pinned_bytes))
-        return over_limit(t, name, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
+        return over_limit(t, name, tag, "pinned bytes", want->pinned_bytes, lim->pinned_bytes, used->pinned_bytes);
     t->usage.regions += want->regions;
     t->usage.mapped_bytes += want->mapped_bytes;
     t->usage.pinned_bytes += want->pinned_bytes;
@@ -262,16 +311,21 @@ bool shmreg__usage_pin_fits_budget_locked(const struct shmreg__table *t, size_t 
     return bytes <= budget && t->usage.pinned_bytes <= budget - bytes;
 }
 
-shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, size_t bytes)
+shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, const char *tag,
+                                           size_t bytes)
 {
     size_t budget = shmreg__usage_pin_budget(t);
+    /* The registry's pinned bytes are every owner's: not for a tag's ears. */
+    char pinned[48] = "";
+    if (!tag)
+        snprintf(pinned, sizeof pinned, "; %zu pinned", t->usage.pinned_bytes);
     return shmreg__fail(SHMREG_ERR_NO_MEMORY,
                         "cannot pin shared memory region '%s': its window has pages the client never populated, "
                         "which pinning would allocate on the server, and %zu more pinned bytes would pass the pin "
-                        "budget, a limit of %zu (%s; %zu pinned). Write every page first, raise max_pinned_bytes, "
+                        "budget, a limit of %zu (%s%s). Write every page first, raise max_pinned_bytes, "
                         "or register without SHMREG_PIN",
                         name, bytes, budget, t->limits.pinned_bytes ? "max_pinned_bytes" : "SHMREG_AUTO_PIN_BUDGET",
-                        t->usage.pinned_bytes);
+                        pinned);
 }
 
 void shmreg__usage_give_back_locked(struct shmreg__table *t, const struct shmreg__usage *u)

@@ -11,7 +11,15 @@
  * one.
  *
  * The table knows regions only by the entry embedded in each (its count,
- * name and hash), never by the rest of struct shmreg_region. */
+ * name, owner tag and hash), never by the rest of struct shmreg_region.
+ *
+ * Names are per owner tag (1.2, issue 21): a tag is a namespace, so two tags
+ * may each hold a region "in0", and the table may hold several live entries
+ * of one name (one per tag, and at most one untagged). The hash is of the
+ * name alone, so the entries of one name sit together in the hash table. A
+ * caller with a tag finds only (tag, name). A caller without one keeps 1.1's
+ * view of one namespace: a name means the untagged region of that name, or
+ * else the only region of that name (see shmreg__table_resolve). */
 #ifndef SHMREG_TABLE_H
 #define SHMREG_TABLE_H
 
@@ -24,6 +32,7 @@
 #include <xxhash.h>
 
 #include "atomics.h"
+#include "quota.h"
 #include "rcu.h"
 #include "reclaim.h"
 #include "shmreg/shmreg.h"
@@ -41,6 +50,7 @@ struct shmreg__entry {
     unsigned long hash;    /* of name, with the table's seed */
     size_t name_len;
     const char *name;      /* immutable; lives in the region's own allocation */
+    const char *tag;       /* owner tag or NULL; immutable, in the same allocation */
     bool linked;           /* in the table; under the lock */
     struct cds_lfht_node node;
 };
@@ -69,6 +79,7 @@ struct shmreg__table {
     size_t linked;               /* entries in the table */
     size_t regions_alive;        /* regions made and not yet torn down */
     uint64_t registrations, refusals;
+    struct shmreg__quotas quotas; /* per owner tag (quota.h) */
 
     /* The mappings (mapping.c), under lock: the index of those with an
      * identity, live or cached, and the cached ones, least recent first.
@@ -89,6 +100,7 @@ struct shmreg__table {
 /* How the table is made: limits, cache, reclaim mode, log sink. */
 struct shmreg__table_config {
     struct shmreg__usage limits; /* 0 = unlimited */
+    struct shmreg__usage tag_limits; /* every tag's default share; 0 = unlimited */
     size_t cache_bytes;
     bool background_reclaim;
     shmreg_log_fn log_fn;
@@ -133,13 +145,30 @@ static inline bool shmreg__entry_alive(struct shmreg__entry *e)
     return !shmreg__ref_dead(&e->refs);
 }
 
-/* Fill e's naming part (before it is linked). */
-void shmreg__entry_init(struct shmreg__table *t, struct shmreg__entry *e, const char *name, size_t len);
+/* Fill e's naming part (before it is linked); tag may be NULL. */
+void shmreg__entry_init(struct shmreg__table *t, struct shmreg__entry *e, const char *name, size_t len,
+                        const char *tag);
+
+/* Whether e is (tag, ...): the same tag, or both untagged. */
+static inline bool shmreg__entry_tag_is(const struct shmreg__entry *e, const char *tag)
+{
+    return e->tag == tag || (e->tag && tag && strcmp(e->tag, tag) == 0);
+}
 
 /* ---- under the lock (shmreg__table_lock) */
 
-/* The live entry called name, or NULL. */
-struct shmreg__entry *shmreg__table_find_locked(struct shmreg__table *t, const char *name);
+/* The live entry (tag, name), tag NULL meaning the untagged one, or NULL. */
+struct shmreg__entry *shmreg__table_find_locked(struct shmreg__table *t, const char *name, const char *tag);
+
+/* Some live entry called name, whatever its tag, or NULL. */
+struct shmreg__entry *shmreg__table_find_any_locked(struct shmreg__table *t, const char *name);
+
+/* The live entry an untagged caller means by name: the untagged one, else
+ * the only one; NULL when none, or when several tags hold the name and no
+ * untagged entry does (*several is then true). Lock or read-side section
+ * held; the entry may die as soon as the caller lets go of both. */
+struct shmreg__entry *shmreg__table_resolve(struct shmreg__table *t, unsigned long hash, const char *name,
+                                            bool *several);
 
 /* Publish e in the table (and in the front, when its slot is free). */
 void shmreg__table_link_locked(struct shmreg__table *t, struct shmreg__entry *e);
@@ -148,8 +177,11 @@ void shmreg__table_link_locked(struct shmreg__table *t, struct shmreg__entry *e)
 void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *e);
 
 /* Take `want` against the limits, or fail with NO_MEMORY naming the limit
- * and the region `name` (for the message) and take nothing. */
-shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const struct shmreg__usage *want);
+ * and the region `name` (for the message) and take nothing. The message
+ * quotes the registry's usage to an untagged caller only: to a tagged one
+ * (a tenant) that is what other tenants hold. */
+shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const char *tag,
+                                     const struct shmreg__usage *want);
 
 /* issue 18: the pin budget bounds every pin the server answers for: AUTO's
  * (its choice) and any pin of a window with holes (pinning allocates those
@@ -165,7 +197,8 @@ bool shmreg__usage_pin_fits_budget_locked(const struct shmreg__table *t, size_t 
  * would pass the pin budget; the message names the region and the budget,
  * and says "limit of" as every limit's refusal does (a server maps those
  * to 429). */
-shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, size_t bytes);
+shmreg_err shmreg__usage_refuse_pin_locked(const struct shmreg__table *t, const char *name, const char *tag,
+                                           size_t bytes);
 
 /* Give back what shmreg__usage_take_locked took. */
 void shmreg__usage_give_back_locked(struct shmreg__table *t, const struct shmreg__usage *u);
@@ -185,20 +218,25 @@ static inline struct shmreg__entry *shmreg__entry_of(struct cds_lfht_node *node)
 /* ---- the hot path: no lock */
 
 /* The slow half of shmreg__table_acquire: the hash table itself. */
-struct shmreg__entry *shmreg__table_acquire_slow(struct shmreg__table *t, unsigned long hash, const char *name);
+struct shmreg__entry *shmreg__table_acquire_slow(struct shmreg__table *t, unsigned long hash, const char *name,
+                                                 const char *tag);
 
-/* The live entry called name (len bytes, already bounded), with a
- * reference taken, or NULL. One read-side section, one fetch_add on the
- * entry's count; the front first, inline, the hash table when it misses. */
-static inline struct shmreg__entry *shmreg__table_acquire(struct shmreg__table *t, const char *name, size_t len)
+/* The live entry (tag, name) (len bytes, already bounded), or with tag NULL
+ * the one an untagged caller means (shmreg__table_resolve), with a reference
+ * taken, or NULL. One read-side section, one fetch_add on the entry's
+ * count; the front first, inline, the hash table when it misses. An
+ * untagged caller takes the front's entry only when it is untagged: a
+ * tagged one there may not be the only one of its name. */
+static inline struct shmreg__entry *shmreg__table_acquire(struct shmreg__table *t, const char *name, size_t len,
+                                                          const char *tag)
 {
     unsigned long hash = shmreg__table_hash(t, name, len);
     shmreg__rcu_read_lock();
     struct shmreg__entry *e =
         atomic_load_explicit(&t->front[hash & (SHMREG__FRONT_SLOTS - 1)], memory_order_acquire);
     if (!(e && e->hash == hash && e->name_len == len && memcmp(e->name, name, len) == 0 &&
-          shmreg__ref_get_unless_dead(&e->refs)))
-        e = shmreg__table_acquire_slow(t, hash, name);
+          shmreg__entry_tag_is(e, tag) && shmreg__ref_get_unless_dead(&e->refs)))
+        e = shmreg__table_acquire_slow(t, hash, name, tag);
     shmreg__rcu_read_unlock();
     return e;
 }

@@ -257,7 +257,25 @@ typedef struct shmreg_config {
      * against max_mapped_bytes and max_pinned_bytes, and are evicted before
      * a registration is refused for lack of room. */
     size_t cache_bytes;
-    void *reserved_[8];      /* zero; room for later fields */
+    /* Since 1.2 (carved from reserved_, pointer-sized slots). Quotas per
+     * owner tag, 0 (default) = unlimited: every tag's default share of
+     * regions, mapped bytes and pinned bytes, beside the global limits
+     * above. A tag is a tenant's namespace (see shmreg_registration.tag); a
+     * registration with a tag is refused (NO_MEMORY) when it would pass its
+     * tag's quota, whatever other tags hold, and its message quotes that
+     * tag's usage only. shmreg_tag_quota_set gives one tag limits of its
+     * own. What a tag counts: its regions from registration until they are
+     * unmapped (pending and detached ones included, as the global limits
+     * count them); a cached mapping counts against no tag. Untagged
+     * registrations count against the global limits only. To make sure no
+     * tenant can make another's registration fail, size the global limits
+     * to hold the sum of the quotas (or leave them unlimited). An AUTO pin
+     * past the tag's pinned quota is dropped (registered unpinned), as past
+     * SHMREG_AUTO_PIN_BUDGET. */
+    size_t max_regions_per_tag;
+    size_t max_mapped_bytes_per_tag;
+    size_t max_pinned_bytes_per_tag;
+    void *reserved_[5];      /* zero; room for later fields */
 } shmreg_config;
 
 /* The pin budget: max_pinned_bytes, or this when max_pinned_bytes is 0. It
@@ -274,7 +292,8 @@ typedef struct shmreg_config {
 
 /* Fill cfg with the defaults (all zero: DEFER, no reserved prefixes, AUTO
  * pinning within SHMREG_AUTO_PIN_BUDGET, no log, no limits, sealed
- * descriptors only, background reclaim, no cache). NULL is a no-op. */
+ * descriptors only, background reclaim, no cache, no quotas). NULL is a
+ * no-op. */
 SHMREG_API void shmreg_config_init(shmreg_config *cfg);
 
 /* --------------------------------------------------------------- registry */
@@ -349,6 +368,43 @@ typedef struct shmreg_stats {
  * no teardown is pending). Errors: INVALID_ARG. */
 SHMREG_API shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out);
 
+/* 1.2. The limits of one owner tag (shmreg_tag_quota_set); 0 = unlimited.
+ * Always start from shmreg_quota_init(). */
+typedef struct shmreg_quota {
+    size_t max_regions;
+    size_t max_mapped_bytes;
+    size_t max_pinned_bytes;
+    void *reserved_[5]; /* zero; room for later fields */
+} shmreg_quota;
+
+/* Fill q with the defaults (all zero: unlimited). NULL is a no-op. */
+SHMREG_API void shmreg_quota_init(shmreg_quota *q);
+
+/* 1.2. Give `tag` limits of its own instead of the config's default share
+ * (max_*_per_tag), or, with q NULL, take them away again. It applies to the
+ * tag's next registrations: regions it holds already stay, even past new
+ * lower limits. The quota is kept (and copied) until set again or the
+ * registry is destroyed, whether or not the tag holds regions. Any thread.
+ * Errors: INVALID_ARG (reg NULL, tag NULL or not a valid tag),
+ * NO_MEMORY. */
+SHMREG_API shmreg_err shmreg_tag_quota_set(shmreg_registry *reg, const char *tag, const shmreg_quota *q);
+
+/* What one owner tag holds, and the limits in force for it: its own
+ * (shmreg_tag_quota_set) or the config's default share. */
+typedef struct shmreg_tag_stats {
+    size_t regions;      /* regions of the tag still mapped: listed, pending and detached */
+    size_t mapped_bytes; /* their bytes, as max_mapped_bytes counts them */
+    size_t pinned_bytes; /* their pinned bytes */
+    size_t max_regions, max_mapped_bytes, max_pinned_bytes; /* 0 = unlimited */
+    void *reserved_[6]; /* zero; room for later counters */
+} shmreg_tag_stats;
+
+/* 1.2. A snapshot of tag's usage and limits, taken under the registry's
+ * lock (a tag with no region reads zero usage). For a server that reports
+ * each tenant its own figures. Errors: INVALID_ARG (NULL arguments, a tag
+ * that is not valid). */
+SHMREG_API shmreg_err shmreg_tag_stats_get(shmreg_registry *reg, const char *tag, shmreg_tag_stats *out);
+
 /* Since 1.1. Give back what no caller holds: wait until every region
  * released before this call is unmapped by the reclaim thread, then unmap
  * (unpin, close) every cached mapping, in the calling thread. For a server
@@ -390,7 +446,18 @@ typedef struct shmreg_registration {
     /* Owner tag, 1..255 bytes without control characters, or NULL (default).
      * A filter with a tag (shmreg_unregister_matching, shmreg_status_matching)
      * sees only the regions registered with that tag, so one client's cleanup
-     * cannot remove another client's regions. Copied. */
+     * cannot remove another client's regions. Copied.
+     * Since 1.2 a tag is also a namespace: names are per tag, so two tags may
+     * each register a region "in0", and a call with a tag finds only its
+     * own. A tagged registration is refused as ALREADY_EXISTS only when its
+     * tag holds the name, or an untagged region does (an untagged caller
+     * would find that one instead). Untagged calls keep 1.1's one
+     * namespace: an untagged registration needs the name free under every
+     * tag, and an untagged call that names a region (shmreg_acquire, and a
+     * filter without a tag) means the untagged region of that name, or else
+     * the only region of that name; when several tags hold the name and no
+     * untagged region does, it answers NOT_FOUND saying so. (1.1: a tagged
+     * registration of a name any other tag held was ALREADY_EXISTS.) */
     const char *tag;
     /* SHMREG_SOURCE_SHM */
     const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
@@ -415,11 +482,13 @@ SHMREG_API void shmreg_registration_init(shmreg_registration *r);
  *
  * Errors: INVALID_ARG (NULL or bad name, tag, key or flags, a reserved key,
  * an unknown source, an object owned by a uid the allow-list refuses),
- * ALREADY_EXISTS (the name is taken, or pending unregister: the message says
- * which, except to a registration with a tag that is not the holder's,
- * which hears only that the name is taken), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
+ * ALREADY_EXISTS (the name is taken in the registration's namespace, or
+ * pending unregister: the message says which, except to a registration with
+ * a tag that is not the holder's, which hears only that the name is taken;
+ * see shmreg_registration.tag), OUT_OF_BOUNDS (byte_size 0, or a window past the end of the object
  * or allocation: the message gives the sizes), SYSTEM, CUDA, UNSUPPORTED,
- * NO_MEMORY (out of memory or over a configured limit).
+ * NO_MEMORY (out of memory, over a configured limit, or over the tag's
+ * quota; to a tagged registration the message quotes no other tag's usage).
  */
 SHMREG_API shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r);
 
@@ -545,8 +614,10 @@ typedef struct shmreg_view {
  * Lookups share no lock with each other or with register/unregister.
  *
  * out and view must not be NULL. On failure *out is NULL and *view untouched.
- * It ignores owner tags: a frontend serving several tenants acquires with
- * shmreg_acquire_matching and the caller's tag.
+ * It is an untagged call: name means the untagged region of that name, or
+ * else the only region of that name, whatever its tag (see
+ * shmreg_registration.tag). A frontend serving several tenants acquires
+ * with shmreg_acquire_matching and the caller's tag.
  * Errors: INVALID_ARG, NOT_FOUND, OUT_OF_BOUNDS (offset past the end, offset +
  * byte_size overflowing or past the end).
  */
@@ -581,7 +652,10 @@ typedef struct shmreg_filter {
     shmreg_kind kind;  /* SYSTEM or CUDA; ANY (default) passes both */
     /* Only regions registered with this owner tag, or NULL (default): no
      * restriction. A region of another tag is treated exactly as an absent
-     * one (NOT_FOUND when named), so a tenant learns nothing of others. */
+     * one (NOT_FOUND when named), so a tenant learns nothing of others.
+     * With a name: (tag, name), the tag's own namespace (1.2; see
+     * shmreg_registration.tag); without a tag, the region an untagged call
+     * means by that name. */
     const char *tag;
     void *reserved_[5]; /* zero; room for later fields */
 } shmreg_filter;
@@ -592,12 +666,13 @@ SHMREG_API void shmreg_filter_init(shmreg_filter *f);
 
 /*
  * 1.1. shmreg_acquire of the one region f selects: f->name is required; with
- * f->tag, a region registered under another tag (or none) answers exactly as
- * an absent one, NOT_FOUND with the same message, before any bounds check,
- * so a tenant learns nothing of another's regions; with f->kind SYSTEM or
+ * f->tag, the region (tag, name) (1.2: names are per tag), and a region
+ * registered under another tag (or none) answers exactly as an absent one,
+ * NOT_FOUND with the same message, before any bounds check, so a tenant
+ * learns nothing of another's regions; with f->kind SYSTEM or
  * CUDA, a region of the other kind is WRONG_KIND (after the tag check).
  * A multi-tenant frontend acquires through this call with the caller's tag.
- * The lookup is shmreg_acquire's (no lock); the filter's checks come after.
+ * The lookup takes no lock, as shmreg_acquire's; the kind check comes after.
  * Errors: as shmreg_acquire; INVALID_ARG also for a NULL filter or name, a
  * bad tag or kind; WRONG_KIND.
  */
@@ -740,26 +815,31 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
 
-/* ------------------------- sealed memfd regions over a Unix socket (1.1) */
+/* ------------------------------------ the memfd-region wire format (1.1) */
 
 /*
- * The client side of registering a sealed memfd with a server that listens
- * on an AF_UNIX SOCK_SEQPACKET socket (the example frontend's --uds PATH).
- * The wire format, for clients in other languages (all integers in host
- * byte order: both ends are on one machine):
+ * How a client asks a server over an AF_UNIX socket to register a window of a
+ * sealed memfd, and how the server answers. Both halves are here: the
+ * client's (shmreg_memfd_create, shmreg_send_region, 1.1) and the server's
+ * (shmreg_recv_region, shmreg_answer_region, 1.2); who may connect and how
+ * many regions a peer may hold is the server's policy, not the format's.
+ * The socket is SOCK_SEQPACKET, so that every request and answer is one
+ * record. All integers are in host byte order: both ends are on one machine.
  *
  *   request: one shmreg_send_fd frame (8-byte header: uint32 0x46524853,
  *            uint32 payload size; then the payload) carrying the memfd, whose
  *            payload is SHMREG_REGION_REQUEST_HEADER bytes: uint32
  *            SHMREG_REGION_REQUEST_MAGIC, uint32 flags (SHMREG_READONLY,
- *            SHMREG_NO_PIN), uint64 offset, uint64 byte_size; then the
- *            region name, 1..255 bytes, not NUL-terminated.
+ *            SHMREG_NO_PIN; no other bit), uint64 offset, uint64 byte_size;
+ *            then the region name, 1..255 bytes, not NUL-terminated.
  *   answer:  one record of at most SHMREG_REGION_ANSWER_MAX bytes, ASCII:
  *            the code's name (shmreg_err_name: "SHMREG_OK",
- *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message.
+ *            "SHMREG_ERR_INVALID_ARG", ...), one space, a message of one
+ *            line (control characters are sent as spaces).
  *
- * The server registers the window under an owner tag of that connection and
- * unregisters every region of the connection when it closes, so a client's
+ * A server typically registers the window (shmreg_register with
+ * SHMREG_SOURCE_FD) under an owner tag of the connection and unregisters
+ * every region of that tag when the connection closes, so that a client's
  * regions live exactly as long as its connection (and its process).
  */
 #define SHMREG_REGION_REQUEST_MAGIC 0x31475253u /* "SRG1" in little-endian memory */
@@ -780,8 +860,8 @@ SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_
 SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, int *fd_out);
 
 /*
- * Ask the server at the other end of `sock` (a connected SOCK_SEQPACKET
- * AF_UNIX socket) to register [offset, offset + byte_size) of fd under
+ * The client side: ask the server at the other end of `sock` (a connected
+ * SOCK_SEQPACKET AF_UNIX socket) to register [offset, offset + byte_size) of fd under
  * `name`, in the format above, and wait for its answer. OK when the server
  * registered it; otherwise the server's code, with its message as this
  * thread's shmreg_last_error(). The caller keeps fd (it may close it once
@@ -796,6 +876,50 @@ SHMREG_API shmreg_err shmreg_memfd_create(const char *debug_name, size_t size, i
  */
 SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, size_t offset,
                                          size_t byte_size, unsigned flags);
+
+/* A register request as shmreg_recv_region received it, validated. */
+typedef struct shmreg_region_request {
+    int fd;             /* the memfd that came with it: the caller owns it */
+    unsigned flags;     /* SHMREG_READONLY and/or SHMREG_NO_PIN, nothing else */
+    size_t offset;      /* of the window in the memfd, as sent (any value) */
+    size_t byte_size;   /* as sent (any value: registering checks it) */
+    char name[256];     /* 1..255 bytes, NUL-terminated, no control characters */
+    void *reserved_[4]; /* zeroed; room for later fields */
+} shmreg_region_request;
+
+/*
+ * 1.2. The server side: receive one register request from `sock` (a
+ * connected AF_UNIX socket; the format above) and check it: the frame
+ * (shmreg_recv_fd's rules: exactly one descriptor, a whole frame), then the
+ * payload's size, magic, flags and name. On OK, *out holds the request and
+ * out->fd a new descriptor (close-on-exec) that the caller owns and closes
+ * once it has registered the window (the registry keeps no descriptor).
+ * On failure out->fd is -1, every descriptor the message carried is closed,
+ * and the message (shmreg_last_error) is what to answer the client; on a
+ * stream socket the refused frame is read to its end, so the next call
+ * reads the next request. Blocks until a message comes, unless sock is
+ * non-blocking (then SYSTEM with EAGAIN's text when none is queued).
+ * Thread-safety: one receiver per socket at a time.
+ * Errors: INVALID_ARG (sock negative or out NULL; a payload that is not a
+ * request: shorter than its header or without a name, another magic, flags
+ * other than SHMREG_READONLY | SHMREG_NO_PIN, a name with a NUL or a control
+ * character), OUT_OF_BOUNDS (more than one descriptor, a payload longer than
+ * a request with a 255-byte name), NOT_FOUND (no descriptor), SYSTEM (the
+ * peer closed: "connection closed"; recvmsg failed; a message that is not a
+ * shmreg_send_fd frame).
+ */
+SHMREG_API shmreg_err shmreg_recv_region(int sock, shmreg_region_request *out);
+
+/*
+ * 1.2. The server side: send the answer "<shmreg_err_name(code)> <msg>" as
+ * one record on sock, cut to SHMREG_REGION_ANSWER_MAX bytes, control
+ * characters as spaces. msg NULL is "". Never blocks (MSG_DONTWAIT) and
+ * never raises SIGPIPE: a client whose socket cannot take the answer now is
+ * one to drop (SYSTEM), not one to wait for.
+ * Errors: INVALID_ARG (sock negative, a code outside shmreg_err), SYSTEM
+ * (send failed or took only part of the answer; errno's text in the message).
+ */
+SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char *msg);
 
 #ifdef __cplusplus
 }

@@ -47,9 +47,17 @@ static shmreg_registry *create_registry(const frontend_options *o)
     cfg.cache_bytes = o->cache_bytes; /* --cache-bytes */
     cfg.log_fn = log_to_stderr;
     access_config(&o->access, &cfg); /* --allow-uid, --max-*: copied by create */
+    if (access_quota_config(&o->access, &cfg) != 0) /* --tenants: each tenant's share */
+        return NULL;
     shmreg_registry *reg = NULL;
-    if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
+    if (shmreg_registry_create(&cfg, &reg) != SHMREG_OK) {
         fprintf(stderr, "error: %s\n", shmreg_last_error());
+        return NULL;
+    }
+    if (access_set_quotas(&o->access, reg) != 0) { /* tenants with their own */
+        shmreg_registry_destroy(reg);
+        return NULL;
+    }
     return reg;
 }
 

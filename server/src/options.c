@@ -321,6 +321,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         fprintf(stderr, "error: --uds and --tenants cannot be used together\n");
         return -1;
     }
+    shmreg_config shares; /* the tenants' quotas must fit the limits (issue 21) */
+    shmreg_config_init(&shares);
+    if (access_quota_config(&o->access, &shares) != 0)
+        return -1;
     if (optind < argc) {
         fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
         usage(stderr, argv[0]);

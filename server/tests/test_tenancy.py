@@ -193,8 +193,13 @@ def test_bad_flags_are_refused_at_start(args, message):
     (TWO_TENANTS, 0o602, "other users can write it (mode 0602)"),
     ("# nobody\n\n", 0o600, "no tenant in the file"),
     ("short alice\n", 0o600, ":1: a token must be 16..512 characters"),
-    (f"{ALICE}\n", 0o600, ":1: want two fields, TOKEN TENANT"),
-    (f"{ALICE} alice extra\n", 0o600, ":1: want two fields"),
+    (f"{ALICE}\n", 0o600, ":1: want TOKEN TENANT, then optionally max-regions=N"),
+    (f"{ALICE} alice extra\n", 0o600,
+     ":1: 'extra': after TOKEN TENANT only max-regions=N, max-mapped-bytes=N and max-pinned-bytes=N"),
+    (f"{ALICE} alice max-regions=x\n", 0o600, ":1: 'max-regions=x': after TOKEN TENANT only"),
+    (f"{ALICE} alice max-regions=\n", 0o600, ":1: 'max-regions=': after TOKEN TENANT only"),
+    (f"{ALICE} alice max-regions=2\n{ALICE_SECOND} alice max-regions=3\n", 0o600,
+     ":2: tenant alice's quota differs from its line above"),
     (f"{ALICE} al/ice\n", 0o600, ":1: a tenant name must be 1..64 characters"),
     (f"{ALICE} {'a' * 65}\n", 0o600, ":1: a tenant name must be"),
     (f"{ALICE} alice\n{ALICE} bob\n", 0o600, ":2: this token is already given to a tenant above"),
@@ -202,6 +207,20 @@ def test_bad_flags_are_refused_at_start(args, message):
 ])
 def test_bad_tenants_file_is_refused_at_start(tmp_path, text, mode, message):
     assert message in start_refused("--tenants", tenants_file(tmp_path, text, mode))
+
+
+@pytest.mark.parametrize("text, args, message", [
+    (f"{ALICE} alice max-regions=3000\n{BOB} bob max-regions=2000\n", [],
+     "the tenants' own max-regions add up to more than --max-regions 4096"),
+    (f"{ALICE} alice max-mapped-bytes=0\n", ["--max-mapped-bytes", "100"],
+     "the tenants' own max-mapped-bytes add up to more than --max-mapped-bytes 100 (or one is 0"),
+    (f"{ALICE} alice max-regions=4096\n{BOB} bob\n", [],
+     "--max-regions 4096 leaves no share for the 1 tenants without their own max-regions"),
+])
+def test_tenant_quotas_that_cannot_fit_the_limits_are_refused_at_start(tmp_path, text, args, message):
+    """issue 21: the quotas together must fit the global limits, or one
+    tenant could still make another's registration fail."""
+    assert message in start_refused("--tenants", tenants_file(tmp_path, text), *args)
 
 
 def test_tenants_file_that_is_a_directory_is_refused(tmp_path):
@@ -509,3 +528,80 @@ def test_tenants_and_restriction_together(start_grpc_frontend, tmp_path, shm):
     assert status(server, headers={"admin-key": "k"})[0] == 401
     assert status(server, headers={"admin-key": "k", **bearer(ALICE)}) == (200, [])
 
+
+
+# ------------------------------------------------------ quotas per tenant
+
+
+def test_default_share_leaves_the_other_tenant_room(start_grpc_frontend, tmp_path, shm):
+    """issue 21: --max-regions 4 between two tenants is 2 each. Alice filling
+    hers leaves Bob's registrations working over HTTP and gRPC, and her
+    refusal quotes her own usage only (before: 429 for Bob once Alice held
+    the registry's 4)."""
+    server = start_grpc_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--max-regions", "4")
+    a, b = bearer(ALICE), bearer(BOB)
+    key = shm("share")
+    assert register(server, "r1", key, headers=a) == (200, None)
+    assert register(server, "r2", key, headers=a) == (200, None)
+    refused = (429, {"error": "cannot register shared memory region 'r3': this owner tag holds its "
+                              "limit of 2 regions"})
+    assert register(server, "r3", key, headers=a) == refused
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    assert grpc_raises("RESOURCE_EXHAUSTED", client.register_system_shared_memory, "r3", key,
+                       4 * NBYTES, headers=grpc_bearer(ALICE)) == refused[1]["error"]
+    assert register(server, "r1", key, headers=b) == (200, None)
+    client.register_system_shared_memory("r2", key, 4 * NBYTES, headers=grpc_bearer(BOB))
+    assert listing(server, b) == [("r1", key), ("r2", key)]
+    assert unregister(server, "r1", a) == (200, None)
+    assert register(server, "r3", key, headers=a) == (200, None)  # her room again
+    for token in (ALICE, BOB):
+        assert unregister(server, None, bearer(token)) == (200, None)
+    client.close()
+
+
+def test_own_quota_of_mapped_bytes(start_grpc_frontend, tmp_path, shm):
+    """A tenant's own quota from the tenants file; the other keeps the
+    default share (what --max-mapped-bytes leaves). Alice's refusal quotes
+    her bytes, never Bob's 7777."""
+    text = f"{ALICE} alice max-mapped-bytes=8192\n{BOB} bob\n"
+    server = start_grpc_frontend("--tenants", tenants_file(tmp_path, text), "--max-mapped-bytes", "20000")
+    a, b = bearer(ALICE), bearer(BOB)
+    key = shm("own_quota", size=16384)
+    assert register(server, "b", key, size=7777, headers=b) == (200, None)
+    assert register(server, "a", key, size=6000, headers=a) == (200, None)
+    refused = (429, {"error": "cannot register shared memory region 'a2': 4000 more mapped bytes would "
+                              "pass the limit of 8192 for this owner tag (6000 in use by it)"})
+    assert register(server, "a2", key, size=4000, headers=a) == refused
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    assert grpc_raises("RESOURCE_EXHAUSTED", client.register_system_shared_memory, "a2", key, 4000,
+                       headers=grpc_bearer(ALICE)) == refused[1]["error"]
+    # Bob's share is 20000 - 8192 = 11808: 4000 more still fit.
+    client.register_system_shared_memory("b2", key, 4000, headers=grpc_bearer(BOB))
+    status_code, body = register(server, "b3", key, size=100, headers=b)
+    assert (status_code, body["error"]) == (429, "cannot register shared memory region 'b3': 100 more "
+                                                 "mapped bytes would pass the limit of 11808 for this owner "
+                                                 "tag (11777 in use by it)")
+    for token in (ALICE, BOB):
+        assert unregister(server, None, bearer(token)) == (200, None)
+    client.close()
+
+
+def test_pinned_quota_per_tenant(start_frontend, tmp_path, shm):
+    """--pin always: Alice's pinned bytes are bounded by her share of
+    --max-pinned-bytes, and Bob still pins. Needs a usable CUDA device
+    (pinning answers 501 elsewhere)."""
+    server = start_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--pin", "always",
+                            "--max-pinned-bytes", "16384")
+    a, b = bearer(ALICE), bearer(BOB)
+    key = shm("pinned_quota", size=16384)
+    status_code, body = register(server, "a", key, size=8192, headers=a)
+    if status_code == 501:
+        pytest.skip(f"no pinning here: {body['error']}")
+    assert status_code == 200, body
+    status_code, body = register(server, "a2", key, size=4096, headers=a)
+    assert (status_code, body["error"]) == (429, "cannot register shared memory region 'a2': 4096 more "
+                                                 "pinned bytes would pass the limit of 8192 for this owner "
+                                                 "tag (8192 in use by it)")
+    assert register(server, "b", key, size=8192, headers=b) == (200, None)
+    for token in (ALICE, BOB):
+        assert unregister(server, None, bearer(token)) == (200, None)

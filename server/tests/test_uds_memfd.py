@@ -445,3 +445,33 @@ def test_uds_and_tenants_are_refused_together(sock_path, tmp_path):
                            "--tenants", str(tokens)], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "--uds and --tenants cannot be used together" in proc.stderr
+
+
+def test_each_uid_has_its_share_of_the_limits(uds_server):
+    """issue 21: with two uids allowed, each has half of --max-regions and
+    --max-mapped-bytes, whatever its number of connections, so one uid's
+    peers cannot fill the registry for the other's; the refusal quotes that
+    uid's usage only."""
+    me = os.geteuid()
+    server = uds_server("--allow-uid", str(me), "--allow-uid", "4242", "--max-regions", "4",
+                        "--max-mapped-bytes", str(5 * REGION_BYTES))
+    fd, _ = filled_region(mc)
+    first, second = mc.connect(server.sock_path), mc.connect(server.sock_path)
+    mc.register(first, "r0", fd, REGION_BYTES)
+    mc.register(second, "r1", fd, REGION_BYTES)
+    e = refused(second, "r2", fd, REGION_BYTES)
+    assert (e.code, e.message) == ("SHMREG_ERR_NO_MEMORY", f"uid {me}'s connections hold 2 regions, its share "
+                                                           "of --max-regions among the 2 uids --allow-uid accepts")
+    # Names stay one namespace across connections, as before.
+    e = refused(first, "r1", fd, REGION_BYTES)
+    assert (e.code, e.message) == ("SHMREG_ERR_ALREADY_EXISTS", "shared memory region 'r1' already in manager")
+    first.close()
+    server.wait_until(lambda: sorted(status(server)) == ["r1"], what="the first connection's region to go")
+    # Bytes: the share is 2.5 regions' worth; r1 holds one.
+    e = refused(second, "big", fd, 2 * REGION_BYTES)
+    assert e.code == "SHMREG_ERR_NO_MEMORY", e.message
+    assert e.message == (f"{2 * REGION_BYTES} more mapped bytes would pass uid {me}'s share of "
+                         f"--max-mapped-bytes, {5 * REGION_BYTES // 2} ({REGION_BYTES} in use by its connections)")
+    mc.register(second, "r2", fd, REGION_BYTES)
+    os.close(fd)
+    second.close()

@@ -309,6 +309,22 @@ static void test_frame_without_descriptor_is_skipped(void **state)
     assert_round_trip(f, "next", 5);
 }
 
+/* issue 21: a well-framed message carrying three descriptors is refused
+ * and all three closed; on a stream its payload is consumed too, so the
+ * next valid message is read (before the fix it was read as a header,
+ * refused as "bad header" and its descriptor closed). */
+static void test_frame_with_three_descriptors_is_skipped(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        uint32_t magic, size;
+        char payload[8];
+    } frame = {0x46524853u, 8, "3 fds!!"};
+    send_raw(f, (const char *)&frame, sizeof frame, 3);
+    assert_recv_refused(f, SHMREG_ERR_OUT_OF_BOUNDS, "the descriptors received were closed");
+    assert_round_trip(f, "next", 5);
+}
+
 #define ALL_TYPES(fn)                                                                        \
     cmocka_unit_test_setup_teardown(fn, setup_stream, teardown),                             \
         cmocka_unit_test_setup_teardown(fn, setup_seqpacket, teardown),                      \
@@ -325,6 +341,7 @@ int main(void)
         ALL_TYPES(test_foreign_message_is_refused),
         ALL_TYPES(test_passcred_receiver),
         ALL_TYPES(test_frame_without_descriptor_is_skipped),
+        ALL_TYPES(test_frame_with_three_descriptors_is_skipped),
         cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_seqpacket, teardown),
         cmocka_unit_test_setup_teardown(test_empty_message_with_a_descriptor, setup_dgram, teardown),
         cmocka_unit_test_setup_teardown(test_closed_peer, setup_stream, teardown),

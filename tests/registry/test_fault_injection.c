@@ -535,7 +535,31 @@ static void test_register_system(void **state)
                                      .run = run_register,
                                      .expect = expect_register,
                                      .cleanup = cleanup_register};
-    /* shm_open, fstat, mmap, close, then the region, its key and its tag */
+    /* shm_open, fstat, mmap, close, then the region (its tag inside) and
+     * its key; the tag's quota account exists (the resident region's) */
+    assert_true(inject_every_call(*state, &c) >= 6);
+}
+
+/* issue 21: the first region of a tag allocates the tag's quota account;
+ * failing that allocation refuses the registration and leaves nothing. */
+static shmreg_err run_register_new_tag(struct fx *f)
+{
+    return tu_register_system_tagged(f->reg, REG_NAME, keys[0], REG_OFFSET, REG_SIZE, 0, "fi-new-tag");
+}
+
+static void cleanup_register_alone(struct fx *f)
+{
+    shmreg_err err = shmreg_unregister(f->reg, REG_NAME, SHMREG_KIND_ANY);
+    assert_true(err == SHMREG_OK || err == SHMREG_ERR_NOT_FOUND);
+}
+
+static void test_register_first_of_its_tag(void **state)
+{
+    static const struct op_case c = {.prepare = prepare_nothing,
+                                     .run = run_register_new_tag,
+                                     .expect = expect_register,
+                                     .cleanup = cleanup_register_alone};
+    /* shm_open, fstat, mmap, close, the tag's account, the region, its key */
     assert_true(inject_every_call(*state, &c) >= 7);
 }
 
@@ -672,7 +696,7 @@ static void test_register_system_fd(void **state)
                                      .run = run_register_fd,
                                      .expect = expect_register_fd,
                                      .cleanup = cleanup_register_fd};
-    /* fstat, fcntl (seals), mmap, then the region and its tag */
+    /* fstat, fcntl (seals), mmap, then the region (its tag inside) */
     assert_true(inject_every_call(*state, &c) >= 5);
 }
 
@@ -1045,8 +1069,9 @@ static void test_register_cache_hit(void **state)
                                      .run = run_register,
                                      .expect = expect_register,
                                      .cleanup = cleanup_cached};
-    /* shm_open, fstat, close, the region, its key and its tag */
-    assert_int_equal(inject_every_call(*state, &c), 6);
+    /* shm_open, fstat, close, the region (its tag inside) and its key; the
+     * tag's quota account exists (the resident region's) */
+    assert_int_equal(inject_every_call(*state, &c), 5);
 }
 
 /* ------------------------------------------------------------ the reclaim thread
@@ -1308,6 +1333,7 @@ int main(void)
         FOR_EACH_POLICY(test_unregister_all),
         FOR_EACH_POLICY(test_destroy),
         cmocka_unit_test_setup_teardown(test_register_cache_hit, setup_cached, teardown),
+        cmocka_unit_test_setup_teardown(test_register_first_of_its_tag, setup_defer, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_defer, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_unmaps, setup_background_detach, teardown),
         cmocka_unit_test_setup_teardown(test_reclaim_thread_evicts, setup_background_cached, teardown),

@@ -216,16 +216,20 @@ static void test_pin_budget(void **state)
     t.usage.pinned_bytes = SHMREG_AUTO_PIN_BUDGET - 10;
     assert_true(shmreg__usage_pin_fits_budget_locked(&t, 10));
     assert_false(shmreg__usage_pin_fits_budget_locked(&t, 11));
-    assert_fails(shmreg__usage_refuse_pin_locked(&t, "out", 11), SHMREG_ERR_NO_MEMORY,
+    assert_fails(shmreg__usage_refuse_pin_locked(&t, "out", NULL, 11), SHMREG_ERR_NO_MEMORY,
                  "cannot pin shared memory region 'out': its window has pages the client never populated, which "
                  "pinning would allocate on the server, and 11 more pinned bytes would pass the pin budget, a "
                  "limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET; 1073741814 pinned). Write every page first, raise "
                  "max_pinned_bytes, or register without SHMREG_PIN");
+    /* issue 21: to a tagged registration (a tenant), not what every owner
+     * has pinned. */
+    assert_fails_containing(shmreg__usage_refuse_pin_locked(&t, "out", "tenant", 11), SHMREG_ERR_NO_MEMORY,
+                            "a limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET). Write every page first");
     /* max_pinned_bytes, when set, is the budget. */
     t.limits.pinned_bytes = 4 * SHMREG_AUTO_PIN_BUDGET;
     assert_int_equal(shmreg__usage_pin_budget(&t), 4 * SHMREG_AUTO_PIN_BUDGET);
     assert_true(shmreg__usage_pin_fits_budget_locked(&t, 2 * SHMREG_AUTO_PIN_BUDGET));
-    assert_fails_containing(shmreg__usage_refuse_pin_locked(&t, "out", 4 * SHMREG_AUTO_PIN_BUDGET),
+    assert_fails_containing(shmreg__usage_refuse_pin_locked(&t, "out", NULL, 4 * SHMREG_AUTO_PIN_BUDGET),
                             SHMREG_ERR_NO_MEMORY, "pin budget, a limit of 4294967296 (max_pinned_bytes;");
 }
 

@@ -66,6 +66,112 @@ void access_config(const access_options *a, shmreg_config *cfg)
     cfg->max_pinned_bytes = a->max_pinned_bytes;
 }
 
+/* ----------------------------------------------------------- quotas */
+
+/* One limit's split among the tenants: the sum of the tenants' own, and how
+ * many take the default share. */
+struct split {
+    size_t own_sum, sharing;
+    int overflow;
+};
+
+struct quota_split {
+    struct split field[3]; /* regions, mapped bytes, pinned bytes */
+};
+
+static size_t quota_field(const shmreg_quota *q, int k)
+{
+    return k == 0 ? q->max_regions : k == 1 ? q->max_mapped_bytes : q->max_pinned_bytes;
+}
+
+static void add_tenant(void *ctx, const char *tenant, int given, const shmreg_quota *own)
+{
+    (void)tenant;
+    struct quota_split *qs = ctx;
+    for (int k = 0; k < 3; k++) {
+        struct split *f = &qs->field[k];
+        if (!(given & (1 << k))) {
+            f->sharing++;
+        } else {
+            size_t v = quota_field(own, k);
+            f->overflow |= v == 0 || v > SIZE_MAX - f->own_sum; /* 0: unlimited */
+            f->own_sum += v;
+        }
+    }
+}
+
+static const char *const quota_flag[3] = {"--max-regions", "--max-mapped-bytes", "--max-pinned-bytes"};
+static const char *const quota_key[3] = {"max-regions", "max-mapped-bytes", "max-pinned-bytes"};
+
+int access_quota_config(const access_options *a, shmreg_config *cfg)
+{
+    if (!a->tenants)
+        return 0;
+    struct quota_split qs = {0};
+    tenants_each(a->tenants, add_tenant, &qs);
+    const size_t global[3] = {a->max_regions, a->max_mapped_bytes, a->max_pinned_bytes};
+    size_t share[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        const struct split *f = &qs.field[k];
+        if (global[k] == 0)
+            continue; /* unlimited: so are the shares */
+        if (f->overflow || f->own_sum > global[k]) {
+            fprintf(stderr, "error: --tenants: the tenants' own %s add up to more than %s %zu (or one is 0, "
+                            "unlimited); lower them or raise the limit\n",
+                    quota_key[k], quota_flag[k], global[k]);
+            return -1;
+        }
+        if (f->sharing == 0)
+            continue;
+        share[k] = (global[k] - f->own_sum) / f->sharing;
+        if (share[k] == 0) {
+            fprintf(stderr, "error: --tenants: %s %zu leaves no share for the %zu tenants without their own "
+                            "%s\n",
+                    quota_flag[k], global[k], f->sharing, quota_key[k]);
+            return -1;
+        }
+    }
+    cfg->max_regions_per_tag = share[0];
+    cfg->max_mapped_bytes_per_tag = share[1];
+    cfg->max_pinned_bytes_per_tag = share[2];
+    return 0;
+}
+
+struct set_ctx {
+    shmreg_registry *reg;
+    shmreg_config share;
+    int failed;
+};
+
+static void set_tenant(void *ctx, const char *tenant, int given, const shmreg_quota *own)
+{
+    struct set_ctx *c = ctx;
+    if (!given || c->failed)
+        return;
+    /* The fields its lines do not give keep the default share. */
+    shmreg_quota q;
+    shmreg_quota_init(&q);
+    q.max_regions = given & TENANT_QUOTA_REGIONS ? own->max_regions : c->share.max_regions_per_tag;
+    q.max_mapped_bytes = given & TENANT_QUOTA_MAPPED ? own->max_mapped_bytes : c->share.max_mapped_bytes_per_tag;
+    q.max_pinned_bytes = given & TENANT_QUOTA_PINNED ? own->max_pinned_bytes : c->share.max_pinned_bytes_per_tag;
+    if (shmreg_tag_quota_set(c->reg, tenant, &q) != SHMREG_OK) {
+        fprintf(stderr, "error: --tenants: tenant %s's quota: %s\n", tenant, shmreg_last_error());
+        c->failed = 1;
+    }
+}
+
+int access_set_quotas(const access_options *a, shmreg_registry *reg)
+{
+    if (!a->tenants)
+        return 0;
+    struct set_ctx c = {.reg = reg};
+    shmreg_config_init(&c.share);
+    if (access_quota_config(a, &c.share) != 0)
+        return -1;
+    tenants_each(a->tenants, set_tenant, &c);
+    return c.failed ? -1 : 0;
+}
+
 /* ---------------------------------------------------------------- parsing */
 
 /* A whole decimal number in [0, max]. */
@@ -291,21 +397,6 @@ unsigned access_refusal(const caller *who, char *msg, size_t len)
         return 401;
     }
     return 0;
-}
-
-const char *access_message(const region_scope *scope, shmreg_err e, char *buf, size_t len)
-{
-    const char *message = scope_message(scope);
-    const char *in_use = strstr(message, " in use");
-    if (!scope->per_tenant || e != SHMREG_ERR_NO_MEMORY || !in_use)
-        return message;
-    const char *open = in_use;
-    while (open > message && *open != '(') /* back to the "(N" that counts */
-        open--;
-    if (*open != '(' || open == message)
-        return message;
-    snprintf(buf, len, "%.*s", (int)(open - message - (open[-1] == ' ')), message);
-    return buf;
 }
 
 unsigned access_http_status(shmreg_err e, const char *message)

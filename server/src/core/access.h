@@ -65,6 +65,17 @@ int access_uid_allowed(const access_options *a, uid_t uid);
 /* The allow-list and limits into cfg; cfg must not outlive a. */
 void access_config(const access_options *a, shmreg_config *cfg);
 
+/* Under --tenants, issue 21: each tenant's quota of regions, mapped and
+ * pinned bytes, the library's quota of its owner tag. A tenant's own
+ * (max-*=N in the tenants file) or else the default share: what the
+ * global limit (--max-*) leaves after the tenants' own, divided among the
+ * others, so that together they never pass it and no tenant can make
+ * another's registration fail. access_quota_config sets the default share
+ * in cfg (0, or -1 after printing why the quotas cannot fit the limits);
+ * access_set_quotas gives the tenants with their own quota theirs. */
+int access_quota_config(const access_options *a, shmreg_config *cfg);
+int access_set_quotas(const access_options *a, shmreg_registry *reg);
+
 /* What one request may do, from its headers. */
 typedef struct caller {
     const restriction *unmet; /* a restriction it does not satisfy, or NULL */
@@ -87,12 +98,6 @@ unsigned access_refusal(const caller *who, char *msg, size_t len);
  * registration over a configured limit, which the client can wait out; it
  * is not the server's lack of memory (507). */
 unsigned access_http_status(shmreg_err e, const char *message);
-
-/* The library's message of the failure e of a call made within scope
- * (scope_message), as that caller may read it: under --tenants a refusal by
- * a registry-wide limit loses its "(N in use...)", which counts every
- * tenant's bytes. Into buf when it is cut; else scope_message's own. */
-const char *access_message(const region_scope *scope, shmreg_err e, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

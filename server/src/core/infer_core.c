@@ -20,10 +20,10 @@ unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
     return status;
 }
 
-/* The library's failure, in the client's names (region_scope.h). */
+/* The library's failure, with its message. */
 static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 {
-    return infer_fail(c, http_status_from_shmreg(e), "%s", scope_message(&c->scope));
+    return infer_fail(c, http_status_from_shmreg(e), "%s", shmreg_last_error());
 }
 
 /* Acquire the window for this request: the reference belongs to the request

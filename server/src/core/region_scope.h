@@ -1,16 +1,16 @@
 /*
  * Which regions a request may see: with --tenants, only its tenant's.
  *
- * Each tenant has its own namespace: the client's name N is registered as
- * "<tenant>/N" with the tenant as owner tag, and every lookup, listing and
- * unregister goes through the tenant's name and tag. Two tenants may hold
- * the same name without knowing of each other, so another tenant's region
- * answers exactly like an absent one, registering its name included (no
- * "already in manager" oracle). Answers show the client's own names: the
- * prefix is taken out of names and of the library's messages.
+ * Each tenant has its own namespace: the library's owner tag (issue 21: a
+ * tag is a namespace, shmreg.h). Every registration carries the tenant as
+ * its tag, and every lookup, listing and unregister filters by it, with the
+ * client's own names: nothing is prefixed, and the library's messages are
+ * passed on as they are. Two tenants may hold the same name without knowing
+ * of each other, so another tenant's region answers exactly like an absent
+ * one, registering its name included (no "already in manager" oracle).
  *
  * Without --tenants the scope is the whole registry, and these calls are
- * the plain ones (no prefix, no tag), so the frontend behaves as before.
+ * the plain ones (no tag), so the frontend behaves as before.
  */
 #ifndef FRONTEND_REGION_SCOPE_H
 #define FRONTEND_REGION_SCOPE_H
@@ -38,11 +38,8 @@ typedef struct region_scope {
 /* 1 when s must be refused (per tenant, and no known token). */
 int scope_refused(const region_scope *s);
 
-/* The client's name of a region the registry holds as registry_name. */
-const char *scope_client_name(const region_scope *s, const char *registry_name);
-
-/* The calls the endpoints make, within s. Each returns the library's code;
- * scope_message(s) then has its message in the client's names. */
+/* The calls the endpoints make, within s. Each returns the library's code,
+ * with its message in shmreg_last_error(). */
 shmreg_err scope_register(shmreg_registry *reg, const region_scope *s, shmreg_registration *r);
 shmreg_err scope_acquire(shmreg_registry *reg, const region_scope *s, const char *name,
                          size_t offset, size_t byte_size, shmreg_region **out, shmreg_view *view);
@@ -57,10 +54,6 @@ shmreg_err scope_status(shmreg_registry *reg, const region_scope *s, const char 
                         shmreg_kind kind, shmreg_region_status **out, size_t *count);
 shmreg_err scope_unregister(shmreg_registry *reg, const region_scope *s, const char *name,
                             shmreg_kind kind);
-
-/* This thread's shmreg_last_error() in the client's names: without the
- * tenant's prefix. Valid until this thread's next call. */
-const char *scope_message(const region_scope *s);
 
 #ifdef __cplusplus
 }

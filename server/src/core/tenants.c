@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@ typedef struct tenant_entry {
     char *token;
     size_t token_len;
     char name[TENANT_NAME_MAX + 1];
+    int has_quota;     /* TENANT_QUOTA_* bits: the max-*=N fields its line gave */
+    shmreg_quota quota; /* those; 0 = unlimited */
 } tenant_entry;
 
 struct tenants {
@@ -42,6 +45,25 @@ const char *tenants_find(const tenants *t, const char *token, size_t len)
         if (tokens_equal(t->entries[i].token, t->entries[i].token_len, token, len))
             found = t->entries[i].name;
     return found;
+}
+
+/* The line of another token of the same tenant, if any. */
+static const tenant_entry *same_tenant(const tenants *t, const char *name, size_t name_len)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strlen(t->entries[i].name) == name_len && memcmp(t->entries[i].name, name, name_len) == 0)
+            return &t->entries[i];
+    return NULL;
+}
+
+void tenants_each(const tenants *t,
+                  void (*fn)(void *ctx, const char *tenant, int given, const shmreg_quota *own), void *ctx)
+{
+    for (size_t i = 0; t && i < t->n; i++) {
+        const tenant_entry *e = &t->entries[i];
+        if (same_tenant(t, e->name, strlen(e->name)) == e) /* its first line */
+            fn(ctx, e->name, e->has_quota, &e->quota);
+    }
 }
 
 void tenants_free(tenants *t)
@@ -90,8 +112,8 @@ static int is_token(const char *s, size_t len)
     return i == len;
 }
 
-/* Tenant names become region-name prefixes and log words: a small alphabet,
- * and never '/', which separates the prefix from the client's name. */
+/* Tenant names become the library's owner tags (each tenant's namespace)
+ * and log words: a small alphabet. */
 static int is_tenant_name(const char *s, size_t len)
 {
     if (len == 0 || len > TENANT_NAME_MAX)
@@ -103,7 +125,7 @@ static int is_tenant_name(const char *s, size_t len)
 }
 
 static int add_entry(tenants *t, const char *token, size_t token_len, const char *name,
-                     size_t name_len)
+                     size_t name_len, const tenant_entry *quota)
 {
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 8;
@@ -121,6 +143,8 @@ static int add_entry(tenants *t, const char *token, size_t token_len, const char
     e->token_len = token_len;
     memcpy(e->name, name, name_len);
     e->name[name_len] = 0;
+    e->has_quota = quota->has_quota;
+    e->quota = quota->quota;
     t->n++;
     return 0;
 }
@@ -134,6 +158,32 @@ static const char *next_field(const char **p, size_t *len)
     return s;
 }
 
+/* One "max-...=N" field into e's quota; -1 when it is not one. */
+static int parse_quota_field(tenant_entry *e, const char *f, size_t len)
+{
+    static const struct {
+        const char *key;
+        size_t offset;
+    } keys[] = {{"max-regions=", offsetof(shmreg_quota, max_regions)},
+                {"max-mapped-bytes=", offsetof(shmreg_quota, max_mapped_bytes)},
+                {"max-pinned-bytes=", offsetof(shmreg_quota, max_pinned_bytes)}};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        size_t klen = strlen(keys[k].key);
+        if (len <= klen || len - klen > 19 || memcmp(f, keys[k].key, klen) != 0)
+            continue;
+        size_t v = 0;
+        for (size_t i = klen; i < len; i++) {
+            if (f[i] < '0' || f[i] > '9')
+                return -1;
+            v = v * 10 + (size_t)(f[i] - '0');
+        }
+        memcpy((char *)&e->quota + keys[k].offset, &v, sizeof v);
+        e->has_quota |= 1 << k;
+        return 0;
+    }
+    return -1;
+}
+
 static int parse_line(tenants *t, const char *path, unsigned no, const char *line)
 {
     const char *p = line;
@@ -142,9 +192,16 @@ static int parse_line(tenants *t, const char *path, unsigned no, const char *lin
     if (token_len == 0 || token[0] == '#')
         return 0; /* blank or comment */
     const char *name = next_field(&p, &name_len);
-    next_field(&p, &extra_len);
-    if (name_len == 0 || extra_len != 0)
-        return bad_line(path, no, "want two fields, TOKEN TENANT");
+    if (name_len == 0)
+        return bad_line(path, no, "want TOKEN TENANT, then optionally max-regions=N max-mapped-bytes=N "
+                                  "max-pinned-bytes=N");
+    tenant_entry quota = {.has_quota = 0};
+    shmreg_quota_init(&quota.quota);
+    for (const char *extra = next_field(&p, &extra_len); extra_len; extra = next_field(&p, &extra_len))
+        if (parse_quota_field(&quota, extra, extra_len) != 0)
+            return bad_line(path, no, "'%.*s': after TOKEN TENANT only max-regions=N, max-mapped-bytes=N "
+                                      "and max-pinned-bytes=N may follow", (int)(extra_len > 64 ? 64 : extra_len),
+                            extra);
     if (token_len < TOKEN_MIN || token_len > TOKEN_MAX || !is_token(token, token_len))
         return bad_line(path, no, "a token must be %d..%d characters of A-Z a-z 0-9 - . _ ~ + / "
                                   "(then any '='s)", TOKEN_MIN, TOKEN_MAX);
@@ -153,7 +210,11 @@ static int parse_line(tenants *t, const char *path, unsigned no, const char *lin
                         TENANT_NAME_MAX);
     if (tenants_find(t, token, token_len))
         return bad_line(path, no, "this token is already given to a tenant above");
-    if (add_entry(t, token, token_len, name, name_len) != 0)
+    const tenant_entry *other = same_tenant(t, name, name_len);
+    if (other && (other->has_quota != quota.has_quota ||
+                  memcmp(&other->quota, &quota.quota, sizeof quota.quota) != 0))
+        return bad_line(path, no, "tenant %s's quota differs from its line above", other->name);
+    if (add_entry(t, token, token_len, name, name_len, &quota) != 0)
         return bad_line(path, no, "out of memory");
     return 0;
 }

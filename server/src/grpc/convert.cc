@@ -45,12 +45,10 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     }
 }
 
-/* The library's failure, with the library's message in the caller's names
- * (region_scope.h: without its tenant's prefix). */
-grpc::Status status_of(const region_scope &scope, shmreg_err e)
+/* The library's failure, with the library's message. */
+grpc::Status status_of(const region_scope &, shmreg_err e)
 {
-    char cut[1024];
-    const char *message = access_message(&scope, e, cut, sizeof cut);
+    const char *message = shmreg_last_error();
     return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
 }
 

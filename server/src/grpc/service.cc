@@ -403,7 +403,6 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, status_of(who.scope, e));
         for (size_t i = 0; i < list.n; i++) {
             shmreg::region_status s(list.st[i]);
-            s.name = scope_client_name(&who.scope, list.st[i].name);
             fill(s);
         }
         return answer(ctx, grpc::Status::OK);

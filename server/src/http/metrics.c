@@ -243,7 +243,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
         jbuf_reserve(&b, 8192);
         if (write_tenant(&b, reg, scope) != 0) {
             jbuf_free(&b);
-            reply_error(out, 500, "%s", scope_message(scope));
+            reply_error(out, 500, "%s", shmreg_last_error());
             return;
         }
         if (write_models(&b) != 0)

@@ -39,11 +39,11 @@ static int body_size(const json_object *body, const char *field, int required, s
     return 0;
 }
 
-/* The library's failure, in the client's names (region_scope.h). */
+/* The library's failure, with its message. */
 static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
 {
-    char cut[1024];
-    const char *message = access_message(scope, e, cut, sizeof cut);
+    (void)scope;
+    const char *message = shmreg_last_error();
     reply_error(r, access_http_status(e, message), "%s", message);
 }
 
@@ -146,7 +146,7 @@ static void write_status_entry(jbuf *b, const region_scope *scope,
                                const shmreg_region_status *s)
 {
     jbuf_lit(b, "{\"name\":");
-    jbuf_str(b, scope_client_name(scope, s->name));
+    jbuf_str(b, s->name);
     jbuf_lit(b, ",\"byte_size\":");
     jbuf_u64(b, s->byte_size);
     jbuf_lit(b, ",\"in_use\":");

@@ -10,9 +10,16 @@
  * Bounds against a hostile peer: at most --uds-max-connections connections
  * (one more is answered "too many" and closed), at most --uds-max-regions
  * regions per connection (counted by the registry under the connection's
- * tag, pending ones included), requests of a fixed maximum size (the
+ * tag, pending ones included), a share of --max-regions and
+ * --max-mapped-bytes per peer uid when --allow-uid accepts several (issue
+ * 21: one uid cannot make another's registrations fail), requests of a
+ * fixed maximum size (the
  * library refuses longer ones and closes their descriptor), and every
  * received descriptor is closed once the registry has mapped it.
+ *
+ * The wire format itself, reading and checking a request and sending an
+ * answer, is the library's (shmreg_recv_region, shmreg_answer_region): this
+ * file is policy only (connections, slots, tags, limits).
  */
 #include "uds/uds_server.h"
 
@@ -39,13 +46,13 @@
  * already open. */
 #define ACCEPTS_PER_ROUND 32
 #define TAG_MAX 64
-#define NAME_MAX_BYTES 255
 
 enum slot_state { SLOT_FREE, SLOT_OPEN, SLOT_DRAINING };
 
 struct slot {
     enum slot_state state;
     int fd;
+    uid_t uid;         /* the peer's (SO_PEERCRED) */
     char tag[TAG_MAX]; /* owner tag of every region this connection registers */
 };
 
@@ -57,115 +64,134 @@ struct uds_server {
     struct stat sock_st; /* the socket file we made, so stop removes only that */
     pthread_t thread;
     unsigned long long connections; /* ever accepted: makes each tag unique */
+    unsigned uids;                  /* uids --allow-uid accepts; 0: any */
+    size_t uid_regions, uid_mapped; /* each uid's share of the limits; 0: none */
     bool accept_paused;             /* out of descriptors: skip accepting for a while */
     struct slot *slots;             /* opts->uds_max_connections */
     struct pollfd *pfds;            /* wake, listen, then open slots */
     size_t *pfd_slot;               /* pfds[i + 2] belongs to slots[pfd_slot[i]] */
 };
 
-/* A parsed register request (the format is in shmreg.h). */
-struct region_request {
-    unsigned flags;
-    size_t offset, byte_size;
-    char name[NAME_MAX_BYTES + 1];
-};
-
 /* ---------------------------------------------------------------- answers */
 
-/* Send "<code name> <message>" as one record. Never blocks: -1 when the
- * client's socket cannot take it now, and the caller then drops the client. */
+/* Send "<code name> <message>" as one record (shmreg_answer_region: one
+ * line, never blocks). -1 when the client's socket cannot take it now, and
+ * the caller then drops the client. */
 __attribute__((format(printf, 3, 4))) static int answer(int fd, shmreg_err code, const char *fmt, ...)
 {
-    char buf[SHMREG_REGION_ANSWER_MAX + 1];
-    int head = snprintf(buf, sizeof buf, "%s ", shmreg_err_name(code));
+    char msg[SHMREG_REGION_ANSWER_MAX + 1];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + head, sizeof buf - (size_t)head, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t len = strlen(buf);
-    for (size_t i = 0; i < len; i++) /* one line of text, whatever a message held */
-        if ((unsigned char)buf[i] < 0x20)
-            buf[i] = ' ';
-    return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+    return shmreg_answer_region(fd, code, msg) == SHMREG_OK ? 0 : -1;
 }
 
 /* --------------------------------------------------------------- requests */
 
-static shmreg_err parse_request(const unsigned char *p, size_t len, struct region_request *rq, char *why,
-                                size_t why_len)
+/* What the regions of every connection of uid hold (closed connections
+ * still draining included): the registry counts per tag, pending regions
+ * included, until they are unmapped. */
+static shmreg_err uid_usage(const uds_server *u, uid_t uid, shmreg_tag_stats *sum)
 {
-    uint32_t magic, flags;
-    uint64_t offset, byte_size;
-    size_t name_len = len > SHMREG_REGION_REQUEST_HEADER ? len - SHMREG_REGION_REQUEST_HEADER : 0;
-    if (len < SHMREG_REGION_REQUEST_HEADER || name_len == 0) {
-        snprintf(why, why_len, "a register request is a %d-byte header and a region name; got %zu bytes",
-                 SHMREG_REGION_REQUEST_HEADER, len);
-        return SHMREG_ERR_INVALID_ARG;
+    memset(sum, 0, sizeof *sum);
+    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+        const struct slot *s = &u->slots[i];
+        shmreg_tag_stats one;
+        if (s->state == SLOT_FREE || s->uid != uid)
+            continue;
+        shmreg_err e = shmreg_tag_stats_get(u->reg, s->tag, &one);
+        if (e != SHMREG_OK)
+            return e;
+        sum->regions += one.regions;
+        sum->mapped_bytes += one.mapped_bytes;
     }
-    memcpy(&magic, p, 4);
-    memcpy(&flags, p + 4, 4);
-    memcpy(&offset, p + 8, 8);
-    memcpy(&byte_size, p + 16, 8);
-    if (magic != SHMREG_REGION_REQUEST_MAGIC) {
-        snprintf(why, why_len, "not a register request (its first 4 bytes are not \"SRG1\"; see shmreg.h)");
-        return SHMREG_ERR_INVALID_ARG;
-    }
-    const unsigned char *name = p + SHMREG_REGION_REQUEST_HEADER;
-    if (name_len > NAME_MAX_BYTES || memchr(name, 0, name_len)) {
-        snprintf(why, why_len, "a region name is 1..%d bytes without NUL", NAME_MAX_BYTES);
-        return SHMREG_ERR_INVALID_ARG;
-    }
-    /* SHMREG_PIN would let a client demand page-locking beyond the
-     * registry's automatic budget: the server decides pinning, not them. */
-    if (flags & ~(uint32_t)(SHMREG_READONLY | SHMREG_NO_PIN)) {
-        snprintf(why, why_len, "flags 0x%x: only SHMREG_READONLY (0x%x) and SHMREG_NO_PIN (0x%x) are accepted "
-                               "over the socket", (unsigned)flags, SHMREG_READONLY, SHMREG_NO_PIN);
-        return SHMREG_ERR_INVALID_ARG;
-    }
-    memcpy(rq->name, name, name_len);
-    rq->name[name_len] = 0;
-    rq->flags = flags;
-    rq->offset = (size_t)offset;
-    rq->byte_size = (size_t)byte_size;
     return SHMREG_OK;
 }
 
-/* OK while the connection's tag holds fewer regions than the limit. The
- * registry counts them, so a region unregistered over HTTP frees its place
- * once it is really gone, and a pending one still takes it. */
-static shmreg_err check_room(const uds_server *u, const struct slot *s, char *why, size_t why_len)
+/* issue 21: with several uids allowed, each has its share of the registry's
+ * limits, so that one uid's connections cannot fill them for the others.
+ * The refusal quotes that uid's usage only. Only this thread registers
+ * under these tags, so the check cannot race another registration. */
+static shmreg_err check_uid_share(const uds_server *u, const struct slot *s, size_t byte_size, char *why,
+                                  size_t why_len)
 {
-    shmreg_filter f;
-    shmreg_filter_init(&f);
-    f.tag = s->tag;
-    shmreg_region_status *st;
-    size_t count;
-    shmreg_err e = shmreg_status_matching(u->reg, &f, &st, &count);
+    if (!u->uid_regions && !u->uid_mapped)
+        return SHMREG_OK;
+    shmreg_tag_stats used;
+    shmreg_err e = uid_usage(u, s->uid, &used);
     if (e != SHMREG_OK) {
         snprintf(why, why_len, "%s", shmreg_last_error());
         return e;
     }
-    shmreg_status_free(st, count);
-    if (count >= u->opts->uds_max_regions) {
-        snprintf(why, why_len, "this connection already holds %zu regions, the limit per connection "
-                               "(--uds-max-regions %u); unregister one or use another connection",
-                 count, u->opts->uds_max_regions);
+    if (u->uid_regions && used.regions >= u->uid_regions) {
+        snprintf(why, why_len, "uid %u's connections hold %zu regions, its share of --max-regions among the "
+                               "%u uids --allow-uid accepts", (unsigned)s->uid, used.regions, u->uids);
+        return SHMREG_ERR_NO_MEMORY;
+    }
+    if (u->uid_mapped && (byte_size > u->uid_mapped || used.mapped_bytes > u->uid_mapped - byte_size)) {
+        snprintf(why, why_len, "%zu more mapped bytes would pass uid %u's share of --max-mapped-bytes, %zu "
+                               "(%zu in use by its connections)",
+                 byte_size, (unsigned)s->uid, u->uid_mapped, used.mapped_bytes);
         return SHMREG_ERR_NO_MEMORY;
     }
     return SHMREG_OK;
 }
 
-static shmreg_err register_window(const uds_server *u, const struct slot *s, const struct region_request *rq,
-                                  int memfd, char *why, size_t why_len)
+/* OK while the connection's tag holds fewer regions than the limit, and
+ * its uid is within its share. The registry counts them, so a region
+ * unregistered over HTTP frees its place once it is really gone, and a
+ * pending one still takes it. */
+static shmreg_err check_room(const uds_server *u, const struct slot *s, size_t byte_size, char *why,
+                             size_t why_len)
 {
-    shmreg_err e = check_room(u, s, why, why_len);
+    shmreg_tag_stats own;
+    shmreg_err e = shmreg_tag_stats_get(u->reg, s->tag, &own);
+    if (e != SHMREG_OK) {
+        snprintf(why, why_len, "%s", shmreg_last_error());
+        return e;
+    }
+    if (own.regions >= u->opts->uds_max_regions) {
+        snprintf(why, why_len, "this connection already holds %zu regions, the limit per connection "
+                               "(--uds-max-regions %u); unregister one or use another connection",
+                 own.regions, u->opts->uds_max_regions);
+        return SHMREG_ERR_NO_MEMORY;
+    }
+    return check_uid_share(u, s, byte_size, why, why_len);
+}
+
+/* Without tenants the server's names are one namespace, as before issue 21:
+ * a name another connection (or HTTP, gRPC) holds is taken, though the
+ * library would let each connection's tag hold it. The holder's own tag is
+ * left to the library, which then says whether the name is pending. */
+static shmreg_err check_name_free(const uds_server *u, const struct slot *s, const char *name, char *why,
+                                  size_t why_len)
+{
+    shmreg_region_status *st = NULL;
+    size_t n = 0;
+    if (shmreg_status(u->reg, name, SHMREG_KIND_ANY, &st, &n) != SHMREG_OK)
+        return SHMREG_OK; /* none, or one the library answers about */
+    bool mine = n > 0 && st[0].tag && strcmp(st[0].tag, s->tag) == 0;
+    shmreg_status_free(st, n);
+    if (mine)
+        return SHMREG_OK;
+    snprintf(why, why_len, "shared memory region '%s' already in manager", name);
+    return SHMREG_ERR_ALREADY_EXISTS;
+}
+
+static shmreg_err register_window(const uds_server *u, const struct slot *s, const shmreg_region_request *rq,
+                                  char *why, size_t why_len)
+{
+    shmreg_err e = check_name_free(u, s, rq->name, why, why_len);
+    if (e == SHMREG_OK)
+        e = check_room(u, s, rq->byte_size, why, why_len);
     if (e != SHMREG_OK)
         return e;
     shmreg_registration r;
     shmreg_registration_init(&r);
     r.source = SHMREG_SOURCE_FD;
     r.name = rq->name;
-    r.fd = memfd;
+    r.fd = rq->fd;
     r.offset = rq->offset;
     r.byte_size = rq->byte_size;
     r.flags = rq->flags;
@@ -182,18 +208,13 @@ static shmreg_err register_window(const uds_server *u, const struct slot *s, con
 /* Read one request, register it, answer it. -1 when the client must go. */
 static int serve_request(const uds_server *u, const struct slot *s)
 {
-    unsigned char payload[SHMREG_REGION_REQUEST_HEADER + NAME_MAX_BYTES];
-    size_t len = 0;
-    int memfd = -1;
-    shmreg_err e = shmreg_recv_fd(s->fd, &memfd, payload, sizeof payload, &len);
+    shmreg_region_request rq;
+    shmreg_err e = shmreg_recv_region(s->fd, &rq);
     if (e != SHMREG_OK) /* the library closed whatever descriptor came */
         return answer(s->fd, e, "%s", shmreg_last_error());
     char why[SHMREG_REGION_ANSWER_MAX];
-    struct region_request rq;
-    e = parse_request(payload, len, &rq, why, sizeof why);
-    if (e == SHMREG_OK)
-        e = register_window(u, s, &rq, memfd, why, sizeof why);
-    close(memfd); /* the registry maps what it needs and keeps no descriptor */
+    e = register_window(u, s, &rq, why, sizeof why);
+    close(rq.fd); /* the registry maps what it needs and keeps no descriptor */
     if (u->opts->verbose)
         fprintf(stderr, "uds %s: %s %s\n", s->tag, shmreg_err_name(e), why);
     return answer(s->fd, e, "%s", why);
@@ -244,6 +265,7 @@ static void open_connection(uds_server *u, struct slot *s, int fd)
         cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     snprintf(s->tag, sizeof s->tag, "uds:uid=%u:pid=%d:%llu", (unsigned)cred.uid, (int)cred.pid,
              ++u->connections);
+    s->uid = cred.uid;
     s->fd = fd;
     s->state = SLOT_OPEN;
     if (u->opts->verbose)
@@ -455,6 +477,16 @@ uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg)
         return NULL;
     }
     *u = (uds_server){.reg = reg, .opts = opts, .listen_fd = -1, .wake_fd = -1};
+    /* Each uid's share: the limits divided among the uids --allow-uid
+     * accepts. One uid (the default, the server's own) has them whole: the
+     * registry's own limits are its share. "any" names no number of uids
+     * to divide among: no share then (docs/security.md). */
+    const access_options *a = &opts->access;
+    u->uids = a->any_uid ? 0 : a->n_allow_uids ? (unsigned)a->n_allow_uids : 1;
+    if (u->uids > 1) {
+        u->uid_regions = a->max_regions / u->uids;
+        u->uid_mapped = a->max_mapped_bytes / u->uids;
+    }
     size_t cap = opts->uds_max_connections;
     u->slots = calloc(cap, sizeof *u->slots);
     u->pfds = calloc(cap + 2, sizeof *u->pfds);
