@@ -9,8 +9,8 @@
 #   bash scripts/abi-baseline.sh --record LIB OUT record LIB's ABI to OUT (the tier uses
 #                                                 this, so both sides are made alike)
 #
-# The baseline is recorded from a build without CUDA, so that any machine can
-# record it; the tier checks that the CUDA build's ABI is the same.
+# The baseline is recorded from a build without CUDA or UCX, so that any machine can
+# record it; the tier checks that the build with both has the same ABI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +36,7 @@ fi
 bash scripts/install-deps.sh
 mkdir -p build
 dir=build/abi-baseline
-cmake -S . -B "$dir" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMREG_WITH_CUDA=OFF \
+cmake -S . -B "$dir" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMREG_WITH_CUDA=OFF -DSHMREG_WITH_UCX=OFF \
   -DBUILD_TESTING=OFF -DSHMREG_BUILD_BENCH=OFF -DSHMREG_BUILD_EXAMPLES=OFF >"$dir.configure.log" 2>&1 \
   || { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" --target shmreg -j "$(nproc)" >/dev/null

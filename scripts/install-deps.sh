@@ -14,6 +14,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl
   python3-dev  # Python.h for the nanobind extension (tier 65-python)
+  libucx-dev ucx-utils  # remote regions (UCX 1.13: headers; libucp dlopened; ucx_perftest)
 )
 
 missing=()

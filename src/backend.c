@@ -6,6 +6,7 @@ static const struct shmreg__backend *const backends[] = {
     [SHMREG_SOURCE_CUDA_IPC] = &shmreg__backend_cuda_ipc,
     [SHMREG_SOURCE_CUDA_FD] = &shmreg__backend_cuda_fd,
     [SHMREG_SOURCE_FD] = &shmreg__backend_system_fd,
+    [SHMREG_SOURCE_REMOTE] = &shmreg__backend_remote,
 };
 
 const struct shmreg__backend *shmreg__backend_of(shmreg_source source)

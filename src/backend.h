@@ -52,6 +52,7 @@ struct shmreg__open_args {
     const uid_t *allowed_uids; /* a system object's owner must be one of these, */
     size_t allowed_uid_count;  /* unless the count is 0 */
     bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
+    unsigned remote_timeout_ms; /* SHMREG_SOURCE_REMOTE: one copy's bound */
     /* Set by prepare: page-lock the mapping, and the bytes that pins.
      * pin_optional: the pin is AUTO's choice, not demanded, so register.c
      * drops it when it would pass the pin budget (table.h); the region is
@@ -84,6 +85,14 @@ struct shmreg__backend {
      * outside every lock. On failure it still releases all it can, sets the
      * thread's error message and returns the code; the caller logs it. */
     shmreg_err (*close)(struct shmreg__opened *m, const char *region_name);
+    /* 1.2, for memory the server cannot dereference (a remote region; NULL
+     * for the others, whose views point at their bytes). copy moves n bytes
+     * between buf and [offset, offset + n) of the window, bounds already
+     * checked; to_memory: into the region. gone: the memory is unreachable
+     * for good (its client died), so the region may be swept. */
+    shmreg_err (*copy)(const struct shmreg__opened *m, const char *region_name, size_t offset, void *buf,
+                       size_t n, bool to_memory);
+    bool (*gone)(const struct shmreg__opened *m);
 };
 
 /* The backend of a source, or NULL for a value no backend serves. */
@@ -95,6 +104,12 @@ extern const struct shmreg__backend shmreg__backend_system;
 extern const struct shmreg__backend shmreg__backend_cuda_ipc;
 extern const struct shmreg__backend shmreg__backend_cuda_fd;
 extern const struct shmreg__backend shmreg__backend_system_fd; /* SHMREG_SOURCE_FD */
+/* SHMREG_SOURCE_REMOTE: backend_remote.c, or backend_remote_stub.c in a
+ * build without UCX. */
+extern const struct shmreg__backend shmreg__backend_remote;
+
+/* The remote source's prepare, the same in every build (remote_args.c). */
+shmreg_err shmreg__remote_prepare(struct shmreg__open_args *a);
 
 /* The CUDA sources' prepare, the same in every build (cuda_args.c). */
 shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);

@@ -107,6 +107,20 @@ shmreg_err shmreg_guard_install(void)
     return err;
 }
 
+/* The copy's span inside the view, and a writable view for to_view: what
+ * every kind of view checks, once it is known to be ref's. */
+static shmreg_err check_span(struct shmreg_region *ref, const shmreg_view *view, size_t offset, size_t n,
+                             bool to_view, const char *verb)
+{
+    if (offset > view->byte_size || n > view->byte_size - offset)
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                            "%s: offset %zu + %zu bytes is past the end of the %zu-byte view of region '%s'", verb,
+                            offset, n, view->byte_size, ref->name);
+    if (to_view && (!view->writable || (ref->flags & SHMREG_READONLY)))
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: region '%s' is registered read-only", verb, ref->name);
+    return SHMREG_OK;
+}
+
 /* The checks both directions share: a SYSTEM view of ref, the window inside
  * it, the guard installed. */
 static shmreg_err check_copy(struct shmreg_region *ref, const shmreg_view *view, size_t offset, size_t n,
@@ -122,12 +136,9 @@ static shmreg_err check_copy(struct shmreg_region *ref, const shmreg_view *view,
     const char *lo = ref->win.addr, *v = view->addr;
     if (v < lo || view->byte_size > ref->win.byte_size || (size_t)(v - lo) > ref->win.byte_size - view->byte_size)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the view is not one of region '%s'", verb, ref->name);
-    if (offset > view->byte_size || n > view->byte_size - offset)
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
-                            "%s: offset %zu + %zu bytes is past the end of the %zu-byte view of region '%s'", verb,
-                            offset, n, view->byte_size, ref->name);
-    if (to_view && (!view->writable || (ref->flags & SHMREG_READONLY)))
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: region '%s' is registered read-only", verb, ref->name);
+    shmreg_err err = check_span(ref, view, offset, n, to_view, verb);
+    if (err != SHMREG_OK)
+        return err;
     if (!atomic_load_explicit(&installed, memory_order_acquire))
         return shmreg__fail(SHMREG_ERR_UNSUPPORTED,
                             "%s: region '%s': call shmreg_guard_install once before guarded copies", verb,
@@ -168,8 +179,33 @@ static shmreg_err guarded_memcpy(struct shmreg_region *ref, void *dst, const voi
     return SHMREG_OK;
 }
 
+/* 1.2: a view of memory the server cannot dereference (a remote region):
+ * the same checks, on region_offset instead of addr, then the backend's
+ * copy. */
+static shmreg_err backend_copy(struct shmreg_region *ref, const shmreg_view *view, size_t offset, void *buf,
+                               size_t n, bool to_view)
+{
+    const char *verb = to_view ? "shmreg_copy_to_view" : "shmreg_copy_from_view";
+    if (view->kind != shmreg__region_kind(ref) || view->addr != NULL)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the view is not one of region '%s'", verb, ref->name);
+    size_t at = view->region_offset, size = ref->win.byte_size;
+    if (at > size || view->byte_size > size - at)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the view is not one of region '%s'", verb, ref->name);
+    shmreg_err err = check_span(ref, view, offset, n, to_view, verb);
+    if (err != SHMREG_OK || n == 0)
+        return err;
+    return ref->win.backend->copy(&ref->mapping->opened, ref->name, at + offset, buf, n, to_view);
+}
+
+static bool moved_by_backend(struct shmreg_region *ref, const shmreg_view *view, const void *buf, size_t n)
+{
+    return ref && view && (buf || n == 0) && ref->win.backend->copy != NULL;
+}
+
 shmreg_err shmreg_copy_from_view(shmreg_region *ref, const shmreg_view *view, size_t offset, void *dst, size_t n)
 {
+    if (moved_by_backend(ref, view, dst, n))
+        return backend_copy(ref, view, offset, dst, n, false);
     shmreg_err err = check_copy(ref, view, offset, n, dst, false);
     if (err != SHMREG_OK || n == 0)
         return err;
@@ -179,6 +215,8 @@ shmreg_err shmreg_copy_from_view(shmreg_region *ref, const shmreg_view *view, si
 shmreg_err shmreg_copy_to_view(shmreg_region *ref, const shmreg_view *view, size_t offset, const void *src,
                                size_t n)
 {
+    if (moved_by_backend(ref, view, src, n))
+        return backend_copy(ref, view, offset, (void *)src, n, true);
     shmreg_err err = check_copy(ref, view, offset, n, src, true);
     if (err != SHMREG_OK || n == 0)
         return err;

@@ -39,7 +39,8 @@ shmreg_err shmreg__region_new(struct shmreg__table *t, const struct shmreg__regi
     r->mapping = m;
     r->win = (struct shmreg__window){
         .backend = m->opened.backend,
-        .addr = (char *)m->opened.base + (window_offset - m->opened.object_offset),
+        /* NULL for memory with no address here (a remote region). */
+        .addr = m->opened.base ? (char *)m->opened.base + (window_offset - m->opened.object_offset) : NULL,
         .byte_size = byte_size,
         .device_id = m->opened.device_id,
         .pinned = m->opened.pinned,

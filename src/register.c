@@ -338,15 +338,17 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
         .accept_unsealed_fds = reg->accept_unsealed_fds,
+        .remote_timeout_ms = reg->remote_timeout_ms,
         .fd = -1,
     };
     if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
         return err;
 
     bool system = p.backend->kind == SHMREG_KIND_SYSTEM;
+    bool windowed = system || p.backend->kind == SHMREG_KIND_REMOTE;
     p.args = (struct shmreg__region_args){
         .name = r->name, .key = system ? r->key : NULL, .tag = r->tag,
-        .offset = system ? r->offset : 0, .flags = r->flags,
+        .offset = windowed ? r->offset : 0, .flags = r->flags,
         .charged = {1, r->byte_size, p.open.pinned_bytes},
     };
     /* Before the first region exists: its last release may need the thread. */
@@ -374,6 +376,10 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 {
     if (!reg || !r)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "register: %s is NULL", !reg ? "registry" : "registration");
+    /* A client that died gives its names back before a new one may want
+     * them (remote regions only: a sweep walks the table). */
+    if (r->source == SHMREG_SOURCE_REMOTE)
+        (void)shmreg_remote_sweep(reg, NULL);
     shmreg_err err = register_region(reg, r);
     count(reg->table, err);
     return err;
@@ -428,5 +434,15 @@ shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int f
     shmreg_registration r = plain(SHMREG_SOURCE_CUDA_FD, name, byte_size, flags);
     r.fd = fd;
     r.device_id = device_id;
+    return shmreg_register(reg, &r);
+}
+
+shmreg_err shmreg_register_remote(shmreg_registry *reg, const char *name, const void *descriptor, size_t size,
+                                  size_t offset, size_t byte_size, unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_REMOTE, name, byte_size, flags);
+    r.raw_handle = descriptor;
+    r.raw_handle_size = size;
+    r.offset = offset;
     return shmreg_register(reg, &r);
 }

@@ -18,7 +18,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(shmreg_region_status) == 128, "shmr
 
 bool shmreg__kind_valid(shmreg_kind kind)
 {
-    return kind == SHMREG_KIND_ANY || kind == SHMREG_KIND_SYSTEM || kind == SHMREG_KIND_CUDA;
+    return kind == SHMREG_KIND_ANY || kind == SHMREG_KIND_SYSTEM || kind == SHMREG_KIND_CUDA ||
+           kind == SHMREG_KIND_REMOTE;
 }
 
 const char *shmreg__kind_word(shmreg_kind kind)
@@ -28,6 +29,8 @@ const char *shmreg__kind_word(shmreg_kind kind)
         return "system ";
     case SHMREG_KIND_CUDA:
         return "cuda ";
+    case SHMREG_KIND_REMOTE:
+        return "remote ";
     case SHMREG_KIND_ANY:
         break;
     }
@@ -36,7 +39,7 @@ const char *shmreg__kind_word(shmreg_kind kind)
 
 static const char *kind_title(shmreg_kind kind)
 {
-    return kind == SHMREG_KIND_CUDA ? "CUDA" : "system";
+    return kind == SHMREG_KIND_CUDA ? "CUDA" : kind == SHMREG_KIND_REMOTE ? "remote" : "system";
 }
 
 void shmreg_filter_init(shmreg_filter *f)
@@ -187,6 +190,9 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     if (!reg)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a registry");
     reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
+    /* Bounded so that milliseconds fit the engine's nanosecond clock. */
+    size_t timeout = cfg->remote_timeout_ms ? cfg->remote_timeout_ms : SHMREG_REMOTE_TIMEOUT_MS;
+    reg->remote_timeout_ms = timeout > 24u * 3600 * 1000 ? 24u * 3600 * 1000 : (unsigned)timeout;
     const struct shmreg__table_config tc = {
         .limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes},
         .tag_limits = {cfg->max_regions_per_tag, cfg->max_mapped_bytes_per_tag, cfg->max_pinned_bytes_per_tag},
@@ -301,7 +307,10 @@ static inline __attribute__((always_inline)) shmreg_err hand_over(struct shmreg_
         shmreg__region_release(r);
         return err;
     }
-    view->addr = (char *)r->win.addr + offset;
+    /* A remote region has no address here (win.addr NULL): its view
+     * neither, and the copies reach it through region_offset. */
+    view->addr = r->win.addr ? (char *)r->win.addr + offset : NULL;
+    view->region_offset = offset;
     view->byte_size = byte_size;
     view->kind = shmreg__region_kind(r);
     view->device_id = r->win.device_id;

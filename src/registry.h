@@ -17,12 +17,13 @@ struct shmreg_registry {
     uid_t *allowed_uids;      /* owned, or NULL */
     size_t allowed_uid_count;
     bool accept_unsealed_fds; /* 1.1: SHMREG_SOURCE_FD without F_SEAL_SHRINK */
+    unsigned remote_timeout_ms; /* 1.2: a remote copy's bound */
 };
 
 /* ---- shared by the API verbs (register.c, unregister.c, status.c) */
 
 bool shmreg__kind_valid(shmreg_kind kind);
-const char *shmreg__kind_word(shmreg_kind kind); /* "system ", "cuda " or "" for ANY */
+const char *shmreg__kind_word(shmreg_kind kind); /* "system ", "cuda ", "remote " or "" for ANY */
 
 /* A filter's fields checked (kind in range, tag and name valid when given);
  * f NULL is every region. Fills *out with f's values or the defaults. */

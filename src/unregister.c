@@ -76,27 +76,33 @@ static void append_name(char *buf, size_t cap, size_t *len, const char *name)
     *len += (size_t)n;
 }
 
-static shmreg_err unregister_every(shmreg_registry *reg, const shmreg_filter *f)
+/* Every live region passing f's kind and tag, and `select` when given;
+ * *count (may be NULL): how many the policy let go. */
+static shmreg_err unregister_every(shmreg_registry *reg, const shmreg_filter *f,
+                                   bool (*select)(const struct shmreg_region *r), size_t *count)
 {
     char busy[2048] = "";
-    size_t busy_len = 0;
+    size_t busy_len = 0, dropped = 0;
     struct shmreg_region *batch = NULL;
     struct cds_lfht_iter iter;
     struct shmreg__entry *e;
     shmreg__table_lock(reg->table);
     shmreg__table_for_each(reg->table, &iter, e) {
         struct shmreg_region *r = shmreg__region_of(e);
-        if (!shmreg__entry_alive(e) || !shmreg__region_matches(r, f->kind, f->tag))
+        if (!shmreg__entry_alive(e) || !shmreg__region_matches(r, f->kind, f->tag) || (select && !select(r)))
             continue;
         if (unregister_locked(reg, r)) {
             r->next_batch = batch;
             batch = r;
+            dropped++;
         } else if (!r->pending) {
             append_name(busy, sizeof busy, &busy_len, r->name);
         }
     }
     shmreg__table_unlock(reg->table);
     shmreg__region_put_batch(batch);
+    if (count)
+        *count = dropped;
     if (busy_len > 0)
         return shmreg__fail(SHMREG_ERR_BUSY, "Failed to unregister the following %sshared memory regions: %s",
                             shmreg__kind_word(f->kind), busy);
@@ -111,7 +117,7 @@ shmreg_err shmreg_unregister_matching(shmreg_registry *reg, const shmreg_filter 
     shmreg_err err = shmreg__filter_check(filter, &f);
     if (err != SHMREG_OK)
         return err;
-    return f.name ? unregister_one(reg, &f) : unregister_every(reg, &f);
+    return f.name ? unregister_one(reg, &f) : unregister_every(reg, &f, NULL, NULL);
 }
 
 shmreg_err shmreg_unregister(shmreg_registry *reg, const char *name, shmreg_kind kind)
@@ -132,4 +138,27 @@ shmreg_err shmreg_unregister_all(shmreg_registry *reg, shmreg_kind kind)
     shmreg_filter_init(&f);
     f.kind = kind;
     return shmreg_unregister_matching(reg, &f);
+}
+
+/* ---- remote regions whose client is gone (1.2) */
+
+/* The mapping is the region's for as long as its entry is alive. */
+static bool unreachable(const struct shmreg_region *r)
+{
+    const struct shmreg__backend *b = r->win.backend;
+    return b->gone && b->gone(&r->mapping->opened);
+}
+
+shmreg_err shmreg_remote_sweep(shmreg_registry *reg, size_t *count)
+{
+    if (count)
+        *count = 0;
+    if (!reg)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_sweep: registry is NULL");
+    shmreg_filter f;
+    shmreg_filter_init(&f);
+    f.kind = SHMREG_KIND_REMOTE;
+    /* REFUSE keeps the busy ones: a later sweep takes them, not an error. */
+    shmreg_err err = unregister_every(reg, &f, unreachable, count);
+    return err == SHMREG_ERR_BUSY ? SHMREG_OK : err;
 }

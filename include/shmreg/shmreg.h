@@ -141,7 +141,11 @@ SHMREG_API const char *shmreg_last_error(void);
 typedef enum shmreg_kind {
     SHMREG_KIND_ANY = 0,
     SHMREG_KIND_SYSTEM = 1, /* host memory: a POSIX shared memory object, mapped */
-    SHMREG_KIND_CUDA = 2    /* GPU memory: a CUDA IPC handle or a VMM descriptor */
+    SHMREG_KIND_CUDA = 2,   /* GPU memory: a CUDA IPC handle or a VMM descriptor */
+    /* 1.2: memory of another process, possibly on another host, reached
+     * through UCX (SHMREG_SOURCE_REMOTE). A view of it has addr NULL: its
+     * bytes move only through shmreg_copy_from_view / shmreg_copy_to_view. */
+    SHMREG_KIND_REMOTE = 3
 } shmreg_kind;
 
 /* What shmreg_unregister does to a region that requests still reference. */
@@ -275,7 +279,11 @@ typedef struct shmreg_config {
     size_t max_regions_per_tag;
     size_t max_mapped_bytes_per_tag;
     size_t max_pinned_bytes_per_tag;
-    void *reserved_[5];      /* zero; room for later fields */
+    /* Since 1.2. How long one remote copy (SHMREG_KIND_REMOTE) may take
+     * before it fails with SHMREG_ERR_FAULT and its client's endpoint is
+     * closed, in milliseconds; 0 (default): SHMREG_REMOTE_TIMEOUT_MS. */
+    size_t remote_timeout_ms;
+    void *reserved_[4];      /* zero; room for later fields */
 } shmreg_config;
 
 /* The pin budget: max_pinned_bytes, or this when max_pinned_bytes is 0. It
@@ -430,7 +438,12 @@ typedef enum shmreg_source {
      * received over a Unix socket with shmreg_recv_fd: [offset, offset +
      * byte_size) of it, mapped MAP_SHARED. Kind SYSTEM. See
      * shmreg_register_system_fd. */
-    SHMREG_SOURCE_FD = 3
+    SHMREG_SOURCE_FD = 3,
+    /* 1.2: a window of another process's memory that it exported with
+     * shmreg_remote_export: raw_handle and raw_handle_size carry the
+     * descriptor, offset and byte_size the window of the exported range.
+     * Kind REMOTE. See shmreg_register_remote. */
+    SHMREG_SOURCE_REMOTE = 4
 } shmreg_source;
 
 /*
@@ -464,8 +477,8 @@ typedef struct shmreg_registration {
     size_t offset;         /* _SHM and _FD: of the window in the object; any value */
     /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
     int device_id;         /* default 0 */
-    const void *raw_handle;   /* _CUDA_IPC: the handle's bytes */
-    size_t raw_handle_size;   /* _CUDA_IPC: must be 64 */
+    const void *raw_handle;   /* _CUDA_IPC: the handle's bytes; _REMOTE: the descriptor */
+    size_t raw_handle_size;   /* _CUDA_IPC: must be 64; _REMOTE: the descriptor's size */
     int fd;                /* _CUDA_FD and _FD: the caller keeps it; default -1 */
     void *reserved_[8];    /* zero; room for later fields */
 } shmreg_registration;
@@ -603,7 +616,11 @@ typedef struct shmreg_view {
     int pinned;   /* a SYSTEM region page-locked for DMA */
     int writable; /* 0: registered SHMREG_READONLY, mapped without write access;
                      writing through addr faults (SIGSEGV for SYSTEM) */
-    void *reserved_[4]; /* not written by this version; room for later fields */
+    /* Since 1.2 (carved from reserved_): where the view starts in its
+     * region, the offset given to acquire. A REMOTE view has addr NULL and
+     * is reached through this offset by the copy calls. */
+    size_t region_offset;
+    void *reserved_[3]; /* not written by this version; room for later fields */
 } shmreg_view;
 
 /*
@@ -784,6 +801,17 @@ SHMREG_API shmreg_err shmreg_guard_install(void);
  * system call: its cost over memcpy is about 12 ns (docs/performance.md).
  * Errors: INVALID_ARG (NULL arguments, a CUDA view, a view that is not
  * ref's, a read-only view for to_view), OUT_OF_BOUNDS, UNSUPPORTED, FAULT.
+ *
+ * 1.2, a REMOTE view (SHMREG_KIND_REMOTE): the copy is a UCX get (from_view)
+ * or put (to_view) of [view->region_offset + offset, + n) of the region,
+ * waited for in the calling thread, and needs no shmreg_guard_install.
+ * It returns when the bytes have arrived (get) or are in the client's
+ * memory (put: flushed), or FAULT: the client is gone or unreachable, its
+ * memory was unmapped, or the copy took longer than the configured
+ * remote_timeout_ms; then the client's endpoint is closed (every later copy
+ * of its regions fails at once, and shmreg_remote_sweep unregisters them)
+ * and dst holds undefined bytes. Never a hang, never a crash of the server.
+ * Any number of threads may copy at once, of one region or many.
  */
 SHMREG_API shmreg_err shmreg_copy_from_view(shmreg_region *ref, const shmreg_view *view, size_t offset,
                                             void *dst, size_t n);
@@ -920,6 +948,140 @@ SHMREG_API shmreg_err shmreg_recv_region(int sock, shmreg_region_request *out);
  * (send failed or took only part of the answer; errno's text in the message).
  */
 SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char *msg);
+
+/* ------------------------------------------- remote regions through UCX (1.2) */
+
+/*
+ * A client on another host (or in another process of this one) exports a
+ * window of its memory as a descriptor; the server registers a region from
+ * it (shmreg_register_remote) and its requests read and write the bytes
+ * through shmreg_copy_from_view / shmreg_copy_to_view, which do UCX
+ * ucp_get_nbx / ucp_put_nbx. The region is counted, unregistered and
+ * reclaimed like every other: its "mapping" is the client's endpoint (one
+ * per client worker, shared by its regions) and the unpacked remote key,
+ * made at registration and released by the last reference, on the reclaim
+ * thread under SHMREG_RECLAIM_BACKGROUND.
+ *
+ * UCX is optional twice over: a build with SHMREG_WITH_UCX=OFF has these
+ * functions answering UNSUPPORTED, and a build with UCX reaches libucp.so.0
+ * through dlopen at the first remote call, so the library loads and works
+ * where UCX is not installed; every remote call then answers UNSUPPORTED
+ * with the reason. UCX reads its settings from the environment (UCX_TLS,
+ * UCX_NET_DEVICES, ...) when it is first loaded. The library sets
+ * UCX_ERROR_SIGNALS to "" before loading it, unless the environment already
+ * says otherwise, so that UCX installs no handler for SIGSEGV or SIGBUS
+ * (guarded copies need theirs).
+ *
+ * Threads: the server side holds one UCX context and one worker for the
+ * whole process, created with UCS_THREAD_MODE_MULTI at the first remote
+ * registration and kept until the process exits; a copy progresses that
+ * worker in the calling thread until its request completes, and a thread
+ * of the library ("shmreg-ucx") progresses it while no copy does, so that a
+ * client's disconnection is noticed. A client (shmreg_remote_client) has
+ * its own context, worker and progress thread, which serve the server's
+ * gets and puts when the transport needs the target's help (tcp).
+ *
+ * The descriptor (version 1, all integers little-endian):
+ *   byte 0      version, 1
+ *   bytes 1..3  zero
+ *   bytes 4..7  uint32 size of the worker address (1..SHMREG_REMOTE_BLOB_MAX)
+ *   bytes 8..11 uint32 size of the packed remote key (1..SHMREG_REMOTE_BLOB_MAX)
+ *   bytes 12..15 zero
+ *   bytes 16..23 uint64 address of the exported range in the client
+ *   bytes 24..31 uint64 its length (> 0, address + length not past 2^64)
+ *   then the worker address, then the packed remote key; nothing after.
+ * The engine blobs are UCX's own (ucp_worker_get_address, ucp_rkey_pack),
+ * so both ends must run compatible UCX versions.
+ */
+#define SHMREG_REMOTE_DESCRIPTOR_VERSION 1
+#define SHMREG_REMOTE_DESCRIPTOR_HEADER 32
+#define SHMREG_REMOTE_BLOB_MAX 8192
+#define SHMREG_REMOTE_DESCRIPTOR_MAX (SHMREG_REMOTE_DESCRIPTOR_HEADER + 2 * SHMREG_REMOTE_BLOB_MAX)
+#define SHMREG_REMOTE_TIMEOUT_MS 10000 /* a copy's default bound (shmreg_config) */
+
+/* OK when remote regions can be used in this process: the build has UCX
+ * and libucp.so.0 loads; else UNSUPPORTED with the reason in
+ * shmreg_last_error(). The first call loads UCX; later calls are cheap. */
+SHMREG_API shmreg_err shmreg_remote_available(void);
+
+/*
+ * Register the window [offset, offset + byte_size) of the memory a client
+ * exported, described by the descriptor bytes, under `name`. The same as
+ * shmreg_register with SHMREG_SOURCE_REMOTE, raw_handle = descriptor and
+ * raw_handle_size = size, and no tag. The descriptor is parsed here and
+ * every field checked before UCX sees it; the library keeps no pointer to
+ * it. The client's endpoint is created (or, for a client already
+ * connected, shared) and the remote key unpacked; nothing is read. flags:
+ * SHMREG_READONLY refuses copies into the region; pinning flags do not
+ * apply (INVALID_ARG). The window must lie inside the exported range.
+ * A descriptor from a client that has gone, or for memory it has since
+ * unexported, registers (nothing is read yet) and its copies then FAULT.
+ * Errors: as shmreg_register; INVALID_ARG (a malformed descriptor: the
+ * message says which field), OUT_OF_BOUNDS (the window), UNSUPPORTED (no UCX
+ * in this build or on this machine), SYSTEM (UCX refused the worker address
+ * or the key: its status string in the message).
+ */
+SHMREG_API shmreg_err shmreg_register_remote(shmreg_registry *reg, const char *name, const void *descriptor,
+                                             size_t size, size_t offset, size_t byte_size, unsigned flags);
+
+/*
+ * Unregister, under the registry's busy policy, every remote region whose
+ * client is unreachable: its endpoint failed (the client died or closed its
+ * worker, the network said so) or a copy timed out. Copies of those regions
+ * already fail at once; this gives their names and memory back. Regions
+ * still referenced follow the policy (DEFER and DETACH: gone with their last
+ * release; REFUSE: kept, and swept by a later call). A server calls it from
+ * time to time (its HTTP server does once a second) and before listing
+ * regions; shmreg_register_remote calls it too. *count (may be NULL): how
+ * many were unregistered. Errors: INVALID_ARG.
+ */
+SHMREG_API shmreg_err shmreg_remote_sweep(shmreg_registry *reg, size_t *count);
+
+/* The client side: a UCX context, worker and progress thread. */
+typedef struct shmreg_remote_client shmreg_remote_client; /* opaque */
+typedef struct shmreg_remote_window shmreg_remote_window; /* opaque: one exported range */
+
+/* Create a client. Free it with shmreg_remote_client_destroy after every
+ * window it exported. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM (UCX failed:
+ * its status string in the message), NO_MEMORY. */
+SHMREG_API shmreg_err shmreg_remote_client_create(shmreg_remote_client **out);
+
+/* Stop the progress thread and close the worker and context: servers see
+ * the client's endpoint fail. NULL is a no-op. */
+SHMREG_API void shmreg_remote_client_destroy(shmreg_remote_client *c);
+
+/*
+ * Export [addr, addr + length) of this process's memory (ucp_mem_map of
+ * the existing pages; nothing is copied) for servers to read and write.
+ * The memory must stay mapped until shmreg_remote_unexport; a server that
+ * copies it afterwards gets FAULT. Thread-safe; any number of windows.
+ * Errors: INVALID_ARG (NULL, length 0), SYSTEM (UCX), NO_MEMORY.
+ */
+SHMREG_API shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t length,
+                                           shmreg_remote_window **out);
+
+/*
+ * Allocate length bytes for servers to read and write, and export them:
+ * UCX chooses the memory (ucp_mem_map with UCP_MEM_MAP_ALLOCATE), so that
+ * with the shared-memory transports it is a segment the server maps and
+ * copies directly, without this process's help (an export of memory the
+ * caller allocated is reached through this process's progress thread
+ * there, about ten times slower: docs/performance.md). *addr: the memory,
+ * zero-filled or not as UCX leaves it, valid until shmreg_remote_unexport
+ * frees it. Errors: INVALID_ARG, SYSTEM (UCX), NO_MEMORY.
+ */
+SHMREG_API shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr,
+                                          shmreg_remote_window **out);
+
+/* The descriptor of w (the format above): *bytes points into w, valid until
+ * w is unexported. Errors: INVALID_ARG. */
+SHMREG_API shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes,
+                                               size_t *size);
+
+/* Stop exporting w (ucp_mem_unmap; for shmreg_remote_alloc's memory, this
+ * frees it) and free w. Unregister it at the server first: a server's later
+ * copies FAULT. NULL is a no-op. */
+SHMREG_API void shmreg_remote_unexport(shmreg_remote_window *w);
 
 #ifdef __cplusplus
 }

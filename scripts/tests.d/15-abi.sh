@@ -1,5 +1,5 @@
-# The build's contract, checked on the shared library built with CUDA and
-# without (docs/abi.md):
+# The build's contract, checked on the shared library built with CUDA and UCX
+# (where found) and without either (docs/abi.md):
 #  - every .c/.cpp under src/, tests/, bench/, examples/, server/ is compiled by some
 #    build: the union of the compile_commands.json of both builds and of the
 #    projects of their own (server/, tests/consumer), configured
@@ -79,7 +79,7 @@ for flavour in cuda-on cuda-off; do
   if [ $flavour = cuda-on ]; then
     args=(-DSHMREG_WITH_CUDA=AUTO -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=OFF)
   else
-    args=(-DSHMREG_WITH_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+    args=(-DSHMREG_WITH_CUDA=OFF -DSHMREG_WITH_UCX=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
     hide=(-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
   fi
   echo "--- $flavour"

@@ -22,6 +22,7 @@
 
 #include "grpc/grpc_frontend.h"
 #include "core/infer_core.h"
+#include "core/remote_sweep.h"
 #include "models/model_yolo.h"
 #include "models/models.h"
 #include "options.h"
@@ -45,6 +46,7 @@ static shmreg_registry *create_registry(const frontend_options *o)
     cfg.pin_policy = o->pin_policy; /* --pin */
     cfg.reclaim = o->reclaim;         /* --reclaim */
     cfg.cache_bytes = o->cache_bytes; /* --cache-bytes */
+    cfg.remote_timeout_ms = o->remote_timeout_ms; /* --remote-timeout-ms */
     cfg.log_fn = log_to_stderr;
     access_config(&o->access, &cfg); /* --allow-uid, --max-*: copied by create */
     if (access_quota_config(&o->access, &cfg) != 0) /* --tenants: each tenant's share */
@@ -61,6 +63,10 @@ static shmreg_registry *create_registry(const frontend_options *o)
     return reg;
 }
 
+/* The shared-memory transports of UCX (remote_memory over posix) keep
+ * segments of their own for the process's life: not a client's region. */
+#define UCX_OWN_SEGMENT "/dev/shm/ucx_shm_posix_"
+
 /* After shutdown, count what still refers to POSIX shared memory or to a
  * client's memfd (--uds) in this process: mappings in /proc/self/maps and
  * descriptors in /proc/self/fd.
@@ -71,7 +77,8 @@ static void report_leftovers(void)
     char line[4096];
     FILE *maps = fopen("/proc/self/maps", "r");
     while (maps && fgets(line, sizeof line, maps))
-        mappings += strstr(line, " /dev/shm/") != NULL || strstr(line, " /memfd:") != NULL;
+        mappings += (strstr(line, " /dev/shm/") != NULL && !strstr(line, UCX_OWN_SEGMENT)) ||
+                    strstr(line, " /memfd:") != NULL;
     if (maps)
         fclose(maps);
     DIR *fds = opendir("/proc/self/fd");
@@ -82,7 +89,8 @@ static void report_leftovers(void)
         ssize_t n = readlink(path, target, sizeof target - 1);
         if (n > 0) {
             target[n] = 0;
-            descriptors += strncmp(target, "/dev/shm/", 9) == 0 || strncmp(target, "/memfd:", 7) == 0;
+            descriptors += (strncmp(target, "/dev/shm/", 9) == 0 && !strstr(target, UCX_OWN_SEGMENT)) ||
+                           strncmp(target, "/memfd:", 7) == 0;
         }
     }
     if (fds)
@@ -149,12 +157,15 @@ int main(int argc, char **argv)
         options_free(&opts);
         return 1;
     }
+    /* remote_memory: dead clients' regions go without being asked. */
+    remote_sweeper *sweeper = opts.allow_client_shm ? remote_sweep_start(reg) : NULL;
     printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
     fflush(stdout);
     grpc_frontend *grpc = NULL;
     if (opts.grpc_port) {
         grpc = grpc_frontend_start(&opts, reg, grpc_held);
         if (!grpc) {
+            remote_sweep_stop(sweeper);
             uds_server_stop(uds);
             server_stop(&server);
             byte_budget_free(held);
@@ -185,6 +196,7 @@ int main(int argc, char **argv)
     if (grpc_thread)
         pthread_join(grpc_stopper, NULL);
     yolo_stop(); /* no request runs any more, on either protocol */
+    remote_sweep_stop(sweeper);
     byte_budget_free(held);
     byte_budget_free(grpc_held);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */

@@ -27,6 +27,8 @@ static void usage(FILE *to, const char *argv0)
             "  --reclaim R                 background | inline: who unmaps (unpins) a region after\n"
             "                              its last request: the library's thread, or that request's\n"
             "                              (default background)\n"
+            "  --remote-timeout-ms N       remote_memory: a read or write of a client's memory fails\n"
+            "                              after N ms (default 10000); the client is then dropped\n"
             "  --cache-bytes N             keep up to N bytes of mappings (and pins) of unregistered\n"
             "                              regions for clients that register the same shm again,\n"
             "                              0 = off (default 0; see README for a value)\n"
@@ -205,7 +207,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
            OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
-           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES,
+           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -220,6 +222,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"pin", required_argument, NULL, OPT_PIN},
         {"reclaim", required_argument, NULL, OPT_RECLAIM},
         {"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
+        {"remote-timeout-ms", required_argument, NULL, OPT_REMOTE_TIMEOUT},
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
@@ -282,6 +285,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_CACHE_BYTES:
             rc = parse_uint("--cache-bytes", optarg, 0, SIZE_MAX, &v);
             o->cache_bytes = (size_t)v;
+            break;
+        case OPT_REMOTE_TIMEOUT:
+            rc = parse_uint("--remote-timeout-ms", optarg, 1, 3600000, &v);
+            o->remote_timeout_ms = (size_t)v;
             break;
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;

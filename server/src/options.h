@@ -27,6 +27,7 @@ typedef struct frontend_options {
     shmreg_pin_policy pin_policy;     /* --pin: whether system regions are page-locked */
     shmreg_reclaim reclaim;           /* --reclaim: who unmaps a region's last release */
     size_t cache_bytes;               /* --cache-bytes: the registration cache, 0: off */
+    size_t remote_timeout_ms;         /* --remote-timeout-ms: one remote copy's bound, 0: the library's */
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */

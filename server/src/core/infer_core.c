@@ -57,6 +57,8 @@ static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *v
  * device memory, which no client can shrink. */
 static int used_in_place(const infer_ctx *c, const shmreg_view *view)
 {
+    if (view->kind == SHMREG_KIND_REMOTE) /* no address here: copies only */
+        return 0;
     if (view->kind != SHMREG_KIND_SYSTEM)
         return model_device_tensors(c->m);
     return model_device_tensors(c->m) && view->pinned;
@@ -134,7 +136,8 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
-    if (view.kind == SHMREG_KIND_SYSTEM) {
+    /* A remote region's copy is a UCX get, bounded by the registry's timeout. */
+    if (view.kind == SHMREG_KIND_SYSTEM || view.kind == SHMREG_KIND_REMOTE) {
         shmreg_err e = shmreg_copy_from_view(ref, &view, 0, t->owned, t->byte_size);
         if (e != SHMREG_OK)
             return fail_guarded(c, e, "input", t->name);
@@ -240,7 +243,7 @@ static unsigned outputs_to_regions(infer_ctx *c)
         const shmreg_view *v = &c->out_view[i];
         if (!c->out_region[i])
             continue;
-        if (v->kind == SHMREG_KIND_SYSTEM) {
+        if (v->kind == SHMREG_KIND_SYSTEM || v->kind == SHMREG_KIND_REMOTE) {
             shmreg_err e = shmreg_copy_to_view(c->out_ref[i], v, 0, c->out[i].data,
                                                c->out[i].byte_size);
             if (e != SHMREG_OK)

@@ -44,10 +44,13 @@ static void match_models(char **seg, int n, route *r)
     }
 }
 
-/* v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister} */
+/* v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister},
+ * and the remote_memory extension's v2/remotememory[...]: the same verbs. */
 static void match_shared_memory(char **seg, int n, route *r)
 {
-    r->kind = is(seg[1], "systemsharedmemory") ? SHMREG_KIND_SYSTEM : SHMREG_KIND_CUDA;
+    r->kind = is(seg[1], "systemsharedmemory") ? SHMREG_KIND_SYSTEM
+              : is(seg[1], "remotememory")     ? SHMREG_KIND_REMOTE
+                                               : SHMREG_KIND_CUDA;
     const char *verb;
     if (n == 3) {
         verb = seg[2];
@@ -95,7 +98,8 @@ int route_match(const char *url, route *out)
                                                                             : ROUTE_NONE;
     } else if (is(seg[1], "models")) {
         match_models(seg, n, out);
-    } else if (is(seg[1], "systemsharedmemory") || is(seg[1], "cudasharedmemory")) {
+    } else if (is(seg[1], "systemsharedmemory") || is(seg[1], "cudasharedmemory") ||
+               is(seg[1], "remotememory")) {
         match_shared_memory(seg, n, out);
     }
     return 0;

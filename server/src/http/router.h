@@ -26,7 +26,7 @@ typedef struct route {
     const char *model; /* points into the route's own copy of the URL */
     const char *version;
     const char *region;
-    shmreg_kind kind;  /* SYSTEM or CUDA for ROUTE_SHM_* */
+    shmreg_kind kind;  /* SYSTEM, CUDA or REMOTE for ROUTE_SHM_* */
     char *buf_;        /* that copy; free with route_free */
 } route;
 

@@ -3,8 +3,12 @@
  *   GET  v2/{kind}sharedmemory[/region/{name}]/status
  *   POST v2/{kind}sharedmemory/region/{name}/register
  *   POST v2/{kind}sharedmemory[/region/{name}]/unregister
- * with kind "system" or "cuda". Bodies are parsed with json-c; every error
- * is {"error": "..."} with the status of http_status_from_shmreg.
+ * with kind "system" or "cuda", and the remote_memory extension (issue 20),
+ * the same verbs under v2/remotememory, whose register body is
+ *   {"descriptor": {"b64": "<shmreg_remote_descriptor, base64>"},
+ *    "byte_size": N, "offset": O (optional, 0)}
+ * Bodies are parsed with json-c; every error is {"error": "..."} with the
+ * status of http_status_from_shmreg.
  */
 #include "http/endpoints.h"
 
@@ -138,6 +142,51 @@ static void register_cuda(shmreg_registry *reg, const region_scope *scope, const
         reply_empty(r);
 }
 
+/* A remote client's region (SHMREG_SOURCE_REMOTE): its descriptor decoded
+ * and handed to the library, which checks every field of it. */
+static void register_remote(shmreg_registry *reg, const region_scope *scope, const char *name,
+                            const json_object *body, reply *r)
+{
+    const char *b64 = string_member(json_object_object_get(body, "descriptor"), "b64");
+    size_t offset, byte_size;
+    if (!b64) {
+        reply_error(r, 400, json_object_object_get_ex(body, "descriptor", NULL)
+                                ? "'descriptor' must be given as {\"b64\": \"<base64>\"}"
+                                : "Remote memory register request has no 'descriptor' field");
+        return;
+    }
+    if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
+        return;
+    /* One byte more than the largest descriptor: a longer one fails to
+     * decode instead of being cut. */
+    unsigned char *descriptor = malloc(SHMREG_REMOTE_DESCRIPTOR_MAX + 1);
+    if (!descriptor) {
+        reply_error(r, 500, "out of memory decoding the descriptor of '%s'", name);
+        return;
+    }
+    int n = b64_pton(b64, descriptor, SHMREG_REMOTE_DESCRIPTOR_MAX + 1);
+    if (n <= 0 || n > SHMREG_REMOTE_DESCRIPTOR_MAX) {
+        free(descriptor);
+        reply_error(r, 400, "'descriptor' must be the base64 of a remote memory descriptor of at "
+                            "most %d bytes", SHMREG_REMOTE_DESCRIPTOR_MAX);
+        return;
+    }
+    shmreg_registration reg_r;
+    shmreg_registration_init(&reg_r);
+    reg_r.source = SHMREG_SOURCE_REMOTE;
+    reg_r.name = name;
+    reg_r.raw_handle = descriptor;
+    reg_r.raw_handle_size = (size_t)n;
+    reg_r.offset = offset;
+    reg_r.byte_size = byte_size;
+    shmreg_err e = scope_register(reg, scope, &reg_r);
+    free(descriptor);
+    if (e != SHMREG_OK)
+        reply_scope_error(r, scope, e);
+    else
+        reply_empty(r);
+}
+
 /* One region's status, written as text (json_io.h: a tree per region was
  * most of the time of a status call). "in_use" is the key clients of this
  * frontend read; its value is the references callers hold (a request holds
@@ -153,7 +202,10 @@ static void write_status_entry(jbuf *b, const region_scope *scope,
     jbuf_u64(b, s->references);
     jbuf_lit(b, s->pending_unregister ? ",\"pending_unregister\":true"
                                       : ",\"pending_unregister\":false");
-    if (s->kind == SHMREG_KIND_SYSTEM) {
+    if (s->kind == SHMREG_KIND_REMOTE) {
+        jbuf_lit(b, ",\"offset\":");
+        jbuf_u64(b, s->offset);
+    } else if (s->kind == SHMREG_KIND_SYSTEM) {
         jbuf_lit(b, ",\"key\":");
         jbuf_str(b, s->key ? s->key : ""); /* NULL: a memfd (--uds) */
         jbuf_lit(b, ",\"offset\":");
@@ -174,6 +226,9 @@ static void status(shmreg_registry *reg, const region_scope *scope, const route 
 {
     shmreg_region_status *st;
     size_t count;
+    /* A dead client's regions are gone from a listing (remote_sweep.h). */
+    if (rt->kind == SHMREG_KIND_REMOTE)
+        (void)shmreg_remote_sweep(reg, NULL);
     shmreg_err e = scope_status(reg, scope, rt->region, rt->kind, &st, &count);
     if (e != SHMREG_OK) {
         reply_scope_error(r, scope, e);
@@ -219,6 +274,8 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
         return;
     if (rt->kind == SHMREG_KIND_SYSTEM)
         register_system(reg, &rq->who.scope, rt->region, body, r);
+    else if (rt->kind == SHMREG_KIND_REMOTE)
+        register_remote(reg, &rq->who.scope, rt->region, body, r);
     else
         register_cuda(reg, &rq->who.scope, rt->region, body, r);
     json_object_put(body);

@@ -1,0 +1,92 @@
+/* The client half of the remote-region tests: a separate program (exec'd,
+ * never only forked: UCX must not be initialised in a fork of a process
+ * that already runs it), which exports a buffer and obeys commands.
+ *
+ *   remote_client SIZE SEED [alloc]
+ * Maps SIZE bytes (mmap; with "alloc", UCX allocates them:
+ * shmreg_remote_alloc), fills byte i with tu_pattern(SEED, i), exports
+ * them and prints "DESC <hex of the descriptor>". Then, one per line on stdin:
+ *   sum OFF LEN   prints "SUM <FNV-1a 64 of those bytes>" (what a put wrote)
+ *   unmap         unexports and munmaps the buffer, prints "OK"
+ *   quit          destroys the client and exits 0
+ * A server test kills it (SIGKILL) or stops it (SIGSTOP) to play a client
+ * that dies or stops answering. */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "testutil.h"
+
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s SIZE SEED [alloc]\n", argv[0]);
+        return 2;
+    }
+    size_t size = strtoull(argv[1], NULL, 0);
+    uint8_t seed = (uint8_t)strtoul(argv[2], NULL, 0);
+    bool alloc = argc == 4 && strcmp(argv[3], "alloc") == 0;
+    shmreg_remote_client *c;
+    shmreg_remote_window *w;
+    unsigned char *buf = NULL;
+    if (shmreg_remote_client_create(&c) != SHMREG_OK) {
+        printf("ERR %s\n", shmreg_last_error());
+        return 4;
+    }
+    if (alloc) {
+        if (shmreg_remote_alloc(c, size, (void **)&buf, &w) != SHMREG_OK) {
+            printf("ERR %s\n", shmreg_last_error());
+            return 4;
+        }
+    } else {
+        buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED)
+            return 3;
+        if (shmreg_remote_export(c, buf, size, &w) != SHMREG_OK) {
+            printf("ERR %s\n", shmreg_last_error());
+            return 4;
+        }
+    }
+    for (size_t i = 0; i < size; i++)
+        buf[i] = tu_pattern(seed, i);
+    const unsigned char *d;
+    size_t dn;
+    shmreg_remote_descriptor(w, (const void **)&d, &dn);
+    printf("DESC ");
+    for (size_t i = 0; i < dn; i++)
+        printf("%02x", d[i]);
+    printf("\n");
+    fflush(stdout);
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        size_t off, len;
+        if (sscanf(line, "sum %zu %zu", &off, &len) == 2 && w && off <= size && len <= size - off) {
+            printf("SUM %" PRIu64 "\n", fnv1a(buf + off, len));
+        } else if (strncmp(line, "unmap", 5) == 0 && w) {
+            shmreg_remote_unexport(w); /* frees alloc's memory */
+            w = NULL;
+            if (!alloc)
+                munmap(buf, size);
+            printf("OK\n");
+        } else if (strncmp(line, "quit", 4) == 0) {
+            break;
+        } else {
+            printf("ERR bad command\n");
+        }
+        fflush(stdout);
+    }
+    shmreg_remote_unexport(w);
+    shmreg_remote_client_destroy(c);
+    return 0;
+}

@@ -1,0 +1,453 @@
+/* Remote regions through UCX, client and server as two processes on one
+ * host (issue 20). The client is remote_client (exec'd); this process is
+ * the server. ctest runs the program once per transport (UCX_TLS=tcp, and
+ * the shared-memory ones), and it exits 77 (skipped) where this build or
+ * machine has no UCX.
+ *
+ * What each test asserts:
+ *  - reads return the client's bytes, writes land in the client's memory
+ *    (checked by the client), a view has no address and kind REMOTE;
+ *  - unregister while a request holds a reference (a copy in flight), under
+ *    each busy policy, does what the policy says, and the holder's copies
+ *    keep working until it releases;
+ *  - a client killed (SIGKILL) mid-request: copies fail with FAULT within
+ *    the timeout, never hang, and shmreg_remote_sweep unregisters its
+ *    regions;
+ *  - a client that stops answering (SIGSTOP, tcp): a copy fails after
+ *    remote_timeout_ms;
+ *  - memory the client unmapped: FAULT, no crash;
+ *  - malformed descriptors and windows: refused with a message. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shmreg/shmreg.h"
+#include "shmreg_assert.h"
+#include "testutil.h"
+
+#define SIZE (1u << 20)
+
+static const char *client_path;
+
+struct client {
+    pid_t pid;
+    FILE *in, *out;
+    unsigned char desc[SHMREG_REMOTE_DESCRIPTOR_MAX];
+    size_t desc_size;
+};
+
+static void client_start_as(struct client *c, size_t size, uint8_t seed, const char *how)
+{
+    int to[2], from[2];
+    assert_int_equal(pipe(to), 0);
+    assert_int_equal(pipe(from), 0);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        char s[32], sd[8];
+        snprintf(s, sizeof s, "%zu", size);
+        snprintf(sd, sizeof sd, "%u", seed);
+        execl(client_path, client_path, s, sd, how, (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    c->in = fdopen(to[1], "w");
+    c->out = fdopen(from[0], "r");
+    static char line[2 * SHMREG_REMOTE_DESCRIPTOR_MAX + 16];
+    assert_non_null(fgets(line, sizeof line, c->out));
+    if (strncmp(line, "DESC ", 5) != 0)
+        fail_msg("the client did not start: %s", line);
+    c->desc_size = 0;
+    for (const char *p = line + 5; p[0] && p[1] && p[0] != '\n'; p += 2) {
+        unsigned v;
+        sscanf(p, "%2x", &v);
+        c->desc[c->desc_size++] = (unsigned char)v;
+    }
+}
+
+static void client_start(struct client *c, size_t size, uint8_t seed)
+{
+    client_start_as(c, size, seed, "export");
+}
+
+static const char *client_say(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static const char *client_say(struct client *c, const char *fmt, ...)
+{
+    static char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(c->in, fmt, ap);
+    va_end(ap);
+    fflush(c->in);
+    assert_non_null(fgets(line, sizeof line, c->out));
+    return line;
+}
+
+/* Stop the client: quit, or kill it; reap it either way. */
+static void client_end(struct client *c, bool kill_it)
+{
+    if (kill_it)
+        kill(c->pid, SIGKILL);
+    else
+        fputs("quit\n", c->in);
+    fclose(c->in);
+    fclose(c->out);
+    int status;
+    waitpid(c->pid, &status, 0);
+}
+
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static shmreg_registry *registry(shmreg_policy policy, size_t timeout_ms)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.busy_policy = policy;
+    cfg.remote_timeout_ms = timeout_ms;
+    shmreg_registry *reg;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    return reg;
+}
+
+static void test_read_write(void **state)
+{
+    struct client c;
+    client_start(&c, SIZE, 7);
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    assert_ok(shmreg_register_remote(reg, "in", c.desc, c.desc_size, 0, SIZE, 0));
+    /* A second region of the same client, a window of it, shares its endpoint. */
+    assert_ok(shmreg_register_remote(reg, "out", c.desc, c.desc_size, 4096, 8192, 0));
+
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "in", 100, SIZE - 100, &ref, &v));
+    assert_null(v.addr);
+    assert_int_equal(v.kind, SHMREG_KIND_REMOTE);
+    assert_int_equal(v.region_offset, 100);
+    unsigned char *buf = malloc(SIZE);
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, SIZE - 100));
+    for (size_t i = 0; i < SIZE - 100; i++)
+        if (buf[i] != tu_pattern(7, i + 100))
+            fail_msg("byte %zu of the read is %u, the client holds %u", i, buf[i], tu_pattern(7, i + 100));
+    assert_fails_code(shmreg_copy_from_view(ref, &v, 1, buf, SIZE - 100), SHMREG_ERR_OUT_OF_BOUNDS);
+    shmreg_release(ref);
+
+    /* A write lands in the client's memory by the time the copy returns. */
+    assert_ok(shmreg_acquire(reg, "out", 0, 8192, &ref, &v));
+    for (size_t i = 0; i < 8192; i++)
+        buf[i] = (unsigned char)(i * 13 + 1);
+    assert_ok(shmreg_copy_to_view(ref, &v, 0, buf, 8192));
+    shmreg_release(ref);
+    char want[64];
+    snprintf(want, sizeof want, "SUM %llu\n", (unsigned long long)fnv1a(buf, 8192));
+    assert_string_equal(client_say(&c, "sum 4096 8192\n"), want);
+
+    shmreg_region_status *st;
+    size_t n;
+    assert_ok(shmreg_status(reg, "out", SHMREG_KIND_REMOTE, &st, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(st[0].kind, SHMREG_KIND_REMOTE);
+    assert_int_equal(st[0].offset, 4096);
+    assert_int_equal(st[0].byte_size, 8192);
+    shmreg_status_free(st, n);
+    assert_fails_code(shmreg_unregister(reg, "out", SHMREG_KIND_SYSTEM), SHMREG_ERR_WRONG_KIND);
+
+    /* Read-only: no writes. */
+    assert_ok(shmreg_register_remote(reg, "ro", c.desc, c.desc_size, 0, 64, SHMREG_READONLY));
+    assert_ok(shmreg_acquire(reg, "ro", 0, 64, &ref, &v));
+    assert_fails_containing(shmreg_copy_to_view(ref, &v, 0, buf, 64), SHMREG_ERR_INVALID_ARG, "read-only");
+    shmreg_release(ref);
+
+    assert_ok(shmreg_unregister_all(reg, SHMREG_KIND_REMOTE));
+    shmreg_registry_destroy(reg);
+    free(buf);
+    client_end(&c, false);
+}
+
+/* Memory UCX allocated for the client (shmreg_remote_alloc): the same
+ * reads and writes; with the shared-memory transports the server copies it
+ * directly. */
+static void test_allocated(void **state)
+{
+    struct client c;
+    client_start_as(&c, SIZE, 13, "alloc");
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    assert_ok(shmreg_register_remote(reg, "a", c.desc, c.desc_size, 0, SIZE, 0));
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "a", 0, SIZE, &ref, &v));
+    unsigned char *buf = malloc(SIZE);
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, SIZE));
+    for (size_t i = 0; i < SIZE; i++)
+        if (buf[i] != tu_pattern(13, i))
+            fail_msg("byte %zu of the read is %u, the client holds %u", i, buf[i], tu_pattern(13, i));
+    memset(buf, 0xa5, 4096);
+    assert_ok(shmreg_copy_to_view(ref, &v, 8192, buf, 4096));
+    shmreg_release(ref);
+    char want[64];
+    snprintf(want, sizeof want, "SUM %llu\n", (unsigned long long)fnv1a(buf, 4096));
+    assert_string_equal(client_say(&c, "sum 8192 4096\n"), want);
+    assert_ok(shmreg_unregister(reg, "a", SHMREG_KIND_REMOTE));
+    shmreg_registry_destroy(reg);
+    free(buf);
+    client_end(&c, false);
+}
+
+/* A request in flight (a reference held, copying) while its region is
+ * unregistered, under each policy. */
+static void test_unregister_in_flight(void **state)
+{
+    struct client c;
+    client_start(&c, SIZE, 3);
+    unsigned char *buf = malloc(SIZE);
+    const shmreg_policy policies[] = {SHMREG_POLICY_DEFER, SHMREG_POLICY_DETACH, SHMREG_POLICY_REFUSE};
+    for (size_t p = 0; p < 3; p++) {
+        shmreg_registry *reg = registry(policies[p], 0);
+        assert_ok(shmreg_register_remote(reg, "r", c.desc, c.desc_size, 0, SIZE, 0));
+        shmreg_region *ref;
+        shmreg_view v;
+        assert_ok(shmreg_acquire(reg, "r", 0, SIZE, &ref, &v));
+        assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, SIZE / 2));
+        shmreg_stats s;
+        if (policies[p] == SHMREG_POLICY_REFUSE) {
+            assert_fails_containing(shmreg_unregister(reg, "r", SHMREG_KIND_REMOTE), SHMREG_ERR_BUSY, "in use");
+        } else {
+            assert_ok(shmreg_unregister(reg, "r", SHMREG_KIND_REMOTE));
+        }
+        /* The holder's copy goes on whatever the policy said. */
+        assert_ok(shmreg_copy_from_view(ref, &v, SIZE / 2, buf + SIZE / 2, SIZE / 2));
+        for (size_t i = 0; i < SIZE; i++)
+            if (buf[i] != tu_pattern(3, i))
+                fail_msg("policy %d: byte %zu differs", (int)policies[p], i);
+        assert_ok(shmreg_registry_stats(reg, &s));
+        assert_int_equal(s.mapped_regions, 1);
+        assert_int_equal(s.pending_regions, policies[p] == SHMREG_POLICY_DEFER ? 1 : 0);
+        assert_int_equal(s.detached_regions, policies[p] == SHMREG_POLICY_DETACH ? 1 : 0);
+        shmreg_release(ref);
+        assert_ok(shmreg_registry_trim(reg));
+        assert_ok(shmreg_registry_stats(reg, &s));
+        assert_int_equal(s.mapped_regions, policies[p] == SHMREG_POLICY_REFUSE ? 1 : 0);
+        if (policies[p] == SHMREG_POLICY_REFUSE)
+            assert_ok(shmreg_unregister(reg, "r", SHMREG_KIND_REMOTE));
+        shmreg_registry_destroy(reg);
+    }
+    free(buf);
+    client_end(&c, false);
+}
+
+struct reader {
+    shmreg_region *ref;
+    shmreg_view v;
+    unsigned char *buf;
+    unsigned ok, faults;
+    shmreg_err last;
+    char msg[512];
+    volatile bool stop;
+};
+
+static void *read_loop(void *arg)
+{
+    struct reader *r = arg;
+    while (!r->stop) {
+        shmreg_err err = shmreg_copy_from_view(r->ref, &r->v, 0, r->buf, r->v.byte_size);
+        if (err == SHMREG_OK) {
+            r->ok++;
+            continue;
+        }
+        r->faults++;
+        r->last = err;
+        snprintf(r->msg, sizeof r->msg, "%s", shmreg_last_error());
+        break;
+    }
+    return NULL;
+}
+
+/* A client killed while a request reads its memory: the reads end with
+ * FAULT within the timeout, and a sweep unregisters its regions. */
+static void test_client_killed(void **state)
+{
+    struct client c;
+    client_start(&c, SIZE, 5);
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 2000);
+    assert_ok(shmreg_register_remote(reg, "victim", c.desc, c.desc_size, 0, SIZE, 0));
+    struct reader r = {.buf = malloc(SIZE)};
+    assert_ok(shmreg_acquire(reg, "victim", 0, SIZE, &r.ref, &r.v));
+    pthread_t th;
+    pthread_create(&th, NULL, read_loop, &r);
+    while (r.ok < 3 && r.faults == 0)
+        usleep(1000);
+    uint64_t t0 = tu_now_ns();
+    client_end(&c, true);
+    /* Shared-memory transports may keep reading the dead client's pages
+     * until the endpoint's failure is noticed; every read still ends. */
+    uint64_t deadline = t0 + 30ull * 1000000000u;
+    while (r.faults == 0 && tu_now_ns() < deadline)
+        usleep(10000);
+    r.stop = true;
+    pthread_join(th, NULL);
+    double waited = (double)(tu_now_ns() - t0) / 1e9;
+    print_message("client killed: %u reads before, a FAULT after %.3f s: %s\n", r.ok, waited, r.msg);
+    if (r.faults == 0)
+        fail_msg("reads of a killed client's memory went on for 30 s without an error");
+    assert_int_equal(r.last, SHMREG_ERR_FAULT);
+    assert_non_null(strstr(r.msg, "victim"));
+    /* Every later copy fails at once. */
+    uint64_t t1 = tu_now_ns();
+    assert_fails_code(shmreg_copy_from_view(r.ref, &r.v, 0, r.buf, 64), SHMREG_ERR_FAULT);
+    assert_true(tu_now_ns() - t1 < 100000000u);
+    /* The sweep unregisters it (DEFER: pending while the request holds it). */
+    size_t swept = 0;
+    assert_ok(shmreg_remote_sweep(reg, &swept));
+    assert_int_equal(swept, 1);
+    shmreg_stats s;
+    assert_ok(shmreg_registry_stats(reg, &s));
+    assert_int_equal(s.pending_regions, 1);
+    shmreg_release(r.ref);
+    assert_ok(shmreg_registry_trim(reg));
+    assert_ok(shmreg_registry_stats(reg, &s));
+    assert_int_equal(s.mapped_regions, 0);
+    assert_fails_code(shmreg_status(reg, "victim", SHMREG_KIND_ANY, &(shmreg_region_status *){NULL}, &(size_t){0}),
+                      SHMREG_ERR_NOT_FOUND);
+    shmreg_registry_destroy(reg);
+    free(r.buf);
+}
+
+/* A client that stops answering: over tcp the target's progress thread
+ * serves the get, so a stopped client times the copy out. */
+static void test_client_stopped(void **state)
+{
+    const char *tls = getenv("UCX_TLS");
+    if (!tls || strcmp(tls, "tcp") != 0)
+        skip(); /* shared memory reads need no help from the client */
+    struct client c;
+    client_start(&c, SIZE, 9);
+    shmreg_registry *reg = registry(SHMREG_POLICY_DETACH, 500);
+    assert_ok(shmreg_register_remote(reg, "sleepy", c.desc, c.desc_size, 0, SIZE, 0));
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "sleepy", 0, SIZE, &ref, &v));
+    unsigned char *buf = malloc(SIZE);
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, SIZE));
+    kill(c.pid, SIGSTOP);
+    int status;
+    assert_int_equal(waitpid(c.pid, &status, WUNTRACED), c.pid); /* stopped for sure */
+    assert_true(WIFSTOPPED(status));
+    uint64_t t0 = tu_now_ns();
+    assert_fails_containing(shmreg_copy_from_view(ref, &v, 0, buf, SIZE), SHMREG_ERR_FAULT, "within 500 ms");
+    double waited = (double)(tu_now_ns() - t0) / 1e9;
+    print_message("stopped client: FAULT after %.3f s\n", waited);
+    assert_true(waited >= 0.45 && waited < 5);
+    shmreg_release(ref);
+    size_t swept;
+    assert_ok(shmreg_remote_sweep(reg, &swept));
+    assert_int_equal(swept, 1);
+    shmreg_registry_destroy(reg);
+    kill(c.pid, SIGCONT);
+    client_end(&c, true);
+    free(buf);
+}
+
+/* The client unmapped the memory it exported: the server's copy fails,
+ * and the server goes on. */
+static void test_memory_unmapped(void **state)
+{
+    struct client c;
+    client_start(&c, SIZE, 11);
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 2000);
+    assert_ok(shmreg_register_remote(reg, "gone", c.desc, c.desc_size, 0, SIZE, 0));
+    assert_string_equal(client_say(&c, "unmap\n"), "OK\n");
+    shmreg_region *ref;
+    shmreg_view v;
+    assert_ok(shmreg_acquire(reg, "gone", 0, SIZE, &ref, &v));
+    unsigned char *buf = malloc(SIZE);
+    shmreg_err err = shmreg_copy_from_view(ref, &v, 0, buf, SIZE);
+    print_message("read of unmapped memory: %s: %s\n", shmreg_err_name(err), shmreg_last_error());
+    assert_int_equal(err, SHMREG_ERR_FAULT);
+    shmreg_release(ref);
+    shmreg_registry_destroy(reg);
+    free(buf);
+    client_end(&c, true);
+}
+
+/* Descriptors that are not one, and windows outside the exported range. */
+static void test_bad_descriptors(void **state)
+{
+    struct client c;
+    client_start(&c, SIZE, 1);
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    unsigned char d[SHMREG_REMOTE_DESCRIPTOR_MAX];
+    memcpy(d, c.desc, c.desc_size);
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, 31, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "header");
+    assert_fails_containing(shmreg_register_remote(reg, "x", NULL, 0, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "header");
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size - 1, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "size is not");
+    d[0] = 2;
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "version");
+    d[0] = 1;
+    d[13] = 1;
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "reserved");
+    d[13] = 0;
+    memset(d + 4, 0xff, 4); /* worker address size 4 GiB */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "outside");
+    memcpy(d, c.desc, c.desc_size);
+    memset(d + 24, 0, 8); /* length 0 */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "empty");
+    memset(d + 16, 0xff, 16); /* address + length past 2^64 */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "2^64");
+    assert_fails_containing(shmreg_register_remote(reg, "x", c.desc, c.desc_size, 1, SIZE, 0),
+                            SHMREG_ERR_OUT_OF_BOUNDS, "past the end");
+    assert_fails_containing(shmreg_register_remote(reg, "x", c.desc, c.desc_size, SIZE_MAX, 2, 0),
+                            SHMREG_ERR_OUT_OF_BOUNDS, "past the end");
+    assert_fails_containing(shmreg_register_remote(reg, "x", c.desc, c.desc_size, 0, 8, SHMREG_PIN),
+                            SHMREG_ERR_INVALID_ARG, "pinning");
+    shmreg_stats s;
+    assert_ok(shmreg_registry_stats(reg, &s));
+    assert_int_equal(s.mapped_regions, 0);
+    assert_int_equal(s.refusals, 11);
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+
+int main(int argc, char **argv)
+{
+    if (shmreg_remote_available() != SHMREG_OK) {
+        printf("skipped: %s\n", shmreg_last_error());
+        return 77;
+    }
+    client_path = argc > 1 ? argv[1] : "./remote_client";
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_write),     cmocka_unit_test(test_allocated),
+        cmocka_unit_test(test_unregister_in_flight),
+        cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
+        cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
