@@ -8,11 +8,11 @@ source "$(dirname "$0")/lib.sh"
 dir=build/frontend-ci
 prefix=$PWD/$dir/prefix
 
-build_v2_frontend "$dir"
+build_server "$dir"
 # The same frontend under ASan+UBSan: a leak, an overflow or undefined
 # behaviour on any request path makes the server exit non-zero, which every
 # test's teardown checks.
-frontend_cmake server "$dir/app-asan" -DFRONTEND_WERROR=ON \
+server_cmake server "$dir/app-asan" -DFRONTEND_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"

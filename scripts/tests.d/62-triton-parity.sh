@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 frontend=build/frontend-ci   # shared with tier 60: built once when both run
 venv=build/triton-parity/venv
 
-build_v2_frontend "$frontend"
+build_server "$frontend"
 setup_triton_venv "$venv"
 
 rc=0

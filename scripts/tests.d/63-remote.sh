@@ -21,7 +21,7 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   test_tier build/asan -L remote
 
 dir=build/frontend-ci
-build_v2_frontend "$dir"
+build_server "$dir"
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/python" -c 'import numpy, pytest' 2>/dev/null || "$dir/venv/bin/pip" install -q numpy pytest
 export FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1

@@ -17,30 +17,9 @@ test_tier() {
   ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "$@"
 }
 
-# build_v2_frontend DIR [frontend cmake args...]: install the library to
-# DIR/prefix (a release build, -Werror) and build server/ against
-# that installed package with find_package, as a user does: DIR/lib, DIR/app
-# (RelWithDebInfo unless the args say otherwise). Leaves the binary at
-# DIR/app/shmreg-v2-frontend. Incremental: a second call rebuilds nothing.
-build_v2_frontend() {
-  local dir=$1; shift
-  mkdir -p "$dir"
-  frontend_cmake . "$dir/lib" -DSHMREG_WERROR=ON -DBUILD_TESTING=OFF \
-    -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$PWD/$dir/prefix"
-  rm -rf "$dir/prefix"
-  cmake --install "$dir/lib" >/dev/null
-  frontend_cmake server "$dir/app" -DFRONTEND_WERROR=ON \
-    -DCMAKE_PREFIX_PATH="$PWD/$dir/prefix" "$@"
-}
-
-# frontend_cmake SOURCE BUILD [cmake args...]: configure (log kept beside the
-# build, printed on failure) and build, RelWithDebInfo unless the args say otherwise.
-frontend_cmake() {
-  local src=$1 out=$2; shift 2
-  cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$out.configure.log" 2>&1 \
-    || { cat "$out.configure.log"; return 1; }
-  cmake --build "$out" -j "$JOBS"
-}
+# build_server and server_cmake: the server's build chain, shared with
+# scripts/run.sh and the GPU scripts.
+source scripts/lib/build_server.sh
 
 # setup_triton_venv VENV: a venv with a real Triton (PyPI's nvidia-pytriton
 # 0.7.0 carries tritonserver 2.51.0; server/tests/parity/expected_differences.toml

@@ -137,6 +137,7 @@ int main(int argc, char **argv)
     /* --uds first: a socket path it must not take stops the start before
      * anything listens. */
     infer_limit_copies(opts.max_body);
+    infer_log_paths(opts.verbose);
     uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
     /* Request bytes held at once (--max-buffered-mb), one budget per
      * protocol: HTTP bodies, gRPC messages. Shared, a flood of stalled HTTP

@@ -66,7 +66,8 @@ static void usage(FILE *to, const char *argv0)
             "                              0 = no limit (default 64)\n"
             "  --request-timeout-s N       close a connection idle this long: a request whose headers\n"
             "                              or body stall, or an unused kept-alive one (default 10)\n"
-            "  -v, --verbose               one log line per request on stderr\n"
+            "  -v, --verbose               one log line per request on stderr, and one per inference\n"
+            "                              with the path each shared-memory tensor took\n"
             "  -h, --help\n",
             argv0);
 }

@@ -40,6 +40,11 @@ REGISTRY_METRICS = {
     "shmreg_cache_evictions_total": "counter",
 }
 
+# The ways a shared-memory tensor travels (src/core/tensor_paths.h), each
+# counted per direction in two counter families: tensors and bytes.
+PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
+PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
+
 # Triton's per-model metrics, each with the /v2/models/stats figure it is:
 # (path in the model's statistics, divisor from nanoseconds to microseconds).
 MODEL_METRICS = {
@@ -120,8 +125,13 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
         assert metrics.type[name] == kind, name
         assert metrics.help[name], name
         assert metrics.value(name) == 0, name
+    for name in PATH_FAMILIES:
+        assert metrics.type[name] == "counter" and metrics.help[name], name
+        for path in PATHS:
+            for direction in ("input", "output"):
+                assert metrics.value(name, path=path, direction=direction) == 0
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
-    assert sorted(shmreg_names) == sorted(REGISTRY_METRICS)
+    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -221,6 +231,86 @@ def test_refused_registrations_are_counted(start_frontend, shm, shm_key):
     assert now["shmreg_registrations_total"] == now["shmreg_regions"] == 0
 
 
+# -------------------------------------------- the path each tensor took
+
+
+def paths(server):
+    """{(path, direction): (tensors, bytes)} now."""
+    _, metrics = scrape(server)
+    return {(p, d): tuple(metrics.value(f, path=p, direction=d) for f in PATH_FAMILIES)
+            for p in PATHS for d in ("input", "output")}
+
+
+def identity_in_shm(server, region, nbytes, out_size=None):
+    """identity on an FP16 [1, nbytes/2] input at offset 0 of region, its
+    output into the same region just after it (out_size bytes, default the
+    output's size)."""
+    elems = nbytes // 2
+    body = {"inputs": [{"name": "INPUT0", "datatype": "FP16", "shape": [1, elems],
+                        "parameters": {"shared_memory_region": region,
+                                       "shared_memory_byte_size": nbytes}}],
+            "outputs": [{"name": "OUTPUT0",
+                         "parameters": {"shared_memory_region": region,
+                                        "shared_memory_offset": nbytes,
+                                        "shared_memory_byte_size": out_size or nbytes}}]}
+    return server.json("POST", "/v2/models/identity/infer", body)
+
+
+def test_a_model_on_the_cpu_takes_the_cpu_copy_path_once_per_tensor(start_frontend, shm):
+    """identity runs on the CPU: its system-region input and output each
+    cross by one guarded copy (cpu_copy), counted with their bytes; the
+    GPU paths stay at zero on every build, and with -v each inference logs
+    the path of each tensor."""
+    server = start_frontend("-v")
+    nbytes = 2 * NBYTES
+    key = shm("cpu", 2 * nbytes)
+    assert register(server, "cpu", key, 2 * nbytes)[0] == 200
+    for _ in range(3):
+        assert identity_in_shm(server, "cpu", nbytes)[0] == 200
+    now = paths(server)
+    assert now[("cpu_copy", "input")] == (3, 3 * nbytes)
+    assert now[("cpu_copy", "output")] == (3, 3 * nbytes)
+    for path in ("dma_in_place", "staged_copy", "device_copy", "remote_copy"):
+        for direction in ("input", "output"):
+            assert now[(path, direction)] == (0, 0), (path, direction)
+    unregister(server, "cpu")
+    _, err = server.stop()
+    logged = [line for line in err.splitlines() if "tensor paths:" in line]
+    assert len(logged) == 3, err[-2000:]
+    assert logged[0] == (f"infer 'identity' tensor paths: input 'INPUT0' cpu_copy {nbytes} bytes; "
+                         f"output 'OUTPUT0' cpu_copy {nbytes} bytes")
+
+
+def test_only_successful_inferences_count_their_paths(start_frontend, shm):
+    """A request refused after its input was acquired (its output window is
+    too small) moves no counter; tensors outside shared memory are not
+    counted either."""
+    server = start_frontend()
+    nbytes = 2 * NBYTES
+    assert register(server, "r", shm("refused", 2 * nbytes), 2 * nbytes)[0] == 200
+    status, _ = identity_in_shm(server, "r", nbytes, out_size=nbytes // 2)
+    assert status == 400
+    body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
+                       for n in ("INPUT0", "INPUT1")]}
+    assert server.json("POST", "/v2/models/simple/infer", body)[0] == 200
+    assert set(paths(server).values()) == {(0, 0)}
+    unregister(server, "r")
+
+
+def test_the_gpu_model_without_a_device_counts_no_path(start_frontend, shm):
+    """On a machine without a GPU (the CPU CI), yolo is refused before any
+    region is acquired: nothing is counted as staged or in place."""
+    server = start_frontend("--gpus", "none")
+    nbytes = 3 * 32 * 32 * 2
+    assert register(server, "y", shm("yolo", nbytes), nbytes)[0] == 200
+    body = {"inputs": [{"name": "images", "datatype": "FP16", "shape": [3, 32, 32],
+                        "parameters": {"shared_memory_region": "y",
+                                       "shared_memory_byte_size": nbytes}}]}
+    assert server.json("POST", "/v2/models/yolo/infer", body)[0] == 400
+    assert set(paths(server).values()) == {(0, 0)}
+    unregister(server, "y")
+
+
 # ------------------------------------------------------------ the cache flag
 
 
@@ -286,7 +376,7 @@ def test_bad_flag_values_are_refused_at_start(args, message):
 
 
 @pytest.mark.frontends("c", "python")
-def test_registry_families_on_every_frontend(start_frontend, shm_key):
+def test_registry_families_on_every_frontend(frontend, start_frontend, shm_key):
     server = start_frontend("--allow-client-shm", "true")
     mem = shared_memory.SharedMemory(name=shm_key("m").lstrip("/"), create=True, size=4096)
     try:
@@ -297,7 +387,10 @@ def test_registry_families_on_every_frontend(start_frontend, shm_key):
         assert content_type.startswith("text/plain")
         for name, kind in REGISTRY_METRICS.items():
             assert page.type[name] == kind and page.help[name], name
-        assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(REGISTRY_METRICS)
+        # The tensor paths are the C server's (its GPU model has several); the
+        # Python example's model runs in the process and has one.
+        expected = [*REGISTRY_METRICS, *(PATH_FAMILIES if frontend == "c" else ())]
+        assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
         assert page.value("shmreg_mapped_bytes") == 4096
         assert page.value("shmreg_registrations_total") == 1

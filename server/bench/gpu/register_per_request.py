@@ -14,7 +14,7 @@ The shm object is created once and every page written, as a client that
 fills its tensors does (and as --pin always requires: it refuses holes).
 
 The client is tritonclient.http where it is importable; elsewhere (the GPU
-machine's python3, unless server/tests/gpu/issue14.sh put the carried
+machine's python3, unless server/tests/gpu/run.sh put the carried
 wheels on PYTHONPATH) the same three requests in plain HTTP (http.client,
 one kept-alive connection), and the output names which. Prints a Markdown
 table (infer/s, each run's /metrics cache hits and misses) and the ratio;

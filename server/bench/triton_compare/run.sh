@@ -6,6 +6,6 @@
 source "$(dirname "$0")/../../../scripts/tests.d/lib.sh"
 frontend=build/frontend-ci
 venv=build/triton-parity/venv
-build_v2_frontend "$frontend" >/dev/null
+build_server "$frontend" >/dev/null
 setup_triton_venv "$venv"
 "$venv/bin/python" server/bench/triton_compare/compare.py --frontend "$frontend/app/shmreg-v2-frontend" "$@"

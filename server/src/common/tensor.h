@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <shmreg/shmreg.h>
+
 #include "common/json_io.h"
 
 #ifdef __cplusplus
@@ -12,6 +14,18 @@ extern "C" {
 #endif
 
 #define TENSOR_MAX_DIMS 8
+
+/* A tensor's window in a system region that the CPU may reach only through
+ * the library's guarded copies (shmreg_copy_from_view / _to_view): the
+ * region is not pinned, and its client may truncate the object under the
+ * mapping. A GPU model copies such a tensor itself, once, between the
+ * window and its instance's pinned staging buffer, so that the bytes cross
+ * the CPU one time per direction (core/tensor_paths.h: staged_copy). */
+typedef struct tensor_window {
+    shmreg_region *ref; /* lent: the request holds the reference until its reply is sent */
+    shmreg_view view;   /* the window, offset 0 at the tensor's first byte */
+    shmreg_err failed;  /* SHMREG_OK, or the guarded copy's failure (FAULT: truncated) */
+} tensor_window;
 
 typedef struct tensor {
     const char *name;     /* borrowed: from the request JSON or a model's spec */
@@ -26,6 +40,9 @@ typedef struct tensor {
     int on_device;        /* data is a device pointer on device_id (a CUDA region) */
     int device_id;
     int pinned;           /* data is page-locked host memory (a pinned system region) */
+    /* Non-NULL: data is NULL and the bytes lie in this window, for a model
+     * that runs on a GPU to copy itself (tensor_window says why). */
+    tensor_window *window;
 } tensor;
 
 /* Read a JSON shape (array of non-negative integers) into t. Returns 0, or

@@ -48,20 +48,33 @@ static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *v
     return 0;
 }
 
-/* Whether the model reaches this view where it lies. A client can truncate
- * a named shm object under the mapping, and a CPU access to the lost pages
- * raises SIGBUS, which would kill the server with every tenant's requests:
- * so the CPU touches a system region only through guarded copies. A GPU
- * model reaches a pinned system region by DMA, which reads the pages the
- * pin holds whatever the client does to its object, and a CUDA region is
- * device memory, which no client can shrink. */
-static int used_in_place(const infer_ctx *c, const shmreg_view *view)
+/* The path a tensor in this view takes (tensor_paths.h). A client can
+ * truncate a named shm object under the mapping, and a CPU access to the
+ * lost pages raises SIGBUS, which would kill the server with every tenant's
+ * requests: so the CPU touches a system region only through guarded copies.
+ * A GPU model reaches a pinned system region by DMA, which reads the pages
+ * the pin holds whatever the client does to its object, and a CUDA region
+ * is device memory, which no client can shrink. */
+static tensor_path path_of(const infer_ctx *c, const shmreg_view *view)
 {
-    if (view->kind == SHMREG_KIND_REMOTE) /* no address here: copies only */
-        return 0;
-    if (view->kind != SHMREG_KIND_SYSTEM)
-        return model_device_tensors(c->m);
-    return model_device_tensors(c->m) && view->pinned;
+    return tensor_path_for(model_device_tensors(c->m), view);
+}
+
+/* Hand t over where it lies (DMA_IN_PLACE), or as a window the GPU model
+ * copies itself (STAGED_COPY); for any other path the caller copies. */
+static void hand_over(tensor *t, const shmreg_view *view, shmreg_region *ref, tensor_path path,
+                      tensor_window *window)
+{
+    if (path == TENSOR_PATH_STAGED_COPY) {
+        *window = (tensor_window){.ref = ref, .view = *view, .failed = SHMREG_OK};
+        t->window = window;
+        t->data = NULL;
+        return;
+    }
+    t->data = view->addr;
+    t->pinned = view->pinned;
+    t->on_device = view->kind != SHMREG_KIND_SYSTEM;
+    t->device_id = view->device_id;
 }
 
 /* A guarded copy's failure (FAULT: the client truncated its object), with
@@ -120,19 +133,24 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     if (st)
         return st;
     t->byte_size = w->byte_size;
-    if (used_in_place(c, &view)) {
-        t->data = view.addr;
-        t->pinned = view.pinned;
-        t->on_device = view.kind != SHMREG_KIND_SYSTEM;
-        t->device_id = view.device_id;
+    size_t k = (size_t)(t - c->in); /* t is one of c->in: its path and window sit beside it */
+    tensor_path path = path_of(c, &view);
+    c->in_path[k] = path;
+    if (path == TENSOR_PATH_DMA_IN_PLACE) {
+        hand_over(t, &view, ref, path, &c->in_window[k]);
         return 0;
     }
     /* issue 11: a region may be far larger than any body; the copy is what
-     * the server pays for, so it is bounded as a body is. */
+     * the server pays for (a host buffer, or the instance's staging buffer
+     * grown to fit), so it is bounded as a body is. */
     if (t->byte_size > max_copy)
         return infer_fail(c, 400, "input '%s' takes %zu bytes of shared memory region '%s', more "
                                   "than this server copies for one tensor (%zu, --max-body-mb)",
                           t->name, t->byte_size, w->region, max_copy);
+    if (path == TENSOR_PATH_STAGED_COPY) {
+        hand_over(t, &view, ref, path, &c->in_window[k]);
+        return 0;
+    }
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
@@ -169,8 +187,8 @@ int infer_output_index(const infer_ctx *c, const char *name)
 }
 
 /* An output is computed into a buffer (allocate_outputs) and copied into its
- * region after the model has run (outputs_to_regions), unless the model
- * writes the region where it lies (used_in_place). */
+ * region after the model has run (outputs_to_regions), unless a GPU model
+ * writes the region itself (hand_over). */
 unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
 {
     tensor *t = &c->out[i];
@@ -198,11 +216,10 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
         if (!view.writable)
             return infer_fail(c, 400, "output '%s' cannot be written to shared memory region "
                                       "'%s': it was registered read-only", t->name, w->region);
-        if (used_in_place(c, &view)) {
-            t->data = view.addr; /* a GPU model writes its region itself */
-            t->pinned = view.pinned;
-            t->on_device = view.kind != SHMREG_KIND_SYSTEM;
-            t->device_id = view.device_id;
+        tensor_path path = path_of(c, &view);
+        c->out_path[i] = path;
+        if (path == TENSOR_PATH_DMA_IN_PLACE || path == TENSOR_PATH_STAGED_COPY) {
+            hand_over(t, &view, ref, path, &c->out_window[i]); /* a GPU model writes it itself */
         } else {
             c->out_view[i] = view;
             c->out_ref[i] = ref;
@@ -259,18 +276,70 @@ static unsigned outputs_to_regions(infer_ctx *c)
     return 0;
 }
 
+/* A GPU model's guarded copy that failed (the client truncated its object):
+ * its status and message replace the model's, in the words of the CPU
+ * path's. The library's message is this thread's: the model ran the copy
+ * on it (gpu_instances_run is synchronous). 0 when none failed. */
+static unsigned window_failure(infer_ctx *c)
+{
+    for (size_t i = 0; i < c->n_in; i++)
+        if (c->in[i].window && c->in_window[i].failed != SHMREG_OK)
+            return fail_guarded(c, c->in_window[i].failed, "input", c->in[i].name);
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (c->out[i].window && c->out_window[i].failed != SHMREG_OK)
+            return fail_guarded(c, c->out_window[i].failed, "output", c->out[i].name);
+    return 0;
+}
+
 unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
 {
     unsigned st = allocate_outputs(c);
     if (st)
         return st;
-    if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0)
-        return st;
+    if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0) {
+        unsigned guarded = window_failure(c);
+        return guarded ? guarded : st;
+    }
     return outputs_to_regions(c);
+}
+
+static int log_paths;
+
+void infer_log_paths(int on)
+{
+    log_paths = on;
+}
+
+/* Count (and with -v log, one line per request) the path of each tensor in
+ * shared memory. */
+static void count_paths(const infer_ctx *c)
+{
+    char line[1024];
+    size_t len = 0;
+    for (size_t d = 0; d < 2; d++) {
+        size_t n = d == TENSOR_INPUT ? c->n_in : model_n_outputs(c->m);
+        for (size_t i = 0; i < n; i++) {
+            tensor_path p = d == TENSOR_INPUT ? c->in_path[i] : c->out_path[i];
+            const tensor *t = d == TENSOR_INPUT ? &c->in[i] : &c->out[i];
+            if (p == TENSOR_PATH_NONE)
+                continue;
+            tensor_path_count(p, (tensor_direction)d, t->byte_size);
+            if (log_paths && len < sizeof line) {
+                int k = snprintf(line + len, sizeof line - len, "%s %s '%s' %s %zu bytes",
+                                 len ? ";" : "", tensor_direction_name((tensor_direction)d),
+                                 t->name, tensor_path_name(p), t->byte_size);
+                len += k > 0 ? (size_t)k : 0;
+            }
+        }
+    }
+    if (log_paths && len)
+        fprintf(stderr, "infer '%s' tensor paths:%s\n", model_name(c->m), line);
 }
 
 void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)
 {
+    if (st == 0)
+        count_paths(c);
     for (size_t i = 0; i < c->n_in; i++)
         tensor_free(&c->in[i]);
     for (size_t i = 0; i < MODEL_MAX_OUTPUTS; i++)

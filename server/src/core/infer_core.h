@@ -10,12 +10,15 @@
  *      whatever unregister does meanwhile (infer_input_from_window,
  *      infer_place_output); an output's view must be writable;
  *   2. bind the inputs to the model and describe its outputs (infer_bind);
- *   3. run the model on those windows (infer_compute): a system region is
- *      read and written only through the library's guarded copies (a client
- *      may truncate its object: that request gets 400, the server lives on),
- *      except a pinned one that a GPU model reaches by DMA; a CUDA region is
- *      staged through a host buffer for a model on the CPU and handed over
- *      as a device pointer to a GPU model;
+ *   3. run the model on those windows (infer_compute), each tensor by one
+ *      of the paths of core/tensor_paths.h: a system region is read and
+ *      written only through the library's guarded copies (a client may
+ *      truncate its object: that request gets 400, the server lives on),
+ *      once per direction: into a host buffer for a model on the CPU, or,
+ *      for a GPU model, into its instance's pinned staging buffer; a
+ *      pinned one a GPU model reaches by DMA where it lies; a CUDA region
+ *      is staged through a host buffer for a model on the CPU and handed
+ *      over as a device pointer to a GPU model;
  *   4. the protocol builds its response from c->out, sends it, and its
  *      completion callback releases the references (refs_release_all).
  *
@@ -34,6 +37,7 @@
 #include "models/models.h"
 #include "core/refs.h"
 #include "core/region_scope.h"
+#include "core/tensor_paths.h"
 #include "common/tensor.h"
 
 #ifdef __cplusplus
@@ -73,6 +77,13 @@ typedef struct infer_ctx {
     const char *out_region[MODEL_MAX_OUTPUTS];
     shmreg_view out_view[MODEL_MAX_OUTPUTS];
     shmreg_region *out_ref[MODEL_MAX_OUTPUTS];
+    /* The windows a GPU model copies itself (tensor.window points here),
+     * and the path each shared-memory tensor takes (TENSOR_PATH_NONE for
+     * one that is not in shared memory): counted when the request succeeds. */
+    tensor_window in_window[INFER_MAX_INPUTS];
+    tensor_window out_window[MODEL_MAX_OUTPUTS];
+    tensor_path in_path[INFER_MAX_INPUTS];
+    tensor_path out_path[MODEL_MAX_OUTPUTS];
     char err[1024];
 } infer_ctx;
 
@@ -86,8 +97,9 @@ unsigned infer_ready(infer_ctx *c);
  * client supplied (BYTES has no fixed size: anything goes). The message is
  * Triton's core's, with its "[request id: ...] " prefix. */
 unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
-/* Acquire w for input t: a system region is copied to a host buffer with a
- * guarded copy (a pinned one is handed to a GPU model where it lies); a CUDA
+/* Acquire w for input t (one of c->in): a system region is copied to a host
+ * buffer with a guarded copy for a model on the CPU, or handed to a GPU
+ * model as a window it copies itself (a pinned one: where it lies); a CUDA
  * one is copied to a host buffer first, or handed over as a device pointer
  * to a GPU model (model_device_tensors). Call infer_check_input_size after it,
  * before the tensor is used: Triton checks the window against its region
@@ -110,8 +122,12 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
  * status, the message in c->err), the copies to CUDA regions: when this
  * returns 0, every output is where the response says. */
 unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
+/* 1: infer_finish logs each shared-memory tensor's path on stderr (-v).
+ * Set once at start, before any request. */
+void infer_log_paths(int on);
 /* Free the tensors' buffers and count the request (st == 0: a success) in
- * the model's statistics. The references stay in c->held. */
+ * the model's statistics; a success counts its tensors' paths
+ * (tensor_paths.h). The references stay in c->held. */
 void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started);
 
 #ifdef __cplusplus

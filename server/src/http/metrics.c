@@ -1,5 +1,6 @@
-/* The /metrics page: one table of the registry's counters, one of the
- * models' statistics, each written as HELP, TYPE and sample lines. */
+/* The /metrics page: one table of the registry's counters, the paths
+ * shared-memory tensors took, and one table of the models' statistics, each
+ * written as HELP, TYPE and sample lines. */
 #include "http/metrics.h"
 
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "common/json_io.h"
+#include "core/tensor_paths.h"
 #include "models/models.h"
 
 typedef enum metric_type { GAUGE, COUNTER } metric_type;
@@ -137,6 +139,37 @@ static void write_registry(jbuf *b, const shmreg_stats *s)
     }
 }
 
+/* Two counter families, tensors and their bytes, with a sample per path
+ * and direction (core/tensor_paths.h), zeros included, so that a dashboard
+ * sees a path that is never taken as well as one that is. */
+static void write_paths(jbuf *b)
+{
+    static const char *const family[2][2] = {
+        {"shmreg_tensor_path_total",
+         "Shared-memory tensors of successful inferences, by the way they travelled "
+         "(dma_in_place, staged_copy, cpu_copy, device_copy, remote_copy) and direction."},
+        {"shmreg_tensor_path_bytes_total",
+         "Bytes of those tensors, by path and direction."},
+    };
+    for (int f = 0; f < 2; f++) {
+        write_header(b, family[f][0], COUNTER, family[f][1]);
+        for (int p = TENSOR_PATH_NONE + 1; p < TENSOR_PATH_COUNT; p++) {
+            for (int d = TENSOR_INPUT; d <= TENSOR_OUTPUT; d++) {
+                uint64_t tensors, bytes;
+                tensor_path_totals((tensor_path)p, (tensor_direction)d, &tensors, &bytes);
+                jbuf_lit(b, family[f][0]);
+                jbuf_lit(b, "{path=\"");
+                jbuf_lit(b, tensor_path_name((tensor_path)p));
+                jbuf_lit(b, "\",direction=\"");
+                jbuf_lit(b, tensor_direction_name((tensor_direction)d));
+                jbuf_lit(b, "\"} ");
+                jbuf_u64(b, f == 0 ? tensors : bytes);
+                jbuf_lit(b, "\n");
+            }
+        }
+    }
+}
+
 /* The number at path in a model's statistics; 0 where the tree lacks it
  * (an allocation failed while it was built). */
 static uint64_t stat_at(json_object *j, const char *const path[3])
@@ -257,9 +290,10 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
         return;
     }
     jbuf b = {0};
-    /* About 130 bytes a line and 60 lines: one allocation in the usual case. */
-    jbuf_reserve(&b, 8192);
+    /* About 130 bytes a line and 80 lines: one allocation in the usual case. */
+    jbuf_reserve(&b, 12288);
     write_registry(&b, &s);
+    write_paths(&b);
     if (write_models(&b) != 0)
         b.failed = 1;
     reply_text(out, &b); /* 500 with no body when the buffer failed */

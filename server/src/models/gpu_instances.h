@@ -11,8 +11,12 @@
  *
  *   input   a CUDA region: device to device (peer if on another device);
  *           a pinned system region: one DMA copy from the mapping;
- *           pageable host memory (inline data, a region registered unpinned):
- *           memcpy into the pinned staging buffer, then DMA;
+ *           a system region registered unpinned (tensor.window): the
+ *           library's guarded copy straight into the pinned staging buffer,
+ *           then DMA: the one CPU copy of the tensor (a truncated object
+ *           fails the request, not the server);
+ *           inline data in the request's body: memcpy into the staging
+ *           buffer, then DMA;
  *   infer   the kernel (yolo_kernel.cu);
  *   output  the same ways back, into the request's region or buffer;
  *

@@ -276,9 +276,29 @@ static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
     return cudaEventElapsedTime(&ms, from, to) == cudaSuccess ? (uint64_t)(ms * 1e6f) : 0;
 }
 
-/* The whole run on instance in; the thread's current device is in's. */
+/* A tensor in an unpinned system region (tensor.window) crosses the CPU
+ * once: the library's guarded copy between the window and the instance's
+ * pinned staging buffer, which DMA then reads or filled. A truncated object
+ * fails the copy, not the process: the failure is kept in the window for
+ * infer_core.c to answer, and *guard_failed tells the caller to stop. */
+static int guarded_in(tensor_window *w, void *staging, size_t n, int *guard_failed)
+{
+    w->failed = shmreg_copy_from_view(w->ref, &w->view, 0, staging, n);
+    *guard_failed = w->failed != SHMREG_OK;
+    return !*guard_failed;
+}
+
+static void guarded_out(tensor_window *w, const void *staging, size_t n, int *guard_failed)
+{
+    w->failed = shmreg_copy_to_view(w->ref, &w->view, 0, staging, n);
+    *guard_failed = w->failed != SHMREG_OK;
+}
+
+/* The whole run on instance in; the thread's current device is in's. A
+ * guarded copy that fails ends it early with cudaSuccess and *guard_failed
+ * set; nothing is left queued on the stream then. */
 static cudaError_t run_on(gpu_instance *in, const gpu_job *job, model_phases *ph,
-                          const char **what)
+                          const char **what, int *guard_failed)
 {
     const tensor *src = job->in;
     tensor *dst = job->out;
@@ -296,11 +316,16 @@ static cudaError_t run_on(gpu_instance *in, const gpu_job *job, model_phases *ph
     *what = "cudaEventRecord";
     if ((e = cudaEventRecord(in->start, in->stream)) != cudaSuccess)
         return e;
-    /* Input. Recorded before the staging memcpy, so that compute input
+    /* Input. Recorded before the staging copy, so that compute input
      * counts it: the stream is idle, so the event completes at once. */
     const void *from = src->data;
     if (stage_in) {
-        memcpy(in->h_in, src->data, src->byte_size);
+        if (src->window) {
+            if (!guarded_in(src->window, in->h_in, src->byte_size, guard_failed))
+                return cudaStreamSynchronize(in->stream); /* the start event only */
+        } else {
+            memcpy(in->h_in, src->data, src->byte_size); /* the request's body */
+        }
         from = in->h_in;
     }
     *what = "cudaMemcpyAsync (input)";
@@ -323,7 +348,9 @@ static cudaError_t run_on(gpu_instance *in, const gpu_job *job, model_phases *ph
     if ((e = cudaEventSynchronize(in->output_done)) != cudaSuccess)
         return e;
     uint64_t t0 = now_ns();
-    if (stage_out)
+    if (stage_out && dst->window)
+        guarded_out(dst->window, in->h_out, dst->byte_size, guard_failed);
+    else if (stage_out)
         memcpy(dst->data, in->h_out, dst->byte_size);
     ph->input_ns = elapsed_ns(in->start, in->input_done);
     ph->infer_ns = elapsed_ns(in->input_done, in->infer_done);
@@ -340,13 +367,14 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
     gpu_instance *in = take_instance(prefer, &ph->queue_ns);
     int previous = -1;
     const char *what = "cudaGetDevice";
+    int guard_failed = 0;
     cudaError_t e = cudaGetDevice(&previous);
     if (e == cudaSuccess) {
         what = "cudaSetDevice";
         e = cudaSetDevice(in->device);
     }
     if (e == cudaSuccess) {
-        e = run_on(in, job, ph, &what);
+        e = run_on(in, job, ph, &what, &guard_failed);
         /* A failed step may leave copies queued: let them finish before the
          * request's references (and so perhaps the regions) go. */
         if (e != cudaSuccess)
@@ -354,6 +382,12 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         cudaSetDevice(previous);
     }
     give_back(in);
+    if (e == cudaSuccess && guard_failed) {
+        /* infer_core.c answers with the window's failure and the library's
+         * message; this one stands only where a caller does not. */
+        snprintf(err, errlen, "model 'yolo': a guarded copy of a shared memory tensor failed");
+        return 400;
+    }
     if (e == cudaSuccess)
         return 0;
     snprintf(err, errlen, "model 'yolo' failed on device %d in %s: %s (%s)", in->device, what,

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The v2 frontend's device copy on the GPU machine, in one call: build the
-# library (SHMREG_WITH_CUDA=ON) and install it to a prefix, build
-# server against it with FRONTEND_WITH_CUDA=ON, then run
-# server/tests/gpu/test_cuda_infer.py (the device copy) and
-# test_gpu_model.py (the GPU model 'yolo'), then the bench
-# register_per_request.py (issue 10), with the machine's python3 (CuPy,
-# NumPy and pytest are in its image; tritonclient is not, so the tests speak
-# plain HTTP, and test_gpu_model.py adds tritonclient where PYTHONPATH holds
-# it: server/tests/gpu/issue14.sh installs the carried wheels there). The
-# kernel is built for every major GPU architecture unless
-# FRONTEND_CUDA_ARCHITECTURES says otherwise (e.g. 90 for the H200 alone).
+# The server on the GPU machine, in one call: build the library
+# (SHMREG_WITH_CUDA=ON), install it to a prefix and build server/ against it
+# with FRONTEND_WITH_CUDA=ON (scripts/lib/build_server.sh), run
+# server/tests/gpu/test_cuda_infer.py (the device copy), test_gpu_model.py
+# (the GPU model 'yolo') and test_tensor_paths.py (each data path of a
+# system region: DMA in place, the one-copy staged path, a truncating
+# client), then the bench register_per_request.py (issue 10), then seed
+# 003's benchmark (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out,
+# BENCH_QUICK=1 shortens it). The machine's python3 runs them (CuPy, NumPy
+# and pytest are in its image; tritonclient and perf_analyzer are not: the
+# carried wheels in .whl/ are installed into /tmp/site and put on
+# PYTHONPATH first, scripts/lib/carry.sh). The kernel is built for every
+# major GPU architecture unless FRONTEND_CUDA_ARCHITECTURES says otherwise
+# (e.g. 90 for the H200 alone, which saves minutes).
 # Prints one summary line last; exit 0 only if at least one test passed and
 # none failed (everything skipped means no device was usable, which on this
-# machine is a failure).
+# machine is a failure) and the benches ran.
 #
 # The GPU machine has no network and lacks libmicrohttpd, json-c, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
@@ -30,59 +33,32 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-build/gpu-out}
-CARRY=$(realpath "${SHMREG_CARRY:-.carry}")
 BUILD=$(realpath -m "${FRONTEND_GPU_BUILD:-build/frontend-gpu}")
 LOG=$OUT/frontend-gpu.log
-JOBS=${JOBS:-$(nproc)}
+export JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3} # the image's python3 holds CuPy, NumPy and pytest
 mkdir -p "$OUT" "$BUILD"
 : >"$LOG"
 
 summary() { echo "=== frontend-gpu summary: $*"; }
 
-# Unpack the carried packages into $BUILD/debs and point pkg-config, CMake and
-# the loader there (the same approach as tests/cuda/run.sh, in a prefix of its
-# own so that neither script removes the other's).
-unpack_carried() {
-  local prefix=$BUILD/debs multiarch=usr/lib/x86_64-linux-gnu deb
-  rm -rf "$prefix" && mkdir -p "$prefix"
-  for deb in "$CARRY"/debs/*.deb; do dpkg -x "$deb" "$prefix" || return 1; done
-  local pc=$prefix/$multiarch/pkgconfig
-  if [ ! -f "$pc/libmicrohttpd.pc" ] || [ ! -f "$pc/json-c.pc" ]; then
-    echo "no libmicrohttpd-dev or libjson-c-dev among $CARRY/debs"
-    return 1
-  fi
-  # The .pc files name /usr: point them at the unpacked tree.
-  sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$pc"/*.pc
-  # libmicrohttpd's .pc requires gnutls's .pc for static links only; the GPU
-  # machine has the gnutls library (libgnutls.so.30) but not its .pc, and the
-  # frontend links libmicrohttpd as a shared library.
-  sed -i '/^Requires.private:/d' "$pc/libmicrohttpd.pc"
-  export PKG_CONFIG_PATH=$pc
-  export CMAKE_PREFIX_PATH=$prefix/usr
-  export LD_LIBRARY_PATH=$prefix/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  if ! command -v pkg-config >/dev/null; then
-    export PKG_CONFIG=$prefix/usr/bin/pkgconf
-    export PATH=$prefix/usr/bin:$PATH
-  fi
-}
+source scripts/lib/carry.sh        # unpack_carried, install_carried_wheels
+source scripts/lib/build_server.sh # build_server
 
-# build: library (installed to $BUILD/prefix), then the frontend against it.
+# build: library (CUDA backends on) installed to $BUILD/prefix, then the
+# frontend (device copy and GPU model on) against it. Without -Werror: the
+# GPU machine's compilers are not the CI's.
 build() {
-  cmake -S . -B "$BUILD/lib" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMREG_WITH_CUDA=ON \
-    -DBUILD_TESTING=OFF -DSHMREG_BUILD_EXAMPLES=OFF -DSHMREG_BUILD_BENCH=OFF \
-    -DCMAKE_INSTALL_PREFIX="$BUILD/prefix" &&
-    cmake --build "$BUILD/lib" -j "$JOBS" &&
-    rm -rf "$BUILD/prefix" && cmake --install "$BUILD/lib" &&
-    cmake -S server -B "$BUILD/app" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DFRONTEND_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$BUILD/prefix;$CMAKE_PREFIX_PATH" \
-      ${FRONTEND_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$FRONTEND_CUDA_ARCHITECTURES} &&
-    cmake --build "$BUILD/app" -j "$JOBS"
+  SERVER_WERROR=OFF SERVER_LIB_CMAKE_ARGS=-DSHMREG_WITH_CUDA=ON build_server "$BUILD" \
+    -DFRONTEND_WITH_CUDA=ON \
+    ${FRONTEND_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$FRONTEND_CUDA_ARCHITECTURES}
 }
 
 echo "=== frontend-gpu: unpack carried packages, build library + frontend (CUDA) in $BUILD"
 rm -rf "$BUILD/lib" "$BUILD/app"
-if ! unpack_carried >>"$LOG" 2>&1 || ! build >>"$LOG" 2>&1; then
+# The carried packages go under $BUILD/debs, a prefix of its own, so that
+# neither this script nor tests/cuda/run.sh removes the other's.
+if ! unpack_carried "$BUILD/debs" libmicrohttpd json-c >>"$LOG" 2>&1 || ! build >>"$LOG" 2>&1; then
   tail -40 "$LOG"
   summary "BUILD FAILED (log: $LOG)"
   exit 1
@@ -97,10 +73,14 @@ if ldd "$BIN" | grep -q "not found"; then
   exit 1
 fi
 
-echo "=== frontend-gpu: server/tests/gpu/test_cuda_infer.py test_gpu_model.py"
+echo "=== frontend-gpu: carried wheels into ${PYTHON_SITE:-/tmp/site}"
+install_carried_wheels "${PYTHON_SITE:-/tmp/site}" >>"$LOG" 2>&1 ||
+  echo "=== frontend-gpu: no carried wheels installed (log: $LOG): tritonclient tests skip"
+
+echo "=== frontend-gpu: server/tests/gpu/test_cuda_infer.py test_gpu_model.py test_tensor_paths.py"
 FRONTEND_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
   "$PYTHON" -m pytest -p no:cacheprovider -rs -v server/tests/gpu/test_cuda_infer.py \
-  server/tests/gpu/test_gpu_model.py >>"$LOG" 2>&1
+  server/tests/gpu/test_gpu_model.py server/tests/gpu/test_tensor_paths.py >>"$LOG" 2>&1
 rc=$?
 grep -E "PASSED|FAILED|ERROR|SKIPPED" "$LOG" | grep -v "^=" | head -60
 # pytest's closing line, e.g. "7 passed in 4.02s".
@@ -125,5 +105,12 @@ else
   tail -20 "$LOG"
   rc=1
 fi
-summary "${last:-no pytest summary} (rc=$rc, register-per-request bench rc=$bench_rc)"
+seed_rc=skipped
+if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
+  FRONTEND_GPU_BUILD=$BUILD OUT=$OUT bash server/tests/gpu/seed_benchmark.sh
+  seed_rc=$?
+  [ "$seed_rc" -eq 0 ] || rc=1
+fi
+summary "${last:-no pytest summary} (rc=$rc, register-per-request bench rc=$bench_rc," \
+  "seed benchmark rc=$seed_rc)"
 exit "$rc"

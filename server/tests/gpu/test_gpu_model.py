@@ -154,6 +154,21 @@ def as_output(raw, h, w):
     return np.frombuffer(raw, dtype=np.float16).reshape(ROWS, anchors(h, w))
 
 
+def system_round_trip(server, regions, seed):
+    """The seed's image through an input and an output system region of
+    regions: the output must match the reference bit for bit."""
+    images = random_images(SEED_SHAPE, seed)
+    out_bytes = ROWS * 5040 * 2
+    name_in, mem_in = regions.system_region("in", images.nbytes)
+    name_out, mem_out = regions.system_region("out", out_bytes)
+    mem_in.buf[:images.nbytes] = images.tobytes()
+    status, header, _ = infer_binary(server, images, shm_params(name_in, images.nbytes),
+                                     shm_params(name_out, out_bytes))
+    assert status == 200, header
+    got = np.frombuffer(bytes(mem_out.buf[:out_bytes]), dtype=np.float16)
+    np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+
+
 def released(server):
     server.wait_until(lambda: nothing_in_use(server, "cuda") and nothing_in_use(server, "system"),
                       what="every region released")
@@ -305,16 +320,7 @@ def test_pin_never_stages_system_regions():
     s = start("--pin", "never", "--instances-per-gpu", "1")
     r = Regions(s)
     try:
-        images = random_images(SEED_SHAPE, 6)
-        out_bytes = ROWS * 5040 * 2
-        name_in, mem_in = r.system_region("in", images.nbytes)
-        name_out, mem_out = r.system_region("out", out_bytes)
-        mem_in.buf[:images.nbytes] = images.tobytes()
-        status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
-                                         shm_params(name_out, out_bytes))
-        assert status == 200, header
-        got = np.frombuffer(bytes(mem_out.buf[:out_bytes]), dtype=np.float16)
-        np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+        system_round_trip(s, r, 6)
     finally:
         r.close()
         stop(s)

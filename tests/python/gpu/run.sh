@@ -17,7 +17,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-build/gpu-out}
-CARRY=$(realpath "${SHMREG_CARRY:-.carry}")
 BUILD=$(realpath -m "${PYTHON_GPU_BUILD:-build/python-gpu}")
 LOG=$OUT/python-gpu.log
 PYTHON=${PYTHON:-python3}
@@ -25,25 +24,12 @@ mkdir -p "$OUT" "$BUILD"
 : >"$LOG"
 summary() { echo "=== python-gpu summary: $*"; }
 
-unpack_carried() {
-  local prefix=$BUILD/debs multiarch=usr/lib/x86_64-linux-gnu deb
-  rm -rf "$prefix" && mkdir -p "$prefix"
-  [ -d "$CARRY/debs" ] || return 0 # a machine with the -dev packages installed
-  for deb in "$CARRY"/debs/*.deb; do dpkg -x "$deb" "$prefix" || return 1; done
-  sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$prefix/$multiarch"/pkgconfig/*.pc
-  export PKG_CONFIG_PATH=$prefix/$multiarch/pkgconfig
-  export CMAKE_PREFIX_PATH=$prefix/usr
-  export LD_LIBRARY_PATH=$prefix/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  if ! command -v pkg-config >/dev/null; then
-    export PKG_CONFIG=$prefix/usr/bin/pkgconf
-    export PATH=$prefix/usr/bin:$PATH
-  fi
-}
+source scripts/lib/carry.sh # unpack_carried
 
 echo "=== python-gpu: $("$PYTHON" --version), pip install --no-build-isolation into $BUILD/site"
 "$PYTHON" -c 'import nanobind, scikit_build_core, numpy, torch, cupy; print("nanobind", nanobind.__version__, "scikit-build-core", scikit_build_core.__version__, "numpy", numpy.__version__, "torch", torch.__version__, "cupy", cupy.__version__)' 2>&1 | tee -a "$LOG"
 rm -rf "$BUILD/site"
-if ! unpack_carried >>"$LOG" 2>&1 ||
+if ! unpack_carried "$BUILD/debs" >>"$LOG" 2>&1 ||
    ! CMAKE_ARGS="-DSHMREG_WITH_CUDA=ON" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
      "$PYTHON" -m pip install -v --no-build-isolation --no-deps --target "$BUILD/site" . >>"$LOG" 2>&1; then
   tail -40 "$LOG"

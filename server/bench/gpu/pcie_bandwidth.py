@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The host<->device link's pinned bandwidth, measured as BASELINES.md's
+"Physical limits" row was: 1 GiB cudaMemcpyAsync from (to) page-locked host
+memory (cudaMallocHost), timed with CUDA events, median of 7; H2D alone,
+D2H alone, and both at once (one stream each, timed from the first start
+to the last end). Prints one JSON object (GB/s, 1e9 bytes a second):
+
+    {"device": "...", "bytes": N, "repeats": 7,
+     "h2d_gbs": ..., "d2h_gbs": ..., "both_gbs": ...}
+
+and, given the sizes of one inference's input and output (--input-bytes,
+--output-bytes), the inferences a second the link allows: each inference
+needs its input up and its output down, and with both directions busy at
+once a second of link time moves at most both_gbs, so the limit is
+1 / max(in / h2d, out / d2h, (in + out) / both).
+
+Uses CuPy (the GPU machine's image has it); exit 2 without it or a device.
+Usage: python3 pcie_bandwidth.py [--device 0] [--mib 1024] [--repeats 7]
+         [--input-bytes 1474560 --output-bytes 846720]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def limit_infer_s(bw, in_bytes, out_bytes):
+    """Inferences a second the link allows (bw: GB/s of h2d, d2h, both)."""
+    seconds = max(in_bytes / (bw["h2d_gbs"] * 1e9), out_bytes / (bw["d2h_gbs"] * 1e9),
+                  (in_bytes + out_bytes) / (bw["both_gbs"] * 1e9))
+    return 1.0 / seconds
+
+
+def measure(device, nbytes, repeats):
+    import cupy as cp
+    rt = cp.cuda.runtime
+    with cp.cuda.Device(device):
+        h_up = cp.cuda.alloc_pinned_memory(nbytes)
+        h_down = cp.cuda.alloc_pinned_memory(nbytes)
+        d_up = cp.cuda.alloc(nbytes)
+        d_down = cp.cuda.alloc(nbytes)
+        s_up, s_down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+        h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
+
+        def timed(copies):
+            """Seconds from the first copy's start to the last one's end."""
+            events = []
+            for dst, src, kind, stream in copies:
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record(stream)
+                rt.memcpyAsync(dst, src, nbytes, kind, stream.ptr)
+                end.record(stream)
+                events.append((start, end))
+            for _, end in events:
+                end.synchronize()
+            first = events[0][0]
+            return max(cp.cuda.get_elapsed_time(first, end) for _, end in events) / 1e3
+
+        up = (d_up.ptr, h_up.ptr, h2d, s_up)
+        down = (h_down.ptr, d_down.ptr, d2h, s_down)
+        timed([up]), timed([down])  # warm-up: first-touch of the pinned pages
+        result = {}
+        for name, copies, moved in (("h2d_gbs", [up], nbytes), ("d2h_gbs", [down], nbytes),
+                                    ("both_gbs", [up, down], 2 * nbytes)):
+            seconds = statistics.median(timed(copies) for _ in range(repeats))
+            result[name] = round(moved / seconds / 1e9, 2)
+        props = rt.getDeviceProperties(device)
+        name = props["name"]
+        result["device"] = name.decode() if isinstance(name, bytes) else str(name)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--input-bytes", type=int, default=0)
+    ap.add_argument("--output-bytes", type=int, default=0)
+    args = ap.parse_args()
+    try:
+        result = measure(args.device, args.mib << 20, args.repeats)
+    except ImportError as e:
+        print(json.dumps({"error": f"no CuPy: {e}"}))
+        return 2
+    except Exception as e:  # noqa: BLE001 - no device, no driver: said, not raised
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        return 2
+    result.update(bytes=args.mib << 20, repeats=args.repeats)
+    if args.input_bytes or args.output_bytes:
+        result["limit_infer_s"] = round(limit_infer_s(result, args.input_bytes,
+                                                      args.output_bytes), 1)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Seed 003's benchmark: system against CUDA shared memory with the server's
+GPU model 'yolo', against the limit of the host<->device link.
+
+Runs the seed's own perf_analyzer command,
+
+    perf_analyzer -m yolo -b 1 --shared-memory system|cuda \\
+        --output-shared-memory-size 846720 --shape images:3,384,640 -i grpc
+
+at each concurrency of BENCH_CONCURRENCY (default 1,8,32,100; the tables
+are at 100, the seed's), for
+
+    system_pinned    system shared memory, the frontend's default --pin auto
+    system_unpinned  system shared memory, --pin never
+    cuda             CUDA shared memory
+
+with the model's default window (the kernel sets the pace) and with
+--yolo-window 1 (the tensor's trip sets it). Before the frontends start it
+measures the link's pinned bandwidth (pcie_bandwidth.py: 1 GiB
+cudaMemcpyAsync, median of 7; H2D, D2H, both at once) and adds a
+"pcie_limit" row: the inferences a second the link allows for 1,474,560
+bytes in and 846,720 out.
+
+For every row it prints, beside perf_analyzer's infer/s, latency and the
+server's compute input / infer / output: the frontend's CPU per inference
+(/proc/PID/stat over the run, divided by the requests the model's statistics
+counted), which path each tensor took (the deltas of /metrics'
+shmreg_tensor_path_total over the run: dma_in_place, staged_copy, cpu_copy)
+and shmreg_pinned_bytes read from /metrics in the middle of the run. Each
+row is one pass: perf_analyzer --measurement-interval BENCH_INTERVAL_MS,
+--max-trials 3 with --stability-percentage 999 (three windows, no retry).
+
+Writes $OUT/seed-benchmark.csv (one line per row; plot_seed_benchmark.py
+draws it), $OUT/seed-benchmark.md (the tables and the issue's ratios) and
+each perf_analyzer's log and CSV under $OUT/seed-benchmark/ (OUT defaults to
+build/gpu-out).
+
+Environment: FRONTEND_BIN (the built frontend, required), PERF_ANALYZER (the
+binary; default: perf_analyzer on PATH, or under /tmp/site),
+BENCH_QUICK=1 (concurrency 1 and 100 only, 1 s windows: the run fits beside
+the builds and tests in one device call), BENCH_CONCURRENCY ("1,8,32,100"),
+BENCH_WINDOWS ("default,1": the model's window and --yolo-window 1),
+BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
+BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
+threads per GPU, default 12), BENCH_INTERVAL_MS (default 1500).
+
+What the GPU machine needs (it has no network; Python 3.12, NumPy, CuPy,
+pytest). perf_analyzer 2.60.0 is a standalone binary in its own wheel with no
+Python dependencies; it needs glibc >= 2.38 (Ubuntu 24.04 has 2.39) and, for
+--shared-memory cuda, dlopens an unversioned "libcudart.so" (found below in
+the CUDA toolkit and put on LD_LIBRARY_PATH). tritonclient's HTTP client
+(used by test_gpu_model.py when importable) needs the rest. Download here,
+on any machine with pip (NumPy is left out: the GPU machine has its own):
+
+    pip download --no-deps --only-binary=:all: --python-version 3.12 \\
+      --platform manylinux_2_38_x86_64 --platform manylinux_2_28_x86_64 \\
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
+      --platform manylinux1_x86_64 -d .whl \\
+      perf-analyzer==2.60.0 tritonclient==2.73.0 geventhttpclient==2.6.1 \\
+      gevent==26.9.0 greenlet==3.3.2 zope.event==6.2 zope.interface==8.7 \\
+      brotli==1.2.1 certifi==2026.10.19.post1 urllib3==2.8.0 \\
+      python-rapidjson==1.25 ml-dtypes==0.5.4 \\
+      grpcio==1.85.3 protobuf==6.33.6 packaging==26.4 typing-extensions==4.16.0
+
+(the last four only serve tritonclient.grpc); on the GPU machine
+scripts/lib/carry.sh (install_carried_wheels) installs them with
+`python3 -m pip install --no-index --no-deps --target /tmp/site .whl/*.whl`.
+"""
+import csv
+import glob
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+from frontend_process import START_TIMEOUT_S, Frontend  # noqa: E402
+from prometheus_text import scrape  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+OUT = os.environ.get("OUT", os.path.join(ROOT, "build", "gpu-out"))
+RUN_DIR = os.path.join(OUT, "seed-benchmark")
+INPUT_BYTES, OUTPUT_BYTES = 1474560, 846720  # FP16 [3,384,640] in, [84,5040] out
+SEED_ARGS = ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(OUTPUT_BYTES),
+             "--shape", "images:3,384,640"]
+PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
+# What each row is, and the frontend's --pin for it.
+RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
+        ("system_unpinned", "system", "never"))
+CSV_FIELDS = ["gpus", "window", "run", "concurrency", "infer_s", "p50_us", "p99_us",
+              "queue_us", "input_us", "infer_us", "output_us", "cpu_cores",
+              "cpu_us_per_infer", "requests", "pinned_bytes_mid", "paths", "error"]
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+def perf_analyzer():
+    candidates = [os.environ.get("PERF_ANALYZER"), shutil.which("perf_analyzer"),
+                  "/tmp/site/perf_analyzer/bin/perf_analyzer"]
+    for path in candidates:
+        if path and os.path.isfile(path):
+            if not os.access(path, os.X_OK):
+                os.chmod(path, 0o755)
+            return path
+    sys.exit("seed_benchmark: no perf_analyzer (set PERF_ANALYZER, or install the wheel into "
+             "/tmp/site: see this script's header)")
+
+
+def cudart_dir():
+    """A directory holding an unversioned libcudart.so, which perf_analyzer
+    dlopens for --shared-memory cuda; a symlink is made under $OUT when only
+    a versioned one is found."""
+    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"] + sorted(
+        glob.glob("/usr/local/cuda-*"), reverse=True)
+    for root in filter(None, roots):
+        for sub in ("lib64", "targets/x86_64-linux/lib", "lib"):
+            if os.path.exists(os.path.join(root, sub, "libcudart.so")):
+                return os.path.join(root, sub)
+    versioned = []
+    try:
+        ldconfig = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        versioned += re.findall(r"=> (\S*libcudart\.so(?:\.\d+)*)$", ldconfig, re.M)
+    except OSError:
+        pass
+    for root in filter(None, roots):
+        versioned += glob.glob(os.path.join(root, "lib64", "libcudart.so.*"))
+    versioned += glob.glob("/usr/lib/python3*/**/nvidia/cuda_runtime/lib/libcudart.so.*",
+                           recursive=True)
+    versioned += glob.glob("/usr/local/lib/python3*/**/nvidia/cuda_runtime/lib/libcudart.so.*",
+                           recursive=True)
+    for path in versioned:
+        if path.endswith("libcudart.so"):
+            return os.path.dirname(path)
+    if versioned:
+        link_dir = os.path.join(OUT, "cudart")
+        os.makedirs(link_dir, exist_ok=True)
+        link = os.path.join(link_dir, "libcudart.so")
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(versioned[0], link)
+        return link_dir
+    return None
+
+
+def device_count():
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+        return len([line for line in out.splitlines() if line.startswith("GPU ")])
+    except OSError:
+        return 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime: fields 14 and 15 of proc(5), 12 and 13 after the name
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def get_json(server, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def start_frontend(gpus, pin, window):
+    instances = int(os.environ.get("BENCH_INSTANCES", "6"))
+    threads = int(os.environ.get("BENCH_THREADS", "12")) * len(gpus)
+    args = ["--gpus", ",".join(map(str, gpus)), "--instances-per-gpu", str(instances),
+            "--threads", str(threads), "--pin", pin]
+    if window != "default":
+        args += ["--yolo-window", window]
+    # gRPC on a free port, taken once its "grpc listening on" line is read
+    # (perf_analyzer must not connect before); a start that lost the port to
+    # another process in between is retried.
+    line = ""
+    for _ in range(5):
+        grpc_args = args + ["--grpc-port", str(free_port())]
+        server = Frontend(*grpc_args)
+        ready, _, _ = select.select([server.proc.stdout], [], [], START_TIMEOUT_S)
+        line = server.proc.stdout.readline().decode() if ready else ""
+        match = re.match(r"grpc listening on 127\.0\.0\.1:(\d+)", line)
+        if match:
+            server.grpc_port = int(match.group(1))
+            server.args_text = " ".join(grpc_args)
+            return server
+        server.stop()
+    sys.exit(f"seed_benchmark: the frontend did not serve gRPC: {line!r}")
+
+
+def stats_totals(server):
+    (entry,) = get_json(server, "v2/models/yolo/stats")["model_stats"]
+    s = entry["inference_stats"]
+    return {k: (s[k]["count"], s[k]["ns"]) for k in
+            ("success", "queue", "compute_input", "compute_infer", "compute_output")}
+
+
+def path_totals(server):
+    """{(path, direction): tensors} of /metrics now."""
+    _, metrics = scrape(server)
+    return {(p, d): metrics.value("shmreg_tensor_path_total", path=p, direction=d)
+            for p in PATHS for d in ("input", "output")}
+
+
+def pinned_bytes(server):
+    _, metrics = scrape(server)
+    return metrics.value("shmreg_pinned_bytes")
+
+
+def paths_text(before, after):
+    """'input dma_in_place 1234; output staged_copy 1234': the paths taken
+    over the run, the untaken ones left out."""
+    parts = [f"{d} {p} {int(after[(p, d)] - before[(p, d)])}"
+             for d in ("input", "output") for p in PATHS if after[(p, d)] > before[(p, d)]]
+    return "; ".join(parts) or "none"
+
+
+def measure(row, server, pa, env, interval_ms):
+    """One perf_analyzer pass at row["concurrency"]; fills row."""
+    tag = f"{row['gpus']}gpu-w{row['window']}-{row['run']}-c{row['concurrency']}"
+    csv_path = os.path.join(RUN_DIR, f"{tag}.csv")
+    shm = "cuda" if row["run"] == "cuda" else "system"
+    cmd = [pa, *SEED_ARGS, "--shared-memory", shm, "--concurrency-range",
+           str(row["concurrency"]), "-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}",
+           "--measurement-interval", str(interval_ms), "--max-trials", "3",
+           "--stability-percentage", "999", "-f", csv_path]
+    paths0, stats0 = path_totals(server), stats_totals(server)
+    cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
+    mid = {}
+
+    def read_mid_run():
+        # perf_analyzer registers its regions, warms up, then measures three
+        # windows: halfway through the second one its regions are in use.
+        time.sleep(interval_ms * 1.5 / 1000 + 0.5)
+        try:
+            mid["pinned"] = pinned_bytes(server)
+        except OSError as e:
+            mid["error"] = str(e)
+
+    reader = threading.Thread(target=read_mid_run)
+    log_path = os.path.join(RUN_DIR, f"{tag}.log")
+    with open(log_path, "w") as out:
+        out.write(" ".join(cmd) + "\n\n")
+        out.flush()
+        reader.start()
+        try:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                timeout=60).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        reader.join()
+    cpu1, t1 = cpu_seconds(server.pid), time.monotonic()
+    paths1, stats1 = path_totals(server), stats_totals(server)
+    n = stats1["success"][0] - stats0["success"][0]
+    row["requests"] = n
+    row["cpu_cores"] = round((cpu1 - cpu0) / (t1 - t0), 3)
+    row["cpu_us_per_infer"] = round((cpu1 - cpu0) / n * 1e6, 1) if n else None
+    row["paths"] = paths_text(paths0, paths1)
+    row["pinned_bytes_mid"] = mid.get("pinned")
+    if rc != 0 or not os.path.exists(csv_path):
+        with open(log_path) as f:
+            tail = f.read()[-1500:]
+        row["error"] = f"perf_analyzer exit {rc}: {tail.strip()}"
+        return
+    with open(csv_path) as f:
+        pa_row = list(csv.DictReader(f))[0]
+    row.update({
+        "infer_s": float(pa_row["Inferences/Second"]),
+        "p50_us": float(pa_row.get("p50 latency", "nan")),
+        "p99_us": float(pa_row.get("p99 latency", "nan")),
+        "queue_us": float(pa_row.get("Server Queue", "nan")),
+        "input_us": float(pa_row.get("Server Compute Input", "nan")),
+        "infer_us": float(pa_row.get("Server Compute Infer", "nan")),
+        "output_us": float(pa_row.get("Server Compute Output", "nan")),
+    })
+
+
+def link_limit():
+    """pcie_bandwidth.py's figures (in a process of its own, so that its CUDA
+    context is gone before the frontends start), or {"error": ...}."""
+    cmd = [sys.executable, os.path.join(HERE, "pcie_bandwidth.py"), "--input-bytes",
+           str(INPUT_BYTES), "--output-bytes", str(OUTPUT_BYTES)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"error": f"pcie_bandwidth.py: {e}"}
+
+
+def fmt(v, digits=0):
+    if v is None or v == "" or (isinstance(v, float) and v != v):
+        return "?"
+    if isinstance(v, str):
+        return v
+    return f"{v:,.{digits}f}"
+
+
+def main():
+    os.makedirs(RUN_DIR, exist_ok=True)
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    concurrencies = [int(c) for c in os.environ.get(
+        "BENCH_CONCURRENCY", "1,100" if quick else "1,8,32,100").split(",")]
+    windows = os.environ.get("BENCH_WINDOWS", "default,1").split(",")
+    interval_ms = int(os.environ.get("BENCH_INTERVAL_MS", "1000" if quick else "1500"))
+    pa = perf_analyzer()
+    env = dict(os.environ)
+    cudart = cudart_dir()
+    if cudart:
+        env["LD_LIBRARY_PATH"] = cudart + (":" + env["LD_LIBRARY_PATH"]
+                                           if env.get("LD_LIBRARY_PATH") else "")
+    n_gpus = device_count()
+    wanted = [int(g) for g in os.environ.get("BENCH_GPUS", "1").split(",")]
+    log(f"seed_benchmark: perf_analyzer {pa}; {n_gpus} GPU(s) visible; concurrency "
+        f"{concurrencies}; windows {windows}; {interval_ms} ms windows; libcudart.so for "
+        f"perf_analyzer: {cudart or 'NOT FOUND (cuda rows will fail)'}")
+
+    link = link_limit()
+    log(f"--- link: {json.dumps(link)}")
+    rows = []
+    for c in concurrencies:  # the limit as a line across the plot
+        rows.append({"gpus": 1, "window": "-", "run": "pcie_limit", "concurrency": c,
+                     "infer_s": link.get("limit_infer_s"), "error": link.get("error", "")})
+    for g in wanted:
+        if g > n_gpus:
+            log(f"seed_benchmark: {g} GPU(s) wanted, {n_gpus} visible: rows left out")
+            continue
+        for window in windows:
+            for pin in ("auto", "never"):
+                server = start_frontend(list(range(g)), pin, window)
+                try:
+                    config = get_json(server, "v2/models/yolo/config")
+                    shown = config["parameters"]["window"]["string_value"]
+                    log(f"--- frontend {server.args_text}: yolo window {shown}")
+                    for run, _, run_pin in RUNS:
+                        if run_pin != pin:
+                            continue
+                        for c in concurrencies:
+                            row = {"gpus": g, "window": window, "run": run, "concurrency": c,
+                                   "error": ""}
+                            measure(row, server, pa, env, interval_ms)
+                            log(f"    {run} c={c}: {row['error'] or json.dumps(row)}")
+                            rows.append(row)
+                            write_outputs(rows, link)  # a run cut short keeps its rows
+                finally:
+                    rc, err = server.stop()
+                    with open(os.path.join(RUN_DIR, "frontends.log"), "a") as f:
+                        f.write(f"=== {server.args_text}: exit {rc}\n{err}\n")
+    table = write_outputs(rows, link)
+    log("")
+    log(table)
+    measured = [r for r in rows if r["run"] != "pcie_limit"]
+    failed = [f"{r['run']}/w{r['window']}/c{r['concurrency']}" for r in measured if r["error"]]
+    log(f"=== seed_benchmark summary: {len(measured) - len(failed)} of {len(measured)} rows "
+        f"measured" + (f"; failed: {', '.join(failed)}" if failed else "")
+        + (f"; link: {link['error']}" if "error" in link else ""))
+    return 1 if failed or not measured or "error" in link else 0
+
+
+def write_outputs(rows, link):
+    """$OUT/seed-benchmark.csv and .md from the rows so far; the Markdown."""
+    with open(os.path.join(OUT, "seed-benchmark.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in CSV_FIELDS})
+    lines = [f"perf_analyzer {' '.join(SEED_ARGS)} --shared-memory S -i grpc "
+             "--concurrency-range C; frontend --instances-per-gpu "
+             f"{os.environ.get('BENCH_INSTANCES', '6')}, "
+             f"{os.environ.get('BENCH_THREADS', '12')} threads per GPU", ""]
+    if "error" in link:
+        lines += [f"Link: not measured ({link['error']})", ""]
+    else:
+        lines += [f"Link ({link.get('device')}, 1 GiB cudaMemcpyAsync, median of "
+                  f"{link.get('repeats')}): pinned H2D {link['h2d_gbs']} GB/s, D2H "
+                  f"{link['d2h_gbs']} GB/s, both at once {link['both_gbs']} GB/s: "
+                  f"PCIe limit {fmt(link.get('limit_infer_s'))} infer/s for "
+                  f"{INPUT_BYTES:,} B in + {OUTPUT_BYTES:,} B out", ""]
+    lines += ["| GPUs | window | run | concurrency | infer/s | p50 (us) | p99 (us) | queue (us) "
+              "| compute input (us) | compute infer (us) | compute output (us) "
+              "| frontend CPU (cores) | CPU per inference (us) | pinned bytes mid-run "
+              "| tensor paths over the run |",
+              "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+              "| ---: | ---: | ---: | --- |"]
+    for r in rows:
+        if r["run"] == "pcie_limit" and r["concurrency"] != max(x["concurrency"] for x in rows):
+            continue  # the limit once, not per concurrency
+        if r["run"] == "pcie_limit":
+            lines.append(f"| 1 | - | PCIe limit | - | {fmt(r.get('infer_s'), 1)} "
+                         f"| - | - | - | - | - | - | - | - | - | {r.get('error') or '-'} |")
+            continue
+        if r.get("error"):
+            lines.append(f"| {r['gpus']} | {r['window']} | {r['run']} | {r['concurrency']} | "
+                         f"failed: {r['error'].splitlines()[0][:80]} | | | | | | "
+                         f"| {fmt(r.get('cpu_cores'), 2)} | | | {r.get('paths', '')} |")
+            continue
+        lines.append(
+            f"| {r['gpus']} | {r['window']} | {r['run']} | {r['concurrency']} "
+            f"| {fmt(r.get('infer_s'), 1)} | {fmt(r.get('p50_us'))} | {fmt(r.get('p99_us'))} "
+            f"| {fmt(r.get('queue_us'))} | {fmt(r.get('input_us'))} | {fmt(r.get('infer_us'))} "
+            f"| {fmt(r.get('output_us'))} | {fmt(r.get('cpu_cores'), 2)} "
+            f"| {fmt(r.get('cpu_us_per_infer'), 1)} | {fmt(r.get('pinned_bytes_mid'))} "
+            f"| {r.get('paths', '')} |")
+
+    top = max((r["concurrency"] for r in rows), default=100)
+
+    def at(run, window, key="infer_s"):
+        for r in rows:
+            if (r["run"], r["window"], r["concurrency"], r["gpus"]) == (run, window, top, 1) \
+                    and not r.get("error"):
+                return r.get(key)
+        return None
+
+    def ratio(a, b):
+        return f"{a / b:.2f}" if a and b else "n/a"
+
+    limit = link.get("limit_infer_s")
+    lines += ["", f"| measure (issue 18), 1 GPU, concurrency {top} | value | target |",
+              "| --- | --- | --- |",
+              f"| window 1: system (default flags) ÷ CUDA infer/s "
+              f"| {ratio(at('system_pinned', '1'), at('cuda', '1'))} | ≥ 0.80 |",
+              f"| window 1: system (default flags) ÷ PCIe limit "
+              f"| {ratio(at('system_pinned', '1'), limit)} | ≥ 0.75 |",
+              f"| window 1: frontend CPU per inference, system ÷ CUDA "
+              f"| {ratio(at('system_pinned', '1', 'cpu_us_per_infer'), at('cuda', '1', 'cpu_us_per_infer'))} "
+              f"| ≤ 1.3 |",
+              f"| window 1: shmreg_pinned_bytes mid-run, default flags "
+              f"| {fmt(at('system_pinned', '1', 'pinned_bytes_mid'))} "
+              f"| both regions (≥ {INPUT_BYTES + OUTPUT_BYTES:,}) |",
+              f"| window 1: --pin never infer/s (issue: 10,994 before) "
+              f"| {fmt(at('system_unpinned', '1'), 1)} | ≥ 2x |",
+              f"| default window: system ÷ CUDA infer/s "
+              f"| {ratio(at('system_pinned', 'default'), at('cuda', 'default'))} | ≥ 0.95 |"]
+    table = "\n".join(lines)
+    with open(os.path.join(OUT, "seed-benchmark.md"), "w") as f:
+        f.write(table + "\n")
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())
