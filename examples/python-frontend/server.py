@@ -205,7 +205,8 @@ class LimitBody:
         if length is not None:
             if length.isdigit() and int(length) > self.max_body:
                 await self._drain(receive)
-                await self._refuse(400, f"request size of {int(length)} bytes", scope, receive, send)
+                await self._refuse(400, f"request JSON size of {int(length)} bytes", scope, receive,
+                                   send)
                 return
             return await self.app(scope, receive, send)
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():

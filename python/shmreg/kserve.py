@@ -67,7 +67,6 @@ _STATUS_BY_ERROR = (
     ("InvalidArgument", 400), ("AlreadyExists", 400), ("OutOfBounds", 400), ("Busy", 400),
     ("Fault", 400),  # the client truncated its own object under the mapping
     ("NotFound", 404), ("WrongKind", 404),  # the name is not one of this endpoint's kind
-    ("Fault", 400),  # the client truncated its own region
     ("Unsupported", 501), ("NoMemory", 507), ("OutOfMemory", 507),
 )
 

@@ -139,8 +139,19 @@ int main(int argc, char **argv)
     infer_limit_copies(opts.max_body);
     infer_log_paths(opts.verbose);
     uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
+    /* Request bytes held at once (--max-buffered-mb), one budget per
+     * protocol: HTTP bodies, gRPC messages. Shared, a flood of stalled HTTP
+     * uploads (each dropped only once it overflows) kept the budget full
+     * often enough to refuse honest gRPC calls; apart, each protocol's
+     * clients can only crowd out their own, and the server holds at most
+     * twice the figure. */
+    byte_budget *held = byte_budget_new(opts.max_buffered);
+    byte_budget *grpc_held = byte_budget_new(opts.max_buffered);
     frontend_server server;
-    if (!reg || (opts.uds_path && !uds) || server_start(&server, &opts, reg) != 0) {
+    if (!reg || !held || !grpc_held || (opts.uds_path && !uds) ||
+        server_start(&server, &opts, reg, held) != 0) {
+        byte_budget_free(held);
+        byte_budget_free(grpc_held);
         uds_server_stop(uds);
         yolo_stop();
         shmreg_registry_destroy(reg);
@@ -153,11 +164,13 @@ int main(int argc, char **argv)
     fflush(stdout);
     grpc_frontend *grpc = NULL;
     if (opts.grpc_port) {
-        grpc = grpc_frontend_start(&opts, reg);
+        grpc = grpc_frontend_start(&opts, reg, grpc_held);
         if (!grpc) {
             remote_sweep_stop(sweeper);
             uds_server_stop(uds);
             server_stop(&server);
+            byte_budget_free(held);
+            byte_budget_free(grpc_held);
             yolo_stop();
             shmreg_registry_destroy(reg);
             options_free(&opts);
@@ -185,6 +198,8 @@ int main(int argc, char **argv)
         pthread_join(grpc_stopper, NULL);
     yolo_stop(); /* no request runs any more, on either protocol */
     remote_sweep_stop(sweeper);
+    byte_budget_free(held);
+    byte_budget_free(grpc_held);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
     report_leftovers();

@@ -65,13 +65,15 @@ int main(int argc, char **argv)
     shmreg_config_init(&cfg);
     cfg.busy_policy = opts.busy_policy;
     shmreg_registry *reg = NULL;
+    byte_budget *held = byte_budget_new(opts.max_buffered);
     frontend_server server;
     int rc = 1;
     /* As main.c: the request path reads system regions with guarded copies. */
-    if (shmreg_guard_install() != SHMREG_OK || shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
+    if (!held || shmreg_guard_install() != SHMREG_OK ||
+        shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     else if (register_readonly(reg, name, key, size) == 0 &&
-             server_start(&server, &opts, reg) == 0) {
+             server_start(&server, &opts, reg, held) == 0) {
         printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
         fflush(stdout);
         int sig = 0;
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
         rc = 0;
     }
     shmreg_registry_destroy(reg);
+    byte_budget_free(held);
     options_free(&opts);
     return rc;
 }

@@ -241,7 +241,7 @@ def test_body_over_the_limit_is_400_in_tritons_words(start_frontend):
     small = start_frontend("--max-body-mb", "1")
     body = b"{" + b" " * (2 << 20) + b"}"
     assert_error(small.json("POST", "/v2/models/identity/infer", body), 400,
-                 f"request size of {len(body)} bytes exceeds the maximum allowed input size of "
+                 f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
                  f"{1 << 20} bytes. Use --max-body-mb to increase the limit.")
     assert_serving(small)
 

@@ -54,6 +54,10 @@ int tensor_expected_size(const tensor *t, size_t *bytes)
             return -1;
         n *= (size_t)t->shape[i];
     }
+    /* Byte sizes are int64 in Triton and on gRPC's wire: past that, the
+     * shape overflows as surely as past SIZE_MAX. */
+    if (n > (size_t)INT64_MAX)
+        return -1;
     *bytes = n;
     return 0;
 }

@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "http/reply.h"
+#include "core/triton.h"
 
 /* Triton's gRPC frontend checks a restricted protocol's key under this
  * prefix, so that clients of either server send the same metadata. */

@@ -9,7 +9,7 @@
 
 #include "common/datatype.h"
 #include "models/device_copy.h"
-#include "http/reply.h"
+#include "core/triton.h"
 
 unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
 {

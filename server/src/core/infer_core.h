@@ -1,6 +1,6 @@
 /*
  * The inference request path without its protocol: what HTTP (infer.c) and
- * gRPC (grpc_frontend.cc) share once each has parsed its own wire format.
+ * gRPC (grpc/service.cc) share once each has parsed its own wire format.
  *
  *   0. the model must be able to run now (infer_ready): the GPU model
  *      without a device is refused before anything is parsed or acquired;
@@ -23,7 +23,7 @@
  *      completion callback releases the references (refs_release_all).
  *
  * Every failure returns an HTTP status with the message in c->err (gRPC maps
- * the status to its code: grpc_frontend.cc) and leaves the references already
+ * the status to its code: grpc/convert.cc) and leaves the references already
  * taken in the request's refs, released by that same completion callback.
  */
 #ifndef FRONTEND_INFER_CORE_H

@@ -1,7 +1,7 @@
 /*
  * The KServe v2 gRPC service (inference.GRPCInferenceService, proto/
  * inference.proto) beside the HTTP server, in the same process and over the
- * same registry and models: grpc_frontend.cc, C++17, callable from main.c.
+ * same registry and models: service.cc (conversions in convert.cc), C++17, callable from main.c.
  *
  * Inference runs on the service's own worker threads, never on gRPC's, and
  * each call's region references are released from the call's OnDone, after
@@ -12,6 +12,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/byte_budget.h"
 #include "options.h"
 
 #ifdef __cplusplus
@@ -20,9 +21,13 @@ extern "C" {
 
 typedef struct grpc_frontend grpc_frontend;
 
-/* Listen on opts->host:opts->grpc_port (which must not be 0). NULL with a
- * message on stderr when the port cannot be bound. */
-grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg);
+/* Listen on opts->host:opts->grpc_port (which must not be 0). Each
+ * ModelInfer message is charged to held (the bytes of gRPC requests the
+ * server holds, --max-buffered-mb) until its call is done; one that does
+ * not fit is answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
+ * the port cannot be bound. */
+grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+                                   byte_budget *held);
 /* The port actually bound. */
 unsigned grpc_frontend_port(const grpc_frontend *g);
 /* Refuse new calls, let the calls in flight finish (up to opts->drain_s,

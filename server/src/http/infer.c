@@ -133,6 +133,18 @@ static int flatten(const json_object *v, const char *datatype, void *buf, size_t
     return 0;
 }
 
+/* The elements of nested JSON arrays, counted before anything is allocated:
+ * at most the body's size, whatever the shape claims. */
+static size_t leaf_count(const json_object *v)
+{
+    if (!is_array(v))
+        return 1;
+    size_t n = 0;
+    for (size_t i = 0; i < json_object_array_length(v); i++)
+        n += leaf_count(json_object_array_get_idx(v, i));
+    return n;
+}
+
 static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_object *data)
 {
     if (!datatype_has_json(t->datatype))
@@ -142,15 +154,22 @@ static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_object 
     if (tensor_expected_size(t, &expected) != 0)
         return fail(c, 400, "input '%s': shape too large", t->name);
     size_t elems = expected / (size_t)datatype_size(t->datatype), n = 0;
+    /* A shape that the data does not fill is the client's error, found
+     * before the shape's bytes are asked of malloc (a huge shape with a
+     * short 'data' was a 500 "out of memory"). */
+    if (leaf_count(data) != elems)
+        goto mismatch;
     t->owned = malloc(expected ? expected : 1);
     if (!t->owned)
         return fail(c, 500, "out of memory for input '%s'", t->name);
     if (flatten(data, t->datatype, t->owned, elems, &n) != 0 || n != elems)
-        return fail(c, 400, "unable to parse 'data' of input '%s': expected %zu %s elements "
-                            "matching its shape", t->name, elems, t->datatype);
+        goto mismatch;
     t->data = t->owned;
     t->byte_size = expected;
     return 0;
+mismatch:
+    return fail(c, 400, "unable to parse 'data' of input '%s': expected %zu %s elements "
+                        "matching its shape", t->name, elems, t->datatype);
 }
 
 static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)

@@ -215,8 +215,75 @@ static int write_models(jbuf *b)
     return rc;
 }
 
-void metrics_handle(shmreg_registry *reg, reply *out)
+/* One tenant's figures, counted from its own regions (scope_status): the
+ * registry's totals, cache counters included, would tell one tenant what
+ * the others hold and which keys they have mapped. */
+typedef struct tenant_figures {
+    uint64_t regions, pending, references, bytes, pinned_bytes;
+} tenant_figures;
+
+static const struct {
+    const char *name, *help;
+    size_t offset;
+} tenant_metrics[] = {
+    {"shmreg_tenant_regions", "Regions of the caller's tenant: registered or pending.",
+     offsetof(tenant_figures, regions)},
+    {"shmreg_tenant_pending_regions",
+     "Regions of the caller's tenant unregistered under the defer policy, still held.",
+     offsetof(tenant_figures, pending)},
+    {"shmreg_tenant_references", "References requests hold on the caller's tenant's regions.",
+     offsetof(tenant_figures, references)},
+    {"shmreg_tenant_region_bytes", "Bytes of the caller's tenant's regions (their windows).",
+     offsetof(tenant_figures, bytes)},
+    {"shmreg_tenant_pinned_bytes", "Bytes of the caller's tenant's regions that are page-locked.",
+     offsetof(tenant_figures, pinned_bytes)},
+};
+
+static int write_tenant(jbuf *b, shmreg_registry *reg, const region_scope *scope)
 {
+    shmreg_region_status *st = NULL;
+    size_t n = 0;
+    if (scope_status(reg, scope, NULL, SHMREG_KIND_ANY, &st, &n) != SHMREG_OK)
+        return -1;
+    tenant_figures f = {.regions = n};
+    for (size_t i = 0; i < n; i++) {
+        f.pending += st[i].pending_unregister != 0;
+        f.references += st[i].references;
+        f.bytes += st[i].byte_size;
+        f.pinned_bytes += st[i].pinned ? st[i].byte_size : 0;
+    }
+    shmreg_status_free(st, n);
+    for (size_t i = 0; i < COUNT(tenant_metrics); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&f + tenant_metrics[i].offset, sizeof v);
+        write_header(b, tenant_metrics[i].name, GAUGE, tenant_metrics[i].help);
+        jbuf_lit(b, tenant_metrics[i].name);
+        jbuf_lit(b, " ");
+        jbuf_u64(b, v);
+        jbuf_lit(b, "\n");
+    }
+    return 0;
+}
+
+void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
+{
+    if (scope->per_tenant) {
+        if (scope_refused(scope)) {
+            reply_error(out, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
+            return;
+        }
+        jbuf b = {0};
+        jbuf_reserve(&b, 8192);
+        if (write_tenant(&b, reg, scope) != 0) {
+            jbuf_free(&b);
+            reply_error(out, 500, "%s", shmreg_last_error());
+            return;
+        }
+        if (write_models(&b) != 0)
+            b.failed = 1;
+        reply_text(out, &b);
+        return;
+    }
     shmreg_stats s;
     if (shmreg_registry_stats(reg, &s) != SHMREG_OK) {
         reply_error(out, 500, "%s", shmreg_last_error());

@@ -5,6 +5,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "core/region_scope.h"
 #include "http/reply.h"
 
 #ifdef __cplusplus
@@ -18,8 +19,11 @@ extern "C" {
  * model's /v2/models/stats figures under Triton's metric names
  * (nv_inference_...); 500 when the stats cannot be read or memory runs out.
  * The text is a fixed set of lines: its size does not grow with clients,
- * regions or requests. */
-void metrics_handle(shmreg_registry *reg, reply *out);
+ * regions or requests. With --tenants (scope->per_tenant) the caller must
+ * send a known token (401 otherwise) and sees its own tenant's figures
+ * (shmreg_tenant_...) instead of the registry's totals, which would show
+ * the other tenants' usage and, through the cache counters, their keys. */
+void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out);
 
 #ifdef __cplusplus
 }

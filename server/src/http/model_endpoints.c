@@ -5,19 +5,6 @@
 
 #include <stdio.h>
 
-json_object *server_metadata_json(void)
-{
-    static const char *const extensions[] = {"binary_tensor_data", "statistics",
-                                             "system_shared_memory", "cuda_shared_memory"};
-    json_object *j = json_object_new_object(), *ext = json_object_new_array();
-    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        jarr_add(ext, json_object_new_string(extensions[i]));
-    jobj_add(j, "name", json_object_new_string("shmreg-v2-frontend"));
-    jobj_add(j, "version", json_object_new_string(shmreg_version()));
-    jobj_add(j, "extensions", ext);
-    return j;
-}
-
 static void model_stats(const model *m, reply *out)
 {
     json_object *j = json_object_new_object(), *list = json_object_new_array();
@@ -38,13 +25,6 @@ static void model_ready_reply(const model *m, reply *out)
         reply_error(out, st, "%s", why);
     else
         reply_empty(out);
-}
-
-void unknown_model_message(char *buf, size_t len, const char *name, const char *version)
-{
-    int versioned = version != NULL;
-    snprintf(buf, len, "Request for unknown model: '%s'%s%s is not found", name,
-             versioned ? " version " : "", versioned ? version : "");
 }
 
 void reply_unknown_model(reply *out, const route *rt)

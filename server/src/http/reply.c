@@ -1,32 +1,10 @@
-/* Building replies, and the one place where library errors become statuses. */
+/* Building replies; library errors get their statuses from core/triton.h. */
 #include "http/reply.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-unsigned http_status_from_shmreg(shmreg_err err)
-{
-    /* The table of docs/errors.md, with Triton's statuses where Triton has
-     * one: clients test for them. */
-    switch (err) {
-    case SHMREG_OK: return 200;
-    case SHMREG_ERR_INVALID_ARG:
-    case SHMREG_ERR_ALREADY_EXISTS:
-    case SHMREG_ERR_OUT_OF_BOUNDS:
-    case SHMREG_ERR_BUSY:
-    case SHMREG_ERR_FAULT: return 400; /* the request cannot be done as asked (FAULT:
-                                          the client truncated its own region) */
-    case SHMREG_ERR_NOT_FOUND:
-    case SHMREG_ERR_WRONG_KIND: return 404; /* the name is not one of this endpoint's kind */
-    case SHMREG_ERR_UNSUPPORTED: return 501;
-    case SHMREG_ERR_NO_MEMORY: return 507;
-    case SHMREG_ERR_SYSTEM:
-    case SHMREG_ERR_CUDA: break;
-    }
-    return 500;
-}
 
 void reply_empty(reply *r)
 {

@@ -7,6 +7,7 @@
 #include <shmreg/shmreg.h>
 
 #include "common/json_io.h"
+#include "core/triton.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,10 +19,6 @@ typedef struct reply {
     size_t len;       /* bytes in body */
     size_t json_len;  /* > 0: body is this much JSON followed by binary tensor data */
 } reply;
-
-/* The HTTP status Triton gives each library error (docs/integration.md has
- * the table, with the gRPC codes). */
-unsigned http_status_from_shmreg(shmreg_err err);
 
 /* 200 with no body. */
 void reply_empty(reply *r);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/body_budget.h"
 
 /* A copy for the log line, with control characters (a percent-decoded
  * newline, say) shown as '?', so that a client cannot forge log lines. */
@@ -17,40 +16,17 @@ static char *printable_copy(const char *s)
     return copy;
 }
 
-/* Charge len bytes to b: 1, or 0 (nothing charged) past its cap. */
-static int budget_take(body_budget *b, size_t len)
-{
-    /* relaxed: the count orders no other memory; it only bounds it */
-    size_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
-    do {
-        if (len > b->cap - used)
-            return 0;
-    } while (!atomic_compare_exchange_weak_explicit(&b->used, &used, used + len,
-                                                    memory_order_relaxed, memory_order_relaxed));
-    return 1;
-}
-
-static void budget_give(body_budget *b, size_t len)
-{
-    atomic_fetch_sub_explicit(&b->used, len, memory_order_relaxed);
-}
-
-int body_budget_fits(body_budget *b, size_t len)
-{
-    return len <= b->cap - atomic_load_explicit(&b->used, memory_order_relaxed);
-}
-
 /* Free what a refused body held, at once: the client may keep sending (or
  * stall) for long, and the memory is the point of the refusal. */
 static void drop_body(request *rq)
 {
-    budget_give(rq->budget, rq->body_len);
+    byte_budget_give(rq->budget, rq->body_len);
     free(rq->body);
     rq->body = NULL;
     rq->body_len = rq->body_cap = 0;
 }
 
-request *request_new(const char *method, const char *url, body_budget *budget)
+request *request_new(const char *method, const char *url, byte_budget *budget)
 {
     request *rq = calloc(1, sizeof *rq);
     if (!rq)
@@ -79,7 +55,7 @@ int request_append(request *rq, const char *data, size_t len, size_t max_body)
     }
     /* Charged as received: the buffer's spare capacity is never touched,
      * so the bytes received are the memory the body takes. */
-    if (!budget_take(rq->budget, len)) {
+    if (!byte_budget_take(rq->budget, len)) {
         rq->over_budget = 1;
         drop_body(rq);
         return 0;
@@ -90,7 +66,7 @@ int request_append(request *rq, const char *data, size_t len, size_t max_body)
             cap = cap > max_body / 2 ? max_body : cap * 2;
         char *grown = realloc(rq->body, cap);
         if (!grown) {
-            budget_give(rq->budget, len);
+            byte_budget_give(rq->budget, len);
             return -1;
         }
         rq->body = grown;
@@ -108,7 +84,7 @@ void request_finish(request *rq)
     refs_release_all(&rq->held); /* the response is on the wire, or the connection is gone */
     route_free(&rq->rt);
     free(rq->answer.body); /* NULL once handed to libmicrohttpd */
-    budget_give(rq->budget, rq->body_len);
+    byte_budget_give(rq->budget, rq->body_len);
     free(rq->body);
     free(rq->method);
     free(rq->url);

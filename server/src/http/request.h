@@ -18,18 +18,17 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/byte_budget.h"
 #include "core/access.h"
 #include "core/refs.h"
 #include "http/reply.h"
 #include "http/router.h"
 
-/* body_budget.h; only the C side (server.c) needs its inside. */
-typedef struct body_budget body_budget;
 
 typedef struct request {
     char *body;            /* the bytes uploaded so far (not NUL-terminated) */
     size_t body_len, body_cap;
-    body_budget *budget;   /* charged body_len bytes until request_finish */
+    byte_budget *budget;   /* charged body_len bytes until request_finish */
     int body_too_large;    /* past --max-body-mb: the rest is discarded, 413 follows */
     int over_budget;       /* past --max-buffered-mb: the rest is discarded, 503 follows */
     int dispatched;        /* the body is in and the request is being answered */
@@ -47,12 +46,10 @@ typedef struct request {
     caller who;            /* what its headers allow (access.h), read with them */
 } request;
 
-request *request_new(const char *method, const char *url, body_budget *budget);
+request *request_new(const char *method, const char *url, byte_budget *budget);
 /* Append uploaded bytes; past max_body the request is marked too large, past
  * the budget over budget, and what it held is freed. -1: out of memory. */
 int request_append(request *rq, const char *data, size_t len, size_t max_body);
-/* Whether len more bytes would fit the budget now (a hint: others race). */
-int body_budget_fits(body_budget *b, size_t len);
 /* Release every held reference and free rq. NULL is a no-op. */
 void request_finish(request *rq);
 

@@ -45,13 +45,19 @@ static int refuse_shm(const request *rq, reply *out)
 static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
 {
     const access_options *a = &s->opts->access;
-    const char *value = a->http.header ? MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                                     a->http.header)
-                                       : NULL;
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                   MHD_HTTP_HEADER_AUTHORIZATION);
-    access_caller(a, &a->http, value, value ? strlen(value) : 0, auth, auth ? strlen(auth) : 0,
-                  &rq->who);
+    /* With their lengths, NULs included: a value cut at a NUL by strlen
+     * would let "Bearer <token>\0junk" pass as the token. */
+    const char *value = NULL, *auth = NULL;
+    size_t value_len = 0, auth_len = 0;
+    if (a->http.header &&
+        MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, a->http.header,
+                                      strlen(a->http.header), &value, &value_len) != MHD_YES)
+        value = NULL;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+                                      &auth_len) != MHD_YES)
+        auth = NULL;
+    access_caller(a, &a->http, value, value ? value_len : 0, auth, auth ? auth_len : 0, &rq->who);
 }
 
 static void dispatch(frontend_server *s, request *rq, reply *out)
@@ -59,7 +65,7 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
     case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
-    case ROUTE_METRICS: metrics_handle(s->registry, out); break;
+    case ROUTE_METRICS: metrics_handle(s->registry, &rq->who.scope, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
     case ROUTE_SHM_UNREGISTER:
@@ -77,7 +83,7 @@ static void reply_too_large(reply *out, const request *rq, size_t max_body)
     char size[48] = "more than the maximum";
     if (rq->content_length >= 0)
         snprintf(size, sizeof size, "%" PRId64 " bytes", rq->content_length);
-    reply_error(out, 400, "request size of %s exceeds the maximum allowed input size of %zu "
+    reply_error(out, 400, "request JSON size of %s exceeds the maximum allowed input size of %zu "
                 "bytes. Use --max-body-mb to increase the limit.", size, max_body);
 }
 
@@ -91,7 +97,7 @@ static int triage(frontend_server *s, request *rq, reply *out)
         reply_too_large(out, rq, s->opts->max_body);
     } else if (rq->over_budget) {
         reply_error(out, 503, "the server holds %zu bytes of request bodies already "
-                              "(--max-buffered-mb); retry later", s->bodies.cap);
+                              "(--max-buffered-mb); retry later", byte_budget_cap(s->bodies));
     } else if (rq->header_length == -2) {
         reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer "
                               "in decimal digits");
@@ -190,9 +196,9 @@ static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, c
                     s->opts->max_body);
         return 1;
     }
-    if (!body_budget_fits(&s->bodies, (size_t)len)) {
+    if (!byte_budget_fits(s->bodies, (size_t)len)) {
         reply_error(out, 503, "the server holds %zu bytes of request bodies already "
-                              "(--max-buffered-mb); retry later", s->bodies.cap);
+                              "(--max-buffered-mb); retry later", byte_budget_cap(s->bodies));
         return 1;
     }
     return 0;
@@ -206,7 +212,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     frontend_server *s = cls;
     request *rq = *con_cls;
     if (!rq) { /* headers are in: set up, body follows */
-        rq = request_new(method, url, &s->bodies);
+        rq = request_new(method, url, s->bodies);
         if (!rq)
             return MHD_NO;
         rq->header_length = header_number(conn, "Inference-Header-Content-Length");
@@ -290,13 +296,12 @@ static int bind_address(const char *host, unsigned port, struct sockaddr_storage
     return -1;
 }
 
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg)
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
+                 byte_budget *bodies)
 {
-    *s = (frontend_server){.registry = reg, .opts = opts};
+    *s = (frontend_server){.registry = reg, .opts = opts, .bodies = bodies};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
-    atomic_init(&s->bodies.used, 0);
-    s->bodies.cap = opts->max_buffered;
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |

@@ -6,7 +6,7 @@
 
 #include <shmreg/shmreg.h>
 
-#include "http/body_budget.h"
+#include "common/byte_budget.h"
 #include "options.h"
 #include "http/request.h"
 #include "common/worker_pool.h"
@@ -20,13 +20,14 @@ typedef struct frontend_server {
      * waits for. An upload still arriving is not waited for: it would be
      * answered 503 anyway. */
     atomic_uint in_flight;
-    body_budget bodies;     /* request body bytes held, all connections together */
+    byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
 } frontend_server;
 
 /* Start listening; 0 on success, -1 with a message on stderr. */
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg);
+int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
+                 byte_budget *bodies);
 /* Stop accepting, let in-flight requests finish (up to opts->drain_s), then
  * answer 503 to those still queued, cut the running ones short (a slow
  * model's delay) and stop every thread. Every request's references are

@@ -251,17 +251,6 @@ static void status(shmreg_registry *reg, const region_scope *scope, const route 
     reply_text(r, &b);
 }
 
-/* Unregistering a name that nothing holds is success, as in Triton (whose
- * clients and tests rely on it); a name registered as the other kind is
- * WRONG_KIND, reported with the library's message. One call tells the two
- * apart. */
-shmreg_err shm_unregister_as_triton(shmreg_registry *reg, const region_scope *scope,
-                                    const char *name, shmreg_kind kind)
-{
-    shmreg_err e = scope_unregister(reg, scope, name, kind);
-    return e == SHMREG_ERR_NOT_FOUND ? SHMREG_OK : e; /* absent: success, as in Triton */
-}
-
 static void unregister(shmreg_registry *reg, const region_scope *scope, const route *rt, reply *r)
 {
     shmreg_err e = shm_unregister_as_triton(reg, scope, rt->region, rt->kind);
@@ -269,16 +258,6 @@ static void unregister(shmreg_registry *reg, const region_scope *scope, const ro
         reply_empty(r);
     else
         reply_scope_error(r, scope, e);
-}
-
-int shm_name_is_valid(const char *name, char *err, size_t errlen)
-{
-    if (utf8_valid(name, strlen(name)))
-        return 1;
-    /* The name is echoed through jbuf_str, which shows its bad bytes as U+FFFD. */
-    snprintf(err, errlen, "cannot register shared memory region '%s': the name is not valid UTF-8",
-             name);
-    return 0;
 }
 
 static void register_region(shmreg_registry *reg, const request *rq, const route *rt, reply *r)

@@ -21,7 +21,8 @@
  * <shmreg/shmreg.hpp>. The inference path is the C one the HTTP side runs
  * (infer_core.c), its references released through refs.h.
  *
- * Status codes are Triton's (its GrpcStatusUtil): the library's errors map
+ * The conversions (statuses, metadata, JSON -> protobuf, shared-memory
+ * parameters) are in convert.cc. Status codes are Triton's (its GrpcStatusUtil): the library's errors map
  * through grpc_code_from_shmreg, the inference path's HTTP statuses through
  * grpc_code_from_http; messages are the library's and the HTTP side's, which
  * are Triton's words where Triton has some.
@@ -41,70 +42,18 @@
 #include <string>
 #include <thread>
 
-#include "core/access.h"
 #include "common/datatype.h"
-#include "http/endpoints.h"
-#include "core/infer_core.h"
-#include "inference.grpc.pb.h"
-#include "models/models.h"
 #include "common/worker_pool.h"
+#include "core/triton.h"
+#include "grpc/convert.h"
+#include "grpc/listener.h"
 
 namespace {
 
-namespace pb = inference;
+using namespace grpc_service;
 
 /* sizeof(cudaIpcMemHandle_t); the frontend's build may have no CUDA headers. */
 constexpr size_t kCudaIpcHandleSize = 64;
-
-/* ------------------------------------------------------------ status codes */
-
-/* Triton's codes for the library's failures (Triton's shared-memory manager
- * raises the same conditions with these TRITONSERVER_Error codes, which its
- * gRPC frontend maps one to one). */
-grpc::StatusCode grpc_code_from_shmreg(shmreg_err e)
-{
-    switch (e) {
-    case SHMREG_OK: return grpc::StatusCode::OK;
-    case SHMREG_ERR_INVALID_ARG:
-    case SHMREG_ERR_OUT_OF_BOUNDS:
-    case SHMREG_ERR_FAULT: return grpc::StatusCode::INVALID_ARGUMENT; /* the client truncated its region */
-    case SHMREG_ERR_ALREADY_EXISTS: return grpc::StatusCode::ALREADY_EXISTS;
-    case SHMREG_ERR_NOT_FOUND:
-    case SHMREG_ERR_WRONG_KIND: return grpc::StatusCode::NOT_FOUND;
-    /* Triton refused to unregister a region in use with an INTERNAL error. */
-    case SHMREG_ERR_BUSY: return grpc::StatusCode::INTERNAL;
-    case SHMREG_ERR_UNSUPPORTED: return grpc::StatusCode::UNIMPLEMENTED;
-    case SHMREG_ERR_NO_MEMORY: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case SHMREG_ERR_SYSTEM:
-    case SHMREG_ERR_CUDA: break;
-    }
-    return grpc::StatusCode::INTERNAL;
-}
-
-/* The inference path reports HTTP statuses (infer_core.h); Triton's HTTP
- * and gRPC frontends derive both from one error code, so the mapping back is
- * one to one. */
-grpc::StatusCode grpc_code_from_http(unsigned status)
-{
-    switch (status) {
-    case 200: return grpc::StatusCode::OK;
-    case 400: return grpc::StatusCode::INVALID_ARGUMENT;
-    case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
-    case 404: return grpc::StatusCode::NOT_FOUND;
-    case 413:
-    case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case 501: return grpc::StatusCode::UNIMPLEMENTED;
-    case 503: return grpc::StatusCode::UNAVAILABLE;
-    default: return grpc::StatusCode::INTERNAL;
-    }
-}
-
-/* The library's failure, with the library's message. */
-grpc::Status status_of(const region_scope &, shmreg_err e)
-{
-    const char *message = shmreg_last_error();
-    return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
-}
 
 /* What scope_status returned, freed on every path. */
 struct status_list {
@@ -116,219 +65,19 @@ struct status_list {
     ~status_list() { shmreg_status_free(st, n); }
 };
 
-/* The caller of a call, from its metadata (access.h): the value of
- * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
-caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a)
-{
-    const auto &md = ctx->client_metadata();
-    auto value = a.grpc.header ? md.find(a.grpc.header) : md.end();
-    auto auth = md.find("authorization");
-    caller who;
-    access_caller(&a, &a.grpc, value != md.end() ? value->second.data() : nullptr,
-                  value != md.end() ? value->second.size() : 0,
-                  auth != md.end() ? auth->second.data() : nullptr,
-                  auth != md.end() ? auth->second.size() : 0, &who);
-    return who;
-}
-
-/* Whether who may use the shared-memory calls; the refusal in *st.
- * Triton refuses a restricted protocol with UNAVAILABLE. */
-bool refused(const caller &who, grpc::Status *st)
-{
-    char why[256];
-    unsigned http = access_refusal(&who, why, sizeof why);
-    if (http)
-        *st = grpc::Status(http == 403 ? grpc::StatusCode::UNAVAILABLE
-                                       : grpc::StatusCode::UNAUTHENTICATED,
-                           why);
-    return http != 0;
-}
-
-grpc::Status unknown_model(const std::string &name, const std::string &version)
-{
-    char message[600];
-    unknown_model_message(message, sizeof message, name.c_str(),
-                          version.empty() ? nullptr : version.c_str());
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, message);
-}
-
-/* -------------------------------------------- JSON (shared with HTTP) -> pb */
-
-/* The models' metadata and statistics are built once, as JSON, by models.c
- * for HTTP; gRPC reads its fields from the same objects. */
-struct json_ref {
-    json_object *j;
-    explicit json_ref(json_object *v) : j(v) {}
-    ~json_ref() { json_object_put(j); }
-    json_ref(const json_ref &) = delete;
-    json_ref &operator=(const json_ref &) = delete;
-};
-
-const json_object *member(const json_object *o, const char *key)
-{
-    return json_object_object_get(o, key);
-}
-
-std::string json_str(const json_object *o, const char *key)
-{
-    const char *s = json_object_get_string(const_cast<json_object *>(member(o, key)));
-    return s ? s : "";
-}
-
-uint64_t json_u64(const json_object *o, const char *key)
-{
-    return json_object_get_uint64(member(o, key));
-}
-
-int64_t json_i64(const json_object *o, const char *key)
-{
-    return json_object_get_int64(member(o, key));
-}
-
-/* f(element) for each element of the array list (none when it is not one). */
-template <typename F> void each(const json_object *list, F f)
-{
-    if (!json_object_is_type(list, json_type_array))
-        return;
-    for (size_t i = 0; i < json_object_array_length(list); i++)
-        f(static_cast<const json_object *>(json_object_array_get_idx(list, i)));
-}
-
-void tensor_metadata(
-    const json_object *list,
-    google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
-{
-    each(list, [out](const json_object *t) {
-        auto *m = out->Add();
-        m->set_name(json_str(t, "name"));
-        m->set_datatype(json_str(t, "datatype"));
-        each(member(t, "shape"), [m](const json_object *dim) { m->add_shape(json_object_get_int64(dim)); });
-    });
-}
-
-void duration(const json_object *stats, const char *key, pb::StatisticDuration *out)
-{
-    const json_object *d = member(stats, key);
-    out->set_count(json_u64(d, "count"));
-    out->set_ns(json_u64(d, "ns"));
-}
-
-void model_statistics(const model *m, pb::ModelStatistics *out)
-{
-    json_ref j(model_stats_json(m));
-    out->set_name(json_str(j.j, "name"));
-    out->set_version(json_str(j.j, "version"));
-    out->set_last_inference(json_u64(j.j, "last_inference"));
-    out->set_inference_count(json_u64(j.j, "inference_count"));
-    out->set_execution_count(json_u64(j.j, "execution_count"));
-    const json_object *s = member(j.j, "inference_stats");
-    pb::InferStatistics *is = out->mutable_inference_stats();
-    duration(s, "success", is->mutable_success());
-    duration(s, "fail", is->mutable_fail());
-    duration(s, "queue", is->mutable_queue());
-    duration(s, "compute_input", is->mutable_compute_input());
-    duration(s, "compute_infer", is->mutable_compute_infer());
-    duration(s, "compute_output", is->mutable_compute_output());
-    duration(s, "cache_hit", is->mutable_cache_hit());
-    duration(s, "cache_miss", is->mutable_cache_miss());
-}
-
-/* Triton's model configuration of m, from the JSON the HTTP side returns. */
-void model_config(const model *m, pb::ModelConfig *out)
-{
-    json_ref j(model_config_json(m));
-    out->set_name(json_str(j.j, "name"));
-    out->set_platform(json_str(j.j, "platform"));
-    out->set_backend(json_str(j.j, "backend"));
-    out->set_max_batch_size(static_cast<int32_t>(json_i64(j.j, "max_batch_size")));
-    each(member(j.j, "input"), [out](const json_object *t) {
-        pb::ModelInput *in = out->add_input();
-        in->set_name(json_str(t, "name"));
-        pb::DataType type = pb::TYPE_INVALID;
-        pb::DataType_Parse(json_str(t, "data_type"), &type);
-        in->set_data_type(type);
-        pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
-        pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
-        in->set_format(format);
-        each(member(t, "dims"), [in](const json_object *dim) { in->add_dims(json_object_get_int64(dim)); });
-    });
-    each(member(j.j, "output"), [out](const json_object *t) {
-        pb::ModelOutput *o = out->add_output();
-        o->set_name(json_str(t, "name"));
-        pb::DataType type = pb::TYPE_INVALID;
-        pb::DataType_Parse(json_str(t, "data_type"), &type);
-        o->set_data_type(type);
-        each(member(t, "dims"), [o](const json_object *dim) { o->add_dims(json_object_get_int64(dim)); });
-    });
-    each(member(j.j, "instance_group"), [out](const json_object *t) {
-        pb::ModelInstanceGroup *g = out->add_instance_group();
-        g->set_count(static_cast<int32_t>(json_i64(t, "count")));
-        pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
-        pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
-        g->set_kind(kind);
-    });
-    out->mutable_model_transaction_policy()->set_decoupled(
-        json_object_get_boolean(member(member(j.j, "model_transaction_policy"), "decoupled")));
-}
 
 /* ----------------------------------------------------------------- service */
 
 class Service;
 
-/* The parameters of a tensor that place it in shared memory, read with
- * Triton's rules and words (its gRPC ParseSharedMemoryParams): the region is
- * a string_param, offset and byte size are int64_params, and their bits are
- * the protocol's unsigned 64-bit values (an offset of 2^64 - 32 travels as
- * -32), so that every value reaches the library's bounds and overflow checks. */
-template <typename Tensor>
-unsigned shm_window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
-{
-    *w = shm_window{};
-    const auto &params = t.parameters();
-    const char *name = t.name().c_str();
-    auto region = params.find("shared_memory_region");
-    if (region != params.end()) {
-        if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam)
-            return infer_fail(c, 400,
-                              "invalid value type for 'shared_memory_region' parameter "
-                              "for tensor '%s', expected string_param.",
-                              name);
-        w->region = region->second.string_param().c_str();
-    }
-    static const char *const keys[] = {"shared_memory_offset", "shared_memory_byte_size"};
-    size_t *values[] = {&w->offset, &w->byte_size};
-    bool has_size = false;
-    for (int k = 0; k < 2; k++) {
-        auto it = params.find(keys[k]);
-        if (it == params.end())
-            continue;
-        if (!w->region)
-            return infer_fail(c, 400,
-                              "'%s' can not be specified without 'shared_memory_region' "
-                              "parameter for tensor '%s'",
-                              keys[k], name);
-        if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param)
-            return infer_fail(c, 400,
-                              "invalid value type for '%s' parameter for tensor '%s', "
-                              "expected int64_param.",
-                              keys[k], name);
-        *values[k] = static_cast<size_t>(static_cast<uint64_t>(it->second.int64_param()));
-        has_size |= k == 1;
-    }
-    if (w->region && !has_size)
-        return infer_fail(c, 400,
-                          "'shared_memory_byte_size' must be specified along with "
-                          "'shared_memory_region' parameter for tensor '%s'",
-                          name);
-    return 0;
-}
-
 /* One ModelInfer call. Owned by gRPC from ModelInfer's return until OnDone,
  * which deletes it. */
 class InferCall final : public grpc::ServerUnaryReactor {
   public:
+    /* charged: the bytes of req taken from the service's budget, given
+     * back in OnDone. */
     InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-              pb::ModelInferResponse *resp);
+              pb::ModelInferResponse *resp, size_t charged);
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
@@ -347,13 +96,17 @@ class InferCall final : public grpc::ServerUnaryReactor {
     refs held_{}; /* released in OnDone, after the response has been sent */
     infer_ctx c_{};
     struct timespec started_ {};
+    size_t charged_;
 };
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
      * (disowned, not destroyed) when the service goes. */
-    Service(shmreg_registry *reg, const frontend_options *opts) : reg_(reg), opts_(opts) {}
+    Service(shmreg_registry *reg, const frontend_options *opts, byte_budget *held)
+        : reg_(reg), opts_(opts), held_(held)
+    {
+    }
     ~Service() { reg_.disown(); }
     Service(const Service &) = delete;
     Service &operator=(const Service &) = delete;
@@ -381,6 +134,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
     shmreg_registry *registry() const { return reg_.handle(); }
+    byte_budget *held() const { return held_; }
 
     void call_started()
     {
@@ -429,12 +183,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                              const pb::ServerMetadataRequest *,
                                              pb::ServerMetadataResponse *resp) override
     {
-        json_ref j(server_metadata_json());
-        resp->set_name(json_str(j.j, "name"));
-        resp->set_version(json_str(j.j, "version"));
-        each(member(j.j, "extensions"), [resp](const json_object *e) {
-            resp->add_extensions(json_object_get_string(const_cast<json_object *>(e)));
-        });
+        server_metadata(resp);
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -445,14 +194,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         const model *m = model_find_version(req->name().c_str(), req->version().c_str());
         if (!m)
             return answer(ctx, unknown_model(req->name(), req->version()));
-        json_ref j(model_metadata_json(m));
-        resp->set_name(json_str(j.j, "name"));
-        each(member(j.j, "versions"), [resp](const json_object *v) {
-            resp->add_versions(json_object_get_string(const_cast<json_object *>(v)));
-        });
-        resp->set_platform(json_str(j.j, "platform"));
-        tensor_metadata(member(j.j, "inputs"), resp->mutable_inputs());
-        tensor_metadata(member(j.j, "outputs"), resp->mutable_outputs());
+        model_metadata(m, resp);
         return answer(ctx, grpc::Status::OK);
     }
 
@@ -489,8 +231,21 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                          const pb::ModelInferRequest *req,
                                          pb::ModelInferResponse *resp) override
     {
-        /* deleted by its OnDone */
-        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp);
+        /* The message is in memory already (gRPC read it whole, up to
+         * --max-body-mb); while it waits for a worker it counts against
+         * --max-buffered-mb (gRPC's own budget). Past that it is refused at
+         * once, which frees it, instead of queueing without bound. */
+        size_t bytes = req->ByteSizeLong();
+        if (!byte_budget_take(held_, bytes)) {
+            char why[160];
+            std::snprintf(why, sizeof why,
+                          "the server holds %zu bytes of requests already (--max-buffered-mb); "
+                          "retry later",
+                          byte_budget_cap(held_));
+            return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+        }
+        /* deleted by its OnDone, which gives the bytes back */
+        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp, bytes);
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -668,6 +423,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     shmreg::registry reg_;
     const frontend_options *opts_;
+    byte_budget *held_; /* main.c's */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
@@ -677,8 +433,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 /* ------------------------------------------------------------- InferCall */
 
 InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-                     pb::ModelInferResponse *resp)
-    : service_(s), req_(req), resp_(resp)
+                     pb::ModelInferResponse *resp, size_t charged)
+    : service_(s), req_(req), resp_(resp), charged_(charged)
 {
     c_.scope = scope;
     service_->call_started();
@@ -700,6 +456,7 @@ void InferCall::OnDone()
     /* The response has been sent (or the call failed or was cancelled):
      * nothing reads or writes the call's regions any more. */
     refs_release_all(&held_);
+    byte_budget_give(service_->held(), charged_); /* gRPC frees the request message now */
     Service *s = service_;
     delete this;
     s->call_done();
@@ -861,38 +618,36 @@ void InferCall::run()
 struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
+    Listener listener; /* the port; hands each connection it admits to server */
     const frontend_options *opts;
-    int port;
 };
 
-extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg)
+extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+                                              byte_budget *held)
 {
     auto g = std::make_unique<grpc_frontend>();
     g->opts = opts;
-    g->service = std::make_unique<Service>(reg, opts);
+    if (!g->listener.listen_on(opts->host, opts->grpc_port))
+        return nullptr;
+    g->service = std::make_unique<Service>(reg, opts, held);
     if (!g->service->start_workers()) {
         std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", opts->threads);
         return nullptr;
     }
-    /* An IPv6 address goes in brackets in a gRPC target. */
-    std::string host = opts->host;
-    if (host.find(':') != std::string::npos)
-        host = "[" + host + "]";
-    grpc::ServerBuilder builder;
-    /* gRPC binds with SO_REUSEPORT by default, so a second server on a port
-     * in use would start and share it; fail instead, as the HTTP side does. */
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddListeningPort(host + ":" + std::to_string(opts->grpc_port),
-                             grpc::InsecureServerCredentials(), &g->port);
+    grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
     builder.RegisterService(g->service.get());
     /* The same limit as an HTTP body; responses are as large as the outputs. */
     builder.SetMaxReceiveMessageSize(opts->max_body > INT32_MAX ? INT32_MAX
                                                                 : static_cast<int>(opts->max_body));
     builder.SetMaxSendMessageSize(INT32_MAX);
+    /* --request-timeout-s, as HTTP closes an idle connection: a connection
+     * with no call for that long is sent GOAWAY and closed (a client's
+     * channel reconnects on its next call). */
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(opts->request_timeout_s * 1000));
     g->server = builder.BuildAndStart();
-    if (!g->server || g->port == 0) {
-        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u\n", opts->host,
-                     opts->grpc_port);
+    if (!g->server || !g->listener.start(g->server.get(), opts->max_client_connections)) {
+        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", opts->host, opts->grpc_port);
         if (g->server)
             g->server->Shutdown();
         g->service->stop_workers(std::chrono::system_clock::now());
@@ -903,7 +658,7 @@ extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmr
 
 extern "C" unsigned grpc_frontend_port(const grpc_frontend *g)
 {
-    return static_cast<unsigned>(g->port);
+    return g->listener.port();
 }
 
 extern "C" void grpc_frontend_stop(grpc_frontend *g)
@@ -914,6 +669,7 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * returns only once every call is done); calls in flight run to their
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run. */
+    g->listener.stop(); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
     std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
     g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */

@@ -1,0 +1,56 @@
+/*
+ * The gRPC service's conversions (convert.cc), for service.cc only: Triton's
+ * gRPC statuses, the caller of a call, the models' JSON as protobuf, and a
+ * tensor's shared-memory parameters.
+ */
+#ifndef FRONTEND_GRPC_CONVERT_H
+#define FRONTEND_GRPC_CONVERT_H
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include <shmreg/shmreg.h>
+
+#include "core/access.h"
+#include "core/infer_core.h"
+#include "core/region_scope.h"
+#include "inference.grpc.pb.h"
+#include "models/models.h"
+
+namespace grpc_service {
+
+namespace pb = inference;
+
+/* Triton's gRPC code for a library error (core/triton.h's table). */
+grpc::StatusCode grpc_code_from_shmreg(shmreg_err e);
+/* The gRPC code of one of the inference path's HTTP statuses (infer_core.h). */
+grpc::StatusCode grpc_code_from_http(unsigned status);
+/* The library's failure e, with the library's message in the caller's names. */
+grpc::Status status_of(const region_scope &scope, shmreg_err e);
+
+/* The caller of a call, from its metadata (access.h): the value of
+ * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
+caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a);
+/* Whether who may use the shared-memory calls; the refusal in *st. */
+bool refused(const caller &who, grpc::Status *st);
+/* NOT_FOUND for a model (version empty: none named) that is not served. */
+grpc::Status unknown_model(const std::string &name, const std::string &version);
+
+/* The models' JSON (models.c, the same objects HTTP sends) as protobuf. */
+void server_metadata(pb::ServerMetadataResponse *resp);
+void model_metadata(const model *m, pb::ModelMetadataResponse *resp);
+void model_statistics(const model *m, pb::ModelStatistics *out);
+void model_config(const model *m, pb::ModelConfig *out);
+
+/* The window a tensor's parameters place it in (w->region NULL: none), read
+ * with Triton's rules and words; 0, or the infer_fail status. */
+unsigned shm_window_from_params(infer_ctx *c, const pb::ModelInferRequest::InferInputTensor &t,
+                                shm_window *w);
+unsigned shm_window_from_params(infer_ctx *c,
+                                const pb::ModelInferRequest::InferRequestedOutputTensor &t,
+                                shm_window *w);
+
+} // namespace grpc_service
+
+#endif

@@ -1,0 +1,320 @@
+"""Bounds that a hostile client found open on one protocol or another
+(issue 21, section 5), each checked where it was open: a request that got
+through (or got a 500) on the server before the fix is refused, in words,
+and the server keeps serving.
+
+- --max-buffered-mb bounds gRPC ModelInfer messages waiting for a worker,
+  together with HTTP's bodies: past it, RESOURCE_EXHAUSTED;
+- --max-client-connections bounds the connections of one address to the
+  gRPC port too, and --request-timeout-s closes an idle gRPC connection;
+- a bearer token (or a restricted header's value) followed by a NUL and
+  junk is not the token (expected to fail on libmicrohttpd 0.9.75: below);
+- a UINT8 input of shape [2^63 - 1, 2] overflows: 400, over HTTP and gRPC;
+- under --tenants, /metrics wants a token and shows the caller's tenant its
+  own figures only (no registry totals, no cache counters that would tell
+  whether another tenant has a key mapped), and a refusal by a registry-wide
+  limit quotes no other tenant's usage.
+"""
+import socket
+import threading
+import time
+from multiprocessing import shared_memory
+
+import grpc
+import numpy as np
+import pytest
+
+from grpc_support import call, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
+from prometheus_text import parse
+
+TOKEN = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdefghij"
+STATUS = "/v2/systemsharedmemory/status"
+HUGE_SHAPE = [2**63 - 1, 2]  # 2^64 - 2 UINT8 elements: past every int64 byte size
+
+
+def tenants_file(tmp_path):
+    path = tmp_path / "tenants"
+    path.write_text(f"{TOKEN} alice\n{BOB} bob\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def infer_request(model, inputs):
+    """A ModelInferRequest of the frontend's own classes; inputs: (name,
+    datatype, shape, raw bytes)."""
+    req = proto_classes()["inference.ModelInferRequest"]()
+    req.model_name = model
+    for name, datatype, shape, raw in inputs:
+        t = req.inputs.add()
+        t.name, t.datatype = name, datatype
+        t.shape.extend(shape)
+        req.raw_input_contents.append(raw)
+    return req
+
+
+def model_infer(url, req, timeout=60):
+    return call(url, "ModelInfer", req, proto_classes()["inference.ModelInferResponse"], timeout)
+
+
+def simple_request(model="simple"):
+    raw = np.arange(16, dtype=np.int32).tobytes()
+    return infer_request(model, [("INPUT0", "INT32", [1, 16], raw),
+                                 ("INPUT1", "INT32", [1, 16], raw)])
+
+
+# ------------------------------------------------------ --max-buffered-mb
+
+
+@pytest.mark.frontends("c")
+def test_grpc_messages_waiting_are_bounded_by_max_buffered(start_grpc_frontend):
+    # One worker, busy for 3 s with simple_delayed; meanwhile six ModelInfer
+    # messages of 3 MiB each (under --max-body-mb 4) arrive: 18 MiB waiting
+    # against --max-buffered-mb 8. Two fit; the others are refused at once.
+    server = start_grpc_frontend("--threads", "1", "--delay-ms", "3000", "--max-body-mb", "4",
+                                 "--max-buffered-mb", "8")
+    slow = threading.Thread(target=model_infer, args=(server.grpc_url,
+                                                      simple_request("simple_delayed")))
+    slow.start()
+    time.sleep(0.5)  # the worker has taken it
+    big = infer_request("identity", [("INPUT0", "UINT8", [1, 3 << 20], bytes(3 << 20))])
+    answers = [None] * 6
+
+    def send(i):
+        _, err = model_infer(server.grpc_url, big)
+        answers[i] = err
+    senders = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+    for t in senders:
+        t.start()
+    for t in senders + [slow]:
+        t.join()
+    refused = [e for e in answers if e is not None]
+    assert len(refused) >= 3, f"{6 - len(refused)} of 6 calls of 3 MiB were held against 8 MiB"
+    for e in refused:
+        assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (e.code(), e.details())
+        assert "--max-buffered-mb" in e.details(), e.details()
+    assert answers.count(None) >= 1, "nothing fitted the budget"
+    # Every refused or answered call gave its bytes back: a new one fits.
+    _, err = model_infer(server.grpc_url, big)
+    assert err is None, err.details()
+
+
+# ------------------------------------------- connections to the gRPC port
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def connect(port, source="127.0.0.1"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def closed_by_server(s, within):
+    """Whether the server closes s (EOF or reset) within `within` seconds;
+    what it sends first (gRPC's SETTINGS, a GOAWAY) is read past."""
+    deadline = time.monotonic() + within
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            s.settimeout(left)
+            if s.recv(65536) == b"":
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        pass
+    return False
+
+
+@pytest.mark.frontends("c")
+def test_grpc_connections_of_one_address_are_bounded(start_grpc_frontend):
+    server = start_grpc_frontend("--max-client-connections", "4")
+    held = [connect(server.grpc_port, "127.0.0.2") for _ in range(10)]
+    try:
+        closed = [closed_by_server(s, 1.0) for s in held]
+        assert closed.count(False) == 4, closed
+        # Another address is served meanwhile.
+        _, err = model_infer(server.grpc_url, simple_request())
+        assert err is None, err.details()
+        # Once the four go, their address may connect again.
+        for s, c in zip(held, closed):
+            if not c:
+                s.close()
+        def kept_again():
+            held.append(connect(server.grpc_port, "127.0.0.2"))
+            return not closed_by_server(held[-1], 0.3)
+        server.wait_until(kept_again, timeout=10, what="a new connection from 127.0.0.2 kept")
+    finally:
+        for s in held:
+            s.close()
+
+
+@pytest.mark.frontends("c")
+@pytest.mark.parametrize("sends", [b"", HTTP2_PREFACE], ids=["nothing", "preface"])
+def test_idle_grpc_connection_is_closed_after_request_timeout(start_grpc_frontend, sends):
+    server = start_grpc_frontend("--request-timeout-s", "2")
+    s = connect(server.grpc_port)
+    try:
+        s.sendall(sends)
+        assert not closed_by_server(s, 1.0)
+        assert closed_by_server(s, 5.0), "an idle connection was kept past --request-timeout-s"
+    finally:
+        s.close()
+    _, err = model_infer(server.grpc_url, simple_request())
+    assert err is None, err.details()
+
+
+# ------------------------------------------------------------- NUL in a header
+
+# libmicrohttpd 0.9.75 (Debian 12's) cuts a header value at its first NUL
+# before the server can read it (its value length is strlen's), so a token
+# followed by a NUL and junk reaches the server as the bare token. The server
+# reads values with their lengths (MHD_lookup_connection_value_n), so that a
+# libmicrohttpd that hands the bytes over has them refused; until then these
+# fail, and strict: the day they pass, the marks must go.
+MHD_CUTS_AT_NUL = pytest.mark.xfail(
+    strict=True, reason="libmicrohttpd 0.9.75 truncates header values at a NUL before the server "
+    "sees them")
+
+
+
+@MHD_CUTS_AT_NUL
+@pytest.mark.frontends("c")
+def test_bearer_token_followed_by_nul_is_not_the_token(start_frontend, tmp_path):
+    server = start_frontend("--tenants", tenants_file(tmp_path))
+    assert server.request("GET", STATUS, headers={"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    for junk in ("\0junk", "\0", "\0 " + TOKEN):
+        status, _, body = server.request("GET", STATUS,
+                                         headers={"Authorization": f"Bearer {TOKEN}{junk}"})
+        assert status == 401, (junk, status, body)
+
+
+@MHD_CUTS_AT_NUL
+@pytest.mark.frontends("c")
+def test_restricted_header_followed_by_nul_is_not_its_value(start_frontend):
+    server = start_frontend("--http-restricted-api", "shared-memory:admin-key=open-sesame")
+    assert server.request("GET", STATUS, headers={"admin-key": "open-sesame"})[0] == 200
+    status, _, body = server.request("GET", STATUS, headers={"admin-key": "open-sesame\0junk"})
+    assert status == 403, (status, body)
+
+
+# ---------------------------------------------------------- overflowing shape
+
+
+def test_overflowing_shape_is_400_over_http(start_frontend):
+    server = start_frontend()
+    body = {"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": HUGE_SHAPE,
+                        "data": [1, 2]}]}
+    status, reply = server.json("POST", "/v2/models/identity/infer", body)
+    assert status == 400, (status, reply)
+    # A shape that fits size_t but is far larger than its data: still 400,
+    # found before anything is allocated.
+    body["inputs"][0]["shape"] = [1 << 40, 1]
+    status, reply = server.json("POST", "/v2/models/identity/infer", body)
+    assert status == 400, (status, reply)
+    assert server.json("GET", "/v2/health/ready")[0] == 200
+
+
+@pytest.mark.frontends("c")
+def test_overflowing_shape_is_invalid_argument_over_grpc(start_grpc_frontend):
+    server = start_grpc_frontend()
+    _, err = model_infer(server.grpc_url,
+                         infer_request("identity", [("INPUT0", "UINT8", HUGE_SHAPE, b"\1\2")]))
+    assert err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT, err
+    _, err = model_infer(server.grpc_url, simple_request())
+    assert err is None, err.details()
+
+
+# ------------------------------------------------------- tenants and figures
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def shm(shm_key):
+    """make(suffix, size) -> key of a new shm object; unlinked afterwards."""
+    made = []
+
+    def make(suffix, size):
+        key = shm_key(suffix)
+        made.append(shared_memory.SharedMemory(name=key.lstrip("/"), create=True, size=size))
+        return key
+    yield make
+    for mem in made:
+        mem.close()
+        mem.unlink()
+
+
+def register(server, token, name, key, size):
+    return server.json("POST", f"/v2/systemsharedmemory/region/{name}/register",
+                       {"key": key, "offset": 0, "byte_size": size}, bearer(token))
+
+
+def metrics_of(server, token):
+    status, _, body = server.request("GET", "/metrics", headers=bearer(token))
+    assert status == 200, body
+    return {name: v for (name, _), v in parse(body.decode()).samples.items()}
+
+
+@pytest.mark.frontends("c")
+def test_metrics_under_tenants_want_a_token_and_show_only_the_tenants_own(start_frontend,
+                                                                          tmp_path, shm):
+    server = start_frontend("--tenants", tenants_file(tmp_path), "--cache-bytes", str(1 << 20))
+    status, _, body = server.request("GET", "/metrics")
+    assert status == 401, body
+    assert server.request("GET", "/metrics", headers=bearer("not-a-known-token-at-all"))[0] == 401
+    key = shm("metrics_bob", 8192)
+    assert register(server, BOB, "b", key, 8192)[0] == 200
+    bobs, alices = metrics_of(server, BOB), metrics_of(server, TOKEN)
+    assert (bobs["shmreg_tenant_regions"], bobs["shmreg_tenant_region_bytes"]) == (1, 8192)
+    assert (alices["shmreg_tenant_regions"], alices["shmreg_tenant_region_bytes"]) == (0, 0)
+    # Bob unregisters: his mapping stays in the cache. Alice registers the
+    # same key: a cache hit, which no figure she can read may show.
+    assert server.json("POST", "/v2/systemsharedmemory/region/b/unregister", None,
+                       bearer(BOB))[0] == 200
+    assert register(server, TOKEN, "a", key, 8192)[0] == 200
+    alices = metrics_of(server, TOKEN)
+    registry_wide = [n for n in alices if n.startswith("shmreg_") and
+                     not n.startswith("shmreg_tenant_")]
+    assert registry_wide == [], registry_wide
+    assert alices["shmreg_tenant_regions"] == 1
+    assert "nv_inference_request_success" in alices  # the models' figures stay
+
+
+@pytest.mark.frontends("c")
+def test_metrics_without_tenants_are_the_registrys(start_frontend):
+    server = start_frontend()
+    status, _, body = server.request("GET", "/metrics")
+    assert status == 200
+    names = {name for name, _ in parse(body.decode()).samples}
+    assert {"shmreg_regions", "shmreg_cache_hits_total"} <= names
+    assert not any(n.startswith("shmreg_tenant_") for n in names)
+
+
+@pytest.mark.frontends("c")
+def test_limit_refusal_quotes_no_other_tenants_usage(start_grpc_frontend, tmp_path, shm):
+    # Bob holds 300 KiB; Alice asks for 900 KiB of a 1 MiB limit: refused,
+    # by her share or by the registry's limit, in words that do not quote
+    # what Bob holds (main once answered "... (795648 in use)").
+    server = start_grpc_frontend("--tenants", tenants_file(tmp_path), "--max-mapped-bytes",
+                                 str(1 << 20))
+    bobs, alices = 300 * 1024, 900 * 1024
+    assert register(server, BOB, "b", shm("quota_bob", bobs), bobs)[0] == 200
+    status, reply = register(server, TOKEN, "a", shm("quota_alice", alices), alices)
+    assert status == 429, reply
+    assert str(bobs) not in reply["error"], reply
+    c = proto_classes()
+    req = c["inference.SystemSharedMemoryRegisterRequest"](
+        name="a", key=shm("quota_alice_grpc", alices), offset=0, byte_size=alices)
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        stub = channel.unary_unary("/inference.GRPCInferenceService/SystemSharedMemoryRegister",
+                                   request_serializer=lambda m: m.SerializeToString(),
+                                   response_deserializer=c[
+                                       "inference.SystemSharedMemoryRegisterResponse"].FromString)
+        with pytest.raises(grpc.RpcError) as e:
+            stub(req, metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
+    assert str(bobs) not in e.value.details(), e.value.details()
