@@ -555,7 +555,7 @@ static void op_acquire(struct world *w, struct input *in)
 {
     char name_buf[300];
     const char *name = take_name(in, name_buf);
-    struct model_region *known = name ? model_find(&w->model, name) : NULL;
+    struct model_region *known = name ? model_lookup(&w->model, name, NULL) : NULL;
     size_t limit = known ? known->size : 4096;
     size_t offset = take_extent(in, limit);
     size_t size = take_extent(in, limit);
@@ -623,7 +623,7 @@ static void op_unregister_all(struct world *w, struct input *in)
 /* One status entry against its model region. */
 static void check_entry(struct world *w, const shmreg_region_status *st)
 {
-    struct model_region *r = model_find(&w->model, st->name);
+    struct model_region *r = model_find_exact(&w->model, st->name, st->tag);
     CHECK(r, "status lists '%s', which the model does not", st->name);
     CHECK((r->from_fd ? st->key == NULL : st->key && strcmp(st->key, r->key) == 0) && st->offset == r->offset && st->byte_size == r->size &&
               st->flags == r->flags && st->kind == SHMREG_KIND_SYSTEM && st->device_id == -1,
@@ -652,7 +652,7 @@ static void op_status(struct world *w, struct input *in)
     CHECK((st == NULL) == (count == 0), "status array and count disagree");
     for (size_t i = 0; i < count; i++) {
         check_entry(w, &st[i]);
-        CHECK(model_tag_matches(model_find(&w->model, st[i].name), tag), "status for tag '%s' lists '%s'",
+        CHECK(model_tag_matches(model_find_exact(&w->model, st[i].name, st[i].tag), tag), "status for tag '%s' lists '%s'",
               tag, st[i].name);
         for (size_t j = 0; j < i; j++)
             CHECK(st[i].generation != st[j].generation, "two regions share generation %llu",

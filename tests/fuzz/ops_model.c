@@ -35,12 +35,48 @@ bool model_listed(const struct model_region *r)
     return r->state == MODEL_REGISTERED || r->state == MODEL_PENDING;
 }
 
-struct model_region *model_find(struct model *m, const char *name)
+/* The listed region of this name registered with exactly this tag (NULL:
+ * untagged). */
+struct model_region *model_find_exact(struct model *m, const char *name, const char *tag)
 {
+    for (size_t i = 0; i < m->nregions; i++) {
+        struct model_region *r = &m->regions[i];
+        if (model_listed(r) && strcmp(r->name, name) == 0 &&
+            (tag ? r->tagged && strcmp(r->tag, tag) == 0 : !r->tagged))
+            return r;
+    }
+    return NULL;
+}
+
+/* A tag is a namespace: a tagged caller finds its own tag's region only;
+ * an untagged one finds the untagged region, else the one region of that
+ * name, and nothing when several tags hold it. */
+struct model_region *model_lookup(struct model *m, const char *name, const char *tag)
+{
+    struct model_region *r = model_find_exact(m, name, tag);
+    if (r || tag)
+        return r;
+    struct model_region *only = NULL;
+    for (size_t i = 0; i < m->nregions; i++)
+        if (model_listed(&m->regions[i]) && strcmp(m->regions[i].name, name) == 0) {
+            if (only)
+                return NULL;
+            only = &m->regions[i];
+        }
+    return only;
+}
+
+/* Whether registering name under tag collides: a tagged registration with
+ * its own tag's region or an untagged one; an untagged registration with
+ * any region of that name. */
+static bool name_taken(struct model *m, const char *name, const char *tag)
+{
+    if (tag)
+        return model_find_exact(m, name, tag) || model_find_exact(m, name, NULL);
     for (size_t i = 0; i < m->nregions; i++)
         if (model_listed(&m->regions[i]) && strcmp(m->regions[i].name, name) == 0)
-            return &m->regions[i];
-    return NULL;
+            return true;
+    return false;
 }
 
 static bool kind_valid(shmreg_kind kind)
@@ -88,7 +124,7 @@ static shmreg_err check_register(struct model *m, const struct model_register_ar
     if (a->via_fd ? a->object < 0
                   : !a->key || !rule_key_valid(a->key) || rule_key_reserved(a->key, m->reserved_prefixes))
         return SHMREG_ERR_INVALID_ARG; /* the source's own argument: the key, or the descriptor */
-    if (model_find(m, a->name))
+    if (name_taken(m, a->name, a->tag))
         return SHMREG_ERR_ALREADY_EXISTS;
     /* A descriptor is looked at when it is mapped, after the limits; a
      * shm key's object before them (its checks answer first). */
@@ -144,7 +180,7 @@ shmreg_err model_register_cuda(struct model *m, const char *name, size_t size, u
         return SHMREG_ERR_OUT_OF_BOUNDS;
     if (bad_source)
         return SHMREG_ERR_INVALID_ARG;
-    if (model_find(m, name))
+    if (name_taken(m, name, tag))
         return SHMREG_ERR_ALREADY_EXISTS;
     if (!limits_allow(m, size))
         return SHMREG_ERR_NO_MEMORY;
@@ -158,7 +194,7 @@ shmreg_err model_acquire(struct model *m, const char *name, size_t offset, size_
      * never have been registered, so it is simply not found. */
     if (!name || strlen(name) == 0 || strlen(name) > 255)
         return SHMREG_ERR_INVALID_ARG;
-    struct model_region *r = model_find(m, name);
+    struct model_region *r = model_lookup(m, name, NULL);
     if (!r)
         return SHMREG_ERR_NOT_FOUND;
     if (offset >= r->size || !window_fits(offset, size, r->size))
@@ -211,9 +247,9 @@ shmreg_err model_unregister(struct model *m, const char *name, shmreg_kind kind,
 {
     if (!name || !rule_name_valid(name) || !kind_valid(kind) || !tag_valid(tag))
         return SHMREG_ERR_INVALID_ARG;
-    struct model_region *r = model_find(m, name);
     /* another tenant's region is as absent as a missing one */
-    if (!r || !model_tag_matches(r, tag))
+    struct model_region *r = model_lookup(m, name, tag);
+    if (!r)
         return SHMREG_ERR_NOT_FOUND;
     if (kind == SHMREG_KIND_CUDA)
         return SHMREG_ERR_WRONG_KIND;
@@ -242,8 +278,8 @@ shmreg_err model_status(struct model *m, const char *name, shmreg_kind kind, con
     if (!kind_valid(kind) || !tag_valid(tag) || (name && !rule_name_valid(name)))
         return SHMREG_ERR_INVALID_ARG;
     if (name) {
-        struct model_region *r = model_find(m, name);
-        if (!r || !model_tag_matches(r, tag))
+        struct model_region *r = model_lookup(m, name, tag);
+        if (!r)
             return SHMREG_ERR_NOT_FOUND;
         if (kind == SHMREG_KIND_CUDA)
             return SHMREG_ERR_WRONG_KIND;

@@ -76,8 +76,13 @@ void model_reset(struct model *m);
 /* A new registry replaces the current one (after model_destroy). */
 void model_create(struct model *m, const struct model_config *cfg);
 
-/* The registered or pending region called name, or NULL. */
-struct model_region *model_find(struct model *m, const char *name);
+/* The registered or pending region called name with exactly this tag
+ * (NULL: the untagged one), or NULL. */
+struct model_region *model_find_exact(struct model *m, const char *name, const char *tag);
+
+/* The registered or pending region a caller with this tag (NULL: untagged)
+ * finds by name, or NULL: a tag is a namespace (ops_model.c). */
+struct model_region *model_lookup(struct model *m, const char *name, const char *tag);
 
 /* Each returns the code the call must return and applies its effect;
  * *out is the region concerned when the call succeeds. */
