@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ops_model.h"
@@ -778,8 +779,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     model_destroy(&w.model);
     CHECK(model_mapped(&w.model) == 0, "the model still maps regions");
     (void)settle_maps(NOBJECTS); /* releases of destroyed registries' regions */
-    for (int spins = 0; spins < 2000000 && reclaim_threads() > 0; spins++)
-        sched_yield();
+    /* The last reference to a table may drop in an RCU callback (this
+     * harness turns destroy's RCU barrier off), so the reclaim thread ends a
+     * grace period later: wait for it by the clock, not by a count of
+     * yields, which a loaded machine ran through before the thread was
+     * scheduled (tier 70 saw that once in a fresh clone). Five seconds is
+     * far past any grace period and well inside libFuzzer's -timeout. */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        if (reclaim_threads() == 0)
+            break;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < 5);
     CHECK(reclaim_threads() == 0, "a reclaim thread outlived every registry and region");
     CHECK(count_object_maps() == NOBJECTS, "%zu mappings of the objects left, expected only the "
           "harness's %d", count_object_maps() - NOBJECTS, NOBJECTS);
