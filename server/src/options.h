@@ -18,7 +18,7 @@ typedef struct frontend_options {
     unsigned grpc_port;               /* KServe v2 gRPC port; 0: no gRPC (the default) */
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
-    unsigned threads;                 /* inference worker threads */
+    unsigned threads;                 /* inference worker threads at work at once */
     unsigned delay_ms;                /* how long the simple_delayed model sleeps */
     size_t max_body;                  /* largest request body accepted, bytes */
     unsigned drain_s;                 /* how long shutdown waits for in-flight requests */
@@ -45,6 +45,11 @@ typedef struct frontend_options {
  * -1 after printing an error (exit 2). Free with options_free either way. */
 int options_parse(int argc, char **argv, frontend_options *o);
 void options_free(frontend_options *o);
+
+/* How many threads more each protocol's pool keeps for requests whose
+ * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
+ * workers keep up to 36 more runs in flight on the GPU's instances. */
+#define FRONTEND_SPARE_THREADS_PER_WORKER 3u
 
 #ifdef __cplusplus
 }

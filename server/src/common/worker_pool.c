@@ -1,5 +1,5 @@
-/* Mutex + condition variable queue; plain and sufficient for a handful of
- * threads that each spend milliseconds per item. */
+/* Mutex + condition variable queue; plain and sufficient for a few dozen
+ * threads that each spend tens of microseconds or more per item. */
 #include "common/worker_pool.h"
 
 #include <pthread.h>
@@ -17,16 +17,29 @@ struct worker_pool {
     int stopping;
     worker_fn run;
     void *ctx;
+    unsigned working;     /* threads running an item, less those waiting */
+    unsigned max_working; /* n of worker_pool_start */
     unsigned n_threads;
     pthread_t threads[];
 };
 
+/* The pool whose item this thread runs, for worker_pool_wait_*. */
+static _Thread_local worker_pool *current;
+
+/* Under p->lock: wake a thread if an item is queued and one may start. */
+static void hand_on(worker_pool *p)
+{
+    if (p->head && p->working < p->max_working)
+        pthread_cond_signal(&p->ready);
+}
+
 static void *worker_main(void *arg)
 {
     worker_pool *p = arg;
+    current = p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->stopping)
+        while ((!p->head && !p->stopping) || (p->head && p->working >= p->max_working))
             pthread_cond_wait(&p->ready, &p->lock);
         node *n = p->head;
         if (!n)
@@ -34,25 +47,30 @@ static void *worker_main(void *arg)
         p->head = n->next;
         if (!p->head)
             p->tail = NULL;
+        p->working++;
         pthread_mutex_unlock(&p->lock);
         p->run(p->ctx, n->item);
         free(n);
         pthread_mutex_lock(&p->lock);
+        p->working--; /* this thread takes the next item itself */
     }
+    pthread_cond_broadcast(&p->ready); /* the others may be waiting to stop too */
     pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
-worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx)
+worker_pool *worker_pool_start(unsigned n, unsigned spare, worker_fn run, void *ctx)
 {
-    worker_pool *p = calloc(1, sizeof *p + n * sizeof(pthread_t));
+    unsigned total = n + spare;
+    worker_pool *p = calloc(1, sizeof *p + total * sizeof(pthread_t));
     if (!p)
         return NULL;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->ready, NULL);
     p->run = run;
     p->ctx = ctx;
-    for (; p->n_threads < n; p->n_threads++) {
+    p->max_working = n;
+    for (; p->n_threads < total; p->n_threads++) {
         if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, p) != 0) {
             worker_pool_stop(p, NULL);
             return NULL;
@@ -75,12 +93,35 @@ int worker_pool_submit(worker_pool *p, void *item)
         else
             p->head = n;
         p->tail = n;
-        pthread_cond_signal(&p->ready);
+        hand_on(p);
     }
     pthread_mutex_unlock(&p->lock);
     if (stopping)
         free(n);
     return stopping ? -1 : 0;
+}
+
+void worker_pool_wait_begin(void)
+{
+    worker_pool *p = current;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->working--;
+    hand_on(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void worker_pool_wait_end(void)
+{
+    worker_pool *p = current;
+    if (!p)
+        return;
+    /* Back at work at once, even past n: the item it holds is started, and
+     * the count falls back as items end. */
+    pthread_mutex_lock(&p->lock);
+    p->working++;
+    pthread_mutex_unlock(&p->lock);
 }
 
 void worker_pool_stop(worker_pool *p, worker_fn cancel)

@@ -1,6 +1,12 @@
 /* A fixed set of threads that run queued items in arrival order. Inference
  * runs here, so that a slow model never stalls the HTTP thread that serves
- * status, register and unregister. */
+ * status, register and unregister.
+ *
+ * At most n items run at once, except that an item which waits on something
+ * other than the CPU (a GPU run) can say so: between worker_pool_wait_begin
+ * and worker_pool_wait_end it does not count, and one of the pool's spare
+ * threads may take the next item meanwhile. So n bounds the threads at work,
+ * not the requests a GPU can have in flight. */
 #ifndef FRONTEND_WORKER_POOL_H
 #define FRONTEND_WORKER_POOL_H
 
@@ -11,14 +17,22 @@ extern "C" {
 typedef struct worker_pool worker_pool;
 typedef void (*worker_fn)(void *ctx, void *item);
 
-/* n threads calling run(ctx, item) for each submitted item. NULL on failure. */
-worker_pool *worker_pool_start(unsigned n, worker_fn run, void *ctx);
+/* n threads at work calling run(ctx, item) for each submitted item, and
+ * spare threads more that take items only while others wait (n + spare
+ * threads in all). NULL on failure. */
+worker_pool *worker_pool_start(unsigned n, unsigned spare, worker_fn run, void *ctx);
 /* Queue item; -1 when out of memory or stopping (the item is not run). */
 int worker_pool_submit(worker_pool *p, void *item);
 /* Join the threads and free p. Items still queued go to cancel(ctx, item)
  * on the calling thread, while the workers finish the items they hold; with
  * cancel NULL the workers run them all first. NULL p is a no-op. */
 void worker_pool_stop(worker_pool *p, worker_fn cancel);
+
+/* Around a wait that needs no CPU, on a pool's thread: the calling thread
+ * stops counting against n until worker_pool_wait_end. Pairs; no-ops on a
+ * thread that is not a pool's (the UDS server's, a test's). */
+void worker_pool_wait_begin(void);
+void worker_pool_wait_end(void);
 
 #ifdef __cplusplus
 }

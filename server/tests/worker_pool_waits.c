@@ -1,0 +1,145 @@
+/*
+ * The worker pool's accounting of waits (src/common/worker_pool.h): n bounds
+ * the items at work, an item between worker_pool_wait_begin and _end does
+ * not count, and the spare threads bound how many may wait. Printed as
+ * "ok NAME" or "FAIL NAME: why" lines for server/tests/test_worker_pool.py;
+ * exit 1 on any failure. Not installed.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/worker_pool.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+static int started[8], released, at_work, most_at_work;
+
+static void reset(void)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < 8; i++)
+        started[i] = 0;
+    released = at_work = most_at_work = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Under lock: wait until *flag or seconds pass; returns *flag. */
+static int wait_for(const int *flag, int seconds)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += seconds;
+    while (!*flag && pthread_cond_timedwait(&changed, &lock, &until) == 0)
+        ;
+    return *flag;
+}
+
+static int started_within(int item, int seconds)
+{
+    pthread_mutex_lock(&lock);
+    int yes = wait_for(&started[item], seconds);
+    pthread_mutex_unlock(&lock);
+    return yes;
+}
+
+static void release_all(void)
+{
+    pthread_mutex_lock(&lock);
+    released = 1;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+}
+
+/* An item: marks itself started, then holds its thread until released,
+ * either at work (ctx NULL) or inside a declared wait (ctx non-NULL). */
+static void item(void *ctx, void *arg)
+{
+    int id = (int)(long)arg;
+    pthread_mutex_lock(&lock);
+    started[id] = 1;
+    if (++at_work > most_at_work)
+        most_at_work = at_work;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+    if (ctx) {
+        pthread_mutex_lock(&lock);
+        at_work--;
+        pthread_mutex_unlock(&lock);
+        worker_pool_wait_begin();
+    }
+    pthread_mutex_lock(&lock);
+    wait_for(&released, 10);
+    pthread_mutex_unlock(&lock);
+    if (ctx) {
+        worker_pool_wait_end();
+        pthread_mutex_lock(&lock);
+        at_work++;
+        pthread_mutex_unlock(&lock);
+    }
+    pthread_mutex_lock(&lock);
+    at_work--;
+    pthread_mutex_unlock(&lock);
+}
+
+static int failures;
+
+static void check(int ok, const char *name, const char *why)
+{
+    if (ok) {
+        printf("ok %s\n", name);
+    } else {
+        printf("FAIL %s: %s\n", name, why);
+        failures++;
+    }
+}
+
+/* Two items on one worker with one spare: the second starts only when the
+ * first waits. */
+static void one_at_work(int waits)
+{
+    static int marker;
+    reset();
+    worker_pool *p = worker_pool_start(1, 1, item, waits ? &marker : NULL);
+    worker_pool_submit(p, (void *)0L);
+    worker_pool_submit(p, (void *)1L);
+    int first = started_within(0, 5);
+    int second = started_within(1, waits ? 5 : 1); /* 1 s: long enough to show it does not */
+    release_all();
+    worker_pool_stop(p, NULL);
+    if (waits)
+        check(first && second, "a waiting item lets the next one start on a spare thread",
+              "the second item did not start while the first waited");
+    else
+        check(first && !second && most_at_work == 1, "n bounds the items at work",
+              "a second item started while the only worker's item was at work");
+}
+
+/* One worker and one spare, every item waiting: two threads, so a third
+ * item waits for one of them, and runs once they end. */
+static void spares_bound_waits(void)
+{
+    static int marker;
+    reset();
+    worker_pool *p = worker_pool_start(1, 1, item, &marker);
+    for (long i = 0; i < 3; i++)
+        worker_pool_submit(p, (void *)i);
+    int two = started_within(0, 5) && started_within(1, 5);
+    int third_early = started_within(2, 1);
+    release_all();
+    int third_later = started_within(2, 5);
+    worker_pool_stop(p, NULL);
+    check(two && !third_early && third_later, "the spare threads bound the waiting items",
+          "a third item started with both threads waiting, or never ran");
+}
+
+int main(void)
+{
+    worker_pool_wait_begin(); /* not a pool's thread: no-ops */
+    worker_pool_wait_end();
+    one_at_work(0);
+    one_at_work(1);
+    spares_bound_waits();
+    return failures ? 1 : 0;
+}
