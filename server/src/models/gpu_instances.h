@@ -4,24 +4,29 @@
  * for one request's input and output, pinned staging buffers for tensors in
  * pageable host memory, and CUDA events that time the phases.
  *
- * One request at a time per instance: a request takes the least busy
- * instance (ties: one on the device that holds its CUDA tensors, then round
- * robin), waits for it if it is running another (that wait is the "queue"
- * phase), and then, on the instance's stream:
+ * A request takes the least busy instance (ties: one on the device that
+ * holds its CUDA tensors, then round robin) and one of its run slots (up to
+ * four requests in flight per instance; waiting for a slot is the "queue"
+ * phase). A tensor in pageable host memory is copied into the slot's
+ * pinned staging buffer first, outside the instance's lock. Then, under the
+ * lock, the request queues its whole run on the instance's stream, where it
+ * follows the runs queued before it:
  *
  *   input   a CUDA region: device to device (peer if on another device);
  *           a pinned system region: one DMA copy from the mapping;
- *           a system region registered unpinned (tensor.window): the
- *           library's guarded copy straight into the pinned staging buffer,
- *           then DMA: the one CPU copy of the tensor (a truncated object
- *           fails the request, not the server);
- *           inline data in the request's body: memcpy into the staging
- *           buffer, then DMA;
+ *           a system region registered unpinned (tensor.window): DMA from
+ *           the staging buffer, which the library's guarded copy filled:
+ *           the one CPU copy of the tensor (a truncated object fails the
+ *           request, not the server);
+ *           inline data in the request's body: the same, through memcpy;
  *   infer   the kernel (yolo_kernel.cu);
  *   output  the same ways back, into the request's region or buffer;
  *
- * and waits (blocking, not spinning) for the last copy before it returns, so
- * that the response never promises bytes that are not there yet.
+ * and waits (blocking, not spinning) for its last copy before it returns,
+ * so that the response never promises bytes that are not there yet. While
+ * it waits, its worker thread does not count as at work (worker_pool.h):
+ * the next request's CPU work goes on, and the stream always has the next
+ * run queued behind the current one.
  *
  * gpu_instances_cuda.c is the implementation; gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.

@@ -14,20 +14,40 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/worker_pool.h"
 #include "models/yolo_kernel.h"
 
 #define MAX_DEVICES 64
+/* Requests in flight on one instance at once: enough that the next one's
+ * copies are queued on the stream before the last one's end, so the stream
+ * never idles while its thread wakes; few enough to bound the pinned
+ * staging (two tensors' worth per slot, made only when a tensor needs it). */
+#define SLOTS_PER_INSTANCE 4
+
+/* One request in flight on an instance: the events that time its phases on
+ * the instance's stream (output_done is the one its thread sleeps on), and
+ * pinned staging for tensors in pageable host memory. */
+typedef struct run_slot {
+    struct run_slot *next; /* the instance's free slots */
+    cudaEvent_t start, input_done, infer_done, output_done;
+    void *h_in, *h_out;
+    size_t h_in_cap, h_out_cap;
+} run_slot;
 
 typedef struct gpu_instance {
     int device;
     const float *weights;        /* the device's copy, shared by its instances */
-    cudaStream_t stream;
-    cudaEvent_t start, input_done, infer_done, output_done;
+    cudaStream_t stream;         /* its requests run in the order they were queued */
     void *d_in, *d_out;          /* device buffers, grown to the largest request */
     size_t d_in_cap, d_out_cap;
-    void *h_in, *h_out;          /* pinned staging for pageable host memory, made when first needed */
-    size_t h_in_cap, h_out_cap;
-    pthread_mutex_t lock;        /* one request at a time */
+    /* Queuing on the stream (one request's copies and kernel at a time, so
+     * that each request's run is contiguous and the device buffers are its
+     * own for that run), and the slots. */
+    pthread_mutex_t lock;
+    pthread_cond_t slot_freed;
+    run_slot slots[SLOTS_PER_INSTANCE];
+    run_slot *free_slots;
+    unsigned n_made;             /* slots[0..n_made) have their events */
     atomic_uint load;            /* requests holding or waiting for this instance */
 } gpu_instance;
 
@@ -103,23 +123,40 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
 {
     *in = (gpu_instance){.device = device, .weights = weights};
     pthread_mutex_init(&in->lock, NULL);
+    pthread_cond_init(&in->slot_freed, NULL);
     atomic_init(&in->load, 0);
     cudaError_t e = cudaStreamCreateWithFlags(&in->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess)
-        e = cudaEventCreate(&in->start);
-    if (e == cudaSuccess)
-        e = cudaEventCreate(&in->input_done);
-    if (e == cudaSuccess)
-        e = cudaEventCreate(&in->infer_done);
-    /* The request's thread sleeps on this one rather than spinning: the
-     * frontend's CPUs belong to the HTTP thread and the other workers. */
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&in->output_done, cudaEventBlockingSync);
     if (e != cudaSuccess) {
-        set_why_cuda("creating a stream or events for an instance", e);
+        set_why_cuda("creating a stream for an instance", e);
         return -1;
     }
     return 0;
+}
+
+/* A slot's events, on the current device (the instance's). */
+static cudaError_t slot_make(run_slot *sl)
+{
+    cudaError_t e = cudaEventCreate(&sl->start);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&sl->input_done);
+    if (e == cudaSuccess)
+        e = cudaEventCreate(&sl->infer_done);
+    /* The request's thread sleeps on this one rather than spinning: the
+     * frontend's CPUs belong to the protocol threads and the other workers. */
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&sl->output_done, cudaEventBlockingSync);
+    return e;
+}
+
+static void slot_free(run_slot *sl)
+{
+    cudaEvent_t *events[] = {&sl->start, &sl->input_done, &sl->infer_done, &sl->output_done};
+    for (size_t i = 0; i < 4; i++)
+        if (*events[i])
+            cudaEventDestroy(*events[i]);
+    cudaFreeHost(sl->h_in);
+    cudaFreeHost(sl->h_out);
+    *sl = (run_slot){0};
 }
 
 static void instance_free(gpu_instance *in)
@@ -127,14 +164,11 @@ static void instance_free(gpu_instance *in)
     cudaSetDevice(in->device);
     if (in->stream)
         cudaStreamDestroy(in->stream);
-    cudaEvent_t *events[] = {&in->start, &in->input_done, &in->infer_done, &in->output_done};
-    for (size_t i = 0; i < 4; i++)
-        if (*events[i])
-            cudaEventDestroy(*events[i]);
+    for (unsigned i = 0; i < SLOTS_PER_INSTANCE; i++)
+        slot_free(&in->slots[i]);
     cudaFree(in->d_in);
     cudaFree(in->d_out);
-    cudaFreeHost(in->h_in);
-    cudaFreeHost(in->h_out);
+    pthread_cond_destroy(&in->slot_freed);
     pthread_mutex_destroy(&in->lock);
 }
 
@@ -223,9 +257,8 @@ unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices
 }
 
 /* The least busy instance (ties: on the preferred device, then the next in
- * round-robin order), counted busy from here; *queue_ns is how long the
- * request then waited for it. */
-static gpu_instance *take_instance(int prefer_device, uint64_t *queue_ns)
+ * round-robin order), counted busy from here until give_back. */
+static gpu_instance *take_instance(int prefer_device)
 {
     unsigned start = atomic_fetch_add_explicit(&pool.next, 1, memory_order_relaxed);
     gpu_instance *best = NULL;
@@ -241,16 +274,46 @@ static gpu_instance *take_instance(int prefer_device, uint64_t *queue_ns)
         }
     }
     atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);
-    uint64_t t0 = now_ns();
-    pthread_mutex_lock(&best->lock);
-    *queue_ns = now_ns() - t0;
     return best;
 }
 
 static void give_back(gpu_instance *in)
 {
-    pthread_mutex_unlock(&in->lock);
     atomic_fetch_sub_explicit(&in->load, 1, memory_order_relaxed);
+}
+
+/* A free slot of in, made on first use; waits while all are in flight (that
+ * wait is the "queue" phase, and the worker pool's thread does not count as
+ * at work meanwhile). The thread's current device is in's. */
+static cudaError_t slot_take(gpu_instance *in, run_slot **out)
+{
+    pthread_mutex_lock(&in->lock);
+    if (!in->free_slots && in->n_made == SLOTS_PER_INSTANCE) {
+        worker_pool_wait_begin();
+        while (!in->free_slots)
+            pthread_cond_wait(&in->slot_freed, &in->lock);
+        worker_pool_wait_end();
+    }
+    cudaError_t e = cudaSuccess;
+    if (in->free_slots) {
+        *out = in->free_slots;
+        in->free_slots = (*out)->next;
+    } else if ((e = slot_make(&in->slots[in->n_made])) == cudaSuccess) {
+        *out = &in->slots[in->n_made++];
+    } else {
+        slot_free(&in->slots[in->n_made]); /* the events that were made */
+    }
+    pthread_mutex_unlock(&in->lock);
+    return e;
+}
+
+static void slot_give(gpu_instance *in, run_slot *sl)
+{
+    pthread_mutex_lock(&in->lock);
+    sl->next = in->free_slots;
+    in->free_slots = sl;
+    pthread_cond_signal(&in->slot_freed);
+    pthread_mutex_unlock(&in->lock);
 }
 
 /* Grow a device or pinned host buffer to n bytes (its contents are not kept). */
@@ -270,6 +333,20 @@ static cudaError_t grow(void **buf, size_t *cap, size_t n, int pinned_host)
     return e;
 }
 
+/* Under in->lock: the device buffers at least this run's sizes. Runs queued
+ * earlier use them until they end, so a buffer grows only on an idle stream. */
+static cudaError_t grow_device_buffers(gpu_instance *in, size_t in_bytes, size_t out_bytes)
+{
+    if (in->d_in_cap >= in_bytes && in->d_out_cap >= out_bytes)
+        return cudaSuccess;
+    cudaError_t e = cudaStreamSynchronize(in->stream);
+    if (e == cudaSuccess)
+        e = grow(&in->d_in, &in->d_in_cap, in_bytes, 0);
+    if (e == cudaSuccess)
+        e = grow(&in->d_out, &in->d_out_cap, out_bytes, 0);
+    return e;
+}
+
 static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
 {
     float ms = 0;
@@ -277,9 +354,9 @@ static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
 }
 
 /* A tensor in an unpinned system region (tensor.window) crosses the CPU
- * once: the library's guarded copy between the window and the instance's
- * pinned staging buffer, which DMA then reads or filled. A truncated object
- * fails the copy, not the process: the failure is kept in the window for
+ * once: the library's guarded copy between the window and the slot's pinned
+ * staging buffer, which DMA then reads or filled. A truncated object fails
+ * the copy, not the process: the failure is kept in the window for
  * infer_core.c to answer, and *guard_failed tells the caller to stop. */
 static int guarded_in(tensor_window *w, void *staging, size_t n, int *guard_failed)
 {
@@ -294,67 +371,92 @@ static void guarded_out(tensor_window *w, const void *staging, size_t n, int *gu
     *guard_failed = w->failed != SHMREG_OK;
 }
 
-/* The whole run on instance in; the thread's current device is in's. A
- * guarded copy that fails ends it early with cudaSuccess and *guard_failed
- * set; nothing is left queued on the stream then. */
-static cudaError_t run_on(gpu_instance *in, const gpu_job *job, model_phases *ph,
-                          const char **what, int *guard_failed)
+/* The input into the slot's staging buffer, where it is in pageable memory:
+ * before the run is queued, so that the CPU copy holds neither the stream
+ * nor its order. 0, or -1 with *guard_failed set (nothing queued). */
+static int stage_input(run_slot *sl, const tensor *src, int *guard_failed)
+{
+    if (src->window)
+        return guarded_in(src->window, sl->h_in, src->byte_size, guard_failed) ? 0 : -1;
+    memcpy(sl->h_in, src->data, src->byte_size); /* the request's body */
+    return 0;
+}
+
+/* The run's copies and kernel on in's stream, recorded on sl's events.
+ * Under in->lock. */
+static cudaError_t enqueue_run(gpu_instance *in, run_slot *sl, const gpu_job *job,
+                               const void *from, void *to, const char **what)
 {
     const tensor *src = job->in;
     tensor *dst = job->out;
     cudaError_t e;
     *what = "cudaMalloc (the instance's buffers)";
-    if ((e = grow(&in->d_in, &in->d_in_cap, src->byte_size, 0)) != cudaSuccess ||
-        (e = grow(&in->d_out, &in->d_out_cap, dst->byte_size, 0)) != cudaSuccess)
+    if ((e = grow_device_buffers(in, src->byte_size, dst->byte_size)) != cudaSuccess)
         return e;
-    int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
-    *what = "cudaMallocHost (the instance's staging buffers)";
-    if ((stage_in && (e = grow(&in->h_in, &in->h_in_cap, src->byte_size, 1)) != cudaSuccess) ||
-        (stage_out && (e = grow(&in->h_out, &in->h_out_cap, dst->byte_size, 1)) != cudaSuccess))
-        return e;
-
-    *what = "cudaEventRecord";
-    if ((e = cudaEventRecord(in->start, in->stream)) != cudaSuccess)
-        return e;
-    /* Input. Recorded before the staging copy, so that compute input
-     * counts it: the stream is idle, so the event completes at once. */
-    const void *from = src->data;
-    if (stage_in) {
-        if (src->window) {
-            if (!guarded_in(src->window, in->h_in, src->byte_size, guard_failed))
-                return cudaStreamSynchronize(in->stream); /* the start event only */
-        } else {
-            memcpy(in->h_in, src->data, src->byte_size); /* the request's body */
-        }
-        from = in->h_in;
-    }
     *what = "cudaMemcpyAsync (input)";
-    if ((e = cudaMemcpyAsync(in->d_in, from, src->byte_size, cudaMemcpyDefault, in->stream)) !=
+    if ((e = cudaEventRecord(sl->start, in->stream)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(in->d_in, from, src->byte_size, cudaMemcpyDefault, in->stream)) !=
             cudaSuccess ||
-        (e = cudaEventRecord(in->input_done, in->stream)) != cudaSuccess)
+        (e = cudaEventRecord(sl->input_done, in->stream)) != cudaSuccess)
         return e;
     *what = "the kernel's launch";
     if ((e = yolo_kernel_launch(in->d_in, job->height, job->width, in->weights, (int)pool.window,
                                 in->d_out, in->stream)) != cudaSuccess ||
-        (e = cudaEventRecord(in->infer_done, in->stream)) != cudaSuccess)
+        (e = cudaEventRecord(sl->infer_done, in->stream)) != cudaSuccess)
         return e;
     *what = "cudaMemcpyAsync (output)";
-    if ((e = cudaMemcpyAsync(stage_out ? in->h_out : dst->data, in->d_out, dst->byte_size,
-                             cudaMemcpyDefault, in->stream)) != cudaSuccess ||
-        (e = cudaEventRecord(in->output_done, in->stream)) != cudaSuccess)
+    if ((e = cudaMemcpyAsync(to, in->d_out, dst->byte_size, cudaMemcpyDefault, in->stream)) !=
+            cudaSuccess ||
+        (e = cudaEventRecord(sl->output_done, in->stream)) != cudaSuccess)
         return e;
-    /* The reply must not say the output is there before it is. */
-    *what = "cudaEventSynchronize (the run)";
-    if ((e = cudaEventSynchronize(in->output_done)) != cudaSuccess)
+    return cudaSuccess;
+}
+
+/* The whole run on instance in with slot sl; the thread's current device is
+ * in's. A guarded copy that fails ends it early with cudaSuccess and
+ * *guard_failed set; nothing of this run is left queued on the stream then,
+ * nor after an error (the stream is drained). */
+static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, model_phases *ph,
+                          const char **what, int *guard_failed)
+{
+    const tensor *src = job->in;
+    tensor *dst = job->out;
+    cudaError_t e;
+    int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
+    *what = "cudaMallocHost (the instance's staging buffers)";
+    if ((stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, src->byte_size, 1)) != cudaSuccess) ||
+        (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, dst->byte_size, 1)) != cudaSuccess))
         return e;
     uint64_t t0 = now_ns();
+    if (stage_in && stage_input(sl, src, guard_failed) != 0)
+        return cudaSuccess;
+    uint64_t copy_in_ns = now_ns() - t0;
+
+    pthread_mutex_lock(&in->lock);
+    e = enqueue_run(in, sl, job, stage_in ? sl->h_in : src->data,
+                    stage_out ? sl->h_out : dst->data, what);
+    if (e != cudaSuccess) /* a failed step may leave copies queued: they end before the
+                           * request's references (and so perhaps the regions) go */
+        cudaStreamSynchronize(in->stream);
+    pthread_mutex_unlock(&in->lock);
+    if (e != cudaSuccess)
+        return e;
+
+    /* The reply must not say the output is there before it is. */
+    *what = "cudaEventSynchronize (the run)";
+    worker_pool_wait_begin();
+    e = cudaEventSynchronize(sl->output_done);
+    worker_pool_wait_end();
+    if (e != cudaSuccess)
+        return e;
+    t0 = now_ns();
     if (stage_out && dst->window)
-        guarded_out(dst->window, in->h_out, dst->byte_size, guard_failed);
+        guarded_out(dst->window, sl->h_out, dst->byte_size, guard_failed);
     else if (stage_out)
-        memcpy(dst->data, in->h_out, dst->byte_size);
-    ph->input_ns = elapsed_ns(in->start, in->input_done);
-    ph->infer_ns = elapsed_ns(in->input_done, in->infer_done);
-    ph->output_ns = elapsed_ns(in->infer_done, in->output_done) + (now_ns() - t0);
+        memcpy(dst->data, sl->h_out, dst->byte_size);
+    ph->input_ns = copy_in_ns + elapsed_ns(sl->start, sl->input_done);
+    ph->infer_ns = elapsed_ns(sl->input_done, sl->infer_done);
+    ph->output_ns = elapsed_ns(sl->infer_done, sl->output_done) + (now_ns() - t0);
     return cudaSuccess;
 }
 
@@ -364,7 +466,7 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         return gpu_instances_ready(err, errlen);
     int prefer = job->in->on_device ? job->in->device_id
                  : job->out->on_device ? job->out->device_id : -1;
-    gpu_instance *in = take_instance(prefer, &ph->queue_ns);
+    gpu_instance *in = take_instance(prefer);
     int previous = -1;
     const char *what = "cudaGetDevice";
     int guard_failed = 0;
@@ -374,11 +476,15 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         e = cudaSetDevice(in->device);
     }
     if (e == cudaSuccess) {
-        e = run_on(in, job, ph, &what, &guard_failed);
-        /* A failed step may leave copies queued: let them finish before the
-         * request's references (and so perhaps the regions) go. */
-        if (e != cudaSuccess)
-            cudaStreamSynchronize(in->stream);
+        run_slot *sl = NULL;
+        uint64_t t0 = now_ns();
+        what = "cudaEventCreate (an instance's events)";
+        e = slot_take(in, &sl);
+        ph->queue_ns = now_ns() - t0;
+        if (e == cudaSuccess) {
+            e = run_on(in, sl, job, ph, &what, &guard_failed);
+            slot_give(in, sl);
+        }
         cudaSetDevice(previous);
     }
     give_back(in);
