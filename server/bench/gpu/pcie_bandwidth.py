@@ -14,6 +14,12 @@ needs its input up and its output down, and with both directions busy at
 once a second of link time moves at most both_gbs, so the limit is
 1 / max(in / h2d, out / d2h, (in + out) / both).
 
+Beside it, the same H2D and D2H copies from (to) a POSIX shared memory
+object page-locked with cudaHostRegister, the way the server pins a
+client's region ("reg_h2d_gbs", "reg_d2h_gbs"): pages the kernel placed
+one by one rather than the driver's own allocation, so any cost of that
+shows here.
+
 Uses CuPy (the GPU machine's image has it); exit 2 without it or a device.
 Usage: python3 pcie_bandwidth.py [--device 0] [--mib 1024] [--repeats 7]
          [--input-bytes 1474560 --output-bytes 846720]
@@ -29,6 +35,24 @@ def limit_infer_s(bw, in_bytes, out_bytes):
     seconds = max(in_bytes / (bw["h2d_gbs"] * 1e9), out_bytes / (bw["d2h_gbs"] * 1e9),
                   (in_bytes + out_bytes) / (bw["both_gbs"] * 1e9))
     return 1.0 / seconds
+
+
+def registered_shm(nbytes):
+    """A written POSIX shm mapping of nbytes, page-locked as the server's
+    pin does (cudaHostRegisterPortable); (pointer, release)."""
+    import ctypes
+    import cupy as cp
+    from multiprocessing import shared_memory
+    shm = shared_memory.SharedMemory(create=True, size=nbytes)
+    shm.buf[:] = b"\x01" * nbytes
+    ptr = ctypes.addressof(ctypes.c_char.from_buffer(shm.buf))
+    cp.cuda.runtime.hostRegister(ptr, nbytes, 1)  # cudaHostRegisterPortable
+
+    def release():
+        cp.cuda.runtime.hostUnregister(ptr)
+        shm.close()
+        shm.unlink()
+    return ptr, release
 
 
 def measure(device, nbytes, repeats):
@@ -64,6 +88,16 @@ def measure(device, nbytes, repeats):
                                     ("both_gbs", [up, down], 2 * nbytes)):
             seconds = statistics.median(timed(copies) for _ in range(repeats))
             result[name] = round(moved / seconds / 1e9, 2)
+        reg_ptr, release = registered_shm(nbytes)
+        try:
+            reg_up = (d_up.ptr, reg_ptr, h2d, s_up)
+            reg_down = (reg_ptr, d_down.ptr, d2h, s_down)
+            timed([reg_up]), timed([reg_down])
+            for name, copies in (("reg_h2d_gbs", [reg_up]), ("reg_d2h_gbs", [reg_down])):
+                seconds = statistics.median(timed(copies) for _ in range(repeats))
+                result[name] = round(nbytes / seconds / 1e9, 2)
+        finally:
+            release()
         props = rt.getDeviceProperties(device)
         name = props["name"]
         result["device"] = name.decode() if isinstance(name, bytes) else str(name)

@@ -392,7 +392,10 @@ def write_outputs(rows, link):
                   f"{link.get('repeats')}): pinned H2D {link['h2d_gbs']} GB/s, D2H "
                   f"{link['d2h_gbs']} GB/s, both at once {link['both_gbs']} GB/s: "
                   f"PCIe limit {fmt(link.get('limit_infer_s'))} infer/s for "
-                  f"{INPUT_BYTES:,} B in + {OUTPUT_BYTES:,} B out", ""]
+                  f"{INPUT_BYTES:,} B in + {OUTPUT_BYTES:,} B out"
+                  + (f"; a POSIX shm object pinned with cudaHostRegister, as the server pins "
+                     f"a client's region: H2D {link['reg_h2d_gbs']} GB/s, D2H "
+                     f"{link['reg_d2h_gbs']} GB/s" if "reg_h2d_gbs" in link else ""), ""]
     lines += ["| GPUs | window | run | concurrency | infer/s | p50 (us) | p99 (us) | queue (us) "
               "| compute input (us) | compute infer (us) | compute output (us) "
               "| frontend CPU (cores) | CPU per inference (us) | pinned bytes mid-run "
