@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "http/endpoints.h"
+#include "http/header_block.h"
 #include "http/infer.h"
 #include "http/metrics.h"
 #include "models/models.h"
@@ -46,7 +47,8 @@ static void read_caller(const frontend_server *s, struct MHD_Connection *conn, r
 {
     const access_options *a = &s->opts->access;
     /* With their lengths, NULs included: a value cut at a NUL by strlen
-     * would let "Bearer <token>\0junk" pass as the token. */
+     * would let "Bearer <token>\0junk" pass as the token. libmicrohttpd
+     * 0.9.75 cuts them all the same; refuse_header_block answers those. */
     const char *value = NULL, *auth = NULL;
     size_t value_len = 0, auth_len = 0;
     if (a->http.header &&
@@ -204,6 +206,18 @@ static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, c
     return 0;
 }
 
+/* A header value holding a NUL, or a header folded over lines: 1 with a 400
+ * in out, before the body is read (header_block.h says why libmicrohttpd's
+ * own calls cannot show either). */
+static int refuse_header_block(struct MHD_Connection *conn, const char *method, reply *out)
+{
+    char name[HEADER_BLOCK_NAME_MAX + 1];
+    if (header_block_check(conn, method, name, sizeof name) == 0)
+        return 0;
+    reply_error(out, 400, "header '%s' holds a NUL byte or is folded over lines", name);
+    return 1;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -220,8 +234,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         read_caller(s, conn, rq);
         *con_cls = rq;
         reply early;
-        /* A response queued now means no 100 Continue; the body is not read. */
-        if (refuse_before_body(s, conn, rq, &early))
+        /* A response queued now means no 100 Continue; the body is not read.
+         * method is libmicrohttpd's own pointer into the header block. */
+        if (refuse_header_block(conn, method, &early) || refuse_before_body(s, conn, rq, &early))
             return queue_reply(conn, rq, &early);
         return MHD_YES;
     }
