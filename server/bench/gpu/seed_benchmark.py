@@ -40,6 +40,8 @@ binary; default: perf_analyzer on PATH, or under /tmp/site),
 BENCH_QUICK=1 (concurrency 1 and 100 only, 1 s windows: the run fits beside
 the builds and tests in one device call), BENCH_CONCURRENCY ("1,8,32,100"),
 BENCH_WINDOWS ("default,1": the model's window and --yolo-window 1),
+BENCH_PINS ("auto,never": the frontends started, --pin auto for the
+system_pinned and cuda rows, --pin never for system_unpinned),
 BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
 BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
 threads per GPU, default 12), BENCH_INTERVAL_MS (default 1500).
@@ -319,6 +321,7 @@ def main():
     concurrencies = [int(c) for c in os.environ.get(
         "BENCH_CONCURRENCY", "1,100" if quick else "1,8,32,100").split(",")]
     windows = os.environ.get("BENCH_WINDOWS", "default,1").split(",")
+    pins = os.environ.get("BENCH_PINS", "auto,never").split(",")
     interval_ms = int(os.environ.get("BENCH_INTERVAL_MS", "1000" if quick else "1500"))
     pa = perf_analyzer()
     env = dict(os.environ)
@@ -343,7 +346,7 @@ def main():
             log(f"seed_benchmark: {g} GPU(s) wanted, {n_gpus} visible: rows left out")
             continue
         for window in windows:
-            for pin in ("auto", "never"):
+            for pin in pins:
                 server = start_frontend(list(range(g)), pin, window)
                 try:
                     config = get_json(server, "v2/models/yolo/config")
