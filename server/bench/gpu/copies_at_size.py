@@ -18,9 +18,14 @@ kernel on each stream (up, kernel, down), and split as the server runs
 them (every copy up on one stream, kernels on their own, every copy down
 on another).
 
-Usage: python3 copies_at_size.py [--copies 2400] [--server-memory]
+--server-order prints one figure, as JSON: the server's order (up, kernel,
+down on each of 6 streams) over one registered slice, the best of three
+passes; seed_benchmark.py runs it for its chain_limit row.
+
+Usage: python3 copies_at_size.py [--copies 2400] [--server-memory | --server-order]
 """
 import argparse
+import json
 import sys
 import time
 
@@ -105,6 +110,10 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--copies", type=int, default=2400)
+    ap.add_argument("--server-order", action="store_true",
+                    help="only the server's order over one registered slice (6 streams), "
+                         "the best of three passes, printed as one JSON line "
+                         "{\"chain_infer_s\": N} (seed_benchmark.py's chain_limit row)")
     ap.add_argument("--server-memory", action="store_true",
                     help="also the server's memory and order: registered shm, one slice per "
                          "stream or one for all, copies alone and chained with a kernel")
@@ -115,6 +124,10 @@ def main():
     except Exception as e:  # noqa: BLE001 - no CuPy, no device: said, not raised
         print(f"copies_at_size: no device: {type(e).__name__}: {e}")
         return 2
+    if args.server_order:
+        best = max(rate(cp, 6, "chain", args.copies, "registered_one") for _ in range(3))
+        print(json.dumps({"chain_infer_s": round(best, 1)}))
+        return 0
     cells = [(d, n, s, "malloc_host") for d, n in (("up", IN_BYTES), ("down", OUT_BYTES),
                                                   ("both", IN_BYTES + OUT_BYTES))
              for s in (1, 2, 6, 12)]
