@@ -49,7 +49,10 @@ void options_free(frontend_options *o);
 /* How many threads more each protocol's pool keeps for requests whose
  * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
  * workers keep up to 36 more runs in flight on the GPU's instances. */
-#define FRONTEND_SPARE_THREADS_PER_WORKER 3u
+static inline unsigned options_spare_threads(const frontend_options *o)
+{
+    return o->threads * 3u;
+}
 
 #ifdef __cplusplus
 }

@@ -11,45 +11,112 @@ cell:
     up    streams  6:  33881 copies/s  50.0 GB/s
 
 Uses CuPy; exit 2 without it or a device.
-Usage: python3 copies_at_size.py [--copies 2400]
+--server-memory adds the server's memory and order: a POSIX shm object
+pinned with cudaHostRegister (a slice per stream, or one slice for all as
+perf_analyzer's requests share one region), copies alone, chained with a
+kernel on each stream (up, kernel, down), and split as the server runs
+them (every copy up on one stream, kernels on their own, every copy down
+on another).
+
+--server-order prints one figure, as JSON: the server's order (up, kernel,
+down on each of 6 streams) over one registered slice, the best of three
+passes; seed_benchmark.py runs it for its chain_limit row.
+
+Usage: python3 copies_at_size.py [--copies 2400] [--server-memory | --server-order]
 """
 import argparse
+import json
 import sys
 import time
 
 IN_BYTES, OUT_BYTES = 1474560, 846720
 
 
-def rate(cp, n_streams, direction, copies):
-    """Inferences' copies a second for direction "up", "down" or "both"."""
-    rt = cp.cuda.runtime
-    host_in = cp.cuda.alloc_pinned_memory(IN_BYTES * n_streams)
-    host_out = cp.cuda.alloc_pinned_memory(OUT_BYTES * n_streams)
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
-    dev_in = [cp.cuda.alloc(IN_BYTES) for _ in range(n_streams)]
-    dev_out = [cp.cuda.alloc(OUT_BYTES) for _ in range(n_streams)]
+def host_buffers(cp, memory, n_streams):
+    """(input pointer of stream k, output pointer of stream k, release) for
+    memory "malloc_host" (cudaMallocHost, a buffer per stream),
+    "registered" (a POSIX shm object pinned with cudaHostRegister as the
+    server pins a client's region, a slice per stream) or "registered_one"
+    (every stream reads and writes the same slice, as perf_analyzer's one
+    input and one output region are used by all its requests)."""
+    if memory == "malloc_host":
+        h_in = cp.cuda.alloc_pinned_memory(IN_BYTES * n_streams)
+        h_out = cp.cuda.alloc_pinned_memory(OUT_BYTES * n_streams)
+        return (lambda k: h_in.ptr + k * IN_BYTES, lambda k: h_out.ptr + k * OUT_BYTES,
+                lambda: None)
+    from pcie_bandwidth import registered_shm
+    slices = 1 if memory == "registered_one" else n_streams
+    ptr, release = registered_shm((IN_BYTES + OUT_BYTES) * slices)
+    out_base = ptr + IN_BYTES * slices
+    return (lambda k: ptr + (k % slices) * IN_BYTES,
+            lambda k: out_base + (k % slices) * OUT_BYTES, release)
 
-    def copy(n):
+
+def rate(cp, n_streams, direction, copies, memory="malloc_host"):
+    """Inferences' copies a second for direction "up", "down", "both",
+    "chain" (up, a kernel that reads the input and writes the output, down,
+    all on stream k) or "split" (the same steps, with every copy up on one
+    stream and every copy down on another)."""
+    rt = cp.cuda.runtime
+    host_in, host_out, release = host_buffers(cp, memory, n_streams)
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
+    dev_in = [cp.empty(IN_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
+    dev_out = [cp.empty(OUT_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
+
+    up, down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+
+    def split(n):
+        """The server's order: copies up on one stream, kernels on stream k
+        once their input is up, copies down on one stream once their kernel
+        is done."""
         for i in range(n):
             k = i % n_streams
-            if direction in ("up", "both"):
-                rt.memcpyAsync(dev_in[k].ptr, host_in.ptr + k * IN_BYTES, IN_BYTES,
+            rt.memcpyAsync(dev_in[k].data.ptr, host_in(k), IN_BYTES, rt.memcpyHostToDevice,
+                           up.ptr)
+            streams[k].wait_event(up.record())
+            with streams[k]:
+                cp.add(dev_in[k][:OUT_BYTES], 1, out=dev_out[k])
+            down.wait_event(streams[k].record())
+            rt.memcpyAsync(host_out(k), dev_out[k].data.ptr, OUT_BYTES, rt.memcpyDeviceToHost,
+                           down.ptr)
+        down.synchronize()
+
+    def copy(n):
+        if direction == "split":
+            return split(n)
+        for i in range(n):
+            k = i % n_streams
+            if direction in ("up", "both", "chain"):
+                rt.memcpyAsync(dev_in[k].data.ptr, host_in(k), IN_BYTES,
                                rt.memcpyHostToDevice, streams[k].ptr)
-            if direction in ("down", "both"):
-                rt.memcpyAsync(host_out.ptr + k * OUT_BYTES, dev_out[k].ptr, OUT_BYTES,
+            if direction == "chain":
+                with streams[k]:
+                    cp.add(dev_in[k][:OUT_BYTES], 1, out=dev_out[k])
+            if direction in ("down", "both", "chain"):
+                rt.memcpyAsync(host_out(k), dev_out[k].data.ptr, OUT_BYTES,
                                rt.memcpyDeviceToHost, streams[k].ptr)
         for s in streams:
             s.synchronize()
 
-    copy(60)  # warm-up
-    t0 = time.perf_counter()
-    copy(copies)
-    return copies / (time.perf_counter() - t0)
+    try:
+        copy(60)  # warm-up
+        t0 = time.perf_counter()
+        copy(copies)
+        return copies / (time.perf_counter() - t0)
+    finally:
+        release()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--copies", type=int, default=2400)
+    ap.add_argument("--server-order", action="store_true",
+                    help="only the server's order over one registered slice (6 streams), "
+                         "the best of three passes, printed as one JSON line "
+                         "{\"chain_infer_s\": N} (seed_benchmark.py's chain_limit row)")
+    ap.add_argument("--server-memory", action="store_true",
+                    help="also the server's memory and order: registered shm, one slice per "
+                         "stream or one for all, copies alone and chained with a kernel")
     args = ap.parse_args()
     try:
         import cupy as cp
@@ -57,12 +124,22 @@ def main():
     except Exception as e:  # noqa: BLE001 - no CuPy, no device: said, not raised
         print(f"copies_at_size: no device: {type(e).__name__}: {e}")
         return 2
-    for direction, nbytes in (("up", IN_BYTES), ("down", OUT_BYTES),
-                              ("both", IN_BYTES + OUT_BYTES)):
-        for n_streams in (1, 2, 6, 12):
-            r = rate(cp, n_streams, direction, args.copies)
-            print(f"{direction:5s} streams {n_streams:2d}: {r:7.0f} copies/s "
-                  f"{r * nbytes / 1e9:5.1f} GB/s", flush=True)
+    if args.server_order:
+        best = max(rate(cp, 6, "chain", args.copies, "registered_one") for _ in range(3))
+        print(json.dumps({"chain_infer_s": round(best, 1)}))
+        return 0
+    cells = [(d, n, s, "malloc_host") for d, n in (("up", IN_BYTES), ("down", OUT_BYTES),
+                                                  ("both", IN_BYTES + OUT_BYTES))
+             for s in (1, 2, 6, 12)]
+    if args.server_memory:
+        cells += [(d, IN_BYTES + OUT_BYTES, s, m) for m in ("malloc_host", "registered",
+                                                             "registered_one")
+                  for d in ("both", "chain", "split") for s in (6, 24)
+                  if not (m == "malloc_host" and d == "both")]
+    for direction, nbytes, n_streams, memory in cells:
+        r = rate(cp, n_streams, direction, args.copies, memory)
+        print(f"{direction:5s} {memory:14s} streams {n_streams:2d}: {r:7.0f} copies/s "
+              f"{r * nbytes / 1e9:5.1f} GB/s", flush=True)
     return 0
 
 

@@ -44,8 +44,8 @@ def registered_shm(nbytes):
     import cupy as cp
     from multiprocessing import shared_memory
     shm = shared_memory.SharedMemory(create=True, size=nbytes)
-    shm.buf[:] = b"\x01" * nbytes
     ptr = ctypes.addressof(ctypes.c_char.from_buffer(shm.buf))
+    ctypes.memset(ptr, 1, nbytes)  # written: every page populated before the pin
     cp.cuda.runtime.hostRegister(ptr, nbytes, 1)  # cudaHostRegisterPortable
 
     def release():

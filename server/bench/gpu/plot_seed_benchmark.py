@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Draw seed_benchmark.py's CSV: infer/s against concurrency for system
 shared memory pinned (the default), unpinned (--pin never) and CUDA shared
-memory, with the PCIe limit as a line; one panel per yolo window (the
-light kernel, --yolo-window 1, first: the one where the data path sets the
-pace). One GPU's rows only.
+memory, with the PCIe limit and the copies' own rate in the server's order
+as lines; one panel per yolo window (the light kernel, --yolo-window 1,
+first: the one where the data path sets the pace). One GPU's rows only.
 
 Usage: python3 plot_seed_benchmark.py build/gpu-out/seed-benchmark.csv
          [-o docs/seed-benchmark.png]
@@ -21,19 +21,25 @@ SERIES = (("system_pinned", "system shm, --pin auto (default)", "tab:blue", "o")
           ("cuda", "CUDA shm", "tab:green", "^"))
 
 
+# The limits drawn as lines: run name, label, line style.
+LIMIT_LINES = (("pcie_limit", "PCIe limit", "--"),
+               ("chain_limit", "copies in the server's order, alone", ":"))
+
+
 def read(path):
-    """{window: {run: [(concurrency, infer/s)]}} and the limit (or None)."""
-    data, limit = {}, None
+    """{window: {run: [(concurrency, infer/s)]}} and {limit run: infer/s}."""
+    data, limits = {}, {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
-            if row["run"] == "pcie_limit":
-                limit = float(row["infer_s"]) if row["infer_s"] else None
+            if row["run"] in {name for name, _, _ in LIMIT_LINES}:
+                if row["infer_s"]:
+                    limits[row["run"]] = float(row["infer_s"])
                 continue
             if row["gpus"] != "1" or row["error"] or not row["infer_s"]:
                 continue
             data.setdefault(row["window"], {}).setdefault(row["run"], []).append(
                 (int(row["concurrency"]), float(row["infer_s"])))
-    return data, limit
+    return data, limits
 
 
 def main():
@@ -45,7 +51,7 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data, limit = read(args.csv)
+    data, limits = read(args.csv)
     if not data:
         sys.exit(f"{args.csv}: no measured rows")
     windows = sorted(data, key=lambda w: (w != "1", w))
@@ -56,9 +62,10 @@ def main():
             if points:
                 ax.plot([c for c, _ in points], [v for _, v in points], marker=marker,
                         color=color, label=label)
-        if limit:
-            ax.axhline(limit, color="black", linestyle="--",
-                       label=f"PCIe limit ({limit:,.0f} infer/s)")
+        for run, label, style in LIMIT_LINES:
+            if run in limits:
+                ax.axhline(limits[run], color="black", linestyle=style,
+                           label=f"{label} ({limits[run]:,.0f} infer/s)")
         ax.set_xscale("log")
         concurrencies = sorted({c for pts in data[window].values() for c, _ in pts})
         ax.set_xticks(concurrencies, [str(c) for c in concurrencies])

@@ -19,7 +19,11 @@ with the model's default window (the kernel sets the pace) and with
 measures the link's pinned bandwidth (pcie_bandwidth.py: 1 GiB
 cudaMemcpyAsync, median of 7; H2D, D2H, both at once) and adds a
 "pcie_limit" row: the inferences a second the link allows for 1,474,560
-bytes in and 846,720 out.
+bytes in and 846,720 out. It also runs copies_at_size.py --server-order for
+a "chain_limit" row: the inferences a second that copies of those sizes
+reach in the server's order (up, kernel, down on each instance's stream),
+from a registered POSIX shm object, with no frontend running; the copies'
+fixed costs and the kernel between them put it below pcie_limit.
 
 For every row it prints, beside perf_analyzer's infer/s, latency and the
 server's compute input / infer / output: the frontend's CPU per inference
@@ -40,6 +44,8 @@ binary; default: perf_analyzer on PATH, or under /tmp/site),
 BENCH_QUICK=1 (concurrency 1 and 100 only, 1 s windows: the run fits beside
 the builds and tests in one device call), BENCH_CONCURRENCY ("1,8,32,100"),
 BENCH_WINDOWS ("default,1": the model's window and --yolo-window 1),
+BENCH_PINS ("auto,never": the frontends started, --pin auto for the
+system_pinned and cuda rows, --pin never for system_unpinned),
 BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
 BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
 threads per GPU, default 12), BENCH_INTERVAL_MS (default 1500).
@@ -95,6 +101,10 @@ PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy"
 # What each row is, and the frontend's --pin for it.
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
         ("system_unpinned", "system", "never"))
+# The rows that are limits measured in the run, not frontends: their names
+# in the table.
+LIMITS = {"pcie_limit": "PCIe limit",
+          "chain_limit": "copies of these sizes in the server's order, alone"}
 CSV_FIELDS = ["gpus", "window", "run", "concurrency", "infer_s", "p50_us", "p99_us",
               "queue_us", "input_us", "infer_us", "output_us", "cpu_cores",
               "cpu_us_per_infer", "requests", "pinned_bytes_mid", "paths", "error"]
@@ -300,9 +310,24 @@ def link_limit():
            str(INPUT_BYTES), "--output-bytes", str(OUTPUT_BYTES)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        link = json.loads(proc.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
         return {"error": f"pcie_bandwidth.py: {e}"}
+    link.update(chain_limit())
+    return link
+
+
+def chain_limit():
+    """{"chain_infer_s": N}: copies_at_size.py --server-order, what the link
+    gives copies of the seed's sizes in the server's order (up, kernel,
+    down on each instance's stream) with nothing else running; or
+    {"chain_error": ...}. Its own process, as link_limit's."""
+    cmd = [sys.executable, os.path.join(HERE, "copies_at_size.py"), "--server-order"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"chain_error": f"copies_at_size.py: {e}"}
 
 
 def fmt(v, digits=0):
@@ -319,6 +344,7 @@ def main():
     concurrencies = [int(c) for c in os.environ.get(
         "BENCH_CONCURRENCY", "1,100" if quick else "1,8,32,100").split(",")]
     windows = os.environ.get("BENCH_WINDOWS", "default,1").split(",")
+    pins = os.environ.get("BENCH_PINS", "auto,never").split(",")
     interval_ms = int(os.environ.get("BENCH_INTERVAL_MS", "1000" if quick else "1500"))
     pa = perf_analyzer()
     env = dict(os.environ)
@@ -335,15 +361,17 @@ def main():
     link = link_limit()
     log(f"--- link: {json.dumps(link)}")
     rows = []
-    for c in concurrencies:  # the limit as a line across the plot
+    for c in concurrencies:  # the limits as lines across the plot
         rows.append({"gpus": 1, "window": "-", "run": "pcie_limit", "concurrency": c,
                      "infer_s": link.get("limit_infer_s"), "error": link.get("error", "")})
+        rows.append({"gpus": 1, "window": "-", "run": "chain_limit", "concurrency": c,
+                     "infer_s": link.get("chain_infer_s"), "error": link.get("chain_error", "")})
     for g in wanted:
         if g > n_gpus:
             log(f"seed_benchmark: {g} GPU(s) wanted, {n_gpus} visible: rows left out")
             continue
         for window in windows:
-            for pin in ("auto", "never"):
+            for pin in pins:
                 server = start_frontend(list(range(g)), pin, window)
                 try:
                     config = get_json(server, "v2/models/yolo/config")
@@ -366,7 +394,7 @@ def main():
     table = write_outputs(rows, link)
     log("")
     log(table)
-    measured = [r for r in rows if r["run"] != "pcie_limit"]
+    measured = [r for r in rows if r["run"] not in LIMITS]
     failed = [f"{r['run']}/w{r['window']}/c{r['concurrency']}" for r in measured if r["error"]]
     log(f"=== seed_benchmark summary: {len(measured) - len(failed)} of {len(measured)} rows "
         f"measured" + (f"; failed: {', '.join(failed)}" if failed else "")
@@ -403,10 +431,10 @@ def write_outputs(rows, link):
               "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
               "| ---: | ---: | ---: | --- |"]
     for r in rows:
-        if r["run"] == "pcie_limit" and r["concurrency"] != max(x["concurrency"] for x in rows):
-            continue  # the limit once, not per concurrency
-        if r["run"] == "pcie_limit":
-            lines.append(f"| 1 | - | PCIe limit | - | {fmt(r.get('infer_s'), 1)} "
+        if r["run"] in LIMITS and r["concurrency"] != max(x["concurrency"] for x in rows):
+            continue  # each limit once, not per concurrency
+        if r["run"] in LIMITS:
+            lines.append(f"| 1 | - | {LIMITS[r['run']]} | - | {fmt(r.get('infer_s'), 1)} "
                          f"| - | - | - | - | - | - | - | - | - | {r.get('error') or '-'} |")
             continue
         if r.get("error"):
@@ -441,6 +469,8 @@ def write_outputs(rows, link):
               f"| {ratio(at('system_pinned', '1'), at('cuda', '1'))} | ≥ 0.80 |",
               f"| window 1: system (default flags) ÷ PCIe limit "
               f"| {ratio(at('system_pinned', '1'), limit)} | ≥ 0.75 |",
+              f"| window 1: system (default flags) ÷ copies in the server's order, alone "
+              f"| {ratio(at('system_pinned', '1'), link.get('chain_infer_s'))} | (context) |",
               f"| window 1: frontend CPU per inference, system ÷ CUDA "
               f"| {ratio(at('system_pinned', '1', 'cpu_us_per_infer'), at('cuda', '1', 'cpu_us_per_infer'))} "
               f"| ≤ 1.3 |",

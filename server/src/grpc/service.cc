@@ -113,8 +113,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     bool start_workers()
     {
-        workers_ = worker_pool_start(opts_->threads, opts_->threads * FRONTEND_SPARE_THREADS_PER_WORKER,
-                                     run_call, this);
+        workers_ = worker_pool_start(opts_->threads, options_spare_threads(opts_), run_call, this);
         return workers_ != nullptr;
     }
     /* Let calls run until deadline; then answer those still queued with

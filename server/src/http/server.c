@@ -323,8 +323,7 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (bind_address(opts->host, opts->port, &addr, &flags) != 0)
         return -1;
-    s->workers = worker_pool_start(opts->threads, opts->threads * FRONTEND_SPARE_THREADS_PER_WORKER,
-                                    run_suspended, s);
+    s->workers = worker_pool_start(opts->threads, options_spare_threads(opts), run_suspended, s);
     if (!s->workers) {
         fprintf(stderr, "error: cannot start %u worker threads\n", opts->threads);
         return -1;
