@@ -11,6 +11,8 @@ and the server keeps serving.
   junk is not the token: a NUL in any header value gets 400 naming the
   header (so does a header folded over lines, on the C server), and
   ordinary headers (empty, blank-padded, many, bare-LF line ends) still pass;
+  over gRPC (raw HTTP/2 frames, since grpcio will not send a NUL) the token
+  with a NUL and junk gets no answer message, the exact token does;
 - a UINT8 input of shape [2^63 - 1, 2] overflows: 400, over HTTP and gRPC;
 - under --tenants, /metrics wants a token and shows the caller's tenant its
   own figures only (no registry totals, no cache counters that would tell
@@ -282,6 +284,67 @@ def test_ordinary_headers_are_served(start_frontend, eol):
     # Line ends mixed: the last header's CRLF, then a bare LF.
     status, body = raw_request(server.port, HEALTH + b"\r\nHost: 127.0.0.1\r\nX-A: 1\r\n\n")
     assert status == 200, (status, body)
+
+
+# The same over gRPC: grpcio will not send a NUL in metadata, so the call
+# is written as raw HTTP/2 frames (HPACK literals, no Huffman). The service
+# reads metadata with its length, so the value is never the token; whether
+# gRPC's parser refuses it first or the service answers UNAUTHENTICATED, no
+# answer message (DATA) comes back, while the exact token gets one.
+def hpack_literal(name, value):
+    """A header field as an HPACK literal without indexing, lengths < 127."""
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def h2_frame(kind, flags, stream, payload):
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big")
+            + payload)
+
+
+def grpc_status_call_answers(port, authorization):
+    """Whether a raw SystemSharedMemoryStatus call with this authorization
+    value gets an answer message (a DATA frame on its stream) before the
+    stream ends."""
+    fields = [(b":method", b"POST"), (b":scheme", b"http"),
+              (b":path", b"/inference.GRPCInferenceService/SystemSharedMemoryStatus"),
+              (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"),
+              (b"te", b"trailers"), (b"authorization", authorization)]
+    headers = b"".join(hpack_literal(n, v) for n, v in fields)
+    empty_message = b"\x00\x00\x00\x00\x00"  # uncompressed, 0 bytes
+    s = connect(port)
+    try:
+        s.sendall(HTTP2_PREFACE + h2_frame(1, 0x4, 1, headers) + h2_frame(0, 0x1, 1, empty_message))
+        s.settimeout(10)
+        data = b""
+        while True:
+            while len(data) < 9 or len(data) < 9 + int.from_bytes(data[:3], "big"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    return False  # the connection closed: refused
+                data += chunk
+            length, kind, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+            stream = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
+            data = data[9 + length:]
+            if kind == 4 and not flags & 0x1:  # the server's SETTINGS: acknowledged
+                s.sendall(h2_frame(4, 0x1, 0, b""))
+            elif kind == 0 and stream == 1 and length:
+                return True
+            elif (kind == 1 and stream == 1 and flags & 0x1) or (kind == 3 and stream == 1) \
+                    or kind == 7:
+                return False  # trailers only, RST_STREAM or GOAWAY
+    finally:
+        s.close()
+
+
+@pytest.mark.frontends("c")
+def test_grpc_bearer_token_followed_by_nul_is_not_the_token(start_grpc_frontend, tmp_path):
+    server = start_grpc_frontend("--tenants", tenants_file(tmp_path))
+    token = f"Bearer {TOKEN}".encode()
+    assert grpc_status_call_answers(server.grpc_port, token)
+    for junk in (b"\0junk", b"\0", b"\0 " + TOKEN.encode()):
+        assert not grpc_status_call_answers(server.grpc_port, token + junk), junk
+    assert grpc_status_call_answers(server.grpc_port, token)  # still serving
 
 
 # ---------------------------------------------------------- overflowing shape
