@@ -274,7 +274,10 @@ def test_unregister_while_in_use_detach(start_frontend, shm_key, n_requests):
         assert_outputs(regions)  # the detached mapping stayed valid for the requests
         assert status_by_name(client)["output0"]["in_use"] == 0
         client.unregister_system_shared_memory()
-        assert server.shm_mappings(shm_key("")) == []
+        # The detached mapping's last release (a slow request's) handed it to
+        # the library's reclaim thread (--reclaim background), which unmaps
+        # it soon after, not before join returns.
+        server.wait_until(lambda: server.shm_mappings(shm_key("")) == [], what="the unmapping")
     finally:
         regions.destroy()
         client.close()
@@ -303,9 +306,13 @@ def test_unregister_while_in_use_refuse(start_frontend, shm_key, n_requests):
         assert len(client.get_system_shared_memory_status()) == 4  # nothing was removed
         slow.join()
         assert_outputs(regions)
+        # A request's references go once its response is sent, a moment
+        # after the client has it.
+        server.wait_until(lambda: all(r["in_use"] == 0 for r in status_by_name(client).values()),
+                          what="the slow requests' references released")
         client.unregister_system_shared_memory()
         assert client.get_system_shared_memory_status() == []
-        assert server.shm_mappings(shm_key("")) == []
+        assert server.shm_mappings(shm_key("")) == []  # unregistering an idle region unmaps it
     finally:
         regions.destroy()
         client.close()
