@@ -248,7 +248,10 @@ def test_unregister_while_in_use_defer(start_frontend, shm_key, n_requests):
         assert all(r["pending_unregister"] for r in client.get_system_shared_memory_status())
         slow.join()
         assert_outputs(regions)
-        assert client.get_system_shared_memory_status() == []  # last release removed them
+        # The last releases removed them, once the responses were sent (a
+        # moment after the client has them).
+        server.wait_until(lambda: client.get_system_shared_memory_status() == [],
+                          what="the pending regions removed")
         # ... and handed them to the library's reclaim thread, which unmaps them
         server.wait_until(lambda: server.shm_mappings(shm_key("")) == [], what="the unmapping")
     finally:
