@@ -63,12 +63,12 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host"):
     dev_in = [cp.empty(IN_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
     dev_out = [cp.empty(OUT_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
 
-    up, down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-
     def split(n):
-        """The server's order: copies up on one stream, kernels on stream k
-        once their input is up, copies down on one stream once their kernel
-        is done."""
+        """Copies up on one stream, kernels on stream k once their input is
+        up, copies down on another stream once their kernel is done (the
+        order of the per-device copy streams that were tried in the server
+        and not kept)."""
+        up, down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
         for i in range(n):
             k = i % n_streams
             rt.memcpyAsync(dev_in[k].data.ptr, host_in(k), IN_BYTES, rt.memcpyHostToDevice,
@@ -116,7 +116,8 @@ def main():
                          "{\"chain_infer_s\": N} (seed_benchmark.py's chain_limit row)")
     ap.add_argument("--server-memory", action="store_true",
                     help="also the server's memory and order: registered shm, one slice per "
-                         "stream or one for all, copies alone and chained with a kernel")
+                         "stream or one for all, copies alone, chained with a kernel, and "
+                         "split over two copy streams")
     args = ap.parse_args()
     try:
         import cupy as cp

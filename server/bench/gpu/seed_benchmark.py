@@ -303,31 +303,28 @@ def measure(row, server, pa, env, interval_ms):
     })
 
 
-def link_limit():
-    """pcie_bandwidth.py's figures (in a process of its own, so that its CUDA
-    context is gone before the frontends start), or {"error": ...}."""
-    cmd = [sys.executable, os.path.join(HERE, "pcie_bandwidth.py"), "--input-bytes",
-           str(INPUT_BYTES), "--output-bytes", str(OUTPUT_BYTES)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        link = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        return {"error": f"pcie_bandwidth.py: {e}"}
-    link.update(chain_limit())
-    return link
-
-
-def chain_limit():
-    """{"chain_infer_s": N}: copies_at_size.py --server-order, what the link
-    gives copies of the seed's sizes in the server's order (up, kernel,
-    down on each instance's stream) with nothing else running; or
-    {"chain_error": ...}. Its own process, as link_limit's."""
-    cmd = [sys.executable, os.path.join(HERE, "copies_at_size.py"), "--server-order"]
+def script_json(script, args, error_key):
+    """The last line of HERE/script's output, as JSON, run in a process of
+    its own (so that its CUDA context is gone before the frontends start);
+    {error_key: why} when it fails or prints no JSON."""
+    cmd = [sys.executable, os.path.join(HERE, script), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
-        return {"chain_error": f"copies_at_size.py: {e}"}
+        return {error_key: f"{script}: {e}"}
+
+
+def link_limit():
+    """pcie_bandwidth.py's figures, or {"error": ...}, with
+    copies_at_size.py --server-order's {"chain_infer_s": N} (what the link
+    gives copies of the seed's sizes in the server's order, up, kernel and
+    down on each instance's stream, with nothing else running) or
+    {"chain_error": ...}."""
+    link = script_json("pcie_bandwidth.py", ["--input-bytes", str(INPUT_BYTES),
+                                             "--output-bytes", str(OUTPUT_BYTES)], "error")
+    link.update(script_json("copies_at_size.py", ["--server-order"], "chain_error"))
+    return link
 
 
 def fmt(v, digits=0):

@@ -423,7 +423,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     tensor *dst = job->out;
     cudaError_t e;
     int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
-    *what = "cudaMallocHost (the instance's staging buffers)";
+    *what = "cudaMallocHost (a run slot's staging buffers)";
     if ((stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, src->byte_size, 1)) != cudaSuccess) ||
         (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, dst->byte_size, 1)) != cudaSuccess))
         return e;
