@@ -13,6 +13,10 @@ and, given the sizes of one inference's input and output (--input-bytes,
 needs its input up and its output down, and with both directions busy at
 once a second of link time moves at most both_gbs, so the limit is
 1 / max(in / h2d, out / d2h, (in + out) / both).
+Given those sizes it also times 1 GiB up and, at once, as much down as one
+inference's output is to its input ("mix_infer_s": the inferences' worth
+that moves a second). That is the link carrying the seed's mix itself,
+where the limit above is computed from equal halves.
 
 Beside it, the same H2D and D2H copies from (to) a POSIX shared memory
 object page-locked with cudaHostRegister, the way the server pins a
@@ -55,7 +59,7 @@ def registered_shm(nbytes):
     return ptr, release
 
 
-def measure(device, nbytes, repeats):
+def measure(device, nbytes, repeats, in_bytes=0, out_bytes=0):
     import cupy as cp
     rt = cp.cuda.runtime
     with cp.cuda.Device(device):
@@ -69,10 +73,10 @@ def measure(device, nbytes, repeats):
         def timed(copies):
             """Seconds from the first copy's start to the last one's end."""
             events = []
-            for dst, src, kind, stream in copies:
+            for dst, src, kind, stream, *size in copies:
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record(stream)
-                rt.memcpyAsync(dst, src, nbytes, kind, stream.ptr)
+                rt.memcpyAsync(dst, src, size[0] if size else nbytes, kind, stream.ptr)
                 end.record(stream)
                 events.append((start, end))
             for _, end in events:
@@ -88,6 +92,15 @@ def measure(device, nbytes, repeats):
                                     ("both_gbs", [up, down], 2 * nbytes)):
             seconds = statistics.median(timed(copies) for _ in range(repeats))
             result[name] = round(moved / seconds / 1e9, 2)
+        if in_bytes and out_bytes:
+            # Both directions at once in one inference's proportions: what
+            # the link moves when it carries the seed's mix rather than
+            # equal halves (a transfer one way also costs the other way
+            # some of its capacity, so both_gbs alone can flatter the mix).
+            down_bytes = nbytes * out_bytes // in_bytes
+            mix = [up, (h_down.ptr, d_down.ptr, d2h, s_down, down_bytes)]
+            seconds = statistics.median(timed(mix) for _ in range(repeats))
+            result["mix_infer_s"] = round(nbytes / in_bytes / seconds, 1)
         reg_ptr, release = registered_shm(nbytes)
         try:
             reg_up = (d_up.ptr, reg_ptr, h2d, s_up)
@@ -113,7 +126,8 @@ def main():
     ap.add_argument("--output-bytes", type=int, default=0)
     args = ap.parse_args()
     try:
-        result = measure(args.device, args.mib << 20, args.repeats)
+        result = measure(args.device, args.mib << 20, args.repeats, args.input_bytes,
+                         args.output_bytes)
     except ImportError as e:
         print(json.dumps({"error": f"no CuPy: {e}"}))
         return 2
