@@ -25,4 +25,8 @@ def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F
     assert counts["fail"]["count"] == 0
     assert counts["success"]["count"] == len(CONCURRENCY) * REQUESTS_PER_LEVEL
     # perf_analyzer unregisters its regions at exit; nothing may stay in use.
-    assert all(r.in_use == 0 for r in region_status(server.grpc_url).values())
+    # A gRPC call releases its regions once its answer is sent (OnDone), so
+    # the last one may still be releasing when perf_analyzer has exited: a
+    # reference kept for good still fails, after the bound.
+    server.wait_until(lambda: all(r.in_use == 0 for r in region_status(server.grpc_url).values()),
+                      what="every region's last request to release it")
