@@ -1,23 +1,22 @@
 """perf_analyzer -i grpc --shared-memory system against identity, the gRPC
 twin of test_perf_analyzer.py: the same counts, the same checks, and the same
 skip (with the loader's exact reason) where perf_analyzer cannot execute."""
-import subprocess
-
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from grpc_support import region_status
-from test_perf_analyzer import CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES, perf_analyzer_path
+from test_perf_analyzer import (CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES,
+                                perf_analyzer_path, run_level)
 
 
 def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F811
     pa = perf_analyzer_path()
     server = start_grpc_frontend("--threads", "4")
-    for concurrency in CONCURRENCY:
+    for level, concurrency in enumerate(CONCURRENCY, 1):
         cmd = [pa, "-m", "identity", "-u", server.grpc_url, "-i", "grpc", "--shared-memory",
                "system", "--output-shared-memory-size", str(TENSOR_BYTES), "--shape", SHAPE,
                "--concurrency-range", str(concurrency), "--request-count", str(REQUESTS_PER_LEVEL)]
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        print(run.stdout)
-        assert run.returncode == 0, run.stdout + run.stderr
+        rc, out = run_level(cmd, server, level * REQUESTS_PER_LEVEL)
+        print(out)
+        assert rc == 0, out
 
     status, stats = server.json("GET", "/v2/models/identity/stats")
     assert status == 200
