@@ -73,10 +73,10 @@ def measure(device, nbytes, repeats, in_bytes=0, out_bytes=0):
         def timed(copies):
             """Seconds from the first copy's start to the last one's end."""
             events = []
-            for dst, src, kind, stream, *size in copies:
+            for dst, src, size, kind, stream in copies:
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record(stream)
-                rt.memcpyAsync(dst, src, size[0] if size else nbytes, kind, stream.ptr)
+                rt.memcpyAsync(dst, src, size, kind, stream.ptr)
                 end.record(stream)
                 events.append((start, end))
             for _, end in events:
@@ -84,8 +84,8 @@ def measure(device, nbytes, repeats, in_bytes=0, out_bytes=0):
             first = events[0][0]
             return max(cp.cuda.get_elapsed_time(first, end) for _, end in events) / 1e3
 
-        up = (d_up.ptr, h_up.ptr, h2d, s_up)
-        down = (h_down.ptr, d_down.ptr, d2h, s_down)
+        up = (d_up.ptr, h_up.ptr, nbytes, h2d, s_up)
+        down = (h_down.ptr, d_down.ptr, nbytes, d2h, s_down)
         timed([up]), timed([down])  # warm-up: first-touch of the pinned pages
         result = {}
         for name, copies, moved in (("h2d_gbs", [up], nbytes), ("d2h_gbs", [down], nbytes),
@@ -98,13 +98,13 @@ def measure(device, nbytes, repeats, in_bytes=0, out_bytes=0):
             # equal halves (a transfer one way also costs the other way
             # some of its capacity, so both_gbs alone can flatter the mix).
             down_bytes = nbytes * out_bytes // in_bytes
-            mix = [up, (h_down.ptr, d_down.ptr, d2h, s_down, down_bytes)]
+            mix = [up, (h_down.ptr, d_down.ptr, down_bytes, d2h, s_down)]
             seconds = statistics.median(timed(mix) for _ in range(repeats))
             result["mix_infer_s"] = round(nbytes / in_bytes / seconds, 1)
         reg_ptr, release = registered_shm(nbytes)
         try:
-            reg_up = (d_up.ptr, reg_ptr, h2d, s_up)
-            reg_down = (reg_ptr, d_down.ptr, d2h, s_down)
+            reg_up = (d_up.ptr, reg_ptr, nbytes, h2d, s_up)
+            reg_down = (reg_ptr, d_down.ptr, nbytes, d2h, s_down)
             timed([reg_up]), timed([reg_down])
             for name, copies in (("reg_h2d_gbs", [reg_up]), ("reg_d2h_gbs", [reg_down])):
                 seconds = statistics.median(timed(copies) for _ in range(repeats))
