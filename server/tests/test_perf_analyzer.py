@@ -38,11 +38,11 @@ def perf_analyzer_path():
     return path
 
 
-def answered(server):
-    """Requests the server's identity model has answered so far."""
+def identity_stats(server):
+    """The identity model's inference_stats now (success, fail, ...)."""
     status, stats = server.json("GET", "/v2/models/identity/stats")
     assert status == 200, stats
-    return stats["model_stats"][0]["inference_stats"]["success"]["count"]
+    return stats["model_stats"][0]["inference_stats"]
 
 
 def clean_up_after(server):
@@ -81,7 +81,8 @@ def run_level(cmd, server, expect_answered, timeout=300):
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        if all_answered_at is None and answered(server) >= expect_answered:
+        if all_answered_at is None and \
+                identity_stats(server)["success"]["count"] >= expect_answered:
             all_answered_at = now
         stuck = all_answered_at is not None and now - all_answered_at > EXIT_GRACE_S
         if stuck or now > deadline:
@@ -106,9 +107,7 @@ def test_perf_analyzer_identity_system_shm(start_frontend):
         print(out)
         assert rc == 0, out
 
-    status, stats = server.json("GET", "/v2/models/identity/stats")
-    assert status == 200
-    counts = stats["model_stats"][0]["inference_stats"]
+    counts = identity_stats(server)
     assert counts["fail"]["count"] == 0
     assert counts["success"]["count"] == len(CONCURRENCY) * REQUESTS_PER_LEVEL
     # perf_analyzer unregisters its regions at exit; nothing may stay in use.

@@ -4,7 +4,7 @@ skip (with the loader's exact reason) where perf_analyzer cannot execute."""
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from grpc_support import region_status
 from test_perf_analyzer import (CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES,
-                                perf_analyzer_path, run_level)
+                                identity_stats, perf_analyzer_path, run_level)
 
 
 def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F811
@@ -18,9 +18,7 @@ def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F
         print(out)
         assert rc == 0, out
 
-    status, stats = server.json("GET", "/v2/models/identity/stats")
-    assert status == 200
-    counts = stats["model_stats"][0]["inference_stats"]
+    counts = identity_stats(server)
     assert counts["fail"]["count"] == 0
     assert counts["success"]["count"] == len(CONCURRENCY) * REQUESTS_PER_LEVEL
     # perf_analyzer unregisters its regions at exit; nothing may stay in use.
