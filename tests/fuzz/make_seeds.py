@@ -68,6 +68,14 @@ OPS = {
     'recreate-held': config(0) + reg(0, 0, ZERO, LIMIT) + reg(1, 1, ZERO, ONE) + acq(0, ZERO, LIMIT)
         + acq(1, ZERO, ONE) + [RET, 0, RECR] + config(1) + reg(0, 0, ZERO, LIMIT) + acq(0, ZERO, LIMIT)
         + unr(0) + [RECR] + config(2) + [REL, 0, REL, 0] + st(),
+    # A destroyed registry's regions released while the next registry's two
+    # regions share one mapping (its cache on): the model then counts more
+    # regions than there are mappings, so the harness must not judge the
+    # first release's unmapping by the count.
+    'destroyed-release-shared-mapping': config(0) + reg(0, 0, ZERO, LIMIT) + reg(1, 1, ZERO, ONE)
+        + acq(0, ZERO, LIMIT) + acq(1, ZERO, ONE) + [RECR] + config(1, cache_sel=4) + reg(0, 0, ZERO, LIMIT)
+        + acq(0, ZERO, LIMIT) + unr(0) + reg(0, 0, ZERO, LIMIT) + [REL, 0, REL, 0, RECR] + config(2)
+        + [REL, 0] + st(),
     'null-arguments': config(0) + reg(0, 0, ZERO, LIMIT) + [NUL, 0, NUL, 1, NUL, 2, NUL, 3, NUL, 4, NUL, 5]
         + acq(11, ZERO, ZERO) + unr(11) + st(11),
     'readonly-and-pin': config(0) + reg(0, 0, ZERO, LIMIT, 1) + acq(0, ZERO, LIMIT)
