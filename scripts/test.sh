@@ -23,9 +23,14 @@ for tier in scripts/tests.d/[0-9][0-9]-*.sh; do
   echo "=== tier $name"
   start=$SECONDS
   # Not a pipe into tee: a server a tier leaves behind would hold the pipe
-  # open and the loop would wait for it.
-  bash "$tier" > >(tee "$logs/$name.log") 2>&1
+  # open and the loop would wait for it. tee gets 5 s after the tier to
+  # write its last lines.
+  exec {log_fd}> >(tee "$logs/$name.log")
+  tee_pid=$!
+  bash "$tier" >&"$log_fd" 2>&1
   rc=$?
+  exec {log_fd}>&-
+  for _ in $(seq 50); do kill -0 "$tee_pid" 2>/dev/null || break; sleep 0.1; done
   echo "=== tier $name: exit $rc after $((SECONDS - start)) s"
   case $rc in
     0) passed=$((passed + 1)) ;;
