@@ -113,8 +113,9 @@ static void create_objects(void)
     atexit(unlink_objects);
 }
 
-/* Mappings of the objects in /proc/self/maps, the harness's own included. */
-static size_t count_object_maps(void)
+/* Mappings of the objects in /proc/self/maps, the harness's own included:
+ * those that cover addr, or every one when addr is NULL. */
+static size_t object_maps_covering(const void *addr)
 {
     char prefix[96];
     snprintf(prefix, sizeof prefix, "/dev/shm%s-", object_prefix);
@@ -122,10 +123,35 @@ static size_t count_object_maps(void)
     CHECK(f, "cannot read /proc/self/maps");
     char line[4096];
     size_t n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, prefix) != NULL;
+    uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long start, end;
+        n += strstr(line, prefix) != NULL &&
+             (!addr || (sscanf(line, "%lx-%lx", &start, &end) == 2 && a >= start && a < end));
+    }
     fclose(f);
     return n;
+}
+
+static size_t count_object_maps(void)
+{
+    return object_maps_covering(NULL);
+}
+
+/* Poll done(arg) every millisecond, for five seconds at most (far past
+ * what a reclaim thread takes, and well inside libFuzzer's -timeout): by the
+ * clock, not by a count of yields, which a loaded machine ran through before
+ * the thread was scheduled (tier 70 saw that once in a fresh clone). */
+static void wait_up_to_5_s(bool (*done)(const void *), const void *arg)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        if (done(arg))
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < 5);
 }
 
 /* ------------------------------------------------------------ the input */
@@ -432,22 +458,24 @@ static int reclaim_threads(bool describe)
     return n;
 }
 
-/* Whether a mapping of the objects (not the harness's own) covers addr. */
-static bool object_mapped_at(const void *addr)
+static bool unmapped_at(const void *addr)
 {
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "/dev/shm%s-", object_prefix);
-    FILE *f = fopen("/proc/self/maps", "r");
-    CHECK(f, "cannot read /proc/self/maps");
-    char line[4096];
-    bool found = false;
-    uintptr_t a = (uintptr_t)addr;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long start, end;
-        found = strstr(line, prefix) && sscanf(line, "%lx-%lx", &start, &end) == 2 && a >= start && a < end;
-    }
-    fclose(f);
-    return found;
+    return object_maps_covering(addr) == 0;
+}
+
+static bool no_reclaim_threads(const void *unused)
+{
+    (void)unused;
+    return reclaim_threads(false) == 0;
+}
+
+/* Take held reference i out of the harness's list, its view checked. */
+static struct held take_held(struct world *w, size_t i)
+{
+    struct held h = w->held[i];
+    check_view(&h);
+    w->held[i] = w->held[--w->nheld];
+    return h;
 }
 
 /* The last release of a destroyed registry's region, whose unmapping a
@@ -463,23 +491,14 @@ static bool object_mapped_at(const void *addr)
  *    on its mapping: the harness waits for the view's mapping to go. */
 static void release_destroyed(struct world *w, size_t i)
 {
-    struct held h = w->held[i];
-    check_view(&h);
-    w->held[i] = w->held[--w->nheld];
+    struct held h = take_held(w, i);
     struct shmreg__table *t = h.ref->table;
     model_release(h.region);
     bool gone = h.region->state == MODEL_GONE;
     if (gone && model_mapped_in(&w->model, h.region->registry) == 0) {
         shmreg_release(h.ref);
-        struct timespec start, now;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        do {
-            if (!object_mapped_at(h.view.addr))
-                break;
-            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-            clock_gettime(CLOCK_MONOTONIC, &now);
-        } while (now.tv_sec - start.tv_sec < 5);
-        CHECK(!object_mapped_at(h.view.addr), "a destroyed registry's last region was not unmapped");
+        wait_up_to_5_s(unmapped_at, h.view.addr);
+        CHECK(unmapped_at(h.view.addr), "a destroyed registry's last region was not unmapped");
         return;
     }
     shmreg__table_get(t);
@@ -494,9 +513,7 @@ static void release_held(struct world *w, size_t i)
         release_destroyed(w, i);
         return;
     }
-    struct held h = w->held[i];
-    check_view(&h);
-    w->held[i] = w->held[--w->nheld];
+    struct held h = take_held(w, i);
     shmreg_release(h.ref);
     model_release(h.region);
     /* A last release may have handed the region to the reclaim thread. */
@@ -839,18 +856,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(model_mapped(&w.model) == 0, "the model still maps regions");
     /* A destroyed registry's reclaim thread ends itself once it has torn
      * down its last region (release_destroyed saw that unmapping), after
-     * freeing the registry's table: wait for it by the clock, not by a count
-     * of yields, which a loaded machine ran through before the thread was
-     * scheduled (tier 70 saw that once in a fresh clone). Five seconds is
-     * far past that and well inside libFuzzer's -timeout. */
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    do {
-        if (reclaim_threads(false) == 0)
-            break;
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    } while (now.tv_sec - start.tv_sec < 5);
+     * freeing the registry's table. */
+    wait_up_to_5_s(no_reclaim_threads, NULL);
     CHECK(reclaim_threads(true) == 0, "a reclaim thread outlived every registry and region");
     CHECK(count_object_maps() == NOBJECTS, "%zu mappings of the objects left, expected only the "
           "harness's %d", count_object_maps() - NOBJECTS, NOBJECTS);
