@@ -102,10 +102,12 @@ PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy"
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
         ("system_unpinned", "system", "never"))
 # The rows that are limits measured in the run, not frontends: their names
-# in the table.
-LIMITS = {"pcie_limit": "PCIe limit",
-          "mix_limit": "the link moving both tensors at once",
-          "chain_limit": "copies of these sizes in the server's order, alone"}
+# in the table, and the keys of their infer/s and of their error in
+# link_limit()'s answer.
+LIMITS = {"pcie_limit": ("PCIe limit", "limit_infer_s", "error"),
+          "mix_limit": ("the link moving both tensors at once", "mix_infer_s", "error"),
+          "chain_limit": ("copies of these sizes in the server's order, alone", "chain_infer_s",
+                          "chain_error")}
 CSV_FIELDS = ["gpus", "window", "run", "concurrency", "infer_s", "p50_us", "p99_us",
               "queue_us", "input_us", "infer_us", "output_us", "cpu_cores",
               "cpu_us_per_infer", "requests", "pinned_bytes_mid", "paths", "error"]
@@ -358,14 +360,7 @@ def main():
 
     link = link_limit()
     log(f"--- link: {json.dumps(link)}")
-    rows = []
-    for c in concurrencies:  # the limits as lines across the plot
-        rows.append({"gpus": 1, "window": "-", "run": "pcie_limit", "concurrency": c,
-                     "infer_s": link.get("limit_infer_s"), "error": link.get("error", "")})
-        rows.append({"gpus": 1, "window": "-", "run": "mix_limit", "concurrency": c,
-                     "infer_s": link.get("mix_infer_s"), "error": link.get("error", "")})
-        rows.append({"gpus": 1, "window": "-", "run": "chain_limit", "concurrency": c,
-                     "infer_s": link.get("chain_infer_s"), "error": link.get("chain_error", "")})
+    rows = limit_rows(link, concurrencies)
     for g in wanted:
         if g > n_gpus:
             log(f"seed_benchmark: {g} GPU(s) wanted, {n_gpus} visible: rows left out")
@@ -402,6 +397,13 @@ def main():
     return 1 if failed or not measured or "error" in link else 0
 
 
+def limit_rows(link, concurrencies):
+    """The limits' rows, one per limit and concurrency: lines across the plot."""
+    return [{"gpus": 1, "window": "-", "run": run, "concurrency": c,
+             "infer_s": link.get(infer_key), "error": link.get(error_key, "")}
+            for c in concurrencies for run, (_, infer_key, error_key) in LIMITS.items()]
+
+
 def write_outputs(rows, link):
     """$OUT/seed-benchmark.csv and .md from the rows so far; the Markdown."""
     with open(os.path.join(OUT, "seed-benchmark.csv"), "w", newline="") as f:
@@ -436,7 +438,7 @@ def write_outputs(rows, link):
         if r["run"] in LIMITS and r["concurrency"] != max(x["concurrency"] for x in rows):
             continue  # each limit once, not per concurrency
         if r["run"] in LIMITS:
-            lines.append(f"| 1 | - | {LIMITS[r['run']]} | - | {fmt(r.get('infer_s'), 1)} "
+            lines.append(f"| 1 | - | {LIMITS[r['run']][0]} | - | {fmt(r.get('infer_s'), 1)} "
                          f"| - | - | - | - | - | - | - | - | - | {r.get('error') or '-'} |")
             continue
         if r.get("error"):
