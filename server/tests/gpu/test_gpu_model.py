@@ -326,6 +326,34 @@ def test_pin_never_stages_system_regions():
         stop(s)
 
 
+@pytest.mark.parametrize("instances, environ, said", [
+    (6, None, "12 streams a device on 32 hardware queues"),
+    (4, None, "8 streams a device on 8 hardware queues"),
+    (3, "4", "6 streams a device on CUDA_DEVICE_MAX_CONNECTIONS=4 hardware queues "
+             "(set in the environment), some shared"),
+])
+def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
+    """Each instance has two streams; past CUDA's default of 8 hardware
+    queues the frontend asks for 32 before its first CUDA call, so that no
+    two streams wait for each other's work. A value the user set is kept,
+    and the start-up line says what each case got; the model answers in
+    each."""
+    if environ is None:
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", environ)
+    s = start("--instances-per-gpu", str(instances))
+    r = Regions(s)
+    try:
+        system_round_trip(s, r, 7)
+    finally:
+        r.close()
+        rc, err = s.stop()
+    assert rc == 0 and leftover_report(err) == (0, 0), err
+    (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
+    assert line.endswith(f"window {WINDOW}; {said}"), line
+
+
 def test_default_window_on_a_small_image():
     """The frontend's default --yolo-window (the benchmark's): windows wider
     than the strides' cells, clamped at the borders."""
