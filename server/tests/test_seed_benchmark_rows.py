@@ -19,14 +19,11 @@ LINK = {"h2d_gbs": 55.3, "d2h_gbs": 55.3, "both_gbs": 99.6, "limit_infer_s": 375
 
 
 def fake_measure(figures, order):
-    """A measure() that gives each (run, concurrency) its next figure, or
-    fails the pass where the figure is None, and records the order."""
+    """A measure() that gives each (run, concurrency) its next figure and
+    records the order."""
     def measure(row, server, pa, env, interval_ms):
         order.append((row["run"], row["concurrency"]))
         infer_s = figures[(row["run"], row["concurrency"])].pop(0)
-        if infer_s is None:
-            row["error"] = "perf_analyzer exit 1: lost"
-            return
         row.update(infer_s=float(infer_s), cpu_us_per_infer=300.0, pinned_bytes_mid=2321280,
                    paths="input dma_in_place 1; output dma_in_place 1")
     return measure
