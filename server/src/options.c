@@ -38,6 +38,9 @@ static void usage(FILE *to, const char *argv0)
             "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
             "  --yolo-window N             samples per side of each output's input window, the\n"
             "                              cost of 'yolo' (default 32)\n"
+            "  --time-phases-every N       time the device phases of one run in N on each instance\n"
+            "                              of 'yolo'; the others count its last timed run's\n"
+            "                              (default 32; 1 = every run)\n"
             "  --uds PATH                  also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
             "                              register sealed memfds (shmreg_send_region); off by default\n"
             "  --uds-mode OCTAL            permissions of the socket file (default 0600: the server's\n"
@@ -207,7 +210,7 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
 int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW,
+           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
            OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
            OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
@@ -228,6 +231,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
+        {"time-phases-every", required_argument, NULL, OPT_TIME_PHASES},
         {"uds", required_argument, NULL, OPT_UDS},
         {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
         {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
@@ -251,7 +255,8 @@ int options_parse(int argc, char **argv, frontend_options *o)
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .reclaim = SHMREG_RECLAIM_BACKGROUND,
-                            .instances_per_gpu = 2, .yolo_window = 32, .uds_mode = 0600,
+                            .instances_per_gpu = 2, .yolo_window = 32, .time_phases_every = 32,
+                            .uds_mode = 0600,
                             .uds_max_connections = 64, .uds_max_regions = 16,
                             .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
                             .request_timeout_s = 10};
@@ -295,6 +300,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
+        case OPT_TIME_PHASES:
+            rc = parse_uint("--time-phases-every", optarg, 1, 1u << 20, &v);
+            o->time_phases_every = (unsigned)v;
+            break;
         case OPT_UDS:
             rc = optarg[0] ? 0 : -1;
             if (rc)

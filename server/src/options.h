@@ -31,6 +31,7 @@ typedef struct frontend_options {
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
+    unsigned time_phases_every;       /* --time-phases-every: 'yolo' times one run in this many */
     const char *uds_path;             /* --uds: Unix socket for sealed memfd regions; NULL: off */
     unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
     unsigned uds_max_connections;     /* --uds-max-connections: open at once */

@@ -10,7 +10,9 @@
  * phase). A tensor in pageable host memory is copied into the slot's
  * pinned staging buffer first, outside the instance's lock. Then, under the
  * lock, the request queues its whole run on the instance's stream, where it
- * follows the runs queued before it:
+ * follows the runs queued before it (one run in --time-phases-every also
+ * marks the points between its phases, which the instance's clock stream
+ * times):
  *
  *   input   a CUDA region: device to device (peer if on another device);
  *           a pinned system region: one DMA copy from the mapping;
@@ -50,12 +52,14 @@ typedef struct gpu_job {
     int height, width;
 } gpu_job;
 
-/* Start the instances: gpus "all", "none" or "0,1"; weights: the model's
- * table of taps x 84 floats, copied to each device. Never fails the server:
- * where no instance can be made, the reason is kept for gpu_instances_ready
- * and printed on stderr. */
+/* Start the instances: gpus "all", "none" or "0,1"; time_every: the phases
+ * of one run in time_every on each instance are timed on the device, and
+ * the others count that instance's last timed run's (1: every run is
+ * timed); weights: the model's table of taps x 84 floats, copied to each
+ * device. Never fails the server: where no instance can be made, the
+ * reason is kept for gpu_instances_ready and printed on stderr. */
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         const float *weights, size_t n_weights);
+                         unsigned time_every, const float *weights, size_t n_weights);
 /* Free everything; no run may be in progress. */
 void gpu_instances_stop(void);
 /* 0 when at least one instance runs; else 400 and the reason. */

@@ -7,7 +7,7 @@
 #define WHY "this frontend was built without CUDA (FRONTEND_WITH_CUDA=OFF, or no CUDA toolkit found)"
 
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         const float *weights, size_t n_weights)
+                         unsigned time_every, const float *weights, size_t n_weights)
 {
     fprintf(stderr, "gpu model 'yolo' is not available: %s\n", WHY);
 }

@@ -30,7 +30,8 @@
 extern const model_ops yolo_ops;
 
 /* Start the model's GPU instances (gpu_instances.h) and stop them. */
-void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window);
+void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
+                unsigned time_phases_every);
 void yolo_stop(void);
 
 #endif

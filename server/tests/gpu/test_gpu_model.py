@@ -351,7 +351,41 @@ def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
         rc, err = s.stop()
     assert rc == 0 and leftover_report(err) == (0, 0), err
     (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
-    assert line.endswith(f"window {WINDOW}; {said}"), line
+    assert line.endswith(f"window {WINDOW}; {said}; phases timed on one run in 32"), line
+
+
+def test_phases_timed_on_one_run_in_n_count_on_every_run():
+    """--time-phases-every 4: the runs between two timed ones count the
+    last timed run's device phases, so every inference adds to each phase
+    and compute_infer (device time only) grows by the same amount for the
+    three runs that follow a timed one on the instance."""
+    s = start("--instances-per-gpu", "1", "--time-phases-every", "4")
+    try:
+        def stats():
+            (entry,) = ok(s, "GET", "v2/models/yolo/stats")["model_stats"]
+            return entry["inference_stats"]
+        images = random_images((3, 64, 64), 11)
+        for _ in range(8):  # past the first timed runs; the ninth run is timed
+            assert infer_binary(s, images)[0] == 200
+        added = []
+        for _ in range(4):
+            before = stats()
+            assert infer_binary(s, images)[0] == 200
+            after = stats()
+            for phase in ("compute_input", "compute_infer", "compute_output"):
+                assert after[phase]["count"] - before[phase]["count"] == 1, phase
+                assert after[phase]["ns"] > before[phase]["ns"], phase
+            added.append(after["compute_infer"]["ns"] - before["compute_infer"]["ns"])
+        assert added[1:] == [added[0]] * 3, added
+        totals = stats()
+        parts = sum(totals[p]["ns"] for p in ("queue", "compute_input", "compute_infer",
+                                              "compute_output"))
+        assert parts <= totals["success"]["ns"]
+    finally:
+        rc, err = s.stop()
+    assert rc == 0 and leftover_report(err) == (0, 0), err
+    (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
+    assert line.endswith("phases timed on one run in 4"), line
 
 
 def test_default_window_on_a_small_image():
