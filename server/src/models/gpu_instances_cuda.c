@@ -560,9 +560,8 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     uint64_t t0 = now_ns();
     if (stage_in && stage_input(sl, src, guard_failed) != 0)
         return cudaSuccess;
-    uint64_t copy_in_ns = now_ns() - t0;
+    uint64_t queued = now_ns(), copy_in_ns = queued - t0;
 
-    uint64_t queued = now_ns();
     pthread_mutex_lock(&in->lock);
     int timed = timed_run(in);
     e = enqueue_run(in, sl, job, stage_in ? sl->h_in : src->data,
