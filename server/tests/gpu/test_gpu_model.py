@@ -52,9 +52,23 @@ def start(*args):
 
 
 def stop(server):
+    """Stop server, check it exited cleanly with nothing left; its stderr."""
     rc, err = server.stop()
     assert rc == 0, f"frontend exited {rc}:\n{err}"
     assert leftover_report(err) == (0, 0), err
+    return err
+
+
+def startup_line(err):
+    """The GPU model's start-up line in a frontend's stderr."""
+    (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
+    return line
+
+
+def yolo_stats(server):
+    """The model's entry of /v2/models/yolo/stats."""
+    (entry,) = ok(server, "GET", "v2/models/yolo/stats")["model_stats"]
+    return entry
 
 
 @pytest.fixture(scope="module")
@@ -261,14 +275,11 @@ def test_mixed_paths(server, regions, placing):
 
 
 def test_statistics_move(server):
-    def stats():
-        (entry,) = ok(server, "GET", "v2/models/yolo/stats")["model_stats"]
-        return entry
-    before = stats()
+    before = yolo_stats(server)
     images = random_images((3, 64, 64), 5)
     for _ in range(3):
         assert infer_binary(server, images)[0] == 200
-    after = stats()
+    after = yolo_stats(server)
     assert after["inference_count"] - before["inference_count"] == 3
     assert after["execution_count"] - before["execution_count"] == 3
     for phase in ("success", "queue", "compute_input", "compute_infer", "compute_output"):
@@ -348,9 +359,8 @@ def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
         system_round_trip(s, r, 7)
     finally:
         r.close()
-        rc, err = s.stop()
-    assert rc == 0 and leftover_report(err) == (0, 0), err
-    (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
+        err = stop(s)
+    line = startup_line(err)
     assert line.endswith(f"window {WINDOW}; {said}; phases timed on one run in 32"), line
 
 
@@ -362,8 +372,7 @@ def test_phases_timed_on_one_run_in_n_count_on_every_run():
     s = start("--instances-per-gpu", "1", "--time-phases-every", "4")
     try:
         def stats():
-            (entry,) = ok(s, "GET", "v2/models/yolo/stats")["model_stats"]
-            return entry["inference_stats"]
+            return yolo_stats(s)["inference_stats"]
         images = random_images((3, 64, 64), 11)
         for _ in range(8):  # past the first timed runs; the ninth run is timed
             assert infer_binary(s, images)[0] == 200
@@ -382,9 +391,8 @@ def test_phases_timed_on_one_run_in_n_count_on_every_run():
                                               "compute_output"))
         assert parts <= totals["success"]["ns"]
     finally:
-        rc, err = s.stop()
-    assert rc == 0 and leftover_report(err) == (0, 0), err
-    (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
+        err = stop(s)
+    line = startup_line(err)
     assert line.endswith("phases timed on one run in 4"), line
 
 
