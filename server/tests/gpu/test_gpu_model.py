@@ -366,9 +366,11 @@ def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
 
 def test_phases_timed_on_one_run_in_n_count_on_every_run():
     """--time-phases-every 4: the runs between two timed ones count the
-    last timed run's device phases, so every inference adds to each phase
-    and compute_infer (device time only) grows by the same amount for the
-    three runs that follow a timed one on the instance."""
+    last timed run's device phases, so every inference adds to each phase,
+    and each of the three runs that follow a timed one on the instance adds
+    the timed run's compute_infer (device time only), or less where that
+    run's phases would not fit in its own span, from queuing to waking, and
+    are scaled down (seen on the H200: 23,816 ns after a timed 23,968)."""
     s = start("--instances-per-gpu", "1", "--time-phases-every", "4")
     try:
         def stats():
@@ -385,7 +387,7 @@ def test_phases_timed_on_one_run_in_n_count_on_every_run():
                 assert after[phase]["count"] - before[phase]["count"] == 1, phase
                 assert after[phase]["ns"] > before[phase]["ns"], phase
             added.append(after["compute_infer"]["ns"] - before["compute_infer"]["ns"])
-        assert added[1:] == [added[0]] * 3, added
+        assert all(0 < a <= added[0] for a in added[1:]), added
         totals = stats()
         parts = sum(totals[p]["ns"] for p in ("queue", "compute_input", "compute_infer",
                                               "compute_output"))
