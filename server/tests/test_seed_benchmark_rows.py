@@ -55,6 +55,8 @@ def test_a_failed_pass_fails_its_row():
 
 
 def test_outputs_sorted_with_each_pass_and_ratios_pass_by_pass(monkeypatch, tmp_path):
+    """The targets' table says met or missed from the exact ratio: 28,000
+    of a 37,500 limit is 0.7467, which two digits would print as 0.75."""
     monkeypatch.setattr(sb, "OUT", str(tmp_path))
     rows = sb.limit_rows(LINK, [1, 100])
     made = {"system_pinned": [28000.0, 25000.0, 29000.0], "cuda": [35000.0, 31250.0, 36250.0]}
@@ -67,9 +69,12 @@ def test_outputs_sorted_with_each_pass_and_ratios_pass_by_pass(monkeypatch, tmp_
         written = list(csv.DictReader(f))
     assert [r["run"] for r in written if r["run"] not in sb.LIMITS] == ["system_pinned", "cuda"]
     assert written[-1]["passes_infer_s"] == "35000 / 31250 / 36250"
-    assert "| window 1: system (default flags) ÷ CUDA infer/s | 0.80 |" in table
-    assert "| window 1: system ÷ CUDA, pass by pass | 0.80 / 0.80 / 0.80 |" in table
-    assert "| window 1: system (default flags) ÷ PCIe limit | 0.75 |" in table
+    assert "| window 1: system (default flags) ÷ CUDA infer/s | 0.800 | ≥ 0.80 | met |" in table
+    assert "| window 1: system ÷ CUDA, pass by pass | 0.800 / 0.800 / 0.800 |" in table
+    assert "| window 1: system (default flags) ÷ PCIe limit | 0.747 | ≥ 0.75 | missed |" \
+        in table
+    assert "| window 1: frontend CPU per inference, system ÷ CUDA | 1.000 | ≤ 1.3 | met |" \
+        in table
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ RUN_DIR = os.path.join(OUT, "seed-benchmark")
 INPUT_BYTES, OUTPUT_BYTES = 1474560, 846720  # FP16 [3,384,640] in, [84,5040] out
 SEED_ARGS = ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(OUTPUT_BYTES),
              "--shape", "images:3,384,640"]
+PIN_NEVER_BEFORE = 10994  # issue 18: --pin never's infer/s at window 1 before the issue
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 # What each row is, and the frontend's --pin for it.
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
@@ -500,38 +501,56 @@ def write_outputs(rows, link):
                 return r.get(key)
         return None
 
-    def ratio(a, b):
-        return f"{a / b:.2f}" if a and b else "n/a"
+    def quotient(a, b):
+        return a / b if a and b else None
+
+    def ratio(q):
+        # three digits: a miss such as 0.7475 must not print as 0.75
+        return f"{q:.3f}" if q is not None else "n/a"
 
     def pass_ratios(a, b):
         """a's infer/s over b's, pass by pass (they took turns)."""
         of_a, of_b = (str(at(run, "1", "passes_infer_s") or "").split(" / ") for run in (a, b))
-        return " / ".join(ratio(float(x), float(y)) for x, y in zip(of_a, of_b)
+        return " / ".join(ratio(float(x) / float(y)) for x, y in zip(of_a, of_b)
                           if x.isdigit() and y.isdigit()) or "n/a"
 
-    limit = link.get("limit_infer_s")
-    lines += ["", f"| measure (issue 18), 1 GPU, concurrency {top} | value | target |",
-              "| --- | --- | --- |",
+    def verdict(value, at_least=None, at_most=None):
+        """Whether the exact value meets its bound: "met", "missed", or "n/a"."""
+        if value is None:
+            return "n/a"
+        met = value >= at_least if at_least is not None else value <= at_most
+        return "met" if met else "missed"
+
+    sys_cuda = quotient(at("system_pinned", "1"), at("cuda", "1"))
+    sys_limit = quotient(at("system_pinned", "1"), link.get("limit_infer_s"))
+    cpu = quotient(at("system_pinned", "1", "cpu_us_per_infer"),
+                   at("cuda", "1", "cpu_us_per_infer"))
+    pinned = at("system_pinned", "1", "pinned_bytes_mid")
+    never = at("system_unpinned", "1")
+    default = quotient(at("system_pinned", "default"), at("cuda", "default"))
+    lines += ["", f"| measure (issue 18), 1 GPU, concurrency {top} | value | target | |",
+              "| --- | --- | --- | --- |",
               f"| window 1: system (default flags) ÷ CUDA infer/s "
-              f"| {ratio(at('system_pinned', '1'), at('cuda', '1'))} | ≥ 0.80 |",
+              f"| {ratio(sys_cuda)} | ≥ 0.80 | {verdict(sys_cuda, 0.80)} |",
               f"| window 1: system ÷ CUDA, pass by pass "
-              f"| {pass_ratios('system_pinned', 'cuda')} | (context) |",
+              f"| {pass_ratios('system_pinned', 'cuda')} | (context) | |",
               f"| window 1: system (default flags) ÷ PCIe limit "
-              f"| {ratio(at('system_pinned', '1'), limit)} | ≥ 0.75 |",
+              f"| {ratio(sys_limit)} | ≥ 0.75 | {verdict(sys_limit, 0.75)} |",
               f"| window 1: system (default flags) ÷ the link moving both tensors at once "
-              f"| {ratio(at('system_pinned', '1'), link.get('mix_infer_s'))} | (context) |",
+              f"| {ratio(quotient(at('system_pinned', '1'), link.get('mix_infer_s')))} "
+              f"| (context) | |",
               f"| window 1: system (default flags) ÷ copies in the server's order, alone "
-              f"| {ratio(at('system_pinned', '1'), link.get('chain_infer_s'))} | (context) |",
+              f"| {ratio(quotient(at('system_pinned', '1'), link.get('chain_infer_s')))} "
+              f"| (context) | |",
               f"| window 1: frontend CPU per inference, system ÷ CUDA "
-              f"| {ratio(at('system_pinned', '1', 'cpu_us_per_infer'), at('cuda', '1', 'cpu_us_per_infer'))} "
-              f"| ≤ 1.3 |",
+              f"| {ratio(cpu)} | ≤ 1.3 | {verdict(cpu, at_most=1.3)} |",
               f"| window 1: shmreg_pinned_bytes mid-run, default flags "
-              f"| {fmt(at('system_pinned', '1', 'pinned_bytes_mid'))} "
-              f"| both regions (≥ {INPUT_BYTES + OUTPUT_BYTES:,}) |",
-              f"| window 1: --pin never infer/s (issue: 10,994 before) "
-              f"| {fmt(at('system_unpinned', '1'), 1)} | ≥ 2x |",
+              f"| {fmt(pinned)} | both regions (≥ {INPUT_BYTES + OUTPUT_BYTES:,}) "
+              f"| {verdict(pinned, INPUT_BYTES + OUTPUT_BYTES)} |",
+              f"| window 1: --pin never infer/s (issue: {PIN_NEVER_BEFORE:,} before) "
+              f"| {fmt(never, 1)} | ≥ 2x | {verdict(never, 2 * PIN_NEVER_BEFORE)} |",
               f"| default window: system ÷ CUDA infer/s "
-              f"| {ratio(at('system_pinned', 'default'), at('cuda', 'default'))} | ≥ 0.95 |"]
+              f"| {ratio(default)} | ≥ 0.95 | {verdict(default, 0.95)} |"]
     table = "\n".join(lines)
     with open(os.path.join(OUT, "seed-benchmark.md"), "w") as f:
         f.write(table + "\n")
