@@ -22,7 +22,13 @@ on another).
 down on each of 6 streams) over one registered slice, the best of three
 passes; seed_benchmark.py runs it for its chain_limit row.
 
-Usage: python3 copies_at_size.py [--copies 2400] [--server-memory | --server-order]
+--sm-pull asks whether the copy engine's fixed cost per copy can be left
+out: each input is pulled up by a kernel whose threads read the registered
+pages over the link (16 bytes a load, four loads in flight a thread) for
+several grid sizes, alone and in the server's order (pull, kernel, copy
+down), beside the copy engine's figures from the same slice.
+
+Usage: python3 copies_at_size.py [--copies 2400] [--server-memory | --server-order | --sm-pull]
 """
 import argparse
 import json
@@ -30,6 +36,26 @@ import sys
 import time
 
 IN_BYTES, OUT_BYTES = 1474560, 846720
+CAN_USE_HOST_POINTER = 91  # cudaDevAttrCanUseHostPointerForRegisteredMem
+
+# Copies n 16-byte words from src to dst; each thread keeps four loads in
+# flight, since a load from host memory waits a round trip over the link.
+PULL_SOURCE = r"""
+extern "C" __global__ void pull(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
+                                unsigned long long n) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+        dst[i] = a;
+        dst[i + stride] = b;
+        dst[i + 2 * stride] = c;
+        dst[i + 3 * stride] = d;
+    }
+    for (; i < n; i += stride)
+        dst[i] = src[i];
+}
+"""
 
 
 def host_buffers(cp, memory, n_streams):
@@ -52,13 +78,16 @@ def host_buffers(cp, memory, n_streams):
             lambda k: out_base + (k % slices) * OUT_BYTES, release)
 
 
-def rate(cp, n_streams, direction, copies, memory="malloc_host"):
+def rate(cp, n_streams, direction, copies, memory="malloc_host", grid=None):
     """Inferences' copies a second for direction "up", "down", "both",
     "chain" (up, a kernel that reads the input and writes the output, down,
     all on stream k) or "split" (the same steps, with every copy up on one
-    stream and every copy down on another)."""
+    stream and every copy down on another). With grid (blocks, threads),
+    every copy up is a pull kernel of that grid instead of the copy
+    engine's."""
     rt = cp.cuda.runtime
     host_in, host_out, release = host_buffers(cp, memory, n_streams)
+    up = copy_up(cp, grid)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
     dev_in = [cp.empty(IN_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
     dev_out = [cp.empty(OUT_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
@@ -87,8 +116,7 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host"):
         for i in range(n):
             k = i % n_streams
             if direction in ("up", "both", "chain"):
-                rt.memcpyAsync(dev_in[k].data.ptr, host_in(k), IN_BYTES,
-                               rt.memcpyHostToDevice, streams[k].ptr)
+                up(dev_in[k].data.ptr, host_in(k), streams[k])
             if direction == "chain":
                 with streams[k]:
                     cp.add(dev_in[k][:OUT_BYTES], 1, out=dev_out[k])
@@ -107,6 +135,39 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host"):
         release()
 
 
+def copy_up(cp, grid):
+    """up(device pointer, host pointer, stream): the copy engine's
+    cudaMemcpyAsync, or with grid (blocks, threads) the pull kernel reading
+    the host pages at their own address (where the device can)."""
+    rt = cp.cuda.runtime
+    if grid is None:
+        return lambda dst, src, s: rt.memcpyAsync(dst, src, IN_BYTES, rt.memcpyHostToDevice, s.ptr)
+    import numpy as np
+    if not rt.deviceGetAttribute(CAN_USE_HOST_POINTER, cp.cuda.Device().id):
+        sys.exit("copies_at_size: this device cannot read registered host memory at its "
+                 "host address: no --sm-pull")
+    kernel = cp.RawKernel(PULL_SOURCE, "pull")
+    words = np.uint64(IN_BYTES // 16)
+
+    def up(dst, src, stream):
+        with stream:
+            kernel((grid[0],), (grid[1],), (np.uint64(src), np.uint64(dst), words))
+    return up
+
+
+def sm_pull(cp, copies):
+    """--sm-pull: the pull kernel against the copy engine, from one
+    registered slice over 6 streams, up alone and in the server's order."""
+    grids = [None, (16, 256), (32, 512), (66, 512), (132, 512), (132, 1024), (264, 512)]
+    for direction in ("up", "both", "chain"):
+        for grid in grids:
+            r = rate(cp, 6, direction, copies, "registered_one", grid)
+            what = "copy engine" if grid is None else f"pull {grid[0]}x{grid[1]}"
+            nbytes = IN_BYTES if direction == "up" else IN_BYTES + OUT_BYTES
+            print(f"{direction:5s} {what:16s} streams  6: {r:7.0f} copies/s "
+                  f"{r * nbytes / 1e9:5.1f} GB/s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--copies", type=int, default=2400)
@@ -118,6 +179,9 @@ def main():
                     help="also the server's memory and order: registered shm, one slice per "
                          "stream or one for all, copies alone, chained with a kernel, and "
                          "split over two copy streams")
+    ap.add_argument("--sm-pull", action="store_true",
+                    help="only the input pulled up by a kernel reading the registered pages, "
+                         "for several grids, against the copy engine")
     args = ap.parse_args()
     try:
         import cupy as cp
@@ -125,6 +189,9 @@ def main():
     except Exception as e:  # noqa: BLE001 - no CuPy, no device: said, not raised
         print(f"copies_at_size: no device: {type(e).__name__}: {e}")
         return 2
+    if args.sm_pull:
+        sm_pull(cp, args.copies)
+        return 0
     if args.server_order:
         best = max(rate(cp, 6, "chain", args.copies, "registered_one") for _ in range(3))
         print(json.dumps({"chain_infer_s": round(best, 1)}))
