@@ -46,6 +46,13 @@ def test_runs_take_turns_at_the_top_concurrency_and_rows_are_medians(monkeypatch
     assert "passes_infer_s" not in by_key[("system_pinned", 1)]
 
 
+def test_of_an_even_number_of_passes_the_row_is_the_slower_middle_one():
+    passes = [{"infer_s": v, "error": ""} for v in (28000.0, 25000.0, 29000.0, 26000.0)]
+    row = sb.median_pass(passes)
+    assert row["infer_s"] == 26000.0
+    assert row["pass_figures"] == [28000.0, 25000.0, 29000.0, 26000.0]
+
+
 def test_a_failed_pass_fails_its_row():
     passes = [{"infer_s": 28000.0, "error": ""}, {"error": "perf_analyzer exit 1: lost"},
               {"infer_s": 29000.0, "error": ""}]

@@ -401,11 +401,16 @@ def main():
 
 
 def median_pass(passes):
-    """The row of a run's passes: the pass of median infer/s, with every
-    pass's infer/s in passes_infer_s; a failed pass, if any failed."""
+    """The row of a run's passes: the pass of median infer/s (of an even
+    number, the slower middle one), with every pass's infer/s in
+    passes_infer_s (text) and pass_figures (numbers, None for a failed
+    pass); a failed pass, if any failed."""
     failed = [p for p in passes if p["error"]]
+    # Of an even number of passes, the slower of the two middle ones: a
+    # target is never read off the faster half.
     row = dict(failed[0] if failed else
-               sorted(passes, key=lambda p: p["infer_s"])[len(passes) // 2])
+               sorted(passes, key=lambda p: p["infer_s"])[(len(passes) - 1) // 2])
+    row["pass_figures"] = [None if p["error"] else p["infer_s"] for p in passes]
     if len(passes) > 1:
         row["passes_infer_s"] = " / ".join(
             "failed" if p["error"] else f"{p['infer_s']:.0f}" for p in passes)
@@ -509,10 +514,11 @@ def write_outputs(rows, link):
         return f"{q:.3f}" if q is not None else "n/a"
 
     def pass_ratios(a, b):
-        """a's infer/s over b's, pass by pass (they took turns)."""
-        of_a, of_b = (str(at(run, "1", "passes_infer_s") or "").split(" / ") for run in (a, b))
-        return " / ".join(ratio(float(x) / float(y)) for x, y in zip(of_a, of_b)
-                          if x.isdigit() and y.isdigit()) or "n/a"
+        """a's infer/s over b's, pass by pass (they took turns); a pass that
+        failed on either side is left out."""
+        of_a, of_b = (at(run, "1", "pass_figures") or [] for run in (a, b))
+        return " / ".join(ratio(quotient(x, y)) for x, y in zip(of_a, of_b)
+                          if x and y) or "n/a"
 
     def verdict(value, at_least=None, at_most=None):
         """Whether the exact value meets its bound: "met", "missed", or "n/a"."""
