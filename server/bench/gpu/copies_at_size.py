@@ -25,8 +25,9 @@ passes; seed_benchmark.py runs it for its chain_limit row.
 --sm-pull asks whether the copy engine's fixed cost per copy can be left
 out: each input is pulled up by a kernel whose threads read the registered
 pages over the link (16 bytes a load, four loads in flight a thread) for
-several grid sizes, alone and in the server's order (pull, kernel, copy
-down), beside the copy engine's figures from the same slice.
+several grid sizes, alone, beside copies down, and in the server's order
+(pull, kernel, copy down), beside the copy engine's figures from the same
+slice.
 
 Usage: python3 copies_at_size.py [--copies 2400] [--server-memory | --server-order | --sm-pull]
 """
@@ -87,7 +88,7 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host", grid=None):
     engine's."""
     rt = cp.cuda.runtime
     host_in, host_out, release = host_buffers(cp, memory, n_streams)
-    up = copy_up(cp, grid)
+    copy_in = copy_up(cp, grid)
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(n_streams)]
     dev_in = [cp.empty(IN_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
     dev_out = [cp.empty(OUT_BYTES, dtype=cp.uint8) for _ in range(n_streams)]
@@ -100,8 +101,7 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host", grid=None):
         up, down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
         for i in range(n):
             k = i % n_streams
-            rt.memcpyAsync(dev_in[k].data.ptr, host_in(k), IN_BYTES, rt.memcpyHostToDevice,
-                           up.ptr)
+            copy_in(dev_in[k].data.ptr, host_in(k), up)
             streams[k].wait_event(up.record())
             with streams[k]:
                 cp.add(dev_in[k][:OUT_BYTES], 1, out=dev_out[k])
@@ -116,7 +116,7 @@ def rate(cp, n_streams, direction, copies, memory="malloc_host", grid=None):
         for i in range(n):
             k = i % n_streams
             if direction in ("up", "both", "chain"):
-                up(dev_in[k].data.ptr, host_in(k), streams[k])
+                copy_in(dev_in[k].data.ptr, host_in(k), streams[k])
             if direction == "chain":
                 with streams[k]:
                     cp.add(dev_in[k][:OUT_BYTES], 1, out=dev_out[k])
@@ -157,7 +157,8 @@ def copy_up(cp, grid):
 
 def sm_pull(cp, copies):
     """--sm-pull: the pull kernel against the copy engine, from one
-    registered slice over 6 streams, up alone and in the server's order."""
+    registered slice over 6 streams, up alone, beside copies down and in the
+    server's order."""
     grids = [None, (16, 256), (32, 512), (66, 512), (132, 512), (132, 1024), (264, 512)]
     for direction in ("up", "both", "chain"):
         for grid in grids:
