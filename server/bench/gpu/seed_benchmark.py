@@ -413,7 +413,7 @@ def median_pass(passes):
     row["pass_figures"] = [None if p["error"] else p["infer_s"] for p in passes]
     if len(passes) > 1:
         row["passes_infer_s"] = " / ".join(
-            "failed" if p["error"] else f"{p['infer_s']:.0f}" for p in passes)
+            "failed" if f is None else f"{f:.0f}" for f in row["pass_figures"])
     return row
 
 
