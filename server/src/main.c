@@ -132,7 +132,8 @@ int main(int argc, char **argv)
         return 1;
     }
     models_set_delay(opts.delay_ms);
-    yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window, opts.time_phases_every);
+    yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window, opts.time_phases_every,
+               opts.copy_batch);
     shmreg_registry *reg = create_registry(&opts);
     /* --uds first: a socket path it must not take stops the start before
      * anything listens. */

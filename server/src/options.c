@@ -41,6 +41,9 @@ static void usage(FILE *to, const char *argv0)
             "  --time-phases-every N       time the device phases of one run in N on each instance\n"
             "                              of 'yolo'; the others count its last timed run's\n"
             "                              (default 32; 1 = every run)\n"
+            "  --copy-batch N              copy the tensors of up to N runs waiting for one instance\n"
+            "                              of 'yolo' as one batch each way (1-12, default 4; 1 = each\n"
+            "                              run's alone)\n"
             "  --uds PATH                  also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
             "                              register sealed memfds (shmreg_send_region); off by default\n"
             "  --uds-mode OCTAL            permissions of the socket file (default 0600: the server's\n"
@@ -211,7 +214,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
-           OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
+           OPT_COPY_BATCH, OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
            OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
@@ -232,6 +235,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
         {"time-phases-every", required_argument, NULL, OPT_TIME_PHASES},
+        {"copy-batch", required_argument, NULL, OPT_COPY_BATCH},
         {"uds", required_argument, NULL, OPT_UDS},
         {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
         {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
@@ -256,6 +260,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .reclaim = SHMREG_RECLAIM_BACKGROUND,
                             .instances_per_gpu = 2, .yolo_window = 32, .time_phases_every = 32,
+                            .copy_batch = 4,
                             .uds_mode = 0600,
                             .uds_max_connections = 64, .uds_max_regions = 16,
                             .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
@@ -303,6 +308,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         case OPT_TIME_PHASES:
             rc = parse_uint("--time-phases-every", optarg, 1, 1u << 20, &v);
             o->time_phases_every = (unsigned)v;
+            break;
+        case OPT_COPY_BATCH:
+            rc = parse_uint("--copy-batch", optarg, 1, 12, &v);
+            o->copy_batch = (unsigned)v;
             break;
         case OPT_UDS:
             rc = optarg[0] ? 0 : -1;

@@ -44,6 +44,9 @@ REGISTRY_METRICS = {
 # counted per direction in two counter families: tensors and bytes.
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
+# The GPU model's batches of copies and the runs in them
+# (src/models/gpu_instances.h), one sample each.
+BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
 
 # Triton's per-model metrics, each with the /v2/models/stats figure it is:
 # (path in the model's statistics, divisor from nanoseconds to microseconds).
@@ -130,8 +133,11 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
         for path in PATHS:
             for direction in ("input", "output"):
                 assert metrics.value(name, path=path, direction=direction) == 0
+    for name in BATCH_FAMILIES:
+        assert metrics.type[name] == "counter" and metrics.help[name], name
+        assert metrics.value(name) == 0, name
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
-    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES])
+    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES, *BATCH_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -308,6 +314,8 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_frontend, shm):
                                        "shared_memory_byte_size": nbytes}}]}
     assert server.json("POST", "/v2/models/yolo/infer", body)[0] == 400
     assert set(paths(server).values()) == {(0, 0)}
+    _, metrics = scrape(server)
+    assert [metrics.value(name) for name in BATCH_FAMILIES] == [0, 0]
     unregister(server, "y")
 
 
@@ -389,7 +397,8 @@ def test_registry_families_on_every_frontend(frontend, start_frontend, shm_key):
             assert page.type[name] == kind and page.help[name], name
         # The tensor paths are the C server's (its GPU model has several); the
         # Python example's model runs in the process and has one.
-        expected = [*REGISTRY_METRICS, *(PATH_FAMILIES if frontend == "c" else ())]
+        expected = [*REGISTRY_METRICS,
+                    *((*PATH_FAMILIES, *BATCH_FAMILIES) if frontend == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
         assert page.value("shmreg_mapped_bytes") == 4096

@@ -29,8 +29,10 @@ For every row it prints, beside perf_analyzer's infer/s, latency and the
 server's compute input / infer / output: the frontend's CPU per inference
 (/proc/PID/stat over the run, divided by the requests the model's statistics
 counted), which path each tensor took (the deltas of /metrics'
-shmreg_tensor_path_total over the run: dma_in_place, staged_copy, cpu_copy)
-and shmreg_pinned_bytes read from /metrics in the middle of the run. Each
+shmreg_tensor_path_total over the run: dma_in_place, staged_copy, cpu_copy),
+how many requests' copies crossed the link in one batch (runs over batches
+of shmreg_gpu_copy_batch_runs_total and shmreg_gpu_copy_batches_total) and
+shmreg_pinned_bytes read from /metrics in the middle of the run. Each
 pass is perf_analyzer --measurement-interval BENCH_INTERVAL_MS, --max-trials
 3 with --stability-percentage 999 (three windows, no retry). A row is one
 pass, except at the highest concurrency (the seed's, which the issue's
@@ -52,8 +54,9 @@ BENCH_PINS ("auto,never": the frontends started, --pin auto for the
 system_pinned and cuda rows, --pin never for system_unpinned),
 BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
 BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
-threads per GPU, default 12), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES
-(passes at the highest concurrency, default 3).
+threads per GPU, default 12), BENCH_COPY_BATCH (--copy-batch, default the
+frontend's), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES (passes at the
+highest concurrency, default 3).
 
 What the GPU machine needs (it has no network; Python 3.12, NumPy, CuPy,
 pytest). perf_analyzer 2.60.0 is a standalone binary in its own wheel with no
@@ -208,6 +211,8 @@ def start_frontend(gpus, pin, window):
             "--threads", str(threads), "--pin", pin]
     if window != "default":
         args += ["--yolo-window", window]
+    if os.environ.get("BENCH_COPY_BATCH"):
+        args += ["--copy-batch", os.environ["BENCH_COPY_BATCH"]]
     # gRPC on a free port, taken once its "grpc listening on" line is read
     # (perf_analyzer must not connect before); a start that lost the port to
     # another process in between is retried.
@@ -233,11 +238,17 @@ def stats_totals(server):
             ("success", "queue", "compute_input", "compute_infer", "compute_output")}
 
 
+BATCH_COUNTERS = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
+
+
 def path_totals(server):
-    """{(path, direction): tensors} of /metrics now."""
+    """{(path, direction): tensors} of /metrics now, and the GPU model's
+    batches of copies and runs in them under their counters' names."""
     _, metrics = scrape(server)
-    return {(p, d): metrics.value("shmreg_tensor_path_total", path=p, direction=d)
-            for p in PATHS for d in ("input", "output")}
+    totals = {(p, d): metrics.value("shmreg_tensor_path_total", path=p, direction=d)
+              for p in PATHS for d in ("input", "output")}
+    totals.update({name: metrics.value(name) for name in BATCH_COUNTERS})
+    return totals
 
 
 def pinned_bytes(server):
@@ -246,10 +257,14 @@ def pinned_bytes(server):
 
 
 def paths_text(before, after):
-    """'input dma_in_place 1234; output staged_copy 1234': the paths taken
-    over the run, the untaken ones left out."""
+    """'input dma_in_place 1234; output staged_copy 1234; 3.52 runs a batch
+    of copies': the paths taken over the run, the untaken ones left out, and
+    how many requests' copies crossed the link together."""
     parts = [f"{d} {p} {int(after[(p, d)] - before[(p, d)])}"
              for d in ("input", "output") for p in PATHS if after[(p, d)] > before[(p, d)]]
+    batches, runs = (after.get(k, 0) - before.get(k, 0) for k in BATCH_COUNTERS)
+    if batches:
+        parts.append(f"{runs / batches:.2f} runs a batch of copies")
     return "; ".join(parts) or "none"
 
 

@@ -9,6 +9,7 @@
 
 #include "common/json_io.h"
 #include "core/tensor_paths.h"
+#include "models/gpu_instances.h"
 #include "models/models.h"
 
 typedef enum metric_type { GAUGE, COUNTER } metric_type;
@@ -170,6 +171,25 @@ static void write_paths(jbuf *b)
     }
 }
 
+/* The GPU model's batches of copies (models/gpu_instances.h): runs over
+ * batches is how many requests crossed the link together. */
+static void write_copy_batches(jbuf *b)
+{
+    uint64_t batches, runs;
+    gpu_instances_copy_batches(&batches, &runs);
+    write_header(b, "shmreg_gpu_copy_batches_total", COUNTER,
+                 "Batches queued on the GPU model's streams: the inputs' copies of their runs as one "
+                 "batch of copies, the outputs' as another.");
+    jbuf_lit(b, "shmreg_gpu_copy_batches_total ");
+    jbuf_u64(b, batches);
+    jbuf_lit(b, "\n");
+    write_header(b, "shmreg_gpu_copy_batch_runs_total", COUNTER,
+                 "Runs (requests) in those batches.");
+    jbuf_lit(b, "shmreg_gpu_copy_batch_runs_total ");
+    jbuf_u64(b, runs);
+    jbuf_lit(b, "\n");
+}
+
 /* The number at path in a model's statistics; 0 where the tree lacks it
  * (an allocation failed while it was built). */
 static uint64_t stat_at(json_object *j, const char *const path[3])
@@ -294,6 +314,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     jbuf_reserve(&b, 12288);
     write_registry(&b, &s);
     write_paths(&b);
+    write_copy_batches(&b);
     if (write_models(&b) != 0)
         b.failed = 1;
     reply_text(out, &b); /* 500 with no body when the buffer failed */

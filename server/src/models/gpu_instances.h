@@ -1,18 +1,23 @@
 /*
  * The instances of the GPU model 'yolo' (model_yolo.c), placed with --gpus
- * and --instances-per-gpu. Each instance owns a CUDA stream, device buffers
- * for one request's input and output, pinned staging buffers for tensors in
- * pageable host memory, and CUDA events that time the phases.
+ * and --instances-per-gpu. Each instance owns a CUDA stream, run slots
+ * (device buffers for one request's input and output, and pinned staging
+ * buffers for tensors in pageable host memory), and CUDA events that mark
+ * and time its batches.
  *
  * A request takes the least busy instance (ties: one on the device that
- * holds its CUDA tensors, then round robin) and one of its run slots (up to
- * four requests in flight per instance; waiting for a slot is the "queue"
- * phase). A tensor in pageable host memory is copied into the slot's
- * pinned staging buffer first, outside the instance's lock. Then, under the
- * lock, the request queues its whole run on the instance's stream, where it
- * follows the runs queued before it (one run in --time-phases-every also
- * marks the points between its phases, which the instance's clock stream
- * times):
+ * holds its CUDA tensors, then round robin) and one of its twelve run
+ * slots (waiting for a slot is the "queue" phase). A tensor in pageable
+ * host memory is copied into the slot's pinned staging buffer first,
+ * outside the instance's lock. Then the request waits its turn: while two
+ * batches are on the instance's stream and not yet seen to end, the
+ * requests that come wait, and when one ends, up to --copy-batch of them
+ * are queued as the next batch: their inputs' copies as one batch of
+ * copies, their kernels one after the other, their outputs' copies as one
+ * batch (a copy engine pays a fixed cost per copy; alone on the stream, a
+ * request is queued at once and goes by itself). A batch follows those
+ * queued before it (one holding a run in --time-phases-every also marks the
+ * points between its phases, which the instance's clock stream times):
  *
  *   input   a CUDA region: device to device (peer if on another device);
  *           a pinned system region: one DMA copy from the mapping;
@@ -24,11 +29,12 @@
  *   infer   the kernel (yolo_kernel.cu);
  *   output  the same ways back, into the request's region or buffer;
  *
- * and waits (blocking, not spinning) for its last copy before it returns,
- * so that the response never promises bytes that are not there yet. While
+ * and waits (blocking, not spinning) for its batch's last copy before it
+ * returns, so that the response never promises bytes that are not there
+ * yet. While
  * it waits, its worker thread does not count as at work (worker_pool.h):
  * the next request's CPU work goes on, and the stream always has the next
- * run queued behind the current one.
+ * batch queued behind the current one.
  *
  * gpu_instances_cuda.c is the implementation; gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.
@@ -37,6 +43,7 @@
 #define FRONTEND_GPU_INSTANCES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "models/model_ops.h"
 #include "common/tensor.h"
@@ -53,13 +60,16 @@ typedef struct gpu_job {
 } gpu_job;
 
 /* Start the instances: gpus "all", "none" or "0,1"; time_every: the phases
- * of one run in time_every on each instance are timed on the device, and
- * the others count that instance's last timed run's (1: every run is
- * timed); weights: the model's table of taps x 84 floats, copied to each
- * device. Never fails the server: where no instance can be made, the
- * reason is kept for gpu_instances_ready and printed on stderr. */
+ * of the batch holding one run in time_every on each instance are timed on
+ * the device, and the others count that instance's last timed batch's (1:
+ * every batch is timed); copy_batch: the most runs in one batch (1 to 12;
+ * 1: each run's copies alone); weights: the model's table of taps x 84
+ * floats, copied to each device. Never fails the server: where no instance
+ * can be made, the reason is kept for gpu_instances_ready and printed on
+ * stderr. */
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, const float *weights, size_t n_weights);
+                         unsigned time_every, unsigned copy_batch, const float *weights,
+                         size_t n_weights);
 /* Free everything; no run may be in progress. */
 void gpu_instances_stop(void);
 /* 0 when at least one instance runs; else 400 and the reason. */
@@ -67,6 +77,9 @@ unsigned gpu_instances_ready(char *err, size_t errlen);
 /* The devices that hold instances, into devices (up to max); returns how
  * many instances there are in all. */
 unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices);
+/* The batches queued on the instances' streams since start, and the runs
+ * in them (relaxed counters, for /metrics). */
+void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs);
 /* One request on one instance: 0, or an HTTP status with the message. */
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
 

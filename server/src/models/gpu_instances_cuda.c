@@ -18,11 +18,15 @@
 #include "models/yolo_kernel.h"
 
 #define MAX_DEVICES 64
-/* Requests in flight on one instance at once: enough that the next one's
- * copies are queued on the stream before the last one's end, so the stream
- * never idles while its thread wakes; few enough to bound the pinned
- * staging (two tensors' worth per slot, made only when a tensor needs it). */
-#define SLOTS_PER_INSTANCE 4
+/* Requests holding a run slot of one instance at once: two batches in
+ * flight on its stream and the next one gathering. Each slot has device
+ * buffers for its run's tensors and, made only when a tensor needs it,
+ * pinned staging for them: the bound on what an instance holds. */
+#define SLOTS_PER_INSTANCE 12
+/* Batches queued on an instance's stream and not yet seen to end: the one
+ * running and the next, so that the stream never idles while a thread
+ * wakes; the runs that come meanwhile wait and go together. */
+#define BATCHES_IN_FLIGHT 2
 /* Streams an instance has: its own and its clock. */
 #define STREAMS_PER_INSTANCE 2
 /* CUDA's most hardware work queues a device gives one process, and the
@@ -30,48 +34,77 @@
 #define MOST_HARDWARE_QUEUES 32
 #define DEFAULT_HARDWARE_QUEUES 8
 
-/* The points of a run between its phases, in the order it passes them. */
+/* The points of a batch between its phases, in the order it passes them. */
 enum { RUN_START, RUN_INPUT_DONE, RUN_INFER_DONE, RUN_OUTPUT_DONE, RUN_POINTS };
-/* The phases a timed run measures on the device. */
+/* The phases a timed batch measures on the device. */
 enum { GPU_INPUT, GPU_INFER, GPU_OUTPUT, GPU_PHASES };
 
-/* One request in flight on an instance: its points, marked on the
- * instance's stream and timed on the instance's clock stream, and pinned
- * staging for tensors in pageable host memory. */
+struct run_batch;
+
+/* One request on an instance, from taking the slot to giving it back: its
+ * tensors' places for the run, and the batch that carries it. */
 typedef struct run_slot {
-    struct run_slot *next; /* the instance's free slots */
+    struct run_slot *next;       /* the instance's free slots, or its runs waiting */
+    void *h_in, *h_out;          /* pinned staging, for tensors in pageable memory */
+    size_t h_in_cap, h_out_cap;
+    void *d_in, *d_out;          /* device buffers of its run */
+    size_t d_in_cap, d_out_cap;
+    const gpu_job *job;          /* the run waiting: its job, and where its */
+    const void *from;            /* input is read from and its output written */
+    void *to;
+    struct run_batch *batch;     /* set once the run is queued on the stream */
+} run_slot;
+
+/* Runs queued on an instance's stream together: their inputs' copies up as
+ * one batch, their kernels, their outputs' copies down as one batch. The
+ * copy engine pays a fixed cost for each copy (on the H200, copies of the
+ * seed's 1,474,560 bytes in the server's order went 29,000-29,900 a second
+ * one by one and 31,200-32,400 two to a batch, 31,700-33,800 four to a
+ * batch, as fast as one copy of all four's bytes), so runs that wait for
+ * the same stream cross the link together. */
+typedef struct run_batch {
+    struct run_batch *next;      /* the instance's free batches */
     /* A timing event between copies on the stream costs the copies of every
      * stream (the seed's copies alone ran about 12% slower with the four of
      * them, measured on the H200), so the stream gets marks without timing
      * and the clock stream, once each mark is passed, records the time.
-     * time[RUN_OUTPUT_DONE] is the one a timed run's thread sleeps on: it
-     * follows the output's copy. A run that is not timed (timed_run) gets
-     * none of them, only done after its output's copy. */
+     * time[RUN_OUTPUT_DONE] is the one a timed batch's runs sleep on: it
+     * follows the outputs' copies. A batch that is not timed (timed_batch)
+     * gets none of them, only done after its outputs' copies. */
     cudaEvent_t mark[RUN_POINTS], time[RUN_POINTS], done;
-    void *h_in, *h_out;
-    size_t h_in_cap, h_out_cap;
-} run_slot;
+    int made;                    /* its events exist */
+    int timed;
+    unsigned holders;            /* its runs that have not let it go */
+    int ended;                   /* its end was seen; not counted in flight */
+    cudaError_t err;             /* queuing it failed: in what */
+    const char *what;
+    uint64_t gpu_ns[GPU_PHASES]; /* a timed batch's phases, once ended */
+} run_batch;
 
 typedef struct gpu_instance {
     int device;
     const float *weights;        /* the device's copy, shared by its instances */
-    cudaStream_t stream;         /* its requests run in the order they were queued */
+    cudaStream_t stream;         /* its batches run in the order they were queued */
     cudaStream_t clock;          /* times the points its stream passes */
-    void *d_in, *d_out;          /* device buffers, grown to the largest request */
-    size_t d_in_cap, d_out_cap;
-    /* Queuing on the stream (one request's copies and kernel at a time, so
-     * that each request's run is contiguous and the device buffers are its
-     * own for that run), and the slots. */
+    /* Under lock: the slots, the runs waiting to be queued, and queuing on
+     * the stream (one batch's copies and kernels at a time, so that each
+     * batch's run is contiguous). */
     pthread_mutex_t lock;
     pthread_cond_t slot_freed;
+    pthread_cond_t queued;       /* a waiting run's batch was queued */
     run_slot slots[SLOTS_PER_INSTANCE];
     run_slot *free_slots;
-    unsigned n_made;             /* slots[0..n_made) have their events */
-    unsigned runs;               /* runs queued so far, under lock: which are timed */
-    /* The device phases of its last timed run, for those that are not;
-     * relaxed: each is whole, and a run may read two runs' figures. */
+    run_slot *waiting, **waiting_tail;
+    unsigned n_waiting;
+    /* A batch holds at least one slot that no other batch holds. */
+    run_batch batches[SLOTS_PER_INSTANCE];
+    run_batch *free_batches;
+    unsigned in_flight;          /* batches queued and not yet seen to end */
+    unsigned runs;               /* runs queued so far: which batches are timed */
+    /* The device phases of its last timed batch, for those that are not;
+     * relaxed: each is whole, and a run may read two batches' figures. */
     _Atomic uint64_t last_ns[GPU_PHASES];
-    atomic_int timed_one;        /* last_ns holds a run's phases */
+    atomic_int timed_one;        /* last_ns holds a batch's phases */
     atomic_uint load;            /* requests holding or waiting for this instance */
 } gpu_instance;
 
@@ -83,7 +116,10 @@ static struct {
     unsigned n_devices;
     unsigned window;
     unsigned time_every;         /* --time-phases-every */
+    unsigned copy_batch;         /* --copy-batch: most runs in one batch */
     atomic_uint next;            /* round robin among equally busy instances */
+    /* relaxed counters, for /metrics */
+    _Atomic uint64_t batches_queued, batched_runs;
     char why[400];               /* why there is no instance, when n == 0 */
 } pool;
 
@@ -149,6 +185,14 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
     *in = (gpu_instance){.device = device, .weights = weights};
     pthread_mutex_init(&in->lock, NULL);
     pthread_cond_init(&in->slot_freed, NULL);
+    pthread_cond_init(&in->queued, NULL);
+    in->waiting_tail = &in->waiting;
+    for (unsigned i = SLOTS_PER_INSTANCE; i-- > 0;) {
+        in->slots[i].next = in->free_slots;
+        in->free_slots = &in->slots[i];
+        in->batches[i].next = in->free_batches;
+        in->free_batches = &in->batches[i];
+    }
     atomic_init(&in->load, 0);
     atomic_init(&in->timed_one, 0);
     for (int p = 0; p < GPU_PHASES; p++)
@@ -163,35 +207,51 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
     return 0;
 }
 
-/* A slot's events, on the current device (the instance's). */
-static cudaError_t slot_make(run_slot *sl)
+static void batch_free_events(run_batch *b)
 {
+    for (int i = 0; i < RUN_POINTS; i++) {
+        if (b->mark[i])
+            cudaEventDestroy(b->mark[i]);
+        if (b->time[i])
+            cudaEventDestroy(b->time[i]);
+        b->mark[i] = b->time[i] = NULL;
+    }
+    if (b->done)
+        cudaEventDestroy(b->done);
+    b->done = NULL;
+    b->made = 0;
+}
+
+/* A batch's events, on the current device (the instance's), made on its
+ * first use; on failure none is left. */
+static cudaError_t batch_make(run_batch *b)
+{
+    if (b->made)
+        return cudaSuccess;
     cudaError_t e = cudaSuccess;
     for (int i = 0; i < RUN_POINTS && e == cudaSuccess; i++) {
-        e = cudaEventCreateWithFlags(&sl->mark[i], cudaEventDisableTiming);
-        /* The request's thread sleeps on the last rather than spinning: the
+        e = cudaEventCreateWithFlags(&b->mark[i], cudaEventDisableTiming);
+        /* The runs' threads sleep on the last rather than spinning: the
          * frontend's CPUs belong to the protocol threads and the other workers. */
         if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&sl->time[i], i == RUN_OUTPUT_DONE ? cudaEventBlockingSync
-                                                                            : cudaEventDefault);
+            e = cudaEventCreateWithFlags(&b->time[i], i == RUN_OUTPUT_DONE ? cudaEventBlockingSync
+                                                                           : cudaEventDefault);
     }
     if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming | cudaEventBlockingSync);
+        e = cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (e != cudaSuccess)
+        batch_free_events(b);
+    else
+        b->made = 1;
     return e;
 }
 
 static void slot_free(run_slot *sl)
 {
-    for (int i = 0; i < RUN_POINTS; i++) {
-        if (sl->mark[i])
-            cudaEventDestroy(sl->mark[i]);
-        if (sl->time[i])
-            cudaEventDestroy(sl->time[i]);
-    }
-    if (sl->done)
-        cudaEventDestroy(sl->done);
     cudaFreeHost(sl->h_in);
     cudaFreeHost(sl->h_out);
+    cudaFree(sl->d_in);
+    cudaFree(sl->d_out);
     *sl = (run_slot){0};
 }
 
@@ -202,10 +262,11 @@ static void instance_free(gpu_instance *in)
         cudaStreamDestroy(in->stream);
     if (in->clock)
         cudaStreamDestroy(in->clock);
-    for (unsigned i = 0; i < SLOTS_PER_INSTANCE; i++)
+    for (unsigned i = 0; i < SLOTS_PER_INSTANCE; i++) {
         slot_free(&in->slots[i]);
-    cudaFree(in->d_in);
-    cudaFree(in->d_out);
+        batch_free_events(&in->batches[i]);
+    }
+    pthread_cond_destroy(&in->queued);
     pthread_cond_destroy(&in->slot_freed);
     pthread_mutex_destroy(&in->lock);
 }
@@ -244,10 +305,13 @@ static void ask_hardware_queues(unsigned per_gpu, char *why, size_t whylen)
 }
 
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, const float *weights, size_t n_weights)
+                         unsigned time_every, unsigned copy_batch, const float *weights,
+                         size_t n_weights)
 {
     pool.window = window;
     pool.time_every = time_every ? time_every : 1;
+    pool.copy_batch = copy_batch < 1 ? 1 : copy_batch > SLOTS_PER_INSTANCE ? SLOTS_PER_INSTANCE
+                                                                          : copy_batch;
     char queues[160];
     ask_hardware_queues(per_gpu, queues, sizeof queues);
     int count = 0;
@@ -289,8 +353,8 @@ void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
         }
     }
     fprintf(stderr, "gpu model 'yolo': %u instance(s) on %u device(s), window %u; %s; phases "
-                    "timed on one run in %u\n", pool.n, pool.n_devices, window, queues,
-            pool.time_every);
+                    "timed on one run in %u; copies of up to %u runs in a batch\n", pool.n,
+            pool.n_devices, window, queues, pool.time_every, pool.copy_batch);
     return;
 undo:
     gpu_instances_stop();
@@ -357,34 +421,28 @@ static void give_back(gpu_instance *in)
     atomic_fetch_sub_explicit(&in->load, 1, memory_order_relaxed);
 }
 
-/* A free slot of in, made on first use; waits while all are in flight (that
- * wait is the "queue" phase, and the worker pool's thread does not count as
- * at work meanwhile). The thread's current device is in's. */
-static cudaError_t slot_take(gpu_instance *in, run_slot **out)
+/* A free slot of in; waits while all are held (that wait is the "queue"
+ * phase, and the worker pool's thread does not count as at work meanwhile). */
+static run_slot *slot_take(gpu_instance *in)
 {
     pthread_mutex_lock(&in->lock);
-    if (!in->free_slots && in->n_made == SLOTS_PER_INSTANCE) {
+    if (!in->free_slots) {
         worker_pool_wait_begin();
         while (!in->free_slots)
             pthread_cond_wait(&in->slot_freed, &in->lock);
         worker_pool_wait_end();
     }
-    cudaError_t e = cudaSuccess;
-    if (in->free_slots) {
-        *out = in->free_slots;
-        in->free_slots = (*out)->next;
-    } else if ((e = slot_make(&in->slots[in->n_made])) == cudaSuccess) {
-        *out = &in->slots[in->n_made++];
-    } else {
-        slot_free(&in->slots[in->n_made]); /* the events that were made */
-    }
+    run_slot *sl = in->free_slots;
+    in->free_slots = sl->next;
     pthread_mutex_unlock(&in->lock);
-    return e;
+    return sl;
 }
 
 static void slot_give(gpu_instance *in, run_slot *sl)
 {
     pthread_mutex_lock(&in->lock);
+    sl->job = NULL;
+    sl->batch = NULL;
     sl->next = in->free_slots;
     in->free_slots = sl;
     pthread_cond_signal(&in->slot_freed);
@@ -408,18 +466,22 @@ static cudaError_t grow(void **buf, size_t *cap, size_t n, int pinned_host)
     return e;
 }
 
-/* Under in->lock: the device buffers at least this run's sizes. Runs queued
- * earlier use them until they end, so a buffer grows only on an idle stream. */
-static cudaError_t grow_device_buffers(gpu_instance *in, size_t in_bytes, size_t out_bytes)
+/* The slot's buffers for this job: device buffers always, pinned staging
+ * for a tensor in pageable memory. The slot's last run has ended, so
+ * nothing on the device uses them. */
+static cudaError_t grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int stage_out,
+                             const char **what)
 {
-    if (in->d_in_cap >= in_bytes && in->d_out_cap >= out_bytes)
-        return cudaSuccess;
-    cudaError_t e = cudaStreamSynchronize(in->stream);
-    if (e == cudaSuccess)
-        e = grow(&in->d_in, &in->d_in_cap, in_bytes, 0);
-    if (e == cudaSuccess)
-        e = grow(&in->d_out, &in->d_out_cap, out_bytes, 0);
-    return e;
+    cudaError_t e;
+    *what = "cudaMalloc (a run slot's device buffers)";
+    if ((e = grow(&sl->d_in, &sl->d_in_cap, job->in->byte_size, 0)) != cudaSuccess ||
+        (e = grow(&sl->d_out, &sl->d_out_cap, job->out->byte_size, 0)) != cudaSuccess)
+        return e;
+    *what = "cudaMallocHost (a run slot's staging buffers)";
+    if ((stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, job->in->byte_size, 1)) != cudaSuccess) ||
+        (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, job->out->byte_size, 1)) != cudaSuccess))
+        return e;
+    return cudaSuccess;
 }
 
 static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
@@ -428,27 +490,32 @@ static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
     return cudaEventElapsedTime(&ms, from, to) == cudaSuccess ? (uint64_t)(ms * 1e6f) : 0;
 }
 
-/* sl's run's phases on the device into gpu: measured where the run was
- * timed (and kept for the instance's runs that are not), else the
- * instance's last timed run's, scaled down where they would not fit in
- * span_ns, the time from queuing the run to waking after it. */
-static void device_phases(gpu_instance *in, const run_slot *sl, int timed, uint64_t span_ns,
+/* A timed batch's phases on the device, kept for the instance's batches
+ * that are not timed. Under in->lock, once the batch has ended. */
+static void time_batch(gpu_instance *in, run_batch *b)
+{
+    b->gpu_ns[GPU_INPUT] = elapsed_ns(b->time[RUN_START], b->time[RUN_INPUT_DONE]);
+    b->gpu_ns[GPU_INFER] = elapsed_ns(b->time[RUN_INPUT_DONE], b->time[RUN_INFER_DONE]);
+    b->gpu_ns[GPU_OUTPUT] = elapsed_ns(b->time[RUN_INFER_DONE], b->time[RUN_OUTPUT_DONE]);
+    for (int p = 0; p < GPU_PHASES; p++)
+        atomic_store_explicit(&in->last_ns[p], b->gpu_ns[p], memory_order_relaxed);
+    /* release: a run that sees it reads the figures above */
+    atomic_store_explicit(&in->timed_one, 1, memory_order_release);
+}
+
+/* A run's phases on the device into gpu: its batch's where the batch was
+ * timed (every run of a batch waits for all of it, as Triton counts a
+ * batch's compute time for each request in it), else the instance's last
+ * timed batch's, scaled down where they would not fit in span_ns, the time
+ * from queuing the run to waking after it. */
+static void device_phases(gpu_instance *in, const run_batch *b, uint64_t span_ns,
                           uint64_t gpu[GPU_PHASES])
 {
-    if (timed) {
-        gpu[GPU_INPUT] = elapsed_ns(sl->time[RUN_START], sl->time[RUN_INPUT_DONE]);
-        gpu[GPU_INFER] = elapsed_ns(sl->time[RUN_INPUT_DONE], sl->time[RUN_INFER_DONE]);
-        gpu[GPU_OUTPUT] = elapsed_ns(sl->time[RUN_INFER_DONE], sl->time[RUN_OUTPUT_DONE]);
-        for (int p = 0; p < GPU_PHASES; p++)
-            atomic_store_explicit(&in->last_ns[p], gpu[p], memory_order_relaxed);
-        /* release: a run that sees it reads the figures above */
-        atomic_store_explicit(&in->timed_one, 1, memory_order_release);
-        return;
-    }
     uint64_t sum = 0;
     for (int p = 0; p < GPU_PHASES; p++)
-        sum += gpu[p] = atomic_load_explicit(&in->last_ns[p], memory_order_relaxed);
-    if (sum > span_ns)
+        sum += gpu[p] = b->timed ? b->gpu_ns[p]
+                                 : atomic_load_explicit(&in->last_ns[p], memory_order_relaxed);
+    if (!b->timed && sum > span_ns)
         for (int p = 0; p < GPU_PHASES; p++)
             gpu[p] = (uint64_t)((double)gpu[p] * (double)span_ns / (double)sum);
 }
@@ -472,8 +539,8 @@ static void guarded_out(tensor_window *w, const void *staging, size_t n, int *gu
 }
 
 /* The input into the slot's staging buffer, where it is in pageable memory:
- * before the run is queued, so that the CPU copy holds neither the stream
- * nor its order. 0, or -1 with *guard_failed set (nothing queued). */
+ * before the run waits for its batch, so that the CPU copy holds neither
+ * the stream nor its order. 0, or -1 with *guard_failed set. */
 static int stage_input(run_slot *sl, const tensor *src, int *guard_failed)
 {
     if (src->window)
@@ -482,70 +549,212 @@ static int stage_input(run_slot *sl, const tensor *src, int *guard_failed)
     return 0;
 }
 
-/* Whether the run about to be queued on in is timed: the first runs, until
- * one has been, then one in pool.time_every. Timing costs the copies of
- * every stream even off the instance's stream (marks, waits and records:
- * the seed's system rate at window 1, concurrency 100, was 27,112 infer/s
- * with every run timed against 27,870 with one in 8 and 28,335 with one in
- * 32, means of seven rounds on the H200), and the phases of an instance's
- * runs differ little from one to the next. Under in->lock. */
-static int timed_run(gpu_instance *in)
+/* Whether a batch of n runs about to be queued on in is timed: the first
+ * batches, until one has been, then those that hold one run in
+ * pool.time_every. Timing costs the copies of every stream even off the
+ * instance's stream (marks, waits and records: the seed's system rate at
+ * window 1, concurrency 100, was 27,112 infer/s with every run timed
+ * against 27,870 with one in 8 and 28,335 with one in 32, means of seven
+ * rounds on the H200), and the phases of an instance's batches differ
+ * little from one to the next. Under in->lock. */
+static int timed_batch(gpu_instance *in, unsigned n)
 {
-    int timed = !atomic_load_explicit(&in->timed_one, memory_order_acquire) ||
-                in->runs % pool.time_every == 0;
-    in->runs++;
-    return timed;
+    unsigned first = in->runs, every = pool.time_every;
+    in->runs += n;
+    return !atomic_load_explicit(&in->timed_one, memory_order_acquire) || first % every == 0 ||
+           first / every != (first + n - 1) / every;
 }
 
-/* Point i of sl's run: marked on in's stream where the stream is now, timed
- * on the clock stream once the mark is passed; a run not timed marks only
- * its end, with done. Under in->lock. */
-static cudaError_t pass_point(gpu_instance *in, run_slot *sl, int i, int timed)
+/* Point i of b: marked on in's stream where the stream is now, timed on the
+ * clock stream once the mark is passed; a batch not timed marks only its
+ * end, with done. Under in->lock. */
+static cudaError_t pass_point(gpu_instance *in, run_batch *b, int i)
 {
-    if (!timed)
-        return i == RUN_OUTPUT_DONE ? cudaEventRecord(sl->done, in->stream) : cudaSuccess;
-    cudaError_t e = cudaEventRecord(sl->mark[i], in->stream);
+    if (!b->timed)
+        return i == RUN_OUTPUT_DONE ? cudaEventRecord(b->done, in->stream) : cudaSuccess;
+    cudaError_t e = cudaEventRecord(b->mark[i], in->stream);
     if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(in->clock, sl->mark[i], 0);
+        e = cudaStreamWaitEvent(in->clock, b->mark[i], 0);
     if (e == cudaSuccess)
-        e = cudaEventRecord(sl->time[i], in->clock);
+        e = cudaEventRecord(b->time[i], in->clock);
     return e;
 }
 
-/* The run's copies and kernel on in's stream, between sl's points.
- * Under in->lock. */
-static cudaError_t enqueue_run(gpu_instance *in, run_slot *sl, const gpu_job *job,
-                               const void *from, void *to, int timed, const char **what)
+/* The copies between host and device of n runs on stream (up: host to
+ * device), as one batch where there are several (the copy engine's cost
+ * per copy is paid once: run_batch). Each copy reads its source in the
+ * stream's order, as cudaMemcpyAsync does. A toolkit older than CUDA 13
+ * copies them one by one. */
+static cudaError_t copy_together(void *const *dst, const void *const *src, const size_t *size,
+                                 unsigned n, int up, int device, cudaStream_t stream)
 {
-    const tensor *src = job->in;
-    tensor *dst = job->out;
+#if CUDART_VERSION >= 13000
+    if (n > 1) {
+        struct cudaMemLocation host = {.type = cudaMemLocationTypeHost},
+                               dev = {.type = cudaMemLocationTypeDevice, .id = device};
+        struct cudaMemcpyAttributes attr = {.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
+                                            .srcLocHint = up ? host : dev,
+                                            .dstLocHint = up ? dev : host};
+        size_t first = 0;
+        return cudaMemcpyBatchAsync(dst, src, size, n, &attr, &first, 1, stream);
+    }
+#endif
+    for (unsigned i = 0; i < n; i++) {
+        cudaError_t e = cudaMemcpyAsync(dst[i], src[i], size[i], cudaMemcpyDefault, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
+/* The copies of one direction of the n runs: those between host and device
+ * memory together, those from or to a CUDA region (device to device, or
+ * peer) one by one. */
+static cudaError_t copy_runs(run_slot *const *runs, unsigned n, int up, int device,
+                             cudaStream_t stream)
+{
+    void *dst[SLOTS_PER_INSTANCE];
+    const void *src[SLOTS_PER_INSTANCE];
+    size_t size[SLOTS_PER_INSTANCE];
+    unsigned host = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const run_slot *sl = runs[i];
+        const tensor *t = up ? sl->job->in : sl->job->out;
+        void *to = up ? sl->d_in : sl->to;
+        const void *from = up ? sl->from : sl->d_out;
+        if (t->on_device) {
+            cudaError_t e = cudaMemcpyAsync(to, from, t->byte_size, cudaMemcpyDefault, stream);
+            if (e != cudaSuccess)
+                return e;
+            continue;
+        }
+        dst[host] = to;
+        src[host] = from;
+        size[host++] = t->byte_size;
+    }
+    return copy_together(dst, src, size, host, up, device, stream);
+}
+
+/* The batch's copies and kernels on in's stream, between b's points.
+ * Under in->lock. */
+static cudaError_t enqueue_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, unsigned n,
+                                 const char **what)
+{
     cudaError_t e;
-    *what = "cudaMalloc (the instance's buffers)";
-    if ((e = grow_device_buffers(in, src->byte_size, dst->byte_size)) != cudaSuccess)
-        return e;
-    *what = "cudaMemcpyAsync (input)";
-    if ((e = pass_point(in, sl, RUN_START, timed)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(in->d_in, from, src->byte_size, cudaMemcpyDefault, in->stream)) !=
-            cudaSuccess ||
-        (e = pass_point(in, sl, RUN_INPUT_DONE, timed)) != cudaSuccess)
+    *what = n > 1 ? "cudaMemcpyBatchAsync (inputs)" : "cudaMemcpyAsync (input)";
+    if ((e = pass_point(in, b, RUN_START)) != cudaSuccess ||
+        (e = copy_runs(runs, n, 1, in->device, in->stream)) != cudaSuccess ||
+        (e = pass_point(in, b, RUN_INPUT_DONE)) != cudaSuccess)
         return e;
     *what = "the kernel's launch";
-    if ((e = yolo_kernel_launch(in->d_in, job->height, job->width, in->weights, (int)pool.window,
-                                in->d_out, in->stream)) != cudaSuccess ||
-        (e = pass_point(in, sl, RUN_INFER_DONE, timed)) != cudaSuccess)
+    for (unsigned i = 0; i < n; i++) {
+        const gpu_job *job = runs[i]->job;
+        if ((e = yolo_kernel_launch(runs[i]->d_in, job->height, job->width, in->weights,
+                                    (int)pool.window, runs[i]->d_out, in->stream)) != cudaSuccess)
+            return e;
+    }
+    if ((e = pass_point(in, b, RUN_INFER_DONE)) != cudaSuccess)
         return e;
-    *what = "cudaMemcpyAsync (output)";
-    if ((e = cudaMemcpyAsync(to, in->d_out, dst->byte_size, cudaMemcpyDefault, in->stream)) !=
-            cudaSuccess ||
-        (e = pass_point(in, sl, RUN_OUTPUT_DONE, timed)) != cudaSuccess)
+    *what = n > 1 ? "cudaMemcpyBatchAsync (outputs)" : "cudaMemcpyAsync (output)";
+    if ((e = copy_runs(runs, n, 0, in->device, in->stream)) != cudaSuccess ||
+        (e = pass_point(in, b, RUN_OUTPUT_DONE)) != cudaSuccess)
         return e;
     return cudaSuccess;
+}
+
+/* Queue the waiting runs, up to pool.copy_batch a batch, while fewer than
+ * BATCHES_IN_FLIGHT are on the stream; wakes their threads. A batch that
+ * fails to queue carries the error to its runs, and nothing of it is left
+ * on the stream (the stream is drained: copies that were queued end before
+ * the requests' references, and so perhaps the regions, go). Under
+ * in->lock; the thread's current device is in's. */
+static void queue_waiting(gpu_instance *in)
+{
+    int woke = 0;
+    while (in->n_waiting && in->in_flight < BATCHES_IN_FLIGHT) {
+        run_slot *runs[SLOTS_PER_INSTANCE];
+        unsigned n = 0;
+        while (in->waiting && n < pool.copy_batch) {
+            runs[n++] = in->waiting;
+            in->waiting = in->waiting->next;
+        }
+        if (!in->waiting)
+            in->waiting_tail = &in->waiting;
+        in->n_waiting -= n;
+        run_batch *b = in->free_batches; /* never NULL: run_batch's rule */
+        in->free_batches = b->next;
+        b->holders = n; /* its events stay from its last use */
+        b->timed = b->ended = 0;
+        b->what = "cudaEventCreate (a batch's events)";
+        b->err = batch_make(b);
+        if (b->err == cudaSuccess) {
+            b->timed = timed_batch(in, n);
+            b->err = enqueue_batch(in, b, runs, n, &b->what);
+            if (b->err != cudaSuccess) {
+                cudaStreamSynchronize(in->stream);
+                cudaStreamSynchronize(in->clock);
+            }
+        }
+        if (b->err == cudaSuccess) {
+            in->in_flight++;
+            atomic_fetch_add_explicit(&pool.batches_queued, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&pool.batched_runs, n, memory_order_relaxed);
+        }
+        for (unsigned i = 0; i < n; i++)
+            runs[i]->batch = b;
+        woke = 1;
+    }
+    if (woke)
+        pthread_cond_broadcast(&in->queued);
+}
+
+/* sl's run waits its turn among the instance's runs and is queued in a
+ * batch (by this thread or another); returns the batch. */
+static run_batch *wait_queued(gpu_instance *in, run_slot *sl)
+{
+    pthread_mutex_lock(&in->lock);
+    sl->next = NULL;
+    *in->waiting_tail = sl;
+    in->waiting_tail = &sl->next;
+    in->n_waiting++;
+    queue_waiting(in);
+    if (!sl->batch) {
+        worker_pool_wait_begin();
+        while (!sl->batch)
+            pthread_cond_wait(&in->queued, &in->lock);
+        worker_pool_wait_end();
+    }
+    run_batch *b = sl->batch;
+    pthread_mutex_unlock(&in->lock);
+    return b;
+}
+
+/* After b has ended (or failed to queue): the first of its runs here counts
+ * it out of flight, times it and queues the runs that waited meanwhile;
+ * each run reads its phases and lets go of b, the last one freeing it. */
+static void batch_done(gpu_instance *in, run_batch *b, uint64_t span_ns, uint64_t gpu[GPU_PHASES])
+{
+    pthread_mutex_lock(&in->lock);
+    if (b->err == cudaSuccess && !b->ended) {
+        b->ended = 1;
+        in->in_flight--;
+        if (b->timed)
+            time_batch(in, b);
+        queue_waiting(in);
+    }
+    if (gpu)
+        device_phases(in, b, span_ns, gpu);
+    if (--b->holders == 0) {
+        b->next = in->free_batches;
+        in->free_batches = b;
+    }
+    pthread_mutex_unlock(&in->lock);
 }
 
 /* The whole run on instance in with slot sl; the thread's current device is
  * in's. A guarded copy that fails ends it early with cudaSuccess and
  * *guard_failed set; nothing of this run is left queued on the stream then,
- * nor after an error (the stream is drained). */
+ * nor after an error. */
 static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, model_phases *ph,
                           const char **what, int *guard_failed)
 {
@@ -553,38 +762,34 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     tensor *dst = job->out;
     cudaError_t e;
     int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
-    *what = "cudaMallocHost (a run slot's staging buffers)";
-    if ((stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, src->byte_size, 1)) != cudaSuccess) ||
-        (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, dst->byte_size, 1)) != cudaSuccess))
+    if ((e = grow_slot(sl, job, stage_in, stage_out, what)) != cudaSuccess)
         return e;
     uint64_t t0 = now_ns();
     if (stage_in && stage_input(sl, src, guard_failed) != 0)
         return cudaSuccess;
-    uint64_t queued = now_ns(), copy_in_ns = queued - t0;
+    uint64_t staged = now_ns(), copy_in_ns = staged - t0;
 
-    pthread_mutex_lock(&in->lock);
-    int timed = timed_run(in);
-    e = enqueue_run(in, sl, job, stage_in ? sl->h_in : src->data,
-                    stage_out ? sl->h_out : dst->data, timed, what);
-    if (e != cudaSuccess) { /* a failed step may leave copies queued: they end before the
-                             * request's references (and so perhaps the regions) go */
-        cudaStreamSynchronize(in->stream);
-        cudaStreamSynchronize(in->clock);
-    }
-    pthread_mutex_unlock(&in->lock);
-    if (e != cudaSuccess)
+    sl->job = job;
+    sl->from = stage_in ? sl->h_in : src->data;
+    sl->to = stage_out ? sl->h_out : dst->data;
+    run_batch *b = wait_queued(in, sl);
+    uint64_t queued = now_ns();
+    ph->queue_ns += queued - staged; /* waiting for its batch is queuing too */
+    if ((e = b->err) != cudaSuccess) {
+        *what = b->what;
+        batch_done(in, b, 0, NULL);
         return e;
-
+    }
     /* The reply must not say the output is there before it is. */
     *what = "cudaEventSynchronize (the run)";
     worker_pool_wait_begin();
-    e = cudaEventSynchronize(timed ? sl->time[RUN_OUTPUT_DONE] : sl->done);
+    e = cudaEventSynchronize(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done);
     worker_pool_wait_end();
-    if (e != cudaSuccess)
-        return e;
     t0 = now_ns();
     uint64_t gpu[GPU_PHASES];
-    device_phases(in, sl, timed, t0 - queued, gpu);
+    batch_done(in, b, t0 - queued, gpu);
+    if (e != cudaSuccess)
+        return e;
     if (stage_out && dst->window)
         guarded_out(dst->window, sl->h_out, dst->byte_size, guard_failed);
     else if (stage_out)
@@ -593,6 +798,12 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     ph->infer_ns = gpu[GPU_INFER];
     ph->output_ns = gpu[GPU_OUTPUT] + (now_ns() - t0);
     return cudaSuccess;
+}
+
+void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
+{
+    *batches = atomic_load_explicit(&pool.batches_queued, memory_order_relaxed);
+    *runs = atomic_load_explicit(&pool.batched_runs, memory_order_relaxed);
 }
 
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
@@ -611,15 +822,11 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         e = cudaSetDevice(in->device);
     }
     if (e == cudaSuccess) {
-        run_slot *sl = NULL;
         uint64_t t0 = now_ns();
-        what = "cudaEventCreate (an instance's events)";
-        e = slot_take(in, &sl);
+        run_slot *sl = slot_take(in);
         ph->queue_ns = now_ns() - t0;
-        if (e == cudaSuccess) {
-            e = run_on(in, sl, job, ph, &what, &guard_failed);
-            slot_give(in, sl);
-        }
+        e = run_on(in, sl, job, ph, &what, &guard_failed);
+        slot_give(in, sl);
         cudaSetDevice(previous);
     }
     give_back(in);

@@ -7,7 +7,8 @@
 #define WHY "this frontend was built without CUDA (FRONTEND_WITH_CUDA=OFF, or no CUDA toolkit found)"
 
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, const float *weights, size_t n_weights)
+                         unsigned time_every, unsigned copy_batch, const float *weights,
+                         size_t n_weights)
 {
     fprintf(stderr, "gpu model 'yolo' is not available: %s\n", WHY);
 }
@@ -26,6 +27,12 @@ unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices
 {
     *n_devices = 0;
     return 0;
+}
+
+void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
+{
+    *batches = 0;
+    *runs = 0;
 }
 
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)

@@ -20,7 +20,8 @@ extern "C" {
 
 /* Nanoseconds of one run, by phase, as Triton names them. */
 typedef struct model_phases {
-    uint64_t queue_ns;  /* waiting for a free model instance */
+    uint64_t queue_ns;  /* waiting for a free model instance (the GPU model's:
+                         * a run slot, then its batch) */
     uint64_t input_ns;  /* inputs to the instance's device buffers */
     uint64_t infer_ns;  /* the kernel */
     uint64_t output_ns; /* outputs to where the request wants them */

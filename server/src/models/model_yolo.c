@@ -86,7 +86,7 @@ const model_ops yolo_ops = {
 };
 
 void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
-                unsigned time_phases_every)
+                unsigned time_phases_every, unsigned copy_batch)
 {
     window_ = window;
     size_t taps = 3 * (size_t)window * window;
@@ -98,7 +98,7 @@ void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
             for (size_t r = 0; r < YOLO_ROWS; r++)
                 w[t * YOLO_ROWS + r] = (float)((long)((7 * r + 13 * t) % 17) - 8) / 64.0f;
     }
-    gpu_instances_start(gpus, instances_per_gpu, window, time_phases_every, w,
+    gpu_instances_start(gpus, instances_per_gpu, window, time_phases_every, copy_batch, w,
                         w ? taps * YOLO_ROWS : 0);
     free(w);
 }

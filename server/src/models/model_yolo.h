@@ -31,7 +31,7 @@ extern const model_ops yolo_ops;
 
 /* Start the model's GPU instances (gpu_instances.h) and stop them. */
 void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
-                unsigned time_phases_every);
+                unsigned time_phases_every, unsigned copy_batch);
 void yolo_stop(void);
 
 #endif

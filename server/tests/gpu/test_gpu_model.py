@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from frontend_process import Frontend, leftover_report  # noqa: E402
+from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.
 from test_cuda_infer import call, cp, nothing_in_use, ok, shm_params  # noqa: E402
@@ -325,6 +326,60 @@ def test_concurrent_requests_each_get_their_own_output(server):
     assert failures == []
 
 
+@pytest.mark.parametrize("copy_batch", [1, 4])
+def test_runs_waiting_for_one_instance_share_batches_of_copies(copy_batch):
+    """One instance, a kernel of several ms (the seed's image at window 64)
+    and eight clients at once, each with its own pinned input and output
+    region and one of two images: while two batches are on the stream the runs that come wait,
+    and go together, up to --copy-batch a batch, each answer in its own
+    region; with --copy-batch 1 every run goes alone."""
+    s = start("--instances-per-gpu", "1", "--yolo-window", "64", "--copy-batch", str(copy_batch))
+    r = Regions(s)
+    try:
+        images = [random_images(SEED_SHAPE, 300 + i) for i in range(2)]
+        expected = [reference(im, 64) for im in images]
+        out_bytes = ROWS * 5040 * 2
+        places = [(r.system_region("in", images[0].nbytes), r.system_region("out", out_bytes))
+                  for _ in range(8)]
+        failures = []
+
+        for k, ((_, mem_in), _) in enumerate(places):  # light clients: the runs pile up
+            mem_in.buf[:images[k % 2].nbytes] = images[k % 2].tobytes()
+
+        def client(k):
+            (name_in, _), (name_out, mem_out) = places[k]
+            for n in range(4):
+                mem_out.buf[:out_bytes] = bytes(out_bytes)
+                status, header, _ = infer_binary(s, images[k % 2],
+                                                 shm_params(name_in, images[k % 2].nbytes),
+                                                 shm_params(name_out, out_bytes))
+                got = np.frombuffer(mem_out.buf[:out_bytes], dtype=np.float16)
+                if status != 200 or not np.array_equal(got.reshape(ROWS, 5040), expected[k % 2]):
+                    failures.append((k, n, status, header))
+                del got  # no export of the buffer may outlive the region's close
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
+        _, page = scrape(s)
+        batches = page.value("shmreg_gpu_copy_batches_total")
+        runs = page.value("shmreg_gpu_copy_batch_runs_total")
+        assert runs == 32
+        if copy_batch == 1:
+            assert batches == 32
+        else:
+            assert 32 / copy_batch <= batches < 32, batches
+        assert page.value("shmreg_tensor_path_total", path="dma_in_place", direction="input") == 32
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
+
+
 def test_pin_never_stages_system_regions():
     """--pin never: the regions stay pageable and go through the staging
     buffers; the output is the same."""
@@ -361,7 +416,8 @@ def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
         r.close()
         err = stop(s)
     line = startup_line(err)
-    assert line.endswith(f"window {WINDOW}; {said}; phases timed on one run in 32"), line
+    assert line.endswith(f"window {WINDOW}; {said}; phases timed on one run in 32; copies of up "
+                         "to 4 runs in a batch"), line
 
 
 def test_phases_timed_on_one_run_in_n_count_on_every_run():
@@ -395,7 +451,7 @@ def test_phases_timed_on_one_run_in_n_count_on_every_run():
     finally:
         err = stop(s)
     line = startup_line(err)
-    assert line.endswith("phases timed on one run in 4"), line
+    assert line.endswith("phases timed on one run in 4; copies of up to 4 runs in a batch"), line
 
 
 def test_default_window_on_a_small_image():
