@@ -24,7 +24,7 @@ SERIES = (("system_pinned", "system shm, --pin auto (default)", "tab:blue", "o")
 # The limits drawn as lines: run name, label, line style.
 LIMIT_LINES = (("pcie_limit", "PCIe limit", "--"),
                ("mix_limit", "the link moving both tensors at once", "-."),
-               ("chain_limit", "copies in the server's order, alone", ":"))
+               ("chain_limit", "copies one by one in the server's order, alone", ":"))
 
 
 def read(path):

@@ -22,8 +22,11 @@ cudaMemcpyAsync, median of 7; H2D, D2H, both at once) and adds a
 bytes in and 846,720 out. It also runs copies_at_size.py --server-order for
 a "chain_limit" row: the inferences a second that copies of those sizes
 reach in the server's order (up, kernel, down on each instance's stream),
-from a registered POSIX shm object, with no frontend running; the copies'
-fixed costs and the kernel between them put it below pcie_limit.
+one cudaMemcpyAsync each, from a registered POSIX shm object, with no
+frontend running; the copies' fixed costs and the kernel between them put
+it below pcie_limit, and the server, which copies the runs waiting for one
+instance as one batch (--copy-batch), can pass it (copies_batched.cu
+measures batches).
 
 For every row it prints, beside perf_analyzer's infer/s, latency and the
 server's compute input / infer / output: the frontend's CPU per inference
@@ -115,8 +118,8 @@ RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
 # link_limit()'s answer.
 LIMITS = {"pcie_limit": ("PCIe limit", "limit_infer_s", "error"),
           "mix_limit": ("the link moving both tensors at once", "mix_infer_s", "error"),
-          "chain_limit": ("copies of these sizes in the server's order, alone", "chain_infer_s",
-                          "chain_error")}
+          "chain_limit": ("copies of these sizes one by one in the server's order, alone",
+                          "chain_infer_s", "chain_error")}
 CSV_FIELDS = ["gpus", "window", "run", "concurrency", "infer_s", "p50_us", "p99_us",
               "queue_us", "input_us", "infer_us", "output_us", "cpu_cores",
               "cpu_us_per_infer", "requests", "pinned_bytes_mid", "paths", "passes_infer_s",
@@ -560,7 +563,8 @@ def write_outputs(rows, link):
               f"| window 1: system (default flags) ÷ the link moving both tensors at once "
               f"| {ratio(quotient(at('system_pinned', '1'), link.get('mix_infer_s')))} "
               f"| (context) | |",
-              f"| window 1: system (default flags) ÷ copies in the server's order, alone "
+              f"| window 1: system (default flags) ÷ copies one by one in the server's order, "
+              f"alone "
               f"| {ratio(quotient(at('system_pinned', '1'), link.get('chain_infer_s')))} "
               f"| (context) | |",
               f"| window 1: frontend CPU per inference, system ÷ CUDA "

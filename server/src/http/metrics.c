@@ -178,8 +178,8 @@ static void write_copy_batches(jbuf *b)
     uint64_t batches, runs;
     gpu_instances_copy_batches(&batches, &runs);
     write_header(b, "shmreg_gpu_copy_batches_total", COUNTER,
-                 "Batches queued on the GPU model's streams: the inputs' copies of their runs as one "
-                 "batch of copies, the outputs' as another.");
+                 "Batches queued on the GPU model's streams: the inputs' copies of their runs "
+                 "as one batch of copies, the outputs' as another.");
     jbuf_lit(b, "shmreg_gpu_copy_batches_total ");
     jbuf_u64(b, batches);
     jbuf_lit(b, "\n");

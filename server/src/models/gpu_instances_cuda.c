@@ -478,8 +478,9 @@ static cudaError_t grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int
         (e = grow(&sl->d_out, &sl->d_out_cap, job->out->byte_size, 0)) != cudaSuccess)
         return e;
     *what = "cudaMallocHost (a run slot's staging buffers)";
-    if ((stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, job->in->byte_size, 1)) != cudaSuccess) ||
-        (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, job->out->byte_size, 1)) != cudaSuccess))
+    if (stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, job->in->byte_size, 1)) != cudaSuccess)
+        return e;
+    if (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, job->out->byte_size, 1)) != cudaSuccess)
         return e;
     return cudaSuccess;
 }
