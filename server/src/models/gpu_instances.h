@@ -7,7 +7,9 @@
  *
  * A request takes the least busy instance (ties: one on the device that
  * holds its CUDA tensors, then round robin) and one of its twelve run
- * slots (waiting for a slot is the "queue" phase). A tensor in pageable
+ * slots (waiting for a slot is the "queue" phase; a slot keeps its buffers
+ * for the next request up to 16 MiB each, and frees larger ones after
+ * their run). A tensor in pageable
  * host memory is copied into the slot's pinned staging buffer first,
  * outside the instance's lock. Then the request waits its turn: while two
  * batches are on the instance's stream and not yet seen to end, the

@@ -23,6 +23,11 @@
  * buffers for its run's tensors and, made only when a tensor needs it,
  * pinned staging for them: the bound on what an instance holds. */
 #define SLOTS_PER_INSTANCE 12
+/* A slot keeps its buffers for the next run up to this size each (the
+ * seed's tensors are 1.4 MiB); larger ones, made for a large request, are
+ * freed after its run, so that what twelve slots hold between requests is
+ * bounded whatever the clients sent. */
+#define SLOT_KEEP_BYTES ((size_t)16 << 20)
 /* Batches queued on an instance's stream and not yet seen to end: the one
  * running and the next, so that the stream never idles while a thread
  * wakes; the runs that come meanwhile wait and go together. */
@@ -485,6 +490,28 @@ static cudaError_t grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int
     return cudaSuccess;
 }
 
+/* Free a buffer larger than SLOT_KEEP_BYTES (grow makes it again). */
+static void shrink(void **buf, size_t *cap, int pinned_host)
+{
+    if (*cap <= SLOT_KEEP_BYTES)
+        return;
+    if (pinned_host)
+        cudaFreeHost(*buf);
+    else
+        cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+}
+
+/* After the slot's run has ended: its buffers back to SLOT_KEEP_BYTES at most. */
+static void slot_trim(run_slot *sl)
+{
+    shrink(&sl->d_in, &sl->d_in_cap, 0);
+    shrink(&sl->d_out, &sl->d_out_cap, 0);
+    shrink(&sl->h_in, &sl->h_in_cap, 1);
+    shrink(&sl->h_out, &sl->h_out_cap, 1);
+}
+
 static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
 {
     float ms = 0;
@@ -827,6 +854,7 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         run_slot *sl = slot_take(in);
         ph->queue_ns = now_ns() - t0;
         e = run_on(in, sl, job, ph, &what, &guard_failed);
+        slot_trim(sl);
         slot_give(in, sl);
         cudaSetDevice(previous);
     }

@@ -380,6 +380,25 @@ def test_runs_waiting_for_one_instance_share_batches_of_copies(copy_batch):
             stop(s)
 
 
+def test_a_large_request_leaves_no_device_memory_held():
+    """A run slot frees buffers over 16 MiB after their run: three requests
+    of a 4096 x 4096 image (96 MiB in, 55 MiB out) one after another leave
+    the device's free memory where a small one left it."""
+    s = start("--instances-per-gpu", "1")
+    try:
+        assert infer_binary(s, random_images((3, 64, 64), 1))[0] == 200  # the slot's events
+        free_before = cp.cuda.runtime.memGetInfo()[0]
+        big = random_images((3, 4096, 4096), 2)
+        for _ in range(3):
+            status, header, raw = infer_binary(s, big)
+            assert status == 200, header
+            assert len(raw) == ROWS * anchors(4096, 4096) * 2
+        free_after = cp.cuda.runtime.memGetInfo()[0]
+        assert free_before - free_after < 16 << 20, (free_before, free_after)
+    finally:
+        stop(s)
+
+
 def test_pin_never_stages_system_regions():
     """--pin never: the regions stay pageable and go through the staging
     buffers; the output is the same."""
