@@ -14,6 +14,9 @@ import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seed_benchmark import LIMITS  # noqa: E402  (the limits' names, said once)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 SERIES = (("system_pinned", "system shm, --pin auto (default)", "tab:blue", "o"),
@@ -21,10 +24,9 @@ SERIES = (("system_pinned", "system shm, --pin auto (default)", "tab:blue", "o")
           ("cuda", "CUDA shm", "tab:green", "^"))
 
 
-# The limits drawn as lines: run name, label, line style.
-LIMIT_LINES = (("pcie_limit", "PCIe limit", "--"),
-               ("mix_limit", "the link moving both tensors at once", "-."),
-               ("chain_limit", "copies one by one in the server's order, alone", ":"))
+# The limits drawn as lines: run name, label (seed_benchmark.py's), line style.
+LIMIT_STYLES = {"pcie_limit": "--", "mix_limit": "-.", "chain_limit": ":"}
+LIMIT_LINES = tuple((run, LIMITS[run][0], style) for run, style in LIMIT_STYLES.items())
 
 
 def read(path):

@@ -118,7 +118,7 @@ RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
 # link_limit()'s answer.
 LIMITS = {"pcie_limit": ("PCIe limit", "limit_infer_s", "error"),
           "mix_limit": ("the link moving both tensors at once", "mix_infer_s", "error"),
-          "chain_limit": ("copies of these sizes one by one in the server's order, alone",
+          "chain_limit": ("copies one by one in the server's order, alone",
                           "chain_infer_s", "chain_error")}
 CSV_FIELDS = ["gpus", "window", "run", "concurrency", "infer_s", "p50_us", "p99_us",
               "queue_us", "input_us", "infer_us", "output_us", "cpu_cores",

@@ -6,15 +6,14 @@
  * and time its batches.
  *
  * A request takes the least busy instance (ties: one on the device that
- * holds its CUDA tensors, then round robin) and one of its twelve run
- * slots (waiting for a slot is the "queue" phase; a slot keeps its buffers
- * for the next request up to 16 MiB each, and frees larger ones after
- * their run). A tensor in pageable
- * host memory is copied into the slot's pinned staging buffer first,
- * outside the instance's lock. Then the request waits its turn: while two
- * batches are on the instance's stream and not yet seen to end, the
- * requests that come wait, and when one ends, up to --copy-batch of them
- * are queued as the next batch: their inputs' copies as one batch of
+ * holds its CUDA tensors, then round robin) and one of its twelve run slots
+ * (waiting for a slot is the "queue" phase; a slot keeps its buffers for the
+ * next request up to 16 MiB each, and frees larger ones after their run). A
+ * tensor in pageable host memory is copied into the slot's pinned staging
+ * buffer first, outside the instance's lock. Then the request waits its
+ * turn: while two batches are on the instance's stream and not yet seen to
+ * end, the requests that come wait, and when one ends, up to --copy-batch of
+ * them are queued as the next batch: their inputs' copies as one batch of
  * copies, their kernels one after the other, their outputs' copies as one
  * batch (a copy engine pays a fixed cost per copy; alone on the stream, a
  * request is queued at once and goes by itself). A batch follows those
@@ -33,10 +32,9 @@
  *
  * and waits (blocking, not spinning) for its batch's last copy before it
  * returns, so that the response never promises bytes that are not there
- * yet. While
- * it waits, its worker thread does not count as at work (worker_pool.h):
- * the next request's CPU work goes on, and the stream always has the next
- * batch queued behind the current one.
+ * yet. While it waits, its worker thread does not count as at work
+ * (worker_pool.h): the next request's CPU work goes on, and the stream
+ * always has the next batch queued behind the current one.
  *
  * gpu_instances_cuda.c is the implementation; gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.
