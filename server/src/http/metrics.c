@@ -175,19 +175,21 @@ static void write_paths(jbuf *b)
  * batches is how many requests crossed the link together. */
 static void write_copy_batches(jbuf *b)
 {
-    uint64_t batches, runs;
-    gpu_instances_copy_batches(&batches, &runs);
-    write_header(b, "shmreg_gpu_copy_batches_total", COUNTER,
-                 "Batches queued on the GPU model's streams: the inputs' copies of their runs "
-                 "as one batch of copies, the outputs' as another.");
-    jbuf_lit(b, "shmreg_gpu_copy_batches_total ");
-    jbuf_u64(b, batches);
-    jbuf_lit(b, "\n");
-    write_header(b, "shmreg_gpu_copy_batch_runs_total", COUNTER,
-                 "Runs (requests) in those batches.");
-    jbuf_lit(b, "shmreg_gpu_copy_batch_runs_total ");
-    jbuf_u64(b, runs);
-    jbuf_lit(b, "\n");
+    uint64_t value[2];
+    gpu_instances_copy_batches(&value[0], &value[1]);
+    static const char *const family[2][2] = {
+        {"shmreg_gpu_copy_batches_total",
+         "Batches queued on the GPU model's streams: the inputs' copies of their runs as one "
+         "batch of copies, the outputs' as another."},
+        {"shmreg_gpu_copy_batch_runs_total", "Runs (requests) in those batches."},
+    };
+    for (int f = 0; f < 2; f++) {
+        write_header(b, family[f][0], COUNTER, family[f][1]);
+        jbuf_lit(b, family[f][0]);
+        jbuf_lit(b, " ");
+        jbuf_u64(b, value[f]);
+        jbuf_lit(b, "\n");
+    }
 }
 
 /* The number at path in a model's statistics; 0 where the tree lacks it

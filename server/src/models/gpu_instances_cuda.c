@@ -76,8 +76,7 @@ typedef struct run_batch {
      * time[RUN_OUTPUT_DONE] is the one a timed batch's runs sleep on: it
      * follows the outputs' copies. A batch that is not timed (timed_batch)
      * gets none of them, only done after its outputs' copies. */
-    cudaEvent_t mark[RUN_POINTS], time[RUN_POINTS], done;
-    int made;                    /* its events exist */
+    cudaEvent_t mark[RUN_POINTS], time[RUN_POINTS], done; /* made on first use, done last */
     int timed;
     unsigned holders;            /* its runs that have not let it go */
     int ended;                   /* its end was seen; not counted in flight */
@@ -99,8 +98,7 @@ typedef struct gpu_instance {
     pthread_cond_t queued;       /* a waiting run's batch was queued */
     run_slot slots[SLOTS_PER_INSTANCE];
     run_slot *free_slots;
-    run_slot *waiting, **waiting_tail;
-    unsigned n_waiting;
+    run_slot *waiting, **waiting_tail; /* runs waiting to be queued, in order */
     /* A batch holds at least one slot that no other batch holds. */
     run_batch batches[SLOTS_PER_INSTANCE];
     run_batch *free_batches;
@@ -224,14 +222,13 @@ static void batch_free_events(run_batch *b)
     if (b->done)
         cudaEventDestroy(b->done);
     b->done = NULL;
-    b->made = 0;
 }
 
 /* A batch's events, on the current device (the instance's), made on its
  * first use; on failure none is left. */
 static cudaError_t batch_make(run_batch *b)
 {
-    if (b->made)
+    if (b->done) /* made last: all of them exist */
         return cudaSuccess;
     cudaError_t e = cudaSuccess;
     for (int i = 0; i < RUN_POINTS && e == cudaSuccess; i++) {
@@ -246,8 +243,6 @@ static cudaError_t batch_make(run_batch *b)
         e = cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming | cudaEventBlockingSync);
     if (e != cudaSuccess)
         batch_free_events(b);
-    else
-        b->made = 1;
     return e;
 }
 
@@ -454,17 +449,23 @@ static void slot_give(gpu_instance *in, run_slot *sl)
     pthread_mutex_unlock(&in->lock);
 }
 
-/* Grow a device or pinned host buffer to n bytes (its contents are not kept). */
-static cudaError_t grow(void **buf, size_t *cap, size_t n, int pinned_host)
+/* Free a device or pinned host buffer, and say it is gone. */
+static void release(void **buf, size_t *cap, int pinned_host)
 {
-    if (*cap >= n)
-        return cudaSuccess;
     if (pinned_host)
         cudaFreeHost(*buf);
     else
         cudaFree(*buf);
     *buf = NULL;
     *cap = 0;
+}
+
+/* Grow a device or pinned host buffer to n bytes (its contents are not kept). */
+static cudaError_t grow(void **buf, size_t *cap, size_t n, int pinned_host)
+{
+    if (*cap >= n)
+        return cudaSuccess;
+    release(buf, cap, pinned_host);
     cudaError_t e = pinned_host ? cudaMallocHost(buf, n) : cudaMalloc(buf, n);
     if (e == cudaSuccess)
         *cap = n;
@@ -493,14 +494,8 @@ static cudaError_t grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int
 /* Free a buffer larger than SLOT_KEEP_BYTES (grow makes it again). */
 static void shrink(void **buf, size_t *cap, int pinned_host)
 {
-    if (*cap <= SLOT_KEEP_BYTES)
-        return;
-    if (pinned_host)
-        cudaFreeHost(*buf);
-    else
-        cudaFree(*buf);
-    *buf = NULL;
-    *cap = 0;
+    if (*cap > SLOT_KEEP_BYTES)
+        release(buf, cap, pinned_host);
 }
 
 /* After the slot's run has ended: its buffers back to SLOT_KEEP_BYTES at most. */
@@ -699,7 +694,7 @@ static cudaError_t enqueue_batch(gpu_instance *in, run_batch *b, run_slot *const
 static void queue_waiting(gpu_instance *in)
 {
     int woke = 0;
-    while (in->n_waiting && in->in_flight < BATCHES_IN_FLIGHT) {
+    while (in->waiting && in->in_flight < BATCHES_IN_FLIGHT) {
         run_slot *runs[SLOTS_PER_INSTANCE];
         unsigned n = 0;
         while (in->waiting && n < pool.copy_batch) {
@@ -708,7 +703,6 @@ static void queue_waiting(gpu_instance *in)
         }
         if (!in->waiting)
             in->waiting_tail = &in->waiting;
-        in->n_waiting -= n;
         run_batch *b = in->free_batches; /* never NULL: run_batch's rule */
         in->free_batches = b->next;
         b->holders = n; /* its events stay from its last use */
@@ -744,7 +738,6 @@ static run_batch *wait_queued(gpu_instance *in, run_slot *sl)
     sl->next = NULL;
     *in->waiting_tail = sl;
     in->waiting_tail = &sl->next;
-    in->n_waiting++;
     queue_waiting(in);
     if (!sl->batch) {
         worker_pool_wait_begin();
