@@ -184,6 +184,16 @@ def system_round_trip(server, regions, seed):
     np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
 
 
+def run_clients(client, n):
+    """client(0) .. client(n - 1) at once, each on a thread of its own; back
+    when all are done."""
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def released(server):
     server.wait_until(lambda: nothing_in_use(server, "cuda") and nothing_in_use(server, "system"),
                       what="every region released")
@@ -318,11 +328,7 @@ def test_concurrent_requests_each_get_their_own_output(server):
             if status != 200 or not np.array_equal(as_output(raw, 128, 192), expected[i]):
                 failures.append((k, n, status, header))
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, 12)
     assert failures == []
 
 
@@ -358,11 +364,7 @@ def test_runs_waiting_for_one_instance_share_batches_of_copies(copy_batch):
                     failures.append((k, n, status, header))
                 del got  # no export of the buffer may outlive the region's close
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_clients(client, 8)
         assert failures == []
         _, page = scrape(s)
         batches = page.value("shmreg_gpu_copy_batches_total")
