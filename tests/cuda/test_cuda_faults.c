@@ -1,5 +1,5 @@
 /* Failure injection for the CUDA side, on a GPU machine: every CUDA call the
- * library makes goes through the shmreg__cuda table (src/cuda_calls.h), so
+ * library makes goes through the shmreg__cuda table (src/backends/cuda_calls.h), so
  * this test, built against the static copy of the library, fails the N-th
  * call of a registration for every N and checks that each failure is clean.
  * Clean is counted, not guessed: the wrappers keep a balance of what the
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "cuda_calls.h"
+#include "backends/cuda_calls.h"
 #include "exporter.h"
 #include "gpu_test.h"
 

@@ -1,4 +1,4 @@
-/* libFuzzer harness: region-name and shm-key validation (src/names.h) against
+/* libFuzzer harness: region-name and shm-key validation (src/base/names.h) against
  * an independent statement of the rules (shm_rules.c), and against glibc.
  *
  * The input is split at NUL bytes into a region name, a shm key and up to
@@ -23,7 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "names.h"
+#include "base/names.h"
 #include "shm_rules.h"
 
 #define MAX_PREFIXES 4

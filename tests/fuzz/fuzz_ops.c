@@ -37,11 +37,11 @@
 #include <unistd.h>
 
 #include "ops_model.h"
-#include "region.h"
-#include "registry.h"
+#include "core/region.h"
+#include "core/registry.h"
 #include "shm_rules.h"
 #include "shmreg/shmreg.h"
-#include "sys.h"
+#include "base/sys.h"
 #include "testutil.h"
 
 #define NOBJECTS 3

@@ -1,5 +1,5 @@
 /* libFuzzer harness: the remote-region descriptor parser
- * (src/remote_descriptor.c), the one place a client's bytes are read
+ * (src/remote/descriptor.c), the one place a client's bytes are read
  * before UCX sees them. Oracles:
  *  - a parse either refuses (INVALID_ARG, with a message) or accepts;
  *  - what it accepts obeys the documented layout: version 1, reserved bytes
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "remote_descriptor.h"
+#include "remote/descriptor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

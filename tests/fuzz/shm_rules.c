@@ -1,5 +1,5 @@
 /* See shm_rules.h; written from the specification (the public header and
- * glibc's shm_open), not from src/names.c. */
+ * glibc's shm_open), not from src/base/names.c. */
 #include "shm_rules.h"
 
 #include <string.h>

@@ -1,5 +1,5 @@
 /* The naming rules for region names and shm keys, stated independently of
- * the library's code (src/names.c): the fuzz harnesses check the library
+ * the library's code (src/base/names.c): the fuzz harnesses check the library
  * against these. */
 #ifndef SHMREG_TESTS_SHM_RULES_H
 #define SHMREG_TESTS_SHM_RULES_H

@@ -13,7 +13,7 @@
  * tags, and limits just large enough for each case), so those copies are
  * failed too, and a failure path that kept its reservation against the limits
  * would make a later registration of the same case fail.
- * Links the static copy of the library to reach its seam (src/sys.h). The
+ * Links the static copy of the library to reach its seam (src/base/sys.h). The
  * total of injected failures survived is printed at the end. */
 #include <errno.h>
 #include <setjmp.h>
@@ -32,11 +32,11 @@
 #include <cmocka.h>
 #include <urcu/urcu-bp.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "fake_pinning.h"
 #include "faultinject.h"
 #include "fixture.h"
-#include "registry.h"
+#include "core/registry.h"
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* The remote descriptor's two halves (src/remote_descriptor.c), round-trip
+/* The remote descriptor's two halves (src/remote/descriptor.c), round-trip
  * and refusals, in every build (no UCX needed). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "remote_descriptor.h"
+#include "remote/descriptor.h"
 #include "shmreg_assert.h"
 
 static void test_round_trip(void **state)

@@ -7,8 +7,8 @@
  * when that is 0) before a page is touched: one sparse 32 GiB object, free
  * for a client to create, must not make the server allocate 32 GiB.
  *
- * Reached through the static copy: the rules themselves (src/system_window.h,
- * src/table.h), and the public API with fake_pinning.h's pinning, which
+ * Reached through the static copy: the rules themselves (src/backends/system_window.h,
+ * src/core/table.h), and the public API with fake_pinning.h's pinning, which
  * works without a GPU, so that every case runs on the CPU in CI. */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,9 +22,9 @@
 
 #include "fake_pinning.h"
 #include "fixture.h"
-#include "sys.h"
-#include "system_window.h"
-#include "table.h"
+#include "base/sys.h"
+#include "backends/system_window.h"
+#include "core/table.h"
 
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "err.h"
+#include "backends/backend.h"
+#include "base/err.h"
 #include "faultinject.h"
 
 #define MAX_PINS 64

@@ -1,4 +1,4 @@
-/* A host pinning (src/backend.h's shmreg__host_pinning) that works without a
+/* A host pinning (src/backends/backend.h's shmreg__host_pinning) that works without a
  * GPU, for tests built against the static copy of the library: pinning is
  * usable, a pin pins nothing but is recorded, and each unpin must name a
  * range a pin recorded (the pairing is checked). A pin can be held (it waits

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 
-#include "sys.h"
+#include "base/sys.h"
 
 static const char *const call_names[FI_NCALLS] = {
     [FI_SHM_OPEN] = "shm_open", [FI_FSTAT] = "fstat",   [FI_MMAP] = "mmap",

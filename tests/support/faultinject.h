@@ -1,4 +1,4 @@
-/* Failure injection over the library's operating-system seam (src/sys.h).
+/* Failure injection over the library's operating-system seam (src/base/sys.h).
  *
  * A test built against the static copy of the library installs counting
  * wrappers in `shmreg__sys`, arms "fail the N-th call with errno E", runs one
@@ -48,7 +48,7 @@ void fi_remove(void);
  * errno set to errnum. */
 void fi_arm(unsigned n, int errnum);
 
-/* For a seam outside src/sys.h (fake_pinning.c): count one failable call
+/* For a seam outside src/base/sys.h (fake_pinning.c): count one failable call
  * of `call`; true when it is the one to fail (errno set to the armed one). */
 bool fi_fails_now(enum fi_call call);
 

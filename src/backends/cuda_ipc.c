@@ -1,0 +1,147 @@
+/* GPU memory exported by another process as a legacy CUDA IPC handle
+ * (cudaIpcGetMemHandle): opened with cudaIpcOpenMemHandle on the region's
+ * device, closed with cudaIpcCloseMemHandle by the last release.
+ *
+ * The driver counts opens of one handle within a process, so the same handle
+ * registered under several names gets the same pointer each time and each
+ * registration closes only its own open. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/cuda_calls.h"
+#include "base/err.h"
+
+#define SHMREG_CUDA_IPC_HANDLE_SIZE 64
+
+static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a);
+static void cuda_ipc_forget(struct shmreg__open_args *a);
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
+static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_name);
+
+const struct shmreg__backend shmreg__backend_cuda_ipc = {
+    .name = "cuda_ipc",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_ipc_prepare,
+    .inspect = cuda_ipc_inspect,
+    .forget = cuda_ipc_forget,
+    .open = cuda_ipc_open,
+    .close = cuda_ipc_close,
+};
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) == SHMREG_CUDA_IPC_HANDLE_SIZE,
+               "the public API documents a 64-byte CUDA IPC handle (cuda_args.c checks that size)");
+
+/* The memory is who the handle bytes and the device say; nothing to open
+ * before the cache looks (the bounds against the allocation are checked
+ * against the mapping's length on a reuse, by open on a miss: the same
+ * message either way). */
+static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a)
+{
+    a->fd = -1;
+    a->object_offset = 0;
+    a->id = (struct shmreg__identity){.valid = true};
+    memcpy(a->id.words, a->r->raw_handle, SHMREG_CUDA_IPC_HANDLE_SIZE);
+    a->id.words[8] = (uint64_t)(int64_t)a->r->device_id;
+    a->id.words[9] = (a->r->flags & SHMREG_READONLY) != 0;
+    return SHMREG_OK;
+}
+
+static void cuda_ipc_forget(struct shmreg__open_args *a)
+{
+}
+
+/* How many bytes of the allocation lie at and after ptr. */
+static shmreg_err bytes_after(const char *what, void *ptr, size_t *out)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult err = shmreg__cuda.cuMemGetAddressRange(&base, &size, (CUdeviceptr)(uintptr_t)ptr);
+    if (err != CUDA_SUCCESS)
+        return shmreg__cu_fail(err, "%s: cuMemGetAddressRange", what);
+    *out = size - (size_t)((CUdeviceptr)(uintptr_t)ptr - base);
+    return SHMREG_OK;
+}
+
+/* Open the handle with the device already current, and check the window fits
+ * the allocation; on any failure the handle is closed again. */
+static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemHandle_t handle,
+                                 size_t byte_size, void **out_ptr, size_t *out_available)
+{
+    void *ptr = NULL;
+    /* Lazy peer access: the mapping is usable from other devices only if the
+     * caller enables peer access, and opening costs nothing extra when not. */
+    cudaError_t err = shmreg__cuda.IpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess)
+        return shmreg__cuda_fail(err, "%s: cudaIpcOpenMemHandle", what);
+    size_t available = 0;
+    shmreg_err rc = bytes_after(what, ptr, &available);
+    if (rc == SHMREG_OK && byte_size > available)
+        rc = shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                          "failed to register shared memory region '%s': invalid args "
+                          "(byte_size %zu is larger than the %zu-byte allocation)",
+                          name, byte_size, available);
+    if (rc != SHMREG_OK) {
+        (void)shmreg__cuda.IpcCloseMemHandle(ptr); /* the error above is the one to report */
+        return rc;
+    }
+    *out_ptr = ptr;
+    *out_available = available;
+    return SHMREG_OK;
+}
+
+static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    const char *name = a->r->name;
+    int device_id = a->r->device_id;
+    size_t byte_size = a->r->byte_size;
+    char what[320];
+    snprintf(what, sizeof what, "failed to register CUDA IPC region '%s'", name);
+    shmreg_err rc = shmreg__cuda_require_device(what, device_id);
+    if (rc != SHMREG_OK)
+        return rc;
+
+    cudaIpcMemHandle_t handle;
+    memcpy(&handle, a->r->raw_handle, sizeof handle);
+    struct shmreg__cuda_device_guard guard;
+    rc = shmreg__cuda_device_enter(&guard, device_id, what);
+    if (rc != SHMREG_OK)
+        return rc;
+    void *ptr = NULL;
+    size_t available = 0;
+    rc = open_and_check(what, name, handle, byte_size, &ptr, &available);
+    shmreg__cuda_device_leave(&guard);
+    if (rc != SHMREG_OK)
+        return rc;
+
+    /* Legacy IPC has no read-only mapping: SHMREG_READONLY is recorded in
+     * the region's flags and is the caller's promise, not enforced here. */
+    *out = (struct shmreg__opened){
+        .backend = &shmreg__backend_cuda_ipc,
+        .addr = ptr,
+        .byte_size = byte_size,
+        .device_id = device_id,
+        .pinned = 0,
+        .base = ptr,
+        .length = available,
+    };
+    return SHMREG_OK;
+}
+
+static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_name)
+{
+    char what[320];
+    snprintf(what, sizeof what, "failed to close CUDA IPC region '%s'", region_name);
+    /* Close on the device it was opened on, whatever this thread's current
+     * device is: the deleter runs in whichever thread released last. */
+    struct shmreg__cuda_device_guard guard;
+    shmreg_err rc = shmreg__cuda_device_enter(&guard, m->device_id, what);
+    /* Close even when the device could not be made current: a handle left
+     * open would keep the exporter's memory alive for good. */
+    cudaError_t err = shmreg__cuda.IpcCloseMemHandle(m->base);
+    shmreg__cuda_device_leave(&guard);
+    if (err != cudaSuccess)
+        return shmreg__cuda_fail(err, "%s: cudaIpcCloseMemHandle", what);
+    return rc;
+}

@@ -1,0 +1,197 @@
+/* Mappings shared by regions, their index and the cache (see mapping.h). */
+#include <string.h>
+
+#include "base/err.h"
+#include "core/mapping.h"
+#include "base/sys.h"
+
+struct shmreg__mapping *shmreg__mapping_new(const struct shmreg__opened *opened, const struct shmreg__identity *id,
+                                            const struct shmreg__usage *cost, const char *label)
+{
+    size_t len = strlen(label);
+    struct shmreg__mapping *m = shmreg__calloc(1, sizeof *m + len + 1);
+    if (!m)
+        return NULL;
+    m->opened = *opened;
+    m->id = *id;
+    m->cost = *cost;
+    m->cost.regions = 0;
+    memcpy(m->label, label, len + 1);
+    return m;
+}
+
+static bool shareable(struct shmreg__table *t, const struct shmreg__mapping *m)
+{
+    return m->id.valid && t->cache_limit > 0;
+}
+
+void shmreg__mapping_attach_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+{
+    m->regions = 1;
+    if (!shareable(t, m)) {
+        m->id.valid = false;
+        return;
+    }
+    m->prev = NULL;
+    m->next = t->mappings;
+    if (t->mappings)
+        t->mappings->prev = m;
+    t->mappings = m;
+}
+
+static void index_remove_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+{
+    if (!m->id.valid)
+        return;
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        t->mappings = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+    m->id.valid = false;
+}
+
+static void lru_remove_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+{
+    if (m->lru_prev)
+        m->lru_prev->lru_next = m->lru_next;
+    else
+        t->lru_head = m->lru_next;
+    if (m->lru_next)
+        m->lru_next->lru_prev = m->lru_prev;
+    else
+        t->lru_tail = m->lru_prev;
+    m->lru_prev = m->lru_next = NULL;
+    m->cached = false;
+    t->cached_bytes -= m->cost.mapped_bytes;
+    t->cached_mappings--;
+}
+
+static void lru_append_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+{
+    m->lru_next = NULL;
+    m->lru_prev = t->lru_tail;
+    if (t->lru_tail)
+        t->lru_tail->lru_next = m;
+    else
+        t->lru_head = m;
+    t->lru_tail = m;
+    m->cached = true;
+    t->cached_bytes += m->cost.mapped_bytes;
+    t->cached_mappings++;
+}
+
+static bool covers(const struct shmreg__mapping *m, size_t offset, size_t byte_size)
+{
+    size_t start = m->opened.object_offset;
+    return offset >= start && offset - start <= m->opened.length &&
+           byte_size <= m->opened.length - (offset - start);
+}
+
+struct shmreg__mapping *shmreg__mapping_reuse_locked(struct shmreg__table *t, const struct shmreg__backend *b,
+                                                     const struct shmreg__identity *id, size_t offset,
+                                                     size_t byte_size)
+{
+    for (struct shmreg__mapping *m = t->mappings; m; m = m->next) {
+        if (m->opened.backend != b || memcmp(m->id.words, id->words, sizeof id->words) != 0 ||
+            !covers(m, offset, byte_size))
+            continue;
+        if (m->cached) {
+            /* Its own charge goes: the new region has taken its own. */
+            lru_remove_locked(t, m);
+            shmreg__usage_give_back_locked(t, &m->charge);
+            memset(&m->charge, 0, sizeof m->charge);
+        }
+        m->regions++;
+        t->cache_hits++;
+        return m;
+    }
+    t->cache_misses++;
+    return NULL;
+}
+
+/* Whether the cache may keep m: the cache is on and m fits in it, and its
+ * own charge fits the limits now that its last region gave its back. */
+static bool may_cache_locked(struct shmreg__table *t, const struct shmreg__mapping *m)
+{
+    if (!shareable(t, m) || m->cost.mapped_bytes > t->cache_limit)
+        return false;
+    const struct shmreg__usage *u = &t->usage, *lim = &t->limits;
+    return (lim->mapped_bytes == 0 || (u->mapped_bytes <= lim->mapped_bytes &&
+                                       m->cost.mapped_bytes <= lim->mapped_bytes - u->mapped_bytes)) &&
+           (lim->pinned_bytes == 0 || (u->pinned_bytes <= lim->pinned_bytes &&
+                                       m->cost.pinned_bytes <= lim->pinned_bytes - u->pinned_bytes));
+}
+
+struct shmreg__mapping *shmreg__mapping_leave_locked(struct shmreg__table *t, struct shmreg__mapping *m,
+                                                     const struct shmreg__usage *region_charge)
+{
+    if (--m->regions > 0) {
+        shmreg__usage_give_back_locked(t, region_charge);
+        return NULL;
+    }
+    struct shmreg__mapping *close = NULL;
+    shmreg__usage_give_back_locked(t, region_charge);
+    if (may_cache_locked(t, m)) {
+        t->usage.mapped_bytes += m->cost.mapped_bytes;
+        t->usage.pinned_bytes += m->cost.pinned_bytes;
+        m->charge = m->cost;
+        lru_append_locked(t, m);
+        while (t->cached_bytes > t->cache_limit) {
+            struct shmreg__mapping *old = shmreg__mapping_evict_one_locked(t);
+            old->next_close = close;
+            close = old;
+        }
+        return close;
+    }
+    /* Closed now: it keeps counting what its last region counted until the
+     * close is done. */
+    index_remove_locked(t, m);
+    t->usage.mapped_bytes += region_charge->mapped_bytes;
+    t->usage.pinned_bytes += region_charge->pinned_bytes;
+    m->charge = *region_charge;
+    m->charge.regions = 0;
+    m->next_close = NULL;
+    return m;
+}
+
+struct shmreg__mapping *shmreg__mapping_evict_one_locked(struct shmreg__table *t)
+{
+    struct shmreg__mapping *m = t->lru_head;
+    if (!m)
+        return NULL;
+    lru_remove_locked(t, m);
+    index_remove_locked(t, m);
+    t->cache_evictions++;
+    m->next_close = NULL;
+    return m;
+}
+
+struct shmreg__mapping *shmreg__mapping_evict_all_locked(struct shmreg__table *t)
+{
+    struct shmreg__mapping *list = NULL, *m;
+    while ((m = shmreg__mapping_evict_one_locked(t)) != NULL) {
+        m->next_close = list;
+        list = m;
+    }
+    return list;
+}
+
+void shmreg__mapping_close_list(struct shmreg__table *t, struct shmreg__mapping *list)
+{
+    while (list) {
+        struct shmreg__mapping *m = list;
+        list = m->next_close;
+        shmreg_err err = m->opened.backend->close(&m->opened, m->label);
+        if (err != SHMREG_OK)
+            shmreg__table_log(t, SHMREG_LOG_ERROR, "closing the %s mapping of shared memory region '%s' (%s): %s",
+                              m->opened.backend->name, m->label, shmreg_err_name(err), shmreg_last_error());
+        shmreg__table_lock(t);
+        shmreg__usage_give_back_locked(t, &m->charge);
+        shmreg__reclaim_bytes_done(&t->reclaim, m->reclaim_waiting_bytes);
+        shmreg__table_unlock(t);
+        shmreg__free(m);
+    }
+}

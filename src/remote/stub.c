@@ -1,0 +1,73 @@
+/* The build without UCX (SHMREG_WITH_UCX=OFF): the remote backend and the
+ * client calls, each answering SHMREG_ERR_UNSUPPORTED, so the core, the
+ * exported symbols and the ABI are those of a build with UCX. A malformed
+ * descriptor is still INVALID_ARG (remote/args.c). */
+#include "backends/backend.h"
+#include "base/err.h"
+
+#define SHMREG_NO_UCX_ "libshmreg was built without UCX (SHMREG_WITH_UCX=OFF)"
+
+static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "cannot register remote region '%s': %s", a->r->name,
+                        SHMREG_NO_UCX_);
+}
+
+static shmreg_err nothing_to_close(struct shmreg__opened *m, const char *region_name)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "cannot close remote region '%s': %s", region_name, SHMREG_NO_UCX_);
+}
+
+const struct shmreg__backend shmreg__backend_remote = {
+    .name = "remote",
+    .kind = SHMREG_KIND_REMOTE,
+    .prepare = shmreg__remote_prepare,
+    .open = remote_open,
+    .close = nothing_to_close,
+};
+
+static shmreg_err unsupported(const char *what)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "%s: %s", what, SHMREG_NO_UCX_);
+}
+
+shmreg_err shmreg_remote_available(void)
+{
+    return unsupported("remote regions are unavailable");
+}
+
+shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
+{
+    if (out)
+        *out = NULL;
+    return unsupported("cannot create a remote client");
+}
+
+void shmreg_remote_client_destroy(shmreg_remote_client *c)
+{
+    /* None can have been created in this build. */
+}
+
+shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t length, shmreg_remote_window **out)
+{
+    if (out)
+        *out = NULL;
+    return unsupported("cannot export memory");
+}
+
+shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr, shmreg_remote_window **out)
+{
+    if (out)
+        *out = NULL;
+    return unsupported("cannot allocate memory to export");
+}
+
+shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes, size_t *size)
+{
+    return unsupported("remote_descriptor");
+}
+
+void shmreg_remote_unexport(shmreg_remote_window *w)
+{
+    /* None can have been exported in this build. */
+}

@@ -1,0 +1,91 @@
+/* UCX through dlopen (ucx_calls.h). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "remote/ucx_calls.h"
+
+static struct shmreg__ucx ucx;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static shmreg_err load_status = SHMREG_ERR_UNSUPPORTED;
+static char load_reason[512];
+
+#define SHMREG_UCX_SYM_(field, symbol) {(void **)&ucx.field, #symbol}
+
+static void load(void)
+{
+    /* UCX installs handlers for SIGSEGV and SIGBUS by default, which would
+     * take the faults guarded copies handle; leave it none unless the
+     * process says otherwise. Once, before UCX reads its settings. */
+    setenv("UCX_ERROR_SIGNALS", "", 0);
+    void *h = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(load_reason, sizeof load_reason, "UCX is not installed on this machine (dlopen libucp.so.0: %s)",
+                 dlerror());
+        return;
+    }
+    const struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+        SHMREG_UCX_SYM_(config_read, ucp_config_read),
+        SHMREG_UCX_SYM_(config_release, ucp_config_release),
+        SHMREG_UCX_SYM_(init_version, ucp_init_version),
+        SHMREG_UCX_SYM_(cleanup, ucp_cleanup),
+        SHMREG_UCX_SYM_(worker_create, ucp_worker_create),
+        SHMREG_UCX_SYM_(worker_destroy, ucp_worker_destroy),
+        SHMREG_UCX_SYM_(worker_get_address, ucp_worker_get_address),
+        SHMREG_UCX_SYM_(worker_release_address, ucp_worker_release_address),
+        SHMREG_UCX_SYM_(worker_progress, ucp_worker_progress),
+        SHMREG_UCX_SYM_(worker_get_efd, ucp_worker_get_efd),
+        SHMREG_UCX_SYM_(worker_arm, ucp_worker_arm),
+        SHMREG_UCX_SYM_(worker_signal, ucp_worker_signal),
+        SHMREG_UCX_SYM_(ep_create, ucp_ep_create),
+        SHMREG_UCX_SYM_(ep_close_nbx, ucp_ep_close_nbx),
+        SHMREG_UCX_SYM_(ep_flush_nbx, ucp_ep_flush_nbx),
+        SHMREG_UCX_SYM_(ep_rkey_unpack, ucp_ep_rkey_unpack),
+        SHMREG_UCX_SYM_(rkey_destroy, ucp_rkey_destroy),
+        SHMREG_UCX_SYM_(rkey_pack, ucp_rkey_pack),
+        SHMREG_UCX_SYM_(rkey_buffer_release, ucp_rkey_buffer_release),
+        SHMREG_UCX_SYM_(mem_map, ucp_mem_map),
+        SHMREG_UCX_SYM_(mem_unmap, ucp_mem_unmap),
+        SHMREG_UCX_SYM_(mem_query, ucp_mem_query),
+        SHMREG_UCX_SYM_(get_nbx, ucp_get_nbx),
+        SHMREG_UCX_SYM_(put_nbx, ucp_put_nbx),
+        SHMREG_UCX_SYM_(request_check_status, ucp_request_check_status),
+        SHMREG_UCX_SYM_(request_free, ucp_request_free),
+        SHMREG_UCX_SYM_(status_string, ucs_status_string),
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        if (!(*syms[i].slot = dlsym(h, syms[i].name))) {
+            snprintf(load_reason, sizeof load_reason, "the UCX found (libucp.so.0) lacks %s: not a UCX >= 1.10",
+                     syms[i].name);
+            dlclose(h);
+            return;
+        }
+    }
+    /* Kept loaded for the life of the process: the workers live as long. */
+    load_status = SHMREG_OK;
+}
+
+shmreg_err shmreg__ucx_load(const struct shmreg__ucx **out)
+{
+    pthread_once(&once, load);
+    if (load_status != SHMREG_OK)
+        return shmreg__fail(load_status, "remote regions are unavailable: %s", load_reason);
+    *out = &ucx;
+    return SHMREG_OK;
+}
+
+shmreg_err shmreg__ucx_fail(shmreg_err code, ucs_status_t status, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return shmreg__fail(code, "%s: %s", msg, ucx.status_string ? ucx.status_string(status) : "UCX error");
+}

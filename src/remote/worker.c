@@ -1,0 +1,133 @@
+/* A UCX context, worker and progress thread (remote/worker.h). */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "remote/worker.h"
+
+uint64_t shmreg__ucx_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* How long the progress thread spins after the last event before it sleeps. */
+#define SHMREG__UCX_SPIN_NS 200000u
+
+static void *progress_main(void *arg)
+{
+    struct shmreg__ucx_worker *w = arg;
+    const struct shmreg__ucx *u = w->ucx;
+    /* Relaxed: stop only ends the loop; stop()'s join orders the rest. */
+    uint64_t last_event = 0;
+    while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        if (u->worker_progress(w->worker) > 0) {
+            last_event = shmreg__ucx_now_ns();
+            continue;
+        }
+        /* Busy a moment after an event: a transfer (a tcp get served in
+         * fragments) comes in bursts, and a sleep between two fragments
+         * costs a wake-up each. */
+        if (w->spin_after_event && shmreg__ucx_now_ns() - last_event < SHMREG__UCX_SPIN_NS)
+            continue;
+        if (w->efd < 0) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            continue;
+        }
+        /* Arm, then sleep until an event or a signal from stop(); BUSY: an
+         * event came in between, progress again. The timeout is a backstop
+         * for transports whose events do not all reach the descriptor. */
+        if (u->worker_arm(w->worker) == UCS_ERR_BUSY)
+            continue;
+        struct pollfd p = {.fd = w->efd, .events = POLLIN};
+        (void)poll(&p, 1, 100);
+    }
+    return NULL;
+}
+
+static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what, bool wakeup)
+{
+    const struct shmreg__ucx *u = w->ucx;
+    ucp_config_t *config;
+    ucs_status_t st = u->config_read(NULL, NULL, &config);
+    if (st != UCS_OK)
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_config_read", what);
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_RMA | (wakeup ? UCP_FEATURE_WAKEUP : 0),
+        .mt_workers_shared = 1,
+    };
+    st = u->init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context);
+    u->config_release(config);
+    if (st != UCS_OK)
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_init", what);
+    return SHMREG_OK;
+}
+
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
+                                    bool serves_peers)
+{
+    memset(w, 0, sizeof *w);
+    w->spin_after_event = serves_peers;
+    w->efd = -1;
+    shmreg_err err = shmreg__ucx_load(&w->ucx);
+    if (err != SHMREG_OK)
+        return err;
+    const struct shmreg__ucx *u = w->ucx;
+    /* Wakeup where the transports support it; without, the thread polls. */
+    bool wakeup = true;
+    if ((err = create_context(w, what, true)) != SHMREG_OK) {
+        wakeup = false;
+        if ((err = create_context(w, what, false)) != SHMREG_OK)
+            return err;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_MULTI};
+    ucs_status_t st = u->worker_create(w->context, &wp, &w->worker);
+    if (st != UCS_OK) {
+        u->cleanup(w->context);
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_worker_create", what);
+    }
+    if (wakeup && u->worker_get_efd(w->worker, &w->efd) != UCS_OK)
+        w->efd = -1;
+    int rc = pthread_create(&w->thread, NULL, progress_main, w);
+    if (rc != 0) {
+        u->worker_destroy(w->worker);
+        u->cleanup(w->context);
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, rc, "%s: starting the UCX progress thread", what);
+    }
+    pthread_setname_np(w->thread, thread_name);
+    return SHMREG_OK;
+}
+
+void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w)
+{
+    atomic_store_explicit(&w->stop, true, memory_order_relaxed);
+    if (w->efd >= 0)
+        w->ucx->worker_signal(w->worker);
+    pthread_join(w->thread, NULL);
+    w->ucx->worker_destroy(w->worker);
+    w->ucx->cleanup(w->context);
+}
+
+ucs_status_t shmreg__ucx_wait(struct shmreg__ucx_worker *w, ucs_status_ptr_t request, uint64_t deadline_ns)
+{
+    const struct shmreg__ucx *u = w->ucx;
+    if (request == NULL)
+        return UCS_OK;
+    if (UCS_PTR_IS_ERR(request))
+        return UCS_PTR_STATUS(request);
+    for (unsigned spin = 0;; spin++) {
+        ucs_status_t st = u->request_check_status(request);
+        if (st != UCS_INPROGRESS) {
+            u->request_free(request);
+            return st;
+        }
+        if (u->worker_progress(w->worker) == 0 && (spin & 255) == 0 && shmreg__ucx_now_ns() > deadline_ns)
+            return UCS_ERR_TIMED_OUT;
+    }
+}
