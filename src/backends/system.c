@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "base/err.h"
-#include "base/sys.h"
-
-#include "base/names.h"
 #include "backends/system_window.h"
+#include "base/err.h"
+#include "base/names.h"
+#include "base/sys.h"
 
 static shmreg_err system_prepare(struct shmreg__open_args *a);
 static shmreg_err system_inspect(struct shmreg__open_args *a);

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/system_window.h"
 #include "base/err.h"
 #include "base/sys.h"
-#include "backends/system_window.h"
 
 static shmreg_err fd_prepare(struct shmreg__open_args *a);
 static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out);

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/sys.h"
+#include "core/mapping.h"
 
 struct shmreg__mapping *shmreg__mapping_new(const struct shmreg__opened *opened, const struct shmreg__identity *id,
                                             const struct shmreg__usage *cost, const char *label)

@@ -4,9 +4,9 @@
 
 #include "base/err.h"
 #include "base/names.h"
+#include "base/sys.h"
 #include "core/quota.h"
 #include "core/registry.h"
-#include "base/sys.h"
 #include "core/table.h"
 
 struct shmreg__tag_account {

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/region.h"
 #include "base/sys.h"
+#include "core/region.h"
 
 #ifdef SHMREG_TSAN
 char shmreg__rcu_tsan_token;

@@ -6,10 +6,10 @@
 #include "backends/backend.h"
 #include "base/err.h"
 #include "base/names.h"
+#include "base/sys.h"
 #include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 

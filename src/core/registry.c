@@ -2,11 +2,11 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/names.h"
+#include "base/sys.h"
+#include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 /* The public structs keep their 1.0 size: new fields come out of their
  * reserved tails (LP64, the only ABI built). */

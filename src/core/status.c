@@ -4,11 +4,11 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/names.h"
+#include "base/sys.h"
+#include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
 {

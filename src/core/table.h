@@ -32,8 +32,8 @@
 #include <xxhash.h>
 
 #include "base/atomics.h"
-#include "core/quota.h"
 #include "base/rcu.h"
+#include "core/quota.h"
 #include "core/reclaim.h"
 #include "shmreg/shmreg.h"
 

@@ -15,8 +15,8 @@
 #include <sys/types.h>
 
 #include "base/err.h"
-#include "shmreg/shmreg.h"
 #include "base/sys.h"
+#include "shmreg/shmreg.h"
 
 #define FRAME_MAGIC 0x46524853u /* "SHRF" in little-endian memory */
 
