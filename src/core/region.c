@@ -91,7 +91,7 @@ static struct shmreg__mapping *region_retire(struct shmreg_region *r)
         shmreg__table_unlink_locked(t, &r->entry);
     size_t waiting = shmreg__reclaim_take_waiting(&r->reclaim);
     struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
-    shmreg__quota_give_back_locked(t, r->tag, &r->charged);
+    shmreg__quota_give_back_locked(&t->quotas, r->tag, &r->charged);
     /* Bytes handed to the reclaim thread stop waiting where they stop being
      * this region's, in this lock section (so shmreg_registry_stats never
      * sees more waiting than mapped): now, when the charge goes (other

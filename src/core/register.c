@@ -104,13 +104,13 @@ static bool check_quota_locked(struct shmreg__table *t, const char *name, const 
                                shmreg_err *err)
 {
     *err = SHMREG_OK;
-    if (a->pin && a->pin_optional && !shmreg__quota_pin_fits_locked(t, tag, want->pinned_bytes)) {
+    if (a->pin && a->pin_optional && !shmreg__quota_pin_fits_locked(&t->quotas, tag, want->pinned_bytes)) {
         if (may_wait)
             return true;
         a->pin = false;
         a->pinned_bytes = want->pinned_bytes = 0;
     }
-    *err = shmreg__quota_check_locked(t, tag, name, want);
+    *err = shmreg__quota_check_locked(&t->quotas, tag, name, want);
     return *err != SHMREG_OK && may_wait;
 }
 
@@ -119,7 +119,7 @@ static bool check_quota_locked(struct shmreg__table *t, const char *name, const 
 static shmreg_err take_quota_locked(struct shmreg__table *t, const char *name, const char *tag,
                                     const struct shmreg__usage *want)
 {
-    shmreg_err err = shmreg__quota_take_locked(t, tag, name, want);
+    shmreg_err err = shmreg__quota_take_locked(&t->quotas, tag, name, want);
     if (err != SHMREG_OK)
         shmreg__usage_give_back_locked(t, want);
     return err;
@@ -143,7 +143,7 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, const 
      * the limit's own message, which servers and clients know). */
     bool budgeted = a->pin && (a->pin_optional || (a->holes && t->limits.pinned_bytes == 0));
     if (budgeted && !shmreg__usage_pin_fits_budget_locked(t, want->pinned_bytes)) {
-        if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
+        if ((*evicted = shmreg__mapping_evict_one_locked(&t->cache)) != NULL || may_wait)
             return true;
         if (!a->pin_optional) {
             *err = shmreg__usage_refuse_pin_locked(t, name, tag, want->pinned_bytes);
@@ -156,7 +156,7 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, const 
         *err = take_quota_locked(t, name, tag, want);
         return false;
     }
-    return (*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait;
+    return (*evicted = shmreg__mapping_evict_one_locked(&t->cache)) != NULL || may_wait;
 }
 
 static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
@@ -187,7 +187,7 @@ static void unreserve(struct shmreg__table *t, const char *tag, const struct shm
 {
     shmreg__table_lock(t);
     shmreg__usage_give_back_locked(t, want);
-    shmreg__quota_give_back_locked(t, tag, want);
+    shmreg__quota_give_back_locked(&t->quotas, tag, want);
     shmreg__table_unlock(t);
 }
 
@@ -208,7 +208,7 @@ static void abandon(struct shmreg__table *t, struct pending_registration *p)
     if (p->reused) {
         shmreg__table_lock(t);
         struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, m, &p->args.charged);
-        shmreg__quota_give_back_locked(t, p->args.tag, &p->args.charged);
+        shmreg__quota_give_back_locked(&t->quotas, p->args.tag, &p->args.charged);
         shmreg__table_unlock(t);
         shmreg__mapping_close_list(t, close);
         return;
@@ -236,7 +236,7 @@ static shmreg_err publish(struct shmreg__table *t, struct pending_registration *
     r->reused = p->reused;
     shmreg__table_lock(t);
     if (!p->reused)
-        shmreg__mapping_attach_locked(t, p->mapping);
+        shmreg__mapping_attach_locked(&t->cache, p->mapping);
     shmreg__region_own_locked(t, r);
     err = name_free_locked(t, p->args.name, p->args.tag);
     if (err == SHMREG_OK) {
@@ -268,9 +268,9 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
     const struct shmreg__backend *b = p->backend;
     const shmreg_registration *r = p->open.r;
     shmreg_err err = SHMREG_OK;
-    /* cache_limit changes only in destroy, which no other call may race.
-     * register_region ran inspect already. */
-    if (t->cache_limit > 0 && b->inspect) {
+    /* The cache's limit changes only in destroy, which no other call may
+     * race. register_region ran inspect already. */
+    if (t->cache.limit > 0 && b->inspect) {
         shmreg__table_lock(t);
         p->mapping = shmreg__mapping_reuse_locked(t, b, &p->open.id, p->open.object_offset, r->byte_size);
         shmreg__table_unlock(t);

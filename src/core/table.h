@@ -35,13 +35,18 @@
 #include "base/rcu.h"
 #include "core/quota.h"
 #include "core/reclaim.h"
+#include "core/usage.h"
 #include "shmreg/shmreg.h"
 
-/* What the limits count; under the table's lock. */
-struct shmreg__usage {
-    size_t regions;
-    size_t mapped_bytes;
-    size_t pinned_bytes;
+/* The mappings (mapping.h), under the table's lock: the index of those with
+ * an identity, live or cached, and the cached ones, least recent first.
+ * limit is shmreg_config.cache_bytes (0: off; destroy sets it to 0 so that
+ * nothing is cached after it). */
+struct shmreg__cache {
+    struct shmreg__mapping *mappings;
+    struct shmreg__mapping *lru_head, *lru_tail;
+    size_t limit, cached_bytes, cached_mappings;
+    uint64_t hits, misses, evictions;
 };
 
 /* What the table knows of a region; embedded first in struct shmreg_region. */
@@ -80,15 +85,7 @@ struct shmreg__table {
     size_t regions_alive;        /* regions made and not yet torn down */
     uint64_t registrations, refusals;
     struct shmreg__quotas quotas; /* per owner tag (quota.h) */
-
-    /* The mappings (mapping.c), under lock: the index of those with an
-     * identity, live or cached, and the cached ones, least recent first.
-     * cache_limit is shmreg_config.cache_bytes (0: off; destroy sets it to
-     * 0 so that nothing is cached after it). */
-    struct shmreg__mapping *mappings;
-    struct shmreg__mapping *lru_head, *lru_tail;
-    size_t cache_limit, cached_bytes, cached_mappings;
-    uint64_t cache_hits, cache_misses, cache_evictions;
+    struct shmreg__cache cache;   /* the mappings' index and cache (mapping.h) */
 
     /* Background reclaim (reclaim.h): lock-free hand-offs; its own lock. */
     struct shmreg__reclaim reclaim;
