@@ -1,7 +1,7 @@
 /* Quotas per owner tag (1.2): what the regions of each tag hold, against
  * that tag's limits, beside the registry's global limits (table.h).
  *
- * A tag is a tenant's namespace (issue 21). The global limits alone let one
+ * A tag is a tenant's namespace. The global limits alone let one
  * tenant fill the registry and make every other tenant's registration
  * fail; a quota per tag, with the global limits sized to hold every
  * tenant's quota, cannot. A tag's account counts a region from its

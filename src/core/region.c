@@ -135,7 +135,7 @@ void shmreg__region_disown(struct shmreg_region *r)
     atomic_store_explicit(&r->registry_ref, false, memory_order_relaxed);
 }
 
-/* issue 11: whether the registry still holds its own reference to r. Read
+/* Whether the registry still holds its own reference to r. Read
  * without the table's lock, so that a last release under background
  * reclaim takes no lock that register or unregister hold: the flag is
  * cleared before the registry's put, and the dropper's decrement, which
@@ -181,7 +181,7 @@ static bool region_drop(struct shmreg_region *r)
      * this drop's swap is done. (ThreadSanitizer found the use-after-free
      * without it.)
      *
-     * issue 11, a release past zero (a caller releasing a reference it does
+     * A release past zero (a caller releasing a reference it does
      * not hold) is caught in two cases, and dropped without effect:
      *  - the count had no reference left (NOREF or DEAD): the decrement is
      *    given back, unless the count is dead, where it changes nothing.

@@ -52,7 +52,7 @@ static shmreg_err validate(const shmreg_registration *r, const struct shmreg__ba
  * Names are per tag (table.h): a tagged registration needs its own tag's
  * name free, and the untagged one, which untagged callers would otherwise
  * find instead of it; an untagged registration needs the name free under
- * every tag, as in 1.1's one namespace. issue 11: a registration with a
+ * every tag, as in 1.1's one namespace. A registration with a
  * tag learns nothing of a region that is not its tag's beyond the fact
  * that the name is taken: the same message whoever holds it, without its
  * state. */
@@ -86,7 +86,7 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, co
  * the registration waits for the reclaim thread, once and for at most
  * SHMREG__RESERVE_WAIT_MS, before it is refused (the message then counts
  * the bytes still waiting).
- * issue 11, 18: the pin budget (table.h) bounds AUTO's pin and a demanded
+ * The pin budget (table.h) bounds AUTO's pin and a demanded
  * pin of a window with holes, before any page is touched. Past it, AUTO's
  * pin is dropped here (a->pin and want->pinned_bytes) and the region is
  * registered unpinned; the demanded one is refused. Cached mappings and
@@ -297,8 +297,8 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
 /* Inspect, then reserve: after the name, every check of the memory itself (a shm object's
  * type, owner, its size against the window) answers before the limits do,
  * so that a window past the end of a small object is refused as such, not
- * as a limit it would also pass (issue 11: a server's byte limit must not
- * change Triton's answers). Reserving may drop AUTO's pin (its budget);
+ * as a limit it would also pass (a server's byte limit must not change
+ * Triton's answers). Reserving may drop AUTO's pin (its budget);
  * the memory's identity says how it is mapped, so it is inspected again.
  * On success what inspect opened stays open for open_memory. */
 static shmreg_err inspect_and_reserve(struct shmreg__table *t, struct pending_registration *p)

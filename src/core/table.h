@@ -13,7 +13,7 @@
  * The table knows regions only by the entry embedded in each (its count,
  * name, owner tag and hash), never by the rest of struct shmreg_region.
  *
- * Names are per owner tag (1.2, issue 21): a tag is a namespace, so two tags
+ * Names are per owner tag (since 1.2): a tag is a namespace, so two tags
  * may each hold a region "in0", and the table may hold several live entries
  * of one name (one per tag, and at most one untagged). The hash is of the
  * name alone, so the entries of one name sit together in the hash table. A
@@ -180,7 +180,7 @@ void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *
 shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const char *tag,
                                      const struct shmreg__usage *want);
 
-/* issue 18: the pin budget bounds every pin the server answers for: AUTO's
+/* The pin budget bounds every pin the server answers for: AUTO's
  * (its choice) and any pin of a window with holes (pinning allocates those
  * pages on the server). It is max_pinned_bytes, or SHMREG_AUTO_PIN_BUDGET
  * when that is 0 (unlimited). It reads the table's counters only, so a

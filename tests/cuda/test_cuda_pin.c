@@ -1,7 +1,7 @@
 /* Pinned system regions on a GPU machine: which policy and flag pins, that a
  * pinned view is page-locked memory to CUDA (cudaPointerGetAttributes), that
  * copies through it carry the region's bytes, that the last release unpins
- * before it unmaps, and (issue 18) that a window with holes is pinned within
+ * before it unmaps, and that a window with holes is pinned within
  * the pin budget and copied at the pinned rate. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -134,8 +134,8 @@ static void test_last_release_unpins(void **state)
     assert_int_equal(tu_count_shm_maps(f->key), 0);
 }
 
-/* ---- windows with holes (issue 18): seed 003's output region, never
- * written by the client, and an input registered before it is written. */
+/* ---- windows with holes: an output region, never written by the
+ * client, and an input registered before it is written. */
 
 #define HOLES_SIZE ((size_t)256 << 20)
 
