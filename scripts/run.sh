@@ -16,4 +16,4 @@ source scripts/lib/build_server.sh
 JOBS=$(nproc) SERVER_WERROR=OFF build_server build/run >/dev/null
 # --allow-client-shm=true: the example exists to show shared memory; the
 # binary, like Triton 2.73, refuses it unless told (README says why).
-exec build/run/app/shmreg-v2-frontend --grpc-port 8001 --allow-client-shm=true "$@"
+exec build/run/app/shmreg-server --grpc-port 8001 --allow-client-shm=true "$@"

@@ -1,4 +1,4 @@
-/* Command-line parsing: every knob of the frontend, with its default. */
+/* Command-line parsing: every knob of the server, with its default. */
 #include "options.h"
 
 #include <errno.h>
@@ -197,7 +197,7 @@ static int parse_mode(const char *s, unsigned *out)
     return 0;
 }
 
-static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
+static int add_prefix(server_options *o, const char *prefix, size_t *count)
 {
     const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
     if (!grown) {
@@ -210,7 +210,7 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
     return 0;
 }
 
-int options_parse(int argc, char **argv, frontend_options *o)
+int options_parse(int argc, char **argv, server_options *o)
 {
     enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
@@ -255,7 +255,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
+    *o = (server_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
                             .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
                             .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                             .reclaim = SHMREG_RECLAIM_BACKGROUND,
@@ -366,7 +366,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
     return 0;
 }
 
-void options_free(frontend_options *o)
+void options_free(server_options *o)
 {
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;

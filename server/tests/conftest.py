@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from frontend_process import Frontend, frontend_command, leftover_report
+from server_process import Frontend, frontend_command, leftover_report
 
 # Every shm object a test creates starts with this, so that the check at the
 # end finds ours only (other suites may share /dev/shm).

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from frontend_process import sibling_binary
+from server_process import sibling_binary
 
 pytestmark = pytest.mark.frontends("c")
 
@@ -29,7 +29,7 @@ EXPECTED = {
 
 
 def table():
-    out = subprocess.run([sibling_binary("shmreg-v2-frontend-path-table")], capture_output=True,
+    out = subprocess.run([sibling_binary("shmreg-server-path-table")], capture_output=True,
                          text=True, timeout=20, check=True).stdout
     lines = [line.split() for line in out.splitlines()]
     decisions = {tuple(f[:3]): f[3] for f in lines if f[0] != "total"}

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from frontend_process import START_TIMEOUT_S, sibling_binary
+from server_process import START_TIMEOUT_S, sibling_binary
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 
@@ -442,7 +442,7 @@ def test_uds_and_tenants_are_refused_together(sock_path, tmp_path):
     tokens = tmp_path / "tenants"
     tokens.write_text("a-token-of-twenty-chars alice\n")
     tokens.chmod(0o600)
-    proc = subprocess.run([sibling_binary("shmreg-v2-frontend"), "--port", "0", "--uds", sock_path,
+    proc = subprocess.run([sibling_binary("shmreg-server"), "--port", "0", "--uds", sock_path,
                            "--tenants", str(tokens)], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "--uds and --tenants cannot be used together" in proc.stderr

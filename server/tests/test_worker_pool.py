@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 
-from frontend_process import sibling_binary
+from server_process import sibling_binary
 
 pytestmark = pytest.mark.frontends("c")
 
 
 def test_waits_do_not_count_against_the_workers(frontend):
-    run = subprocess.run([sibling_binary("shmreg-v2-frontend-worker-pool-test")],
+    run = subprocess.run([sibling_binary("shmreg-server-worker-pool-test")],
                          capture_output=True, text=True, timeout=60)
     lines = run.stdout.splitlines()
     assert [line for line in lines if not line.startswith("ok ")] == [], run.stdout + run.stderr

@@ -7,8 +7,8 @@
  * each call's region references are released from the call's OnDone, after
  * its response has been sent: the same rule as HTTP's completion callback.
  */
-#ifndef FRONTEND_GRPC_FRONTEND_H
-#define FRONTEND_GRPC_FRONTEND_H
+#ifndef SERVER_GRPC_FRONTEND_H
+#define SERVER_GRPC_FRONTEND_H
 
 #include <shmreg/shmreg.h>
 
@@ -26,7 +26,7 @@ typedef struct grpc_frontend grpc_frontend;
  * server holds, --max-buffered-mb) until its call is done; one that does
  * not fit is answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
  * the port cannot be bound. */
-grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+grpc_frontend *grpc_frontend_start(const server_options *opts, shmreg_registry *reg,
                                    byte_budget *held);
 /* The port actually bound. */
 unsigned grpc_frontend_port(const grpc_frontend *g);

@@ -52,7 +52,7 @@ namespace {
 
 using namespace grpc_service;
 
-/* sizeof(cudaIpcMemHandle_t); the frontend's build may have no CUDA headers. */
+/* sizeof(cudaIpcMemHandle_t); the server's build may have no CUDA headers. */
 constexpr size_t kCudaIpcHandleSize = 64;
 
 /* What scope_status returned, freed on every path. */
@@ -103,7 +103,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
      * (disowned, not destroyed) when the service goes. */
-    Service(shmreg_registry *reg, const frontend_options *opts, byte_budget *held)
+    Service(shmreg_registry *reg, const server_options *opts, byte_budget *held)
         : reg_(reg), opts_(opts), held_(held)
     {
     }
@@ -422,7 +422,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
     shmreg::registry reg_;
-    const frontend_options *opts_;
+    const server_options *opts_;
     byte_budget *held_; /* main.c's */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
@@ -619,10 +619,10 @@ struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
     Listener listener; /* the port; hands each connection it admits to server */
-    const frontend_options *opts;
+    const server_options *opts;
 };
 
-extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+extern "C" grpc_frontend *grpc_frontend_start(const server_options *opts, shmreg_registry *reg,
                                               byte_budget *held)
 {
     auto g = std::make_unique<grpc_frontend>();

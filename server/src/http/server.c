@@ -43,7 +43,7 @@ static int refuse_shm(const request *rq, reply *out)
 
 /* The request's caller, from its headers (they are complete on the first
  * call of access_handler; a worker must not read them later). */
-static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
+static void read_caller(const http_server *s, struct MHD_Connection *conn, request *rq)
 {
     const access_options *a = &s->opts->access;
     /* With their lengths, NULs included: a value cut at a NUL by strlen
@@ -62,7 +62,7 @@ static void read_caller(const frontend_server *s, struct MHD_Connection *conn, r
     access_caller(a, &a->http, value, value ? value_len : 0, auth, auth ? auth_len : 0, &rq->who);
 }
 
-static void dispatch(frontend_server *s, request *rq, reply *out)
+static void dispatch(http_server *s, request *rq, reply *out)
 {
     switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
@@ -91,7 +91,7 @@ static void reply_too_large(reply *out, const request *rq, size_t max_body)
 
 /* Answer what can be answered at once into out and return 0; return 1 for
  * an inference, which goes to a worker. */
-static int triage(frontend_server *s, request *rq, reply *out)
+static int triage(http_server *s, request *rq, reply *out)
 {
     if (atomic_load(&s->draining)) {
         reply_error(out, 503, "the server is shutting down");
@@ -120,7 +120,7 @@ static int triage(frontend_server *s, request *rq, reply *out)
  * libmicrohttpd calls access_handler again to queue the answer. */
 static void run_suspended(void *ctx, void *item)
 {
-    frontend_server *s = ctx;
+    http_server *s = ctx;
     request *rq = item;
     dispatch(s, rq, &rq->answer);
     rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
@@ -186,7 +186,7 @@ static int64_t header_number(struct MHD_Connection *conn, const char *name)
  * sends the body: a body that would be refused is refused now, instead of
  * asking for it (and reading it all to refuse it after). 1 with out set, or
  * 0: go on. A length that is absent or malformed is left to the body's end. */
-static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, const request *rq,
+static int refuse_before_body(http_server *s, struct MHD_Connection *conn, const request *rq,
                               reply *out)
 {
     const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
@@ -223,7 +223,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls)
 {
-    frontend_server *s = cls;
+    http_server *s = cls;
     request *rq = *con_cls;
     if (!rq) { /* headers are in: set up, body follows */
         rq = request_new(method, url, s->bodies);
@@ -276,7 +276,7 @@ static double ms_since(const struct timespec *t0)
 static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
-    frontend_server *s = cls;
+    http_server *s = cls;
     request *rq = *con_cls;
     if (!rq)
         return;
@@ -311,10 +311,10 @@ static int bind_address(const char *host, unsigned port, struct sockaddr_storage
     return -1;
 }
 
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
+int http_server_start(http_server *s, const server_options *opts, shmreg_registry *reg,
                  byte_budget *bodies)
 {
-    *s = (frontend_server){.registry = reg, .opts = opts, .bodies = bodies};
+    *s = (http_server){.registry = reg, .opts = opts, .bodies = bodies};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
     struct sockaddr_storage addr;
@@ -350,14 +350,14 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
 }
 
 /* Wait until no request is in flight, or for at most ms milliseconds. */
-static void wait_in_flight(frontend_server *s, unsigned ms)
+static void wait_in_flight(http_server *s, unsigned ms)
 {
     struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
     for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < ms / 10; waited++)
         nanosleep(&tick, NULL);
 }
 
-void server_stop(frontend_server *s)
+void http_server_stop(http_server *s)
 {
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);

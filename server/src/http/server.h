@@ -1,6 +1,6 @@
 /* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
-#ifndef FRONTEND_SERVER_H
-#define FRONTEND_SERVER_H
+#ifndef SERVER_SERVER_H
+#define SERVER_SERVER_H
 
 #include <stdatomic.h>
 
@@ -11,11 +11,11 @@
 #include "http/request.h"
 #include "common/worker_pool.h"
 
-typedef struct frontend_server {
+typedef struct http_server {
     struct MHD_Daemon *daemon;
     worker_pool *workers;   /* runs inference off the HTTP thread */
     shmreg_registry *registry;
-    const frontend_options *opts;
+    const server_options *opts;
     /* Requests whose body is in, until their completion: what the drain
      * waits for. An upload still arriving is not waited for: it would be
      * answered 503 anyway. */
@@ -23,15 +23,15 @@ typedef struct frontend_server {
     byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
-} frontend_server;
+} http_server;
 
 /* Start listening; 0 on success, -1 with a message on stderr. */
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
+int http_server_start(http_server *s, const server_options *opts, shmreg_registry *reg,
                  byte_budget *bodies);
 /* Stop accepting, let in-flight requests finish (up to opts->drain_s), then
  * answer 503 to those still queued, cut the running ones short (a slow
  * model's delay) and stop every thread. Every request's references are
  * released when this returns. */
-void server_stop(frontend_server *s);
+void http_server_stop(http_server *s);
 
 #endif

@@ -39,8 +39,8 @@
  * gpu_instances_cuda.c is the implementation; gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.
  */
-#ifndef FRONTEND_GPU_INSTANCES_H
-#define FRONTEND_GPU_INSTANCES_H
+#ifndef SERVER_GPU_INSTANCES_H
+#define SERVER_GPU_INSTANCES_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
  * gpu_instances.h with the CUDA runtime (linked statically, as for the
- * device copy: the frontend starts where there is no driver, and the model
+ * device copy: the server starts where there is no driver, and the model
  * then reports why it is not available).
  */
 #include "models/gpu_instances.h"
@@ -234,7 +234,7 @@ static cudaError_t batch_make(run_batch *b)
     for (int i = 0; i < RUN_POINTS && e == cudaSuccess; i++) {
         e = cudaEventCreateWithFlags(&b->mark[i], cudaEventDisableTiming);
         /* The runs' threads sleep on the last rather than spinning: the
-         * frontend's CPUs belong to the protocol threads and the other workers. */
+         * server's CPUs belong to the protocol threads and the other workers. */
         if (e == cudaSuccess)
             e = cudaEventCreateWithFlags(&b->time[i], i == RUN_OUTPUT_DONE ? cudaEventBlockingSync
                                                                            : cudaEventDefault);

@@ -20,8 +20,8 @@
  * The anchors are ordered stride 8 first, then 16, then 32, each row-major
  * over its grid.
  */
-#ifndef FRONTEND_MODEL_YOLO_H
-#define FRONTEND_MODEL_YOLO_H
+#ifndef SERVER_MODEL_YOLO_H
+#define SERVER_MODEL_YOLO_H
 
 #include "models/model_ops.h"
 

@@ -58,7 +58,7 @@ struct slot {
 
 struct uds_server {
     shmreg_registry *reg;
-    const frontend_options *opts;
+    const server_options *opts;
     int listen_fd;
     int wake_fd; /* eventfd: uds_server_stop wakes the poll loop */
     struct stat sock_st; /* the socket file we made, so stop removes only that */
@@ -466,7 +466,7 @@ static void destroy(uds_server *u)
     free(u);
 }
 
-uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg)
+uds_server *uds_server_start(const server_options *opts, shmreg_registry *reg)
 {
     struct sockaddr_un addr;
     if (path_address(opts->uds_path, &addr) != 0 || clear_stale_socket(opts->uds_path, &addr) != 0)

@@ -8,8 +8,8 @@
  * died) every region of its tag is unregistered under the registry's busy
  * policy: requests still using one finish first. HTTP and gRPC inference
  * then name the regions as usual. */
-#ifndef FRONTEND_UDS_SERVER_H
-#define FRONTEND_UDS_SERVER_H
+#ifndef SERVER_UDS_SERVER_H
+#define SERVER_UDS_SERVER_H
 
 #include <shmreg/shmreg.h>
 
@@ -20,7 +20,7 @@ typedef struct uds_server uds_server;
 /* Create the socket at opts->uds_path (refusing to replace anything but a
  * stale socket) with mode opts->uds_mode, and serve it on a thread of its
  * own. NULL after a message on stderr. */
-uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg);
+uds_server *uds_server_start(const server_options *opts, shmreg_registry *reg);
 
 /* Stop serving: close every connection (unregistering its regions) and
  * remove the socket file. NULL is a no-op. */

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from frontend_process import Frontend, leftover_report  # noqa: E402
+from server_process import Frontend, leftover_report  # noqa: E402
 
 cp = pytest.importorskip("cupy", reason="CuPy is not installed")
 

@@ -30,7 +30,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from frontend_process import Frontend, leftover_report  # noqa: E402
+from server_process import Frontend, leftover_report  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.
