@@ -139,7 +139,14 @@ int main(int argc, char **argv)
      * anything listens. */
     infer_limit_copies(opts.max_body);
     infer_log_paths(opts.verbose);
-    uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
+    /* Each adapter gets its own settings, not the whole option set. */
+    http_config http;
+    grpc_config grpc_cfg;
+    uds_config uds_cfg;
+    options_http(&opts, &http);
+    options_grpc(&opts, &grpc_cfg);
+    options_uds(&opts, &uds_cfg);
+    uds_server *uds = reg && opts.uds_path ? uds_server_start(&uds_cfg, reg) : NULL;
     /* Request bytes held at once (--max-buffered-mb), one budget per
      * protocol: HTTP bodies, gRPC messages. Shared, a flood of stalled HTTP
      * uploads (each dropped only once it overflows) kept the budget full
@@ -150,7 +157,7 @@ int main(int argc, char **argv)
     byte_budget *grpc_held = byte_budget_new(opts.max_buffered);
     http_server server;
     if (!reg || !held || !grpc_held || (opts.uds_path && !uds) ||
-        http_server_start(&server, &opts, reg, held) != 0) {
+        http_server_start(&server, &http, reg, held) != 0) {
         byte_budget_free(held);
         byte_budget_free(grpc_held);
         uds_server_stop(uds);
@@ -165,7 +172,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     grpc_frontend *grpc = NULL;
     if (opts.grpc_port) {
-        grpc = grpc_frontend_start(&opts, reg, grpc_held);
+        grpc = grpc_frontend_start(&grpc_cfg, reg, grpc_held);
         if (!grpc) {
             remote_sweep_stop(sweeper);
             uds_server_stop(uds);

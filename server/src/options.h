@@ -1,4 +1,8 @@
-/* Command-line options of the server. */
+/* Command-line options of the server: the whole set, seen by main.c (and
+ * the test programs that start an adapter) only. Each adapter is handed its
+ * own config (http_config, grpc_config, uds_config), filled from this by
+ * options_http, options_grpc and options_uds; the models and the registry
+ * get their own settings from main.c. */
 #ifndef SERVER_OPTIONS_H
 #define SERVER_OPTIONS_H
 
@@ -7,6 +11,9 @@
 #include <shmreg/shmreg.h>
 
 #include "core/access.h"
+#include "grpc/grpc_frontend.h"
+#include "http/server.h"
+#include "uds/uds_server.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,13 +55,11 @@ typedef struct server_options {
 int options_parse(int argc, char **argv, server_options *o);
 void options_free(server_options *o);
 
-/* How many threads more each protocol's pool keeps for requests whose
- * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
- * workers keep up to 36 more runs in flight on the GPU's instances. */
-static inline unsigned options_spare_threads(const server_options *o)
-{
-    return o->threads * 3u;
-}
+/* Each adapter's share of o. The configs point into o (host, paths, the
+ * access options), which must outlive the adapters. */
+void options_http(const server_options *o, http_config *out);
+void options_grpc(const server_options *o, grpc_config *out);
+void options_uds(const server_options *o, uds_config *out);
 
 #ifdef __cplusplus
 }

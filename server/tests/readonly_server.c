@@ -47,7 +47,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *name = argv[1], *key = argv[2], *size = argv[3];
-    /* The frontend's options follow the three of this program. */
+    /* The server's options follow the three of this program. */
     argv[3] = argv[0];
     server_options opts;
     if (options_parse(argc - 3, argv + 3, &opts) != 0) {
@@ -67,13 +67,15 @@ int main(int argc, char **argv)
     shmreg_registry *reg = NULL;
     byte_budget *held = byte_budget_new(opts.max_buffered);
     http_server server;
+    http_config http;
+    options_http(&opts, &http);
     int rc = 1;
     /* As main.c: the request path reads system regions with guarded copies. */
     if (!held || shmreg_guard_install() != SHMREG_OK ||
         shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     else if (register_readonly(reg, name, key, size) == 0 &&
-             http_server_start(&server, &opts, reg, held) == 0) {
+             http_server_start(&server, &http, reg, held) == 0) {
         printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
         fflush(stdout);
         int sig = 0;

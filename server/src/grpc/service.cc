@@ -103,8 +103,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
      * (disowned, not destroyed) when the service goes. */
-    Service(shmreg_registry *reg, const server_options *opts, byte_budget *held)
-        : reg_(reg), opts_(opts), held_(held)
+    Service(shmreg_registry *reg, const grpc_config *cfg, byte_budget *held)
+        : reg_(reg), cfg_(*cfg), held_(held)
     {
     }
     ~Service() { reg_.disown(); }
@@ -113,7 +113,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     bool start_workers()
     {
-        workers_ = worker_pool_start(opts_->threads, options_spare_threads(opts_), run_call, this);
+        workers_ = worker_pool_start(cfg_.threads, cfg_.spare_threads, run_call, this);
         return workers_ != nullptr;
     }
     /* Let calls run until deadline; then answer those still queued with
@@ -245,7 +245,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
         }
         /* deleted by its OnDone, which gives the bytes back */
-        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp, bytes);
+        auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, req, resp, bytes);
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -292,7 +292,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                const pb::SystemSharedMemoryRegisterRequest *req,
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
         shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
@@ -305,7 +305,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                              const pb::CudaSharedMemoryRegisterRequest *req,
                              pb::CudaSharedMemoryRegisterResponse *) override
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
@@ -378,7 +378,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         grpc::Status st;
         if (refused(who, &st) || call == shm_call::status)
             return st;
-        if (!opts_->allow_client_shm)
+        if (!cfg_.allow_client_shm)
             return client_shm_disabled();
         char why[600];
         if (call == shm_call::register_ && !shm_name_is_valid(name.c_str(), why, sizeof why))
@@ -392,7 +392,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
                                      shmreg::kind kind, Fill fill)
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::status, name); !refusal.ok())
             return answer(ctx, refusal);
         status_list list;
@@ -413,7 +413,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::unregister, name); !refusal.ok())
             return answer(ctx, refusal);
         shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
@@ -422,7 +422,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
     shmreg::registry reg_;
-    const server_options *opts_;
+    const grpc_config cfg_;
     byte_budget *held_; /* main.c's */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
@@ -619,35 +619,35 @@ struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
     Listener listener; /* the port; hands each connection it admits to server */
-    const server_options *opts;
+    grpc_config cfg;
 };
 
-extern "C" grpc_frontend *grpc_frontend_start(const server_options *opts, shmreg_registry *reg,
+extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
                                               byte_budget *held)
 {
     auto g = std::make_unique<grpc_frontend>();
-    g->opts = opts;
-    if (!g->listener.listen_on(opts->host, opts->grpc_port))
+    g->cfg = *cfg;
+    if (!g->listener.listen_on(cfg->host, cfg->port))
         return nullptr;
-    g->service = std::make_unique<Service>(reg, opts, held);
+    g->service = std::make_unique<Service>(reg, cfg, held);
     if (!g->service->start_workers()) {
-        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", opts->threads);
+        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", cfg->threads);
         return nullptr;
     }
     grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
     builder.RegisterService(g->service.get());
     /* The same limit as an HTTP body; responses are as large as the outputs. */
-    builder.SetMaxReceiveMessageSize(opts->max_body > INT32_MAX ? INT32_MAX
-                                                                : static_cast<int>(opts->max_body));
+    builder.SetMaxReceiveMessageSize(cfg->max_body > INT32_MAX ? INT32_MAX
+                                                               : static_cast<int>(cfg->max_body));
     builder.SetMaxSendMessageSize(INT32_MAX);
     /* --request-timeout-s, as HTTP closes an idle connection: a connection
      * with no call for that long is sent GOAWAY and closed (a client's
      * channel reconnects on its next call). */
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               static_cast<int>(opts->request_timeout_s * 1000));
+                               static_cast<int>(cfg->request_timeout_s * 1000));
     g->server = builder.BuildAndStart();
-    if (!g->server || !g->listener.start(g->server.get(), opts->max_client_connections)) {
-        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", opts->host, opts->grpc_port);
+    if (!g->server || !g->listener.start(g->server.get(), cfg->max_client_connections)) {
+        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", cfg->host, cfg->port);
         if (g->server)
             g->server->Shutdown();
         g->service->stop_workers(std::chrono::system_clock::now());
@@ -670,7 +670,7 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run. */
     g->listener.stop(); /* no new connection */
-    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
     std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
     g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
     refuse.join();
