@@ -30,16 +30,16 @@ else()
 endif()
 message(STATUS "shmreg-server: GPU model 'yolo' ${FRONTEND_CUDA_ENABLED}")
 
-# The kernel's source run on the CPU (tests/yolo_kernel_host: a CUDA stand-in
-# for g++), which server/tests/test_yolo_kernel_on_cpu.py compares with the
+# The kernel's source run on the CPU (tests/support/yolo_kernel_host: a CUDA stand-in
+# for g++), which server/tests/models/test_yolo_kernel_on_cpu.py compares with the
 # numpy reference where there is no GPU. Any build with a C++20 compiler,
 # CUDA or not; not installed.
 include(CheckLanguage)
 check_language(CXX)
 if(CMAKE_CXX_COMPILER)
   enable_language(CXX)
-  add_executable(shmreg-server-yolo-kernel-host tests/yolo_kernel_host/main.cpp)
-  target_include_directories(shmreg-server-yolo-kernel-host PRIVATE tests/yolo_kernel_host src)
+  add_executable(shmreg-server-yolo-kernel-host tests/support/yolo_kernel_host/main.cpp)
+  target_include_directories(shmreg-server-yolo-kernel-host PRIVATE tests/support/yolo_kernel_host src)
   set_target_properties(shmreg-server-yolo-kernel-host PROPERTIES
                         CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   # A product and a sum stay two roundings, as on the GPU.

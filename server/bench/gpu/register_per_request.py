@@ -34,7 +34,7 @@ import time
 from multiprocessing import shared_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
 from server_process import Frontend  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 

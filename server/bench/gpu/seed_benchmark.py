@@ -98,7 +98,7 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
 from server_process import START_TIMEOUT_S, Frontend  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 

@@ -27,7 +27,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path[:0] = [os.path.join(REPO, "server", "tests", "parity"), os.path.join(REPO, "server", "tests")]
+sys.path[:0] = [os.path.join(REPO, "server", "tests", "parity"), os.path.join(REPO, "server", "tests", "support")]
 
 import grpc  # noqa: E402
 from tritonclient.grpc import service_pb2 as pb  # noqa: E402

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 
 from server_process import binary, leftover_report  # noqa: E402
 from grpc_support import start_with_grpc  # noqa: E402

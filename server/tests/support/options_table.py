@@ -4,7 +4,7 @@ The README's table (between <!-- options:begin --> and <!-- options:end -->)
 is this module's output for the built server, so that the two cannot drift:
 test_readme_options.py fails when they differ, and
 
-    python server/tests/options_table.py BUILD/shmreg-server --write server/README.md
+    python server/tests/support/options_table.py BUILD/shmreg-server --write server/README.md
 
 writes the table again after a flag changes (options.c's table of flags).
 """
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 BEGIN, END = "<!-- options:begin -->", "<!-- options:end -->"
 COLUMN = 30  # where --help's descriptions start
 

@@ -31,7 +31,7 @@ from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_b
 pytestmark = pytest.mark.frontends("c")
 
 mc = load_memfd_client()
-UDS_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "uds_client.py")
+UDS_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "uds_client.py")
 
 
 @pytest.fixture
@@ -409,7 +409,7 @@ def test_c_client_registers_with_shmreg_send_region(uds_server, tmp_path):
 
 def test_readme_memfd_snippet_runs_as_written(uds_server):
     """README's memfd block, with the test server's socket and port."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme[readme.index("<!-- memfd:begin -->"):readme.index("<!-- memfd:end -->")]
     code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
     server = uds_server()

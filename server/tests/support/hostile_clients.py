@@ -13,7 +13,7 @@ server), the server's resident memory stayed under a bound, and after the
 run the server exits cleanly with no shared-memory mapping or descriptor
 left. Prints the figures docs/reliability.md quotes.
 
-usage: FRONTEND_BIN=... python server/tests/hostile_clients.py --seconds 300
+usage: FRONTEND_BIN=... python server/tests/support/hostile_clients.py --seconds 300
 """
 import argparse
 import collections

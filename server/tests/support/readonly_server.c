@@ -8,7 +8,7 @@
  * it hold a read-only region. A server that embeds the library can, and its
  * inference path must then refuse an output placed there (view.writable is
  * 0) instead of faulting. This program is that server, so that
- * server/tests/test_readonly_output.py can drive the frontend's unchanged
+ * server/tests/http/test_readonly_output.py can drive the frontend's unchanged
  * request path over HTTP against such a region. It is not installed.
  *
  * usage: shmreg-server-readonly-test NAME KEY BYTE_SIZE [server options]

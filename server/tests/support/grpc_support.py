@@ -19,7 +19,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from server_process import START_TIMEOUT_S, Frontend, leftover_report
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROTO_DIR = os.path.join(REPO, "server", "proto")
 PROTO = "inference.proto"
 SERVICE = "inference.GRPCInferenceService"

@@ -5,7 +5,7 @@ when it is pinned and the model runs on a GPU; unpinned, a GPU model gets
 the one-copy staged path; a model on the CPU always copies (guarded for a
 system region, through the device for a CUDA one). And the counters add
 tensors and bytes per path and direction, and nothing for a tensor that is
-not in shared memory. Runs tests/tensor_path_table.c, built next to
+not in shared memory. Runs tests/support/tensor_path_table.c, built next to
 $FRONTEND_BIN. The C frontend only."""
 import subprocess
 

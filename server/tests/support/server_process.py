@@ -27,7 +27,7 @@ def binary():
     return path
 
 
-PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                "examples", "python-frontend", "server.py")
 
 

@@ -1,7 +1,7 @@
 """The worker pool counts threads at work, not threads waiting for a GPU run
 (src/common/worker_pool.h): a waiting item lets the next one start on a
 spare thread, without a wait n bounds the items at work, and the spares
-bound how many may wait. Runs tests/worker_pool_waits.c, built next to
+bound how many may wait. Runs tests/support/worker_pool_waits.c, built next to
 $FRONTEND_BIN. The C frontend only."""
 import subprocess
 

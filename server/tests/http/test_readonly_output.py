@@ -7,7 +7,7 @@ such flag, and the frontend adds none), so the server here is
 shmreg-server-readonly-test, built next to the frontend: the frontend's
 own HTTP server and request path over a registry in which the test's region
 "ro" was registered with SHMREG_READONLY before it started listening
-(server/tests/readonly_server.c)."""
+(server/tests/support/readonly_server.c)."""
 import struct
 from multiprocessing import shared_memory
 

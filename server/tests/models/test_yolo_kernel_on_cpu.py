@@ -1,5 +1,5 @@
 """The GPU model's kernel (server/src/models/yolo_kernel.cu), compiled
-by g++ through the small CUDA stand-in of server/tests/
+by g++ through the small CUDA stand-in of server/tests/support/
 yolo_kernel_host/ and run on the CPU, against the numpy reference
 (yolo_reference.py), bit for bit. Runs in CI, where there is no GPU: a change
 to the kernel's indexing or arithmetic that the reference does not share fails
