@@ -23,7 +23,9 @@ if(FRONTEND_CUDA_ENABLED)
                          $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
   set_target_properties(shmreg_server_yolo_kernel PROPERTIES
                         CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_cuda.c)
+  # the instances, by concern (src/models/gpu_instance_cuda.h)
+  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_devices_cuda.c src/models/gpu_slots_cuda.c
+       src/models/gpu_batching_cuda.c src/models/gpu_timing_cuda.c)
   set(FRONTEND_GPU_MODEL_LIBS shmreg_server_yolo_kernel)
 else()
   list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)

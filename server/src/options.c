@@ -5,8 +5,8 @@
 #include "options.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

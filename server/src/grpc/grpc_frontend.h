@@ -1,7 +1,8 @@
 /*
  * The KServe v2 gRPC service (inference.GRPCInferenceService, proto/
  * inference.proto) beside the HTTP server, in the same process and over the
- * same registry and models: service.cc (conversions in convert.cc), C++17, callable from main.c.
+ * same registry and models: service.cc (its ModelInfer calls in
+ * infer_call.cc, conversions in convert.cc), C++17, callable from main.c.
  *
  * Inference runs on the service's own worker threads, never on gRPC's, and
  * each call's region references are released from the call's OnDone, after

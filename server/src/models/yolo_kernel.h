@@ -1,4 +1,4 @@
-/* The yolo model's kernel (yolo_kernel.cu), launched by gpu_instances_cuda.c. */
+/* The yolo model's kernel (yolo_kernel.cu), launched by gpu_batching_cuda.c. */
 #ifndef SERVER_YOLO_KERNEL_H
 #define SERVER_YOLO_KERNEL_H
 
