@@ -1,11 +1,11 @@
 # The GPU model 'yolo' (src/models/model_yolo.c): its instances and kernel when the
 # server is built with CUDA, a stub that reports it unavailable otherwise.
-# Sets FRONTEND_GPU_MODEL_SOURCES (for the core object library) and
-# FRONTEND_GPU_MODEL_LIBS (the kernel, a static library of its own so that
+# Sets SERVER_GPU_MODEL_SOURCES (for the core object library) and
+# SERVER_GPU_MODEL_LIBS (the kernel, a static library of its own so that
 # the core's C warning flags never reach nvcc).
-set(FRONTEND_GPU_MODEL_SOURCES src/models/model_yolo.c)
-set(FRONTEND_GPU_MODEL_LIBS "")
-if(FRONTEND_CUDA_ENABLED)
+set(SERVER_GPU_MODEL_SOURCES src/models/model_yolo.c)
+set(SERVER_GPU_MODEL_LIBS "")
+if(SERVER_CUDA_ENABLED)
   # The H200 of the benchmark is sm_90; every major architecture (and PTX for
   # newer ones) keeps the example usable on other GPUs.
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -24,13 +24,13 @@ if(FRONTEND_CUDA_ENABLED)
   set_target_properties(shmreg_server_yolo_kernel PROPERTIES
                         CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
   # the instances, by concern (src/models/gpu_instance_cuda.h)
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_devices_cuda.c src/models/gpu_slots_cuda.c
+  list(APPEND SERVER_GPU_MODEL_SOURCES src/models/gpu_devices_cuda.c src/models/gpu_slots_cuda.c
        src/models/gpu_batching_cuda.c src/models/gpu_timing_cuda.c)
-  set(FRONTEND_GPU_MODEL_LIBS shmreg_server_yolo_kernel)
+  set(SERVER_GPU_MODEL_LIBS shmreg_server_yolo_kernel)
 else()
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)
+  list(APPEND SERVER_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)
 endif()
-message(STATUS "shmreg-server: GPU model 'yolo' ${FRONTEND_CUDA_ENABLED}")
+message(STATUS "shmreg-server: GPU model 'yolo' ${SERVER_CUDA_ENABLED}")
 
 # The kernel's source run on the CPU (tests/support/yolo_kernel_host: a CUDA stand-in
 # for g++), which server/tests/models/test_yolo_kernel_on_cpu.py compares with the
