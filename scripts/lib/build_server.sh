@@ -14,7 +14,7 @@
 # build_server DIR [server cmake args...]: install the library to
 # DIR/prefix (DIR/lib its build) and build server/ against it in DIR/app
 # (RelWithDebInfo unless the args say otherwise). Leaves the binary at
-# DIR/app/shmreg-v2-frontend. Incremental: a second call rebuilds nothing.
+# DIR/app/shmreg-server. Incremental: a second call rebuilds nothing.
 build_server() {
   local dir werror=${SERVER_WERROR:-ON}
   dir=$(realpath -m "$1"); shift

@@ -58,12 +58,12 @@ echo "--- perf_analyzer: ${PERF_ANALYZER:-none ($PERF_ANALYZER_MISSING)}"
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
 echo "--- release build of the C frontend, and the Python frontend"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote || exit 1
+FRONTEND_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote || exit 1
 echo "--- ASan+UBSan build of the C frontend (perf_analyzer left to the release build)"
-FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-v2-frontend ASAN_OPTIONS=detect_leaks=1 \
+FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --frontend c --deselect server/tests/test_perf_analyzer.py \
-  --deselect server/tests/test_perf_analyzer_grpc.py || exit 1
-echo "--- hostile and honest clients side by side (server/tests/hostile_frontend.py), 20 s"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend "$dir/venv/bin/python" server/tests/hostile_frontend.py \
+  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --frontend c --deselect server/tests/http/test_perf_analyzer.py \
+  --deselect server/tests/grpc/test_perf_analyzer_grpc.py || exit 1
+echo "--- hostile and honest clients side by side (server/tests/support/hostile_clients.py), 20 s"
+FRONTEND_BIN=$PWD/$dir/app/shmreg-server "$dir/venv/bin/python" server/tests/support/hostile_clients.py \
   --seconds 20 || exit 1

@@ -17,5 +17,5 @@ rc=0
 "$venv/bin/python" server/tests/parity/triton_process.py --check || rc=$?
 [ $rc -eq 0 ] || exit $rc
 
-FRONTEND_BIN=$PWD/$frontend/app/shmreg-v2-frontend \
+FRONTEND_BIN=$PWD/$frontend/app/shmreg-server \
   "$venv/bin/python" -m pytest -p no:cacheprovider -q server/tests/parity

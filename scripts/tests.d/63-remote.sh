@@ -24,7 +24,7 @@ dir=build/frontend-ci
 build_server "$dir"
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/python" -c 'import numpy, pytest' 2>/dev/null || "$dir/venv/bin/pip" install -q numpy pytest
-export FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
+export FRONTEND_BIN=$PWD/$dir/app/shmreg-server SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
 for tls in tcp posix,sysv,cma; do
   echo "--- remote_memory over HTTP, UCX_TLS=$tls"
   UCX_TLS=$tls "$dir/venv/bin/python" -m pytest -rs -q -p no:cacheprovider server/tests/remote --frontend c \

@@ -11,7 +11,7 @@ regions (remote.allocate: UCX's memory, which the shared-memory transports
 copy directly). Both modes run against one server, on the UCX transport in
 UCX_TLS (default here: posix,sysv,cma).
 
-    FRONTEND_BIN=.../shmreg-v2-frontend SHMREG_LIBRARY=.../libshmreg.so.1 \\
+    FRONTEND_BIN=.../shmreg-server SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
 
 Needs numpy. Checks that every request succeeded and the bytes came back.

@@ -10,7 +10,7 @@
 set -euo pipefail
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
-: "${FRONTEND_BIN:?set FRONTEND_BIN to the built shmreg-v2-frontend}"
+: "${FRONTEND_BIN:?set FRONTEND_BIN to the built shmreg-server}"
 pa=${PERF_ANALYZER:-perf_analyzer}
 bytes=$((3 * 384 * 640 * 2))
 

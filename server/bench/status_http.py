@@ -5,7 +5,7 @@ prints figures, not a test.
     python3 server/bench/status_http.py BINARY [--regions 500] [--seconds 5]
         [--clients 1] [--server-arg=--allow-client-shm=true ...]
 
-BINARY is a built shmreg-v2-frontend. It is started on a free loopback port,
+BINARY is a built shmreg-server. It is started on a free loopback port,
 the regions are registered as windows of one shm object, then each client
 (one keep-alive connection each, in its own process, so that Python's lock
 does not serialise them) sends GET v2/systemsharedmemory/status for the given

@@ -1,11 +1,11 @@
 # The GPU model 'yolo' (src/models/model_yolo.c): its instances and kernel when the
-# frontend is built with CUDA, a stub that reports it unavailable otherwise.
-# Sets FRONTEND_GPU_MODEL_SOURCES (for the core object library) and
-# FRONTEND_GPU_MODEL_LIBS (the kernel, a static library of its own so that
+# server is built with CUDA, a stub that reports it unavailable otherwise.
+# Sets SERVER_GPU_MODEL_SOURCES (for the core object library) and
+# SERVER_GPU_MODEL_LIBS (the kernel, a static library of its own so that
 # the core's C warning flags never reach nvcc).
-set(FRONTEND_GPU_MODEL_SOURCES src/models/model_yolo.c)
-set(FRONTEND_GPU_MODEL_LIBS "")
-if(FRONTEND_CUDA_ENABLED)
+set(SERVER_GPU_MODEL_SOURCES src/models/model_yolo.c)
+set(SERVER_GPU_MODEL_LIBS "")
+if(SERVER_CUDA_ENABLED)
   # The H200 of the benchmark is sm_90; every major architecture (and PTX for
   # newer ones) keeps the example usable on other GPUs.
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -15,34 +15,36 @@ if(FRONTEND_CUDA_ENABLED)
     set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
   endif()
   enable_language(CUDA)
-  add_library(shmreg_v2_frontend_yolo_kernel STATIC src/models/yolo_kernel.cu)
-  target_include_directories(shmreg_v2_frontend_yolo_kernel PRIVATE src)
+  add_library(shmreg_server_yolo_kernel STATIC src/models/yolo_kernel.cu)
+  target_include_directories(shmreg_server_yolo_kernel PRIVATE src)
   # Products and sums stay separate (the kernel uses __fmul_rn/__fadd_rn
   # anyway); no fast math: the output must match the CPU reference bit for bit.
-  target_compile_options(shmreg_v2_frontend_yolo_kernel PRIVATE
+  target_compile_options(shmreg_server_yolo_kernel PRIVATE
                          $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
-  set_target_properties(shmreg_v2_frontend_yolo_kernel PROPERTIES
+  set_target_properties(shmreg_server_yolo_kernel PROPERTIES
                         CUDA_RUNTIME_LIBRARY Static POSITION_INDEPENDENT_CODE ON)
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_cuda.c)
-  set(FRONTEND_GPU_MODEL_LIBS shmreg_v2_frontend_yolo_kernel)
+  # the instances, by concern (src/models/gpu_instance_cuda.h)
+  list(APPEND SERVER_GPU_MODEL_SOURCES src/models/gpu_devices_cuda.c src/models/gpu_slots_cuda.c
+       src/models/gpu_batching_cuda.c src/models/gpu_timing_cuda.c)
+  set(SERVER_GPU_MODEL_LIBS shmreg_server_yolo_kernel)
 else()
-  list(APPEND FRONTEND_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)
+  list(APPEND SERVER_GPU_MODEL_SOURCES src/models/gpu_instances_none.c)
 endif()
-message(STATUS "shmreg-v2-frontend: GPU model 'yolo' ${FRONTEND_CUDA_ENABLED}")
+message(STATUS "shmreg-server: GPU model 'yolo' ${SERVER_CUDA_ENABLED}")
 
-# The kernel's source run on the CPU (tests/yolo_kernel_host: a CUDA stand-in
-# for g++), which server/tests/test_yolo_kernel_on_cpu.py compares with the
+# The kernel's source run on the CPU (tests/support/yolo_kernel_host: a CUDA stand-in
+# for g++), which server/tests/models/test_yolo_kernel_on_cpu.py compares with the
 # numpy reference where there is no GPU. Any build with a C++20 compiler,
 # CUDA or not; not installed.
 include(CheckLanguage)
 check_language(CXX)
 if(CMAKE_CXX_COMPILER)
   enable_language(CXX)
-  add_executable(shmreg-v2-frontend-yolo-kernel-host tests/yolo_kernel_host/main.cpp)
-  target_include_directories(shmreg-v2-frontend-yolo-kernel-host PRIVATE tests/yolo_kernel_host src)
-  set_target_properties(shmreg-v2-frontend-yolo-kernel-host PROPERTIES
+  add_executable(shmreg-server-yolo-kernel-host tests/support/yolo_kernel_host/main.cpp)
+  target_include_directories(shmreg-server-yolo-kernel-host PRIVATE tests/support/yolo_kernel_host src)
+  set_target_properties(shmreg-server-yolo-kernel-host PROPERTIES
                         CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   # A product and a sum stay two roundings, as on the GPU.
-  target_compile_options(shmreg-v2-frontend-yolo-kernel-host PRIVATE -ffp-contract=off)
-  target_link_libraries(shmreg-v2-frontend-yolo-kernel-host PRIVATE Threads::Threads)
+  target_compile_options(shmreg-server-yolo-kernel-host PRIVATE -ffp-contract=off)
+  target_link_libraries(shmreg-server-yolo-kernel-host PRIVATE Threads::Threads)
 endif()

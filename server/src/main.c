@@ -1,5 +1,5 @@
 /*
- * shmreg-v2-frontend: a KServe v2 inference server with Triton's
+ * shmreg-server: a KServe v2 inference server with Triton's
  * shared-memory extension, on libshmreg's public API alone.
  *
  * Start-up:  registry, then the HTTP server; print "listening on HOST:PORT";
@@ -37,7 +37,7 @@ static void log_to_stderr(void *user, shmreg_log_level level, const char *msg)
     fprintf(stderr, "shmreg %s: %s\n", level <= SHMREG_LOG_WARNING ? names[level] : "?", msg);
 }
 
-static shmreg_registry *create_registry(const frontend_options *o)
+static shmreg_registry *create_registry(const server_options *o)
 {
     shmreg_config cfg;
     shmreg_config_init(&cfg);
@@ -108,7 +108,7 @@ static void *stop_grpc(void *g)
 
 int main(int argc, char **argv)
 {
-    frontend_options opts;
+    server_options opts;
     int parsed = options_parse(argc, argv, &opts);
     if (parsed != 0) {
         options_free(&opts);
@@ -139,7 +139,14 @@ int main(int argc, char **argv)
      * anything listens. */
     infer_limit_copies(opts.max_body);
     infer_log_paths(opts.verbose);
-    uds_server *uds = reg && opts.uds_path ? uds_server_start(&opts, reg) : NULL;
+    /* Each adapter gets its own settings, not the whole option set. */
+    http_config http;
+    grpc_config grpc_cfg;
+    uds_config uds_cfg;
+    options_http(&opts, &http);
+    options_grpc(&opts, &grpc_cfg);
+    options_uds(&opts, &uds_cfg);
+    uds_server *uds = reg && opts.uds_path ? uds_server_start(&uds_cfg, reg) : NULL;
     /* Request bytes held at once (--max-buffered-mb), one budget per
      * protocol: HTTP bodies, gRPC messages. Shared, a flood of stalled HTTP
      * uploads (each dropped only once it overflows) kept the budget full
@@ -148,9 +155,9 @@ int main(int argc, char **argv)
      * twice the figure. */
     byte_budget *held = byte_budget_new(opts.max_buffered);
     byte_budget *grpc_held = byte_budget_new(opts.max_buffered);
-    frontend_server server;
+    http_server server;
     if (!reg || !held || !grpc_held || (opts.uds_path && !uds) ||
-        server_start(&server, &opts, reg, held) != 0) {
+        http_server_start(&server, &http, reg, held) != 0) {
         byte_budget_free(held);
         byte_budget_free(grpc_held);
         uds_server_stop(uds);
@@ -165,11 +172,11 @@ int main(int argc, char **argv)
     fflush(stdout);
     grpc_frontend *grpc = NULL;
     if (opts.grpc_port) {
-        grpc = grpc_frontend_start(&opts, reg, grpc_held);
+        grpc = grpc_frontend_start(&grpc_cfg, reg, grpc_held);
         if (!grpc) {
             remote_sweep_stop(sweeper);
             uds_server_stop(uds);
-            server_stop(&server);
+            http_server_stop(&server);
             byte_budget_free(held);
             byte_budget_free(grpc_held);
             yolo_stop();
@@ -194,7 +201,7 @@ int main(int argc, char **argv)
     int grpc_thread = grpc && pthread_create(&grpc_stopper, NULL, stop_grpc, grpc) == 0;
     if (grpc && !grpc_thread)
         grpc_frontend_stop(grpc); /* no thread: one drain after the other */
-    server_stop(&server);
+    http_server_stop(&server);
     if (grpc_thread)
         pthread_join(grpc_stopper, NULL);
     yolo_stop(); /* no request runs any more, on either protocol */

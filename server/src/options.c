@@ -1,83 +1,16 @@
-/* Command-line parsing: every knob of the frontend, with its default. */
+/* Command-line parsing: every knob of the server, with its default. One
+ * table (flags[] below) names each flag, its argument, how that argument is
+ * read and checked, the field it sets and its --help text: the parser and
+ * --help are both made from it, so they cannot drift. */
 #include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void usage(FILE *to, const char *argv0)
-{
-    fprintf(to,
-            "usage: %s [options]\n"
-            "  --host ADDR                 numeric address to listen on (default 127.0.0.1)\n"
-            "  --port N                    TCP port, 0 = any free one (default 8000)\n"
-            "  --grpc-port N               KServe v2 gRPC port beside HTTP, 0 = off (default 0;\n"
-            "                              Triton's is 8001, which scripts/run.sh passes)\n"
-            "  --busy-policy P             defer | detach | refuse: unregister of a region in use\n"
-            "  --reserved-key-prefix P     refuse shm keys starting with P (repeatable)\n"
-            "  --threads N                 inference worker threads at work (default 4; 3N more\n"
-            "                              stand by for requests that wait for a GPU run)\n"
-            "  --delay-ms N                sleep of the simple_delayed model (default 1000)\n"
-            "  --max-body-mb N             largest request body in MiB (default 256)\n"
-            "  --drain-s N                 shutdown waits this long for in-flight requests (default 30)\n"
-            "  --pin P                     never | auto | always: page-lock registered system regions\n"
-            "                              for DMA (default auto: when a CUDA device is usable)\n"
-            "  --reclaim R                 background | inline: who unmaps (unpins) a region after\n"
-            "                              its last request: the library's thread, or that request's\n"
-            "                              (default background)\n"
-            "  --remote-timeout-ms N       remote_memory: a read or write of a client's memory fails\n"
-            "                              after N ms (default 10000); the client is then dropped\n"
-            "  --cache-bytes N             keep up to N bytes of mappings (and pins) of unregistered\n"
-            "                              regions for clients that register the same shm again,\n"
-            "                              0 = off (default 0; see README for a value)\n"
-            "  --gpus LIST                 devices of the GPU model 'yolo': all, none or e.g. 0,1\n"
-            "                              (default all)\n"
-            "  --instances-per-gpu N       instances of 'yolo' on each device (default 2)\n"
-            "  --yolo-window N             samples per side of each output's input window, the\n"
-            "                              cost of 'yolo' (default 32)\n"
-            "  --time-phases-every N       time the device phases of one run in N on each instance\n"
-            "                              of 'yolo'; the others count its last timed run's\n"
-            "                              (default 32; 1 = every run)\n"
-            "  --copy-batch N              copy the tensors of up to N runs waiting for one instance\n"
-            "                              of 'yolo' as one batch each way (1-12, default 4; 1 = each\n"
-            "                              run's alone)\n"
-            "  --uds PATH                  also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
-            "                              register sealed memfds (shmreg_send_region); off by default\n"
-            "  --uds-mode OCTAL            permissions of the socket file (default 0600: the server's\n"
-            "                              user only; e.g. 0660 for its group)\n"
-            "  --uds-max-connections N     Unix-socket clients at once (default 64)\n"
-            "  --uds-max-regions N         regions per Unix-socket connection (default 16)\n"
-            "  --allow-client-shm=B        true | false: let clients register and unregister shared\n"
-            "                              memory, as Triton 2.73's flag (default false, as there)\n"
-            "  --allow-uid UID|any         map only shm objects this uid owns (repeatable;\n"
-            "                              default: the server's own uid; any: every owner)\n"
-            "  --max-regions N             regions registered at once, 0 = no limit\n"
-            "                              (default 4096)\n"
-            "  --max-mapped-bytes N        bytes mapped for all regions, 0 = no limit\n"
-            "                              (default 1099511627776, 1 TiB)\n"
-            "  --max-pinned-bytes N        bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
-            "                              budget (default 0)\n"
-            "  --http-restricted-api shared-memory:KEY=VALUE\n"
-            "                              shared-memory endpoints need header KEY: VALUE\n"
-            "  --grpc-restricted-protocol shared-memory:KEY=VALUE\n"
-            "                              the same over gRPC: metadata triton-grpc-protocol-KEY\n"
-            "  --tenants FILE              bearer tokens -> tenants, each with its own regions\n"
-            "  --max-buffered-mb N         request bodies (HTTP) and messages (gRPC, apart) held at\n"
-            "                              once, all connections together, in MiB; past it a request\n"
-            "                              gets 503 (gRPC: RESOURCE_EXHAUSTED) (default 256, at least\n"
-            "                              --max-body-mb)\n"
-            "  --max-client-connections N  connections from one IP address at once, on each port,\n"
-            "                              0 = no limit (default 64)\n"
-            "  --request-timeout-s N       close a connection idle this long: a request whose headers\n"
-            "                              or body stall, or an unused kept-alive one (default 10)\n"
-            "  -v, --verbose               one log line per request on stderr, and one per inference\n"
-            "                              with the path each shared-memory tensor took\n"
-            "  -h, --help\n",
-            argv0);
-}
 
 /* Strict unsigned parse: the whole string, in [min, max]. */
 static int parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
@@ -100,10 +33,13 @@ typedef struct choice {
     int value;
 } choice;
 
-/* s as one of the n choices: 0 with its value in *out, or -1 after an error
- * that names opt and the choices ("wants a, b or c"). */
-static int parse_choice(const char *opt, const char *s, const choice *choices, size_t n, int *out)
+/* s as one of the choices (ended by a NULL name): 0 with its value in *out,
+ * or -1 after an error that names opt and the choices ("wants a, b or c"). */
+static int parse_choice(const char *opt, const char *s, const choice *choices, int *out)
 {
+    size_t n = 0;
+    while (choices[n].name)
+        n++;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(s, choices[i].name) == 0) {
             *out = choices[i].value;
@@ -115,50 +51,6 @@ static int parse_choice(const char *opt, const char *s, const choice *choices, s
         fprintf(stderr, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i].name);
     fprintf(stderr, ", got '%s'\n", s);
     return -1;
-}
-
-static int parse_policy(const char *s, shmreg_policy *out)
-{
-    static const choice policies[] = {
-        {"defer", SHMREG_POLICY_DEFER},
-        {"detach", SHMREG_POLICY_DETACH},
-        {"refuse", SHMREG_POLICY_REFUSE},
-    };
-    int v;
-    int rc = parse_choice("--busy-policy", s, policies, sizeof policies / sizeof policies[0], &v);
-    *out = (shmreg_policy)v;
-    return rc;
-}
-
-static int parse_bool(const char *opt, const char *s, int *out)
-{
-    static const choice values[] = {{"true", 1}, {"false", 0}};
-    return parse_choice(opt, s, values, sizeof values / sizeof values[0], out);
-}
-
-static int parse_reclaim(const char *s, shmreg_reclaim *out)
-{
-    static const choice modes[] = {
-        {"background", SHMREG_RECLAIM_BACKGROUND},
-        {"inline", SHMREG_RECLAIM_INLINE},
-    };
-    int v;
-    int rc = parse_choice("--reclaim", s, modes, sizeof modes / sizeof modes[0], &v);
-    *out = (shmreg_reclaim)v;
-    return rc;
-}
-
-static int parse_pin(const char *s, shmreg_pin_policy *out)
-{
-    static const choice policies[] = {
-        {"never", SHMREG_PIN_NEVER},
-        {"auto", SHMREG_PIN_AUTO},
-        {"always", SHMREG_PIN_ALWAYS},
-    };
-    int v;
-    int rc = parse_choice("--pin", s, policies, sizeof policies / sizeof policies[0], &v);
-    *out = (shmreg_pin_policy)v;
-    return rc;
 }
 
 /* "all", "none" or a comma-separated list of device numbers; the devices
@@ -197,8 +89,21 @@ static int parse_mode(const char *s, unsigned *out)
     return 0;
 }
 
-static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
+/* --uds: a socket path, not an empty string. */
+static int check_uds_path(const char *s)
 {
+    if (s[0])
+        return 0;
+    fprintf(stderr, "error: --uds wants a socket path\n");
+    return -1;
+}
+
+static int add_prefix(server_options *o, const char *prefix, size_t *count)
+{
+    if (!prefix[0]) {
+        fprintf(stderr, "error: --reserved-key-prefix must not be empty\n");
+        return -1;
+    }
     const char **grown = realloc(o->reserved_prefixes, (*count + 2) * sizeof *grown);
     if (!grown) {
         fprintf(stderr, "error: out of memory\n");
@@ -210,136 +115,278 @@ static int add_prefix(frontend_options *o, const char *prefix, size_t *count)
     return 0;
 }
 
-int options_parse(int argc, char **argv, frontend_options *o)
+/* ------------------------------------------------------------ the flags */
+
+/* How a flag's argument is read into its field. */
+typedef enum flag_kind {
+    FLAG_STRING, /* const char *: the argument itself, after check if any */
+    FLAG_UINT,   /* unsigned: a decimal integer in [min, max] */
+    FLAG_SIZE,   /* size_t: a decimal integer in [min, max] */
+    FLAG_MIB,    /* size_t: a decimal number of MiB in [min, max], kept in bytes */
+    FLAG_CHOICE, /* int or enum: one of choices' names */
+    FLAG_OCTAL,  /* unsigned: permission bits in octal (parse_mode) */
+    FLAG_PREFIX, /* one more reserved key prefix (repeatable) */
+    FLAG_ACCESS, /* handed to access_option (core/access.h), which keeps it */
+    FLAG_SET,    /* no argument: the int field becomes 1 */
+    FLAG_HELP,   /* no argument: print --help and stop */
+} flag_kind;
+
+typedef struct flag {
+    char short_name;              /* or 0 */
+    const char *name;             /* the long name, without "--" */
+    const char *arg;              /* the argument as --help names it; NULL: takes none.
+                                     "=B" is written --name=B */
+    flag_kind kind;
+    size_t field;                 /* offsetof(server_options, the field it sets) */
+    unsigned long min, max;       /* FLAG_UINT, FLAG_SIZE, FLAG_MIB */
+    const choice *choices;        /* FLAG_CHOICE */
+    int (*check)(const char *s);  /* FLAG_STRING: 0, or -1 after a message */
+    access_opt access;            /* FLAG_ACCESS */
+    const char *help;             /* --help's text: its lines after the first start
+                                     in the first one's column */
+} flag;
+
+/* FLAG_CHOICE writes an int into these fields. */
+_Static_assert(sizeof(shmreg_policy) == sizeof(int), "busy_policy is set as an int");
+_Static_assert(sizeof(shmreg_pin_policy) == sizeof(int), "pin_policy is set as an int");
+_Static_assert(sizeof(shmreg_reclaim) == sizeof(int), "reclaim is set as an int");
+
+static const choice busy_policies[] = {
+    {"defer", SHMREG_POLICY_DEFER}, {"detach", SHMREG_POLICY_DETACH}, {"refuse", SHMREG_POLICY_REFUSE},
+    {NULL, 0}};
+static const choice pin_policies[] = {
+    {"never", SHMREG_PIN_NEVER}, {"auto", SHMREG_PIN_AUTO}, {"always", SHMREG_PIN_ALWAYS}, {NULL, 0}};
+static const choice reclaim_modes[] = {
+    {"background", SHMREG_RECLAIM_BACKGROUND}, {"inline", SHMREG_RECLAIM_INLINE}, {NULL, 0}};
+static const choice booleans[] = {{"true", 1}, {"false", 0}, {NULL, 0}};
+
+#define FIELD(f) offsetof(server_options, f)
+#define UINT(f, lo, hi) .kind = FLAG_UINT, .field = FIELD(f), .min = (lo), .max = (hi)
+#define SIZE(f, lo, hi) .kind = FLAG_SIZE, .field = FIELD(f), .min = (lo), .max = (hi)
+#define MIB(f, lo, hi) .kind = FLAG_MIB, .field = FIELD(f), .min = (lo), .max = (hi)
+#define CHOICE(f, c) .kind = FLAG_CHOICE, .field = FIELD(f), .choices = (c)
+#define ACCESS(a) .kind = FLAG_ACCESS, .access = (a)
+
+/* Every flag, in --help's order. The defaults are options_parse's. */
+static const flag flags[] = {
+    {.name = "host", .arg = "ADDR", .kind = FLAG_STRING, .field = FIELD(host),
+     .help = "numeric address to listen on (default 127.0.0.1)"},
+    {.name = "port", .arg = "N", UINT(port, 0, 65535),
+     .help = "TCP port, 0 = any free one (default 8000)"},
+    {.name = "grpc-port", .arg = "N", UINT(grpc_port, 0, 65535),
+     .help = "KServe v2 gRPC port beside HTTP, 0 = off (default 0;\n"
+             "Triton's is 8001, which scripts/run.sh passes)"},
+    {.name = "busy-policy", .arg = "P", CHOICE(busy_policy, busy_policies),
+     .help = "defer | detach | refuse: unregister of a region in use"},
+    {.name = "reserved-key-prefix", .arg = "P", .kind = FLAG_PREFIX,
+     .help = "refuse shm keys starting with P (repeatable)"},
+    {.name = "threads", .arg = "N", UINT(threads, 1, 256),
+     .help = "inference worker threads at work (default 4; 3N more\n"
+             "stand by for requests that wait for a GPU run)"},
+    {.name = "delay-ms", .arg = "N", UINT(delay_ms, 0, 600000),
+     .help = "sleep of the simple_delayed model (default 1000)"},
+    {.name = "max-body-mb", .arg = "N", MIB(max_body, 1, 4096),
+     .help = "largest request body in MiB (default 256)"},
+    {.name = "drain-s", .arg = "N", UINT(drain_s, 0, 3600),
+     .help = "shutdown waits this long for in-flight requests (default 30)"},
+    {.name = "pin", .arg = "P", CHOICE(pin_policy, pin_policies),
+     .help = "never | auto | always: page-lock registered system regions\n"
+             "for DMA (default auto: when a CUDA device is usable)"},
+    {.name = "reclaim", .arg = "R", CHOICE(reclaim, reclaim_modes),
+     .help = "background | inline: who unmaps (unpins) a region after\n"
+             "its last request: the library's thread, or that request's\n"
+             "(default background)"},
+    {.name = "remote-timeout-ms", .arg = "N", SIZE(remote_timeout_ms, 1, 3600000),
+     .help = "remote_memory: a read or write of a client's memory fails\n"
+             "after N ms (default 10000); the client is then dropped"},
+    {.name = "cache-bytes", .arg = "N", SIZE(cache_bytes, 0, SIZE_MAX),
+     .help = "keep up to N bytes of mappings (and pins) of unregistered\n"
+             "regions for clients that register the same shm again,\n"
+             "0 = off (default 0; see README for a value)"},
+    {.name = "gpus", .arg = "LIST", .kind = FLAG_STRING, .field = FIELD(gpus), .check = check_gpus,
+     .help = "devices of the GPU model 'yolo': all, none or e.g. 0,1\n"
+             "(default all)"},
+    {.name = "instances-per-gpu", .arg = "N", UINT(instances_per_gpu, 1, 64),
+     .help = "instances of 'yolo' on each device (default 2)"},
+    {.name = "yolo-window", .arg = "N", UINT(yolo_window, 1, 64),
+     .help = "samples per side of each output's input window, the\n"
+             "cost of 'yolo' (default 32)"},
+    {.name = "time-phases-every", .arg = "N", UINT(time_phases_every, 1, 1u << 20),
+     .help = "time the device phases of one run in N on each instance\n"
+             "of 'yolo'; the others count its last timed run's\n"
+             "(default 32; 1 = every run)"},
+    {.name = "copy-batch", .arg = "N", UINT(copy_batch, 1, 12),
+     .help = "copy the tensors of up to N runs waiting for one instance\n"
+             "of 'yolo' as one batch each way (1-12, default 4; 1 = each\n"
+             "run's alone)"},
+    {.name = "uds", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(uds_path),
+     .check = check_uds_path,
+     .help = "also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
+             "register sealed memfds (shmreg_send_region); off by default"},
+    {.name = "uds-mode", .arg = "OCTAL", .kind = FLAG_OCTAL, .field = FIELD(uds_mode),
+     .help = "permissions of the socket file (default 0600: the server's\n"
+             "user only; e.g. 0660 for its group)"},
+    {.name = "uds-max-connections", .arg = "N", UINT(uds_max_connections, 1, 1024),
+     .help = "Unix-socket clients at once (default 64)"},
+    {.name = "uds-max-regions", .arg = "N", UINT(uds_max_regions, 1, 4096),
+     .help = "regions per Unix-socket connection (default 16)"},
+    {.name = "allow-client-shm", .arg = "=B", CHOICE(allow_client_shm, booleans),
+     .help = "true | false: let clients register and unregister shared\n"
+             "memory, as Triton 2.73's flag (default false, as there)"},
+    {.name = "allow-uid", .arg = "UID|any", ACCESS(ACCESS_ALLOW_UID),
+     .help = "map only shm objects this uid owns (repeatable;\n"
+             "default: the server's own uid; any: every owner)"},
+    {.name = "max-regions", .arg = "N", ACCESS(ACCESS_MAX_REGIONS),
+     .help = "regions registered at once, 0 = no limit\n"
+             "(default 4096)"},
+    {.name = "max-mapped-bytes", .arg = "N", ACCESS(ACCESS_MAX_MAPPED),
+     .help = "bytes mapped for all regions, 0 = no limit\n"
+             "(default 1099511627776, 1 TiB)"},
+    {.name = "max-pinned-bytes", .arg = "N", ACCESS(ACCESS_MAX_PINNED),
+     .help = "bytes page-locked, 0 = no limit but --pin auto's 1 GiB\n"
+             "budget (default 0)"},
+    {.name = "http-restricted-api", .arg = "shared-memory:KEY=VALUE", ACCESS(ACCESS_HTTP_RESTRICTED),
+     .help = "shared-memory endpoints need header KEY: VALUE"},
+    {.name = "grpc-restricted-protocol", .arg = "shared-memory:KEY=VALUE",
+     ACCESS(ACCESS_GRPC_RESTRICTED),
+     .help = "the same over gRPC: metadata triton-grpc-protocol-KEY"},
+    {.name = "tenants", .arg = "FILE", ACCESS(ACCESS_TENANTS),
+     .help = "bearer tokens -> tenants, each with its own regions"},
+    {.name = "max-buffered-mb", .arg = "N", MIB(max_buffered, 1, 65536),
+     .help = "request bodies (HTTP) and messages (gRPC, apart) held at\n"
+             "once, all connections together, in MiB; past it a request\n"
+             "gets 503 (gRPC: RESOURCE_EXHAUSTED) (default 256, at least\n"
+             "--max-body-mb)"},
+    {.name = "max-client-connections", .arg = "N", UINT(max_client_connections, 0, 65536),
+     .help = "connections from one IP address at once, on each port,\n"
+             "0 = no limit (default 64)"},
+    {.name = "request-timeout-s", .arg = "N", UINT(request_timeout_s, 1, 3600),
+     .help = "close a connection idle this long: a request whose headers\n"
+             "or body stall, or an unused kept-alive one (default 10)"},
+    {.short_name = 'v', .name = "verbose", .kind = FLAG_SET, .field = FIELD(verbose),
+     .help = "one log line per request on stderr, and one per inference\n"
+             "with the path each shared-memory tensor took"},
+    {.short_name = 'h', .name = "help", .kind = FLAG_HELP, .help = "print these options and exit"},
+};
+enum { N_FLAGS = sizeof flags / sizeof flags[0] };
+
+/* The text of --help: each flag's spelling, then its help in a column. */
+static void usage(FILE *to, const char *argv0)
 {
-    enum { OPT_HOST = 256, OPT_PORT, OPT_POLICY, OPT_PREFIX, OPT_THREADS, OPT_DELAY, OPT_BODY,
-           OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
-           OPT_COPY_BATCH, OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
-           OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
-           OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
-    static const struct option longopts[] = {
-        {"host", required_argument, NULL, OPT_HOST},
-        {"port", required_argument, NULL, OPT_PORT},
-        {"grpc-port", required_argument, NULL, OPT_GRPC_PORT},
-        {"busy-policy", required_argument, NULL, OPT_POLICY},
-        {"reserved-key-prefix", required_argument, NULL, OPT_PREFIX},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"delay-ms", required_argument, NULL, OPT_DELAY},
-        {"max-body-mb", required_argument, NULL, OPT_BODY},
-        {"drain-s", required_argument, NULL, OPT_DRAIN},
-        {"pin", required_argument, NULL, OPT_PIN},
-        {"reclaim", required_argument, NULL, OPT_RECLAIM},
-        {"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
-        {"remote-timeout-ms", required_argument, NULL, OPT_REMOTE_TIMEOUT},
-        {"gpus", required_argument, NULL, OPT_GPUS},
-        {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
-        {"yolo-window", required_argument, NULL, OPT_WINDOW},
-        {"time-phases-every", required_argument, NULL, OPT_TIME_PHASES},
-        {"copy-batch", required_argument, NULL, OPT_COPY_BATCH},
-        {"uds", required_argument, NULL, OPT_UDS},
-        {"uds-mode", required_argument, NULL, OPT_UDS_MODE},
-        {"uds-max-connections", required_argument, NULL, OPT_UDS_CONNS},
-        {"uds-max-regions", required_argument, NULL, OPT_UDS_REGIONS},
-        {"allow-client-shm", required_argument, NULL, OPT_ALLOW_SHM},
-        {"allow-uid", required_argument, NULL, OPT_ACCESS + ACCESS_ALLOW_UID},
-        {"max-regions", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_REGIONS},
-        {"max-mapped-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_MAPPED},
-        {"max-pinned-bytes", required_argument, NULL, OPT_ACCESS + ACCESS_MAX_PINNED},
-        {"http-restricted-api", required_argument, NULL, OPT_ACCESS + ACCESS_HTTP_RESTRICTED},
-        {"grpc-restricted-protocol", required_argument, NULL, OPT_ACCESS + ACCESS_GRPC_RESTRICTED},
-        {"tenants", required_argument, NULL, OPT_ACCESS + ACCESS_TENANTS},
-        {"max-buffered-mb", required_argument, NULL, OPT_BUFFERED},
-        {"max-client-connections", required_argument, NULL, OPT_CLIENT_CONNS},
-        {"request-timeout-s", required_argument, NULL, OPT_REQUEST_TIMEOUT},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    *o = (frontend_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
-                            .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
-                            .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
-                            .reclaim = SHMREG_RECLAIM_BACKGROUND,
-                            .instances_per_gpu = 2, .yolo_window = 32, .time_phases_every = 32,
-                            .copy_batch = 4,
-                            .uds_mode = 0600,
-                            .uds_max_connections = 64, .uds_max_regions = 16,
-                            .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
-                            .request_timeout_s = 10};
+    enum { COLUMN = 30 };
+    fprintf(to, "usage: %s [options]\n", argv0);
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag *f = &flags[i];
+        char left[96];
+        int n = f->short_name ? snprintf(left, sizeof left, "  -%c, --%s", f->short_name, f->name)
+                              : snprintf(left, sizeof left, "  --%s", f->name);
+        if (f->arg) /* "--port N", "--allow-client-shm=B" */
+            n += snprintf(left + n, sizeof left - (size_t)n, "%s%s", f->arg[0] == '=' ? "" : " ",
+                          f->arg);
+        const char *line = f->help;
+        size_t len = strcspn(line, "\n");
+        if (n <= COLUMN - 2)
+            fprintf(to, "%-*s%.*s\n", COLUMN, left, (int)len, line);
+        else
+            fprintf(to, "%s\n%*s%.*s\n", left, COLUMN, "", (int)len, line);
+        while (line[len]) {
+            line += len + 1;
+            len = strcspn(line, "\n");
+            fprintf(to, "%*s%.*s\n", COLUMN, "", (int)len, line);
+        }
+    }
+}
+
+/* Set f's field of o from its argument arg: 0, or -1 after a message. */
+static int apply(const flag *f, const char *arg, server_options *o, size_t *n_prefixes)
+{
+    char *field = (char *)o + f->field;
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", f->name);
+    unsigned long v;
+    switch (f->kind) {
+    case FLAG_STRING:
+        *(const char **)field = arg;
+        return f->check ? f->check(arg) : 0;
+    case FLAG_UINT:
+        if (parse_uint(opt, arg, f->min, f->max, &v) != 0)
+            return -1;
+        *(unsigned *)field = (unsigned)v;
+        return 0;
+    case FLAG_SIZE:
+        if (parse_uint(opt, arg, f->min, f->max, &v) != 0)
+            return -1;
+        *(size_t *)field = (size_t)v;
+        return 0;
+    case FLAG_MIB:
+        if (parse_uint(opt, arg, f->min, f->max, &v) != 0)
+            return -1;
+        *(size_t *)field = (size_t)v << 20;
+        return 0;
+    case FLAG_CHOICE: return parse_choice(opt, arg, f->choices, (int *)field);
+    case FLAG_OCTAL: return parse_mode(arg, (unsigned *)field);
+    case FLAG_PREFIX: return add_prefix(o, arg, n_prefixes);
+    case FLAG_ACCESS: return access_option(&o->access, f->access, arg);
+    case FLAG_SET: *(int *)field = 1; return 0;
+    case FLAG_HELP: return 0;
+    }
+    return -1;
+}
+
+/* The flag getopt_long answered c for: a long one's index + FIRST, or a
+ * short name. NULL for '?', an unknown flag or a missing argument. */
+enum { FIRST = 256 };
+static const flag *flag_of(int c)
+{
+    if (c >= FIRST && c < FIRST + N_FLAGS)
+        return &flags[c - FIRST];
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (c != 0 && flags[i].short_name == c)
+            return &flags[i];
+    return NULL;
+}
+
+int options_parse(int argc, char **argv, server_options *o)
+{
+    struct option longopts[N_FLAGS + 1];
+    char shortopts[2 * N_FLAGS + 1];
+    size_t n_short = 0;
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        longopts[i] = (struct option){flags[i].name, flags[i].arg ? required_argument : no_argument,
+                                      NULL, FIRST + (int)i};
+        if (flags[i].short_name) {
+            shortopts[n_short++] = flags[i].short_name;
+            if (flags[i].arg)
+                shortopts[n_short++] = ':';
+        }
+    }
+    longopts[N_FLAGS] = (struct option){NULL, 0, NULL, 0};
+    shortopts[n_short] = 0;
+    *o = (server_options){.host = "127.0.0.1", .port = 8000, .busy_policy = SHMREG_POLICY_DEFER,
+                          .threads = 4, .delay_ms = 1000, .max_body = (size_t)256 << 20,
+                          .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
+                          .reclaim = SHMREG_RECLAIM_BACKGROUND,
+                          .instances_per_gpu = 2, .yolo_window = 32, .time_phases_every = 32,
+                          .copy_batch = 4,
+                          .uds_mode = 0600,
+                          .uds_max_connections = 64, .uds_max_regions = 16,
+                          .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
+                          .request_timeout_s = 10};
     access_options_init(&o->access);
     size_t n_prefixes = 0;
-    unsigned long v;
     int c;
     opterr = 1;
-    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case OPT_HOST: o->host = optarg; break;
-        case OPT_PORT: rc = parse_uint("--port", optarg, 0, 65535, &v); o->port = (unsigned)v; break;
-        case OPT_GRPC_PORT:
-            rc = parse_uint("--grpc-port", optarg, 0, 65535, &v);
-            o->grpc_port = (unsigned)v;
-            break;
-        case OPT_POLICY: rc = parse_policy(optarg, &o->busy_policy); break;
-        case OPT_PREFIX:
-            if (!optarg[0]) {
-                fprintf(stderr, "error: --reserved-key-prefix must not be empty\n");
-                rc = -1;
-            } else {
-                rc = add_prefix(o, optarg, &n_prefixes);
-            }
-            break;
-        case OPT_THREADS: rc = parse_uint("--threads", optarg, 1, 256, &v); o->threads = (unsigned)v; break;
-        case OPT_DELAY: rc = parse_uint("--delay-ms", optarg, 0, 600000, &v); o->delay_ms = (unsigned)v; break;
-        case OPT_BODY: rc = parse_uint("--max-body-mb", optarg, 1, 4096, &v); o->max_body = (size_t)v << 20; break;
-        case OPT_DRAIN: rc = parse_uint("--drain-s", optarg, 0, 3600, &v); o->drain_s = (unsigned)v; break;
-        case OPT_PIN: rc = parse_pin(optarg, &o->pin_policy); break;
-        case OPT_RECLAIM: rc = parse_reclaim(optarg, &o->reclaim); break;
-        case OPT_CACHE_BYTES:
-            rc = parse_uint("--cache-bytes", optarg, 0, SIZE_MAX, &v);
-            o->cache_bytes = (size_t)v;
-            break;
-        case OPT_REMOTE_TIMEOUT:
-            rc = parse_uint("--remote-timeout-ms", optarg, 1, 3600000, &v);
-            o->remote_timeout_ms = (size_t)v;
-            break;
-        case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
-        case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
-        case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
-        case OPT_TIME_PHASES:
-            rc = parse_uint("--time-phases-every", optarg, 1, 1u << 20, &v);
-            o->time_phases_every = (unsigned)v;
-            break;
-        case OPT_COPY_BATCH:
-            rc = parse_uint("--copy-batch", optarg, 1, 12, &v);
-            o->copy_batch = (unsigned)v;
-            break;
-        case OPT_UDS:
-            rc = optarg[0] ? 0 : -1;
-            if (rc)
-                fprintf(stderr, "error: --uds wants a socket path\n");
-            o->uds_path = optarg;
-            break;
-        case OPT_UDS_MODE: rc = parse_mode(optarg, &o->uds_mode); break;
-        case OPT_UDS_CONNS: rc = parse_uint("--uds-max-connections", optarg, 1, 1024, &v); o->uds_max_connections = (unsigned)v; break;
-        case OPT_UDS_REGIONS: rc = parse_uint("--uds-max-regions", optarg, 1, 4096, &v); o->uds_max_regions = (unsigned)v; break;
-        case OPT_ALLOW_SHM: rc = parse_bool("--allow-client-shm", optarg, &o->allow_client_shm); break;
-        case OPT_ACCESS + ACCESS_ALLOW_UID:
-        case OPT_ACCESS + ACCESS_MAX_REGIONS:
-        case OPT_ACCESS + ACCESS_MAX_MAPPED:
-        case OPT_ACCESS + ACCESS_MAX_PINNED:
-        case OPT_ACCESS + ACCESS_HTTP_RESTRICTED:
-        case OPT_ACCESS + ACCESS_GRPC_RESTRICTED:
-        case OPT_ACCESS + ACCESS_TENANTS:
-            rc = access_option(&o->access, (access_opt)(c - OPT_ACCESS), optarg);
-            break;
-        case OPT_BUFFERED: rc = parse_uint("--max-buffered-mb", optarg, 1, 65536, &v); o->max_buffered = (size_t)v << 20; break;
-        case OPT_CLIENT_CONNS: rc = parse_uint("--max-client-connections", optarg, 0, 65536, &v); o->max_client_connections = (unsigned)v; break;
-        case OPT_REQUEST_TIMEOUT: rc = parse_uint("--request-timeout-s", optarg, 1, 3600, &v); o->request_timeout_s = (unsigned)v; break;
-        case 'v': o->verbose = 1; break;
-        case 'h': usage(stdout, argv[0]); return 1;
-        default: usage(stderr, argv[0]); return -1;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        const flag *f = flag_of(c);
+        if (!f) {
+            usage(stderr, argv[0]);
+            return -1;
         }
-        if (rc)
+        if (f->kind == FLAG_HELP) {
+            usage(stdout, argv[0]);
+            return 1;
+        }
+        if (apply(f, optarg, o, &n_prefixes) != 0)
             return -1;
     }
     if (o->uds_path && o->access.tenants) {
@@ -366,7 +413,56 @@ int options_parse(int argc, char **argv, frontend_options *o)
     return 0;
 }
 
-void options_free(frontend_options *o)
+/* ------------------------------------------------- each adapter's share */
+
+/* How many threads more each protocol's pool keeps for requests whose
+ * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
+ * workers keep up to 36 more runs in flight on the GPU's instances. */
+static unsigned spare_threads(const server_options *o)
+{
+    return o->threads * 3u;
+}
+
+void options_http(const server_options *o, http_config *out)
+{
+    *out = (http_config){.host = o->host,
+                         .port = o->port,
+                         .threads = o->threads,
+                         .spare_threads = spare_threads(o),
+                         .max_body = o->max_body,
+                         .drain_s = o->drain_s,
+                         .request_timeout_s = o->request_timeout_s,
+                         .max_client_connections = o->max_client_connections,
+                         .allow_client_shm = o->allow_client_shm,
+                         .verbose = o->verbose,
+                         .access = &o->access};
+}
+
+void options_grpc(const server_options *o, grpc_config *out)
+{
+    *out = (grpc_config){.host = o->host,
+                         .port = o->grpc_port,
+                         .threads = o->threads,
+                         .spare_threads = spare_threads(o),
+                         .max_body = o->max_body,
+                         .drain_s = o->drain_s,
+                         .request_timeout_s = o->request_timeout_s,
+                         .max_client_connections = o->max_client_connections,
+                         .allow_client_shm = o->allow_client_shm,
+                         .access = &o->access};
+}
+
+void options_uds(const server_options *o, uds_config *out)
+{
+    *out = (uds_config){.path = o->uds_path,
+                        .mode = o->uds_mode,
+                        .max_connections = o->uds_max_connections,
+                        .max_regions = o->uds_max_regions,
+                        .verbose = o->verbose,
+                        .access = &o->access};
+}
+
+void options_free(server_options *o)
 {
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;

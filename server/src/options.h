@@ -1,18 +1,25 @@
-/* Command-line options of the frontend. */
-#ifndef FRONTEND_OPTIONS_H
-#define FRONTEND_OPTIONS_H
+/* Command-line options of the server: the whole set, seen by main.c (and
+ * the test programs that start an adapter) only. Each adapter is handed its
+ * own config (http_config, grpc_config, uds_config), filled from this by
+ * options_http, options_grpc and options_uds; the models and the registry
+ * get their own settings from main.c. */
+#ifndef SERVER_OPTIONS_H
+#define SERVER_OPTIONS_H
 
 #include <stddef.h>
 
 #include <shmreg/shmreg.h>
 
 #include "core/access.h"
+#include "grpc/grpc_frontend.h"
+#include "http/server.h"
+#include "uds/uds_server.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct frontend_options {
+typedef struct server_options {
     const char *host;                 /* numeric IPv4 or IPv6 address to listen on */
     unsigned port;                    /* 0: any free port (printed at start-up) */
     unsigned grpc_port;               /* KServe v2 gRPC port; 0: no gRPC (the default) */
@@ -41,20 +48,18 @@ typedef struct frontend_options {
     size_t max_buffered;              /* request body bytes held at once, all connections together */
     unsigned max_client_connections;  /* connections from one IP address at once; 0: no limit */
     unsigned request_timeout_s;       /* a connection idle this long is closed (stalled request) */
-} frontend_options;
+} server_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
  * -1 after printing an error (exit 2). Free with options_free either way. */
-int options_parse(int argc, char **argv, frontend_options *o);
-void options_free(frontend_options *o);
+int options_parse(int argc, char **argv, server_options *o);
+void options_free(server_options *o);
 
-/* How many threads more each protocol's pool keeps for requests whose
- * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
- * workers keep up to 36 more runs in flight on the GPU's instances. */
-static inline unsigned options_spare_threads(const frontend_options *o)
-{
-    return o->threads * 3u;
-}
+/* Each adapter's share of o. The configs point into o (host, paths, the
+ * access options), which must outlive the adapters. */
+void options_http(const server_options *o, http_config *out);
+void options_grpc(const server_options *o, grpc_config *out);
+void options_uds(const server_options *o, uds_config *out);
 
 #ifdef __cplusplus
 }

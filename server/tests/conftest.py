@@ -7,11 +7,14 @@ once per frontend: "c" (server) and "python"
 (examples/python-frontend). `--frontend c` (or python) picks one; a test
 marked `@pytest.mark.frontends("c")` runs against those only."""
 import os
+import sys
 import uuid
 
 import pytest
 
-from frontend_process import Frontend, frontend_command, leftover_report
+# The helpers every folder's tests import (server_process.py, grpc_support.py, ...).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+from server_process import Frontend, frontend_command, leftover_report  # noqa: E402
 
 # Every shm object a test creates starts with this, so that the check at the
 # end finds ours only (other suites may share /dev/shm).

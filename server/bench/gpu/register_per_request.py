@@ -20,7 +20,7 @@ one kept-alive connection), and the output names which. Prints a Markdown
 table (infer/s, each run's /metrics cache hits and misses) and the ratio;
 writes it to $OUT/register-per-request.md (default build/gpu-out).
 
-Usage: FRONTEND_BIN=build/.../shmreg-v2-frontend python3 register_per_request.py
+Usage: FRONTEND_BIN=build/.../shmreg-server python3 register_per_request.py
          [--seconds 10] [--size-mib 16] [--cache-bytes 1073741824]
 Exit 0 when both runs completed every request; the ratio is reported, not
 enforced (on a CPU machine an unpinned register costs too little to gain 5x).
@@ -34,8 +34,8 @@ import time
 from multiprocessing import shared_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
-from frontend_process import Frontend  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
+from server_process import Frontend  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))

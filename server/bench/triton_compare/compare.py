@@ -15,7 +15,7 @@ shared-memory endpoints"). Run it through server/bench/triton_compare/run.sh, wh
 builds the frontend and the venv; or directly:
 
     build/triton-parity/venv/bin/python server/bench/triton_compare/compare.py \\
-        --frontend build/frontend-ci/app/shmreg-v2-frontend
+        --frontend build/frontend-ci/app/shmreg-server
 """
 import argparse
 import http.client
@@ -27,7 +27,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path[:0] = [os.path.join(REPO, "server", "tests", "parity"), os.path.join(REPO, "server", "tests")]
+sys.path[:0] = [os.path.join(REPO, "server", "tests", "parity"), os.path.join(REPO, "server", "tests", "support")]
 
 import grpc  # noqa: E402
 from tritonclient.grpc import service_pb2 as pb  # noqa: E402
@@ -143,7 +143,7 @@ def measure(client, keys, regions, seconds, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--frontend", default=os.environ.get("FRONTEND_BIN"),
-                    help="the shmreg-v2-frontend binary (default: $FRONTEND_BIN)")
+                    help="the shmreg-server binary (default: $FRONTEND_BIN)")
     ap.add_argument("--regions", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=2.0, help="per measurement")
     ap.add_argument("--repeat", type=int, default=3, help="measurements per cell; the best is kept")

@@ -8,4 +8,4 @@ frontend=build/frontend-ci
 venv=build/triton-parity/venv
 build_server "$frontend" >/dev/null
 setup_triton_venv "$venv"
-"$venv/bin/python" server/bench/triton_compare/compare.py --frontend "$frontend/app/shmreg-v2-frontend" "$@"
+"$venv/bin/python" server/bench/triton_compare/compare.py --frontend "$frontend/app/shmreg-server" "$@"

@@ -6,8 +6,8 @@
  * --max-body-mb would together take all the memory there is. Thread-safe;
  * callable from C and C++ (the count is C11 atomics inside byte_budget.c).
  */
-#ifndef FRONTEND_BYTE_BUDGET_H
-#define FRONTEND_BYTE_BUDGET_H
+#ifndef SERVER_BYTE_BUDGET_H
+#define SERVER_BYTE_BUDGET_H
 
 #include <stddef.h>
 

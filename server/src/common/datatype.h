@@ -1,6 +1,6 @@
 /* KServe v2 tensor datatypes: element sizes and JSON <-> binary elements. */
-#ifndef FRONTEND_DATATYPE_H
-#define FRONTEND_DATATYPE_H
+#ifndef SERVER_DATATYPE_H
+#define SERVER_DATATYPE_H
 
 #include <stddef.h>
 

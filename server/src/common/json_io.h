@@ -13,8 +13,8 @@
  * escaped, and bytes that are not UTF-8 become U+FFFD, so a reply is always
  * valid JSON whatever a client named.
  */
-#ifndef FRONTEND_JSON_IO_H
-#define FRONTEND_JSON_IO_H
+#ifndef SERVER_JSON_IO_H
+#define SERVER_JSON_IO_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* A tensor of an inference request or response, wherever its bytes live. */
-#ifndef FRONTEND_TENSOR_H
-#define FRONTEND_TENSOR_H
+#ifndef SERVER_TENSOR_H
+#define SERVER_TENSOR_H
 
 #include <stddef.h>
 #include <stdint.h>

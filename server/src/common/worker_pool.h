@@ -7,8 +7,8 @@
  * and worker_pool_wait_end it does not count, and one of the pool's spare
  * threads may take the next item meanwhile. So n bounds the threads at work,
  * not the requests a GPU can have in flight. */
-#ifndef FRONTEND_WORKER_POOL_H
-#define FRONTEND_WORKER_POOL_H
+#ifndef SERVER_WORKER_POOL_H
+#define SERVER_WORKER_POOL_H
 
 #ifdef __cplusplus
 extern "C" {

@@ -212,7 +212,7 @@ static int add_uid(access_options *a, const char *s)
     return 0;
 }
 
-/* Triton's API names (its RESTRICTED_CATEGORY_NAMES): this frontend can
+/* Triton's API names (its RESTRICTED_CATEGORY_NAMES): this server can
  * restrict the shared-memory one; the others are named as such. */
 static int check_api(const char *opt, const char *kind, const char *api)
 {
@@ -256,7 +256,7 @@ static int check_http_key(const char *opt, const char *key, const char *value)
     return -1;
 }
 
-/* Every API of the comma-separated list is one this frontend restricts. */
+/* Every API of the comma-separated list is one this server restricts. */
 static int check_apis(const char *opt, const char *kind, char *apis)
 {
     char *save = NULL;

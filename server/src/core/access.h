@@ -9,8 +9,8 @@
  * access_refusal refuses, and every region call goes through the caller's
  * scope (region_scope.h).
  */
-#ifndef FRONTEND_ACCESS_H
-#define FRONTEND_ACCESS_H
+#ifndef SERVER_ACCESS_H
+#define SERVER_ACCESS_H
 
 #include <stddef.h>
 #include <sys/types.h>

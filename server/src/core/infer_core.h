@@ -26,8 +26,8 @@
  * the status to its code: grpc/convert.cc) and leaves the references already
  * taken in the request's refs, released by that same completion callback.
  */
-#ifndef FRONTEND_INFER_CORE_H
-#define FRONTEND_INFER_CORE_H
+#ifndef SERVER_INFER_CORE_H
+#define SERVER_INFER_CORE_H
 
 #include <stddef.h>
 #include <time.h>

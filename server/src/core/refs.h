@@ -7,8 +7,8 @@
  * the protocol's completion callback: libmicrohttpd's for HTTP, the gRPC
  * reactor's OnDone for gRPC).
  */
-#ifndef FRONTEND_REFS_H
-#define FRONTEND_REFS_H
+#ifndef SERVER_REFS_H
+#define SERVER_REFS_H
 
 #include <stddef.h>
 

@@ -10,10 +10,10 @@
  * one, registering its name included (no "already in manager" oracle).
  *
  * Without --tenants the scope is the whole registry, and these calls are
- * the plain ones (no tag), so the frontend behaves as before.
+ * the plain ones (no tag), so the server behaves as before.
  */
-#ifndef FRONTEND_REGION_SCOPE_H
-#define FRONTEND_REGION_SCOPE_H
+#ifndef SERVER_REGION_SCOPE_H
+#define SERVER_REGION_SCOPE_H
 
 #include <stddef.h>
 

@@ -5,8 +5,8 @@
  * without anyone asking. Requests still holding such a region keep it until
  * they finish (the busy policy); their copies already fail at once.
  */
-#ifndef FRONTEND_REMOTE_SWEEP_H
-#define FRONTEND_REMOTE_SWEEP_H
+#ifndef SERVER_REMOTE_SWEEP_H
+#define SERVER_REMOTE_SWEEP_H
 
 #include <shmreg/shmreg.h>
 

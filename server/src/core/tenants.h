@@ -10,8 +10,8 @@
  * with it stops the server at start-up with the file, the line and the
  * reason.
  */
-#ifndef FRONTEND_TENANTS_H
-#define FRONTEND_TENANTS_H
+#ifndef SERVER_TENANTS_H
+#define SERVER_TENANTS_H
 
 #include <stddef.h>
 

@@ -18,8 +18,8 @@
  * Counters are process-wide relaxed atomics: a scrape may see one request's
  * tensor count before its bytes, never a torn value.
  */
-#ifndef FRONTEND_TENSOR_PATHS_H
-#define FRONTEND_TENSOR_PATHS_H
+#ifndef SERVER_TENSOR_PATHS_H
+#define SERVER_TENSOR_PATHS_H
 
 #include <stddef.h>
 #include <stdint.h>

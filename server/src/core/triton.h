@@ -5,8 +5,8 @@
  * unregister's rule, and the server's metadata. Clients (tritonclient,
  * perf_analyzer, Triton's own tests) test for these, so they live once.
  */
-#ifndef FRONTEND_TRITON_H
-#define FRONTEND_TRITON_H
+#ifndef SERVER_TRITON_H
+#define SERVER_TRITON_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * gRPC statuses, the caller of a call, the models' JSON as protobuf, and a
  * tensor's shared-memory parameters.
  */
-#ifndef FRONTEND_GRPC_CONVERT_H
-#define FRONTEND_GRPC_CONVERT_H
+#ifndef SERVER_GRPC_CONVERT_H
+#define SERVER_GRPC_CONVERT_H
 
 #include <grpcpp/grpcpp.h>
 

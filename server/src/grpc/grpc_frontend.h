@@ -1,36 +1,51 @@
 /*
  * The KServe v2 gRPC service (inference.GRPCInferenceService, proto/
  * inference.proto) beside the HTTP server, in the same process and over the
- * same registry and models: service.cc (conversions in convert.cc), C++17, callable from main.c.
+ * same registry and models: service.cc (its ModelInfer calls in
+ * infer_call.cc, conversions in convert.cc), C++17, callable from main.c.
  *
  * Inference runs on the service's own worker threads, never on gRPC's, and
  * each call's region references are released from the call's OnDone, after
  * its response has been sent: the same rule as HTTP's completion callback.
  */
-#ifndef FRONTEND_GRPC_FRONTEND_H
-#define FRONTEND_GRPC_FRONTEND_H
+#ifndef SERVER_GRPC_FRONTEND_H
+#define SERVER_GRPC_FRONTEND_H
 
 #include <shmreg/shmreg.h>
 
 #include "common/byte_budget.h"
-#include "options.h"
+#include "core/access.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* What the gRPC service is told (main.c fills it from the flags). */
+typedef struct grpc_config {
+    const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
+    unsigned port;                   /* --grpc-port (not 0 here) */
+    unsigned threads;                /* --threads: inference workers at work at once */
+    unsigned spare_threads;          /* more for calls whose worker waits for a GPU run */
+    size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes */
+    unsigned drain_s;                /* --drain-s: how long the stop waits for calls */
+    unsigned request_timeout_s;      /* --request-timeout-s: an idle connection is closed */
+    unsigned max_client_connections; /* --max-client-connections: per IP address; 0: no limit */
+    int allow_client_shm;            /* --allow-client-shm: register/unregister allowed */
+    const access_options *access;    /* --allow-uid, --grpc-restricted-protocol, --tenants: outlives the service */
+} grpc_config;
+
 typedef struct grpc_frontend grpc_frontend;
 
-/* Listen on opts->host:opts->grpc_port (which must not be 0). Each
+/* Listen on cfg->host:cfg->port (which must not be 0). Each
  * ModelInfer message is charged to held (the bytes of gRPC requests the
  * server holds, --max-buffered-mb) until its call is done; one that does
  * not fit is answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
  * the port cannot be bound. */
-grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
                                    byte_budget *held);
 /* The port actually bound. */
 unsigned grpc_frontend_port(const grpc_frontend *g);
-/* Refuse new calls, let the calls in flight finish (up to opts->drain_s,
+/* Refuse new calls, let the calls in flight finish (up to cfg->drain_s,
  * then they are cancelled), wait until every call's references are
  * released, stop the threads and free g. NULL is a no-op. */
 void grpc_frontend_stop(grpc_frontend *g);

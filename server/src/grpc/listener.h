@@ -5,8 +5,8 @@
  * own listener has no hook for), and hands the others to the gRPC server
  * (grpc::AddInsecureChannelFromFd), which owns and closes them from then on.
  */
-#ifndef FRONTEND_GRPC_LISTENER_H
-#define FRONTEND_GRPC_LISTENER_H
+#ifndef SERVER_GRPC_LISTENER_H
+#define SERVER_GRPC_LISTENER_H
 
 #include <grpcpp/grpcpp.h>
 

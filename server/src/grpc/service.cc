@@ -3,14 +3,8 @@
  * the same models, the same inference path (infer_core.h) and the same
  * shared-memory calls as the HTTP endpoints.
  *
- * A call's life, for ModelInfer:
- *   ModelInfer (a gRPC thread)  -> an InferCall reactor, queued to a worker
- *   InferCall::run (a worker)   -> parse, acquire the regions the call names
- *                                  (refs_hold), run the model, build the
- *                                  response, Finish
- *   InferCall::OnDone (gRPC)    -> after the response has been sent, or the
- *                                  call failed or was cancelled: releases
- *                                  every reference the call took
+ * ModelInfer (a gRPC thread) makes an InferCall (infer_call.cc, whose
+ * header tells the rest of its life) and queues it to the service's workers.
  * The quick calls (health, metadata, config, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
@@ -42,17 +36,17 @@
 #include <string>
 #include <thread>
 
-#include "common/datatype.h"
 #include "common/worker_pool.h"
 #include "core/triton.h"
 #include "grpc/convert.h"
+#include "grpc/infer_call.h"
 #include "grpc/listener.h"
 
 namespace {
 
 using namespace grpc_service;
 
-/* sizeof(cudaIpcMemHandle_t); the frontend's build may have no CUDA headers. */
+/* sizeof(cudaIpcMemHandle_t); the server's build may have no CUDA headers. */
 constexpr size_t kCudaIpcHandleSize = 64;
 
 /* What scope_status returned, freed on every path. */
@@ -68,43 +62,12 @@ struct status_list {
 
 /* ----------------------------------------------------------------- service */
 
-class Service;
-
-/* One ModelInfer call. Owned by gRPC from ModelInfer's return until OnDone,
- * which deletes it. */
-class InferCall final : public grpc::ServerUnaryReactor {
-  public:
-    /* charged: the bytes of req taken from the service's budget, given
-     * back in OnDone. */
-    InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-              pb::ModelInferResponse *resp, size_t charged);
-    /* On a worker: everything up to Finish. After Finish the call belongs to
-     * gRPC again, so nothing here touches *this afterwards. */
-    void run();
-    /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
-    void cancel();
-    void OnDone() override;
-
-  private:
-    unsigned parse_inputs();
-    unsigned parse_outputs();
-    void build_response();
-
-    Service *service_;
-    const pb::ModelInferRequest *req_;
-    pb::ModelInferResponse *resp_;
-    refs held_{}; /* released in OnDone, after the response has been sent */
-    infer_ctx c_{};
-    struct timespec started_ {};
-    size_t charged_;
-};
-
-class Service final : public pb::GRPCInferenceService::CallbackService {
+class Service final : public pb::GRPCInferenceService::CallbackService, public CallOwner {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
      * (disowned, not destroyed) when the service goes. */
-    Service(shmreg_registry *reg, const frontend_options *opts, byte_budget *held)
-        : reg_(reg), opts_(opts), held_(held)
+    Service(shmreg_registry *reg, const grpc_config *cfg, byte_budget *held)
+        : reg_(reg), cfg_(*cfg), held_(held)
     {
     }
     ~Service() { reg_.disown(); }
@@ -113,7 +76,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
     bool start_workers()
     {
-        workers_ = worker_pool_start(opts_->threads, options_spare_threads(opts_), run_call, this);
+        workers_ = worker_pool_start(cfg_.threads, cfg_.spare_threads, run_call, this);
         return workers_ != nullptr;
     }
     /* Let calls run until deadline; then answer those still queued with
@@ -133,15 +96,16 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         done_.wait(lock, [this] { return calls_ == 0; });
     }
 
-    shmreg_registry *registry() const { return reg_.handle(); }
-    byte_budget *held() const { return held_; }
+    /* CallOwner: what each InferCall needs of the service (infer_call.h). */
+    shmreg_registry *registry() const override { return reg_.handle(); }
+    byte_budget *held() const override { return held_; }
 
-    void call_started()
+    void call_started() override
     {
         std::lock_guard<std::mutex> lock(mu_);
         calls_++;
     }
-    void call_done()
+    void call_done() override
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (--calls_ == 0)
@@ -245,7 +209,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
             return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
         }
         /* deleted by its OnDone, which gives the bytes back */
-        auto *call = new InferCall(this, caller_of(ctx, opts_->access).scope, req, resp, bytes);
+        auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, req, resp, bytes);
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -292,7 +256,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                                const pb::SystemSharedMemoryRegisterRequest *req,
                                pb::SystemSharedMemoryRegisterResponse *) override
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
         shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
@@ -305,7 +269,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                              const pb::CudaSharedMemoryRegisterRequest *req,
                              pb::CudaSharedMemoryRegisterResponse *) override
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
             return answer(ctx, refusal);
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
@@ -378,7 +342,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         grpc::Status st;
         if (refused(who, &st) || call == shm_call::status)
             return st;
-        if (!opts_->allow_client_shm)
+        if (!cfg_.allow_client_shm)
             return client_shm_disabled();
         char why[600];
         if (call == shm_call::register_ && !shm_name_is_valid(name.c_str(), why, sizeof why))
@@ -392,7 +356,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
                                      shmreg::kind kind, Fill fill)
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::status, name); !refusal.ok())
             return answer(ctx, refusal);
         status_list list;
@@ -413,7 +377,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
                                          shmreg_kind kind)
     {
-        caller who = caller_of(ctx, opts_->access);
+        caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::unregister, name); !refusal.ok())
             return answer(ctx, refusal);
         shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
@@ -422,194 +386,13 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
 
     shmreg::registry reg_;
-    const frontend_options *opts_;
+    const grpc_config cfg_;
     byte_budget *held_; /* main.c's */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
     unsigned calls_ = 0; /* InferCalls between construction and OnDone */
 };
-
-/* ------------------------------------------------------------- InferCall */
-
-InferCall::InferCall(Service *s, const region_scope &scope, const pb::ModelInferRequest *req,
-                     pb::ModelInferResponse *resp, size_t charged)
-    : service_(s), req_(req), resp_(resp), charged_(charged)
-{
-    c_.scope = scope;
-    service_->call_started();
-    clock_gettime(CLOCK_MONOTONIC, &started_);
-    c_.reg = s->registry();
-    c_.held = &held_;
-}
-
-void InferCall::cancel()
-{
-    /* Nothing was acquired yet: run() takes the references. */
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "the server is shutting down: the request was not started within the "
-                        "drain time"));
-}
-
-void InferCall::OnDone()
-{
-    /* The response has been sent (or the call failed or was cancelled):
-     * nothing reads or writes the call's regions any more. */
-    refs_release_all(&held_);
-    byte_budget_give(service_->held(), charged_); /* gRPC frees the request message now */
-    Service *s = service_;
-    delete this;
-    s->call_done();
-}
-
-unsigned InferCall::parse_inputs()
-{
-    infer_ctx *c = &c_;
-    const auto &req = *req_;
-    if (req.inputs_size() == 0)
-        return infer_fail(c, 400, "the request needs at least one input");
-    if (req.inputs_size() > INFER_MAX_INPUTS)
-        return infer_fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
-    int raw_used = 0;
-    for (int i = 0; i < req.inputs_size(); i++) {
-        const auto &in = req.inputs(i);
-        tensor *t = &c->in[i];
-        c->n_in =
-            static_cast<size_t>(i) + 1; /* counted first, so that a half-built one is freed too */
-        t->name = in.name().c_str();
-        t->datatype = in.datatype().c_str();
-        if (datatype_size(t->datatype) < 0)
-            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name,
-                              t->datatype);
-        if (in.shape_size() > TENSOR_MAX_DIMS)
-            return infer_fail(c, 400, "shape has %d dimensions; at most %d are supported",
-                              in.shape_size(), TENSOR_MAX_DIMS);
-        t->ndims = in.shape_size();
-        for (int d = 0; d < t->ndims; d++) {
-            if (in.shape(d) < 0)
-                return infer_fail(c, 400, "'shape' must be an array of non-negative integers");
-            t->shape[d] = in.shape(d);
-        }
-        shm_window w;
-        unsigned st = shm_window_from_params(c, in, &w);
-        if (st)
-            return st;
-        if (w.region) {
-            if (in.has_contents())
-                return infer_fail(c, 400,
-                                  "unexpected 'content' provided when using shared memory "
-                                  "for input tensor '%s' for model '%s'",
-                                  t->name, model_name(c->m));
-            /* the window's bounds first, then its size: Triton's order */
-            if ((st = infer_input_from_window(c, t, &w)) != 0 ||
-                (st = infer_check_input_size(c, t, w.byte_size)) != 0)
-                return st;
-            continue;
-        }
-        if (in.has_contents())
-            return infer_fail(c, 400,
-                              "input '%s': typed 'contents' are not supported by this "
-                              "server; send raw_input_contents or shared memory",
-                              t->name);
-        if (raw_used >= req.raw_input_contents_size())
-            return infer_fail(c, 400,
-                              "unable to find data for input tensor '%s' for model '%s' "
-                              "in request.",
-                              t->name, model_name(c->m));
-        const std::string &raw = req.raw_input_contents(raw_used++);
-        if ((st = infer_check_input_size(c, t, raw.size())) != 0)
-            return st;
-        /* The request message outlives the call's work (gRPC frees it after OnDone). */
-        t->data = const_cast<char *>(raw.data());
-        t->byte_size = raw.size();
-    }
-    if (raw_used != req.raw_input_contents_size())
-        return infer_fail(c, 400,
-                          "the request carries %d raw_input_contents but only %d inputs "
-                          "read from them",
-                          req.raw_input_contents_size(), raw_used);
-    return 0;
-}
-
-unsigned InferCall::parse_outputs()
-{
-    infer_ctx *c = &c_;
-    if (req_->outputs_size() == 0) { /* no list: every output, in raw_output_contents */
-        for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-            unsigned st = infer_place_output(c, i, PLACE_BINARY, nullptr);
-            if (st)
-                return st;
-        }
-        return 0;
-    }
-    for (const auto &o : req_->outputs()) {
-        int i = infer_output_index(c, o.name().c_str());
-        if (i < 0 || c->out_place[i] != PLACE_NONE)
-            return infer_fail(c, 400, "unexpected inference output '%s' for model '%s'",
-                              o.name().c_str(), model_name(c->m));
-        shm_window w;
-        unsigned st = shm_window_from_params(c, o, &w);
-        if (st)
-            return st;
-        if ((st = infer_place_output(c, static_cast<size_t>(i), w.region ? PLACE_SHM : PLACE_BINARY,
-                                     &w)) != 0)
-            return st;
-    }
-    return 0;
-}
-
-/* Every output requested, in the model's order, each with an entry in
- * raw_output_contents (empty for one in shared memory, whose bytes are in
- * the client's region), as Triton sends them: clients index the two lists
- * together. */
-void InferCall::build_response()
-{
-    infer_ctx *c = &c_;
-    resp_->set_model_name(model_name(c->m));
-    resp_->set_model_version("1");
-    if (!req_->id().empty())
-        resp_->set_id(req_->id());
-    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-        if (c->out_place[i] == PLACE_NONE)
-            continue;
-        const tensor &t = c->out[i];
-        auto *o = resp_->add_outputs();
-        o->set_name(t.name);
-        o->set_datatype(t.datatype);
-        for (int d = 0; d < t.ndims; d++)
-            o->add_shape(t.shape[d]);
-        std::string *raw = resp_->add_raw_output_contents();
-        if (c->out_place[i] == PLACE_BINARY)
-            raw->assign(static_cast<const char *>(t.data), t.byte_size);
-    }
-}
-
-void InferCall::run()
-{
-    infer_ctx *c = &c_;
-    c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
-    c->request_id = req_->id().c_str();
-    if (!c->m) {
-        Finish(unknown_model(req_->model_name(), req_->model_version()));
-        return;
-    }
-    /* A model that cannot run now is refused before anything is parsed or
-     * acquired. HTTP says 400, as Triton does for a model that is not ready;
-     * gRPC says UNAVAILABLE, Triton's code for inferring on one. */
-    if (unsigned st = infer_ready(c)) {
-        infer_finish(c, st, &started_);
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
-        return;
-    }
-    const tensor *ordered[INFER_MAX_INPUTS];
-    unsigned st;
-    if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
-        !(st = infer_compute(c, ordered)))
-        build_response();
-    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
-    infer_finish(c, st, &started_);
-    Finish(status); /* the last touch of *this: OnDone may run at once */
-}
 
 } // namespace
 
@@ -619,35 +402,35 @@ struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
     Listener listener; /* the port; hands each connection it admits to server */
-    const frontend_options *opts;
+    grpc_config cfg;
 };
 
-extern "C" grpc_frontend *grpc_frontend_start(const frontend_options *opts, shmreg_registry *reg,
+extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
                                               byte_budget *held)
 {
     auto g = std::make_unique<grpc_frontend>();
-    g->opts = opts;
-    if (!g->listener.listen_on(opts->host, opts->grpc_port))
+    g->cfg = *cfg;
+    if (!g->listener.listen_on(cfg->host, cfg->port))
         return nullptr;
-    g->service = std::make_unique<Service>(reg, opts, held);
+    g->service = std::make_unique<Service>(reg, cfg, held);
     if (!g->service->start_workers()) {
-        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", opts->threads);
+        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", cfg->threads);
         return nullptr;
     }
     grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
     builder.RegisterService(g->service.get());
     /* The same limit as an HTTP body; responses are as large as the outputs. */
-    builder.SetMaxReceiveMessageSize(opts->max_body > INT32_MAX ? INT32_MAX
-                                                                : static_cast<int>(opts->max_body));
+    builder.SetMaxReceiveMessageSize(cfg->max_body > INT32_MAX ? INT32_MAX
+                                                               : static_cast<int>(cfg->max_body));
     builder.SetMaxSendMessageSize(INT32_MAX);
     /* --request-timeout-s, as HTTP closes an idle connection: a connection
      * with no call for that long is sent GOAWAY and closed (a client's
      * channel reconnects on its next call). */
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               static_cast<int>(opts->request_timeout_s * 1000));
+                               static_cast<int>(cfg->request_timeout_s * 1000));
     g->server = builder.BuildAndStart();
-    if (!g->server || !g->listener.start(g->server.get(), opts->max_client_connections)) {
-        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", opts->host, opts->grpc_port);
+    if (!g->server || !g->listener.start(g->server.get(), cfg->max_client_connections)) {
+        std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", cfg->host, cfg->port);
         if (g->server)
             g->server->Shutdown();
         g->service->stop_workers(std::chrono::system_clock::now());
@@ -670,7 +453,7 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run. */
     g->listener.stop(); /* no new connection */
-    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->opts->drain_s);
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
     std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
     g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
     refuse.join();

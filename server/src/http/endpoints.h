@@ -1,6 +1,6 @@
 /* Handlers of every route but infer (which has infer.h). */
-#ifndef FRONTEND_ENDPOINTS_H
-#define FRONTEND_ENDPOINTS_H
+#ifndef SERVER_ENDPOINTS_H
+#define SERVER_ENDPOINTS_H
 
 #include <shmreg/shmreg.h>
 

@@ -32,7 +32,7 @@
 /* Only the parser read above: another version may lay the block out
  * otherwise (newer ones rewrote the parser), and a wrong layout would refuse
  * good requests. On another version the check passes everything, and
- * server/tests/test_bounds_every_protocol.py shows whether that version lets
+ * server/tests/core/test_bounds_every_protocol.py shows whether that version lets
  * a NUL through. */
 #if MHD_VERSION == 0x00097500
 

@@ -10,8 +10,8 @@
  * 5.2 lets a server answer obs-fold with 400: both are refused here, by
  * checking the bytes around each header in the block it was parsed in.
  */
-#ifndef FRONTEND_HEADER_BLOCK_H
-#define FRONTEND_HEADER_BLOCK_H
+#ifndef SERVER_HEADER_BLOCK_H
+#define SERVER_HEADER_BLOCK_H
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
 /* POST v2/models/{m}/infer: parse, acquire the named regions, run, reply. */
-#ifndef FRONTEND_INFER_H
-#define FRONTEND_INFER_H
+#ifndef SERVER_INFER_H
+#define SERVER_INFER_H
 
 #include <shmreg/shmreg.h>
 

@@ -1,7 +1,7 @@
 /* GET /metrics: the registry's counters and the models' statistics in the
  * Prometheus text exposition format (version 0.0.4). */
-#ifndef FRONTEND_METRICS_H
-#define FRONTEND_METRICS_H
+#ifndef SERVER_METRICS_H
+#define SERVER_METRICS_H
 
 #include <shmreg/shmreg.h>
 

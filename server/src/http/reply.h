@@ -1,6 +1,6 @@
 /* What a handler answers: a status and a body, built here and sent by server.c. */
-#ifndef FRONTEND_REPLY_H
-#define FRONTEND_REPLY_H
+#ifndef SERVER_REPLY_H
+#define SERVER_REPLY_H
 
 #include <stddef.h>
 

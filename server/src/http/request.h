@@ -9,8 +9,8 @@
  * callback). Between the two, the mapping cannot go away, whatever unregister
  * does meanwhile.
  */
-#ifndef FRONTEND_REQUEST_H
-#define FRONTEND_REQUEST_H
+#ifndef SERVER_REQUEST_H
+#define SERVER_REQUEST_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* URL -> endpoint: the KServe v2 routes and Triton's shared-memory extension. */
-#ifndef FRONTEND_ROUTER_H
-#define FRONTEND_ROUTER_H
+#ifndef SERVER_ROUTER_H
+#define SERVER_ROUTER_H
 
 #include <shmreg/shmreg.h>
 

@@ -43,9 +43,9 @@ static int refuse_shm(const request *rq, reply *out)
 
 /* The request's caller, from its headers (they are complete on the first
  * call of access_handler; a worker must not read them later). */
-static void read_caller(const frontend_server *s, struct MHD_Connection *conn, request *rq)
+static void read_caller(const http_server *s, struct MHD_Connection *conn, request *rq)
 {
-    const access_options *a = &s->opts->access;
+    const access_options *a = s->cfg.access;
     /* With their lengths, NULs included: a value cut at a NUL by strlen
      * would let "Bearer <token>\0junk" pass as the token. libmicrohttpd
      * 0.9.75 cuts them all the same; refuse_header_block answers those. */
@@ -62,7 +62,7 @@ static void read_caller(const frontend_server *s, struct MHD_Connection *conn, r
     access_caller(a, &a->http, value, value ? value_len : 0, auth, auth ? auth_len : 0, &rq->who);
 }
 
-static void dispatch(frontend_server *s, request *rq, reply *out)
+static void dispatch(http_server *s, request *rq, reply *out)
 {
     switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
@@ -72,7 +72,7 @@ static void dispatch(frontend_server *s, request *rq, reply *out)
     case ROUTE_SHM_REGISTER:
     case ROUTE_SHM_UNREGISTER:
         if (!refuse_shm(rq, out))
-            shm_endpoints_handle(s->registry, s->opts->allow_client_shm, rq, &rq->rt, out);
+            shm_endpoints_handle(s->registry, s->cfg.allow_client_shm, rq, &rq->rt, out);
         break;
     default: model_endpoints_handle(&rq->rt, out); break;
     }
@@ -91,12 +91,12 @@ static void reply_too_large(reply *out, const request *rq, size_t max_body)
 
 /* Answer what can be answered at once into out and return 0; return 1 for
  * an inference, which goes to a worker. */
-static int triage(frontend_server *s, request *rq, reply *out)
+static int triage(http_server *s, request *rq, reply *out)
 {
     if (atomic_load(&s->draining)) {
         reply_error(out, 503, "the server is shutting down");
     } else if (rq->body_too_large) {
-        reply_too_large(out, rq, s->opts->max_body);
+        reply_too_large(out, rq, s->cfg.max_body);
     } else if (rq->over_budget) {
         reply_error(out, 503, "the server holds %zu bytes of request bodies already "
                               "(--max-buffered-mb); retry later", byte_budget_cap(s->bodies));
@@ -120,7 +120,7 @@ static int triage(frontend_server *s, request *rq, reply *out)
  * libmicrohttpd calls access_handler again to queue the answer. */
 static void run_suspended(void *ctx, void *item)
 {
-    frontend_server *s = ctx;
+    http_server *s = ctx;
     request *rq = item;
     dispatch(s, rq, &rq->answer);
     rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
@@ -186,16 +186,16 @@ static int64_t header_number(struct MHD_Connection *conn, const char *name)
  * sends the body: a body that would be refused is refused now, instead of
  * asking for it (and reading it all to refuse it after). 1 with out set, or
  * 0: go on. A length that is absent or malformed is left to the body's end. */
-static int refuse_before_body(frontend_server *s, struct MHD_Connection *conn, const request *rq,
+static int refuse_before_body(http_server *s, struct MHD_Connection *conn, const request *rq,
                               reply *out)
 {
     const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
     int64_t len = rq->content_length;
     if (!expect || strcasecmp(expect, "100-continue") != 0 || len < 0)
         return 0;
-    if ((uint64_t)len > s->opts->max_body) {
+    if ((uint64_t)len > s->cfg.max_body) {
         reply_error(out, 413, "request body of %lld bytes is larger than %zu bytes", (long long)len,
-                    s->opts->max_body);
+                    s->cfg.max_body);
         return 1;
     }
     if (!byte_budget_fits(s->bodies, (size_t)len)) {
@@ -223,7 +223,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls)
 {
-    frontend_server *s = cls;
+    http_server *s = cls;
     request *rq = *con_cls;
     if (!rq) { /* headers are in: set up, body follows */
         rq = request_new(method, url, s->bodies);
@@ -241,7 +241,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (request_append(rq, upload_data, *upload_data_size, s->opts->max_body) != 0)
+        if (request_append(rq, upload_data, *upload_data_size, s->cfg.max_body) != 0)
             return MHD_NO; /* out of memory: drop the connection; completion still runs */
         *upload_data_size = 0;
         return MHD_YES;
@@ -276,11 +276,11 @@ static double ms_since(const struct timespec *t0)
 static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
-    frontend_server *s = cls;
+    http_server *s = cls;
     request *rq = *con_cls;
     if (!rq)
         return;
-    if (s->opts->verbose)
+    if (s->cfg.verbose)
         fprintf(stderr, "%s %s %u %.3f ms%s\n", rq->method, rq->log_url, rq->status, ms_since(&rq->started),
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     int dispatched = rq->dispatched;
@@ -311,21 +311,21 @@ static int bind_address(const char *host, unsigned port, struct sockaddr_storage
     return -1;
 }
 
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
-                 byte_budget *bodies)
+int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *reg,
+                      byte_budget *bodies)
 {
-    *s = (frontend_server){.registry = reg, .opts = opts, .bodies = bodies};
+    *s = (http_server){.registry = reg, .cfg = *cfg, .bodies = bodies};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (bind_address(opts->host, opts->port, &addr, &flags) != 0)
+    if (bind_address(cfg->host, cfg->port, &addr, &flags) != 0)
         return -1;
-    s->workers = worker_pool_start(opts->threads, options_spare_threads(opts), run_suspended, s);
+    s->workers = worker_pool_start(cfg->threads, cfg->spare_threads, run_suspended, s);
     if (!s->workers) {
-        fprintf(stderr, "error: cannot start %u worker threads\n", opts->threads);
+        fprintf(stderr, "error: cannot start %u worker threads\n", cfg->threads);
         return -1;
     }
     /* One HTTP thread moves bytes and answers the quick endpoints; the
@@ -333,40 +333,40 @@ int server_start(frontend_server *s, const frontend_options *opts, shmreg_regist
      * so that one client's idle half-open requests cannot take every
      * connection libmicrohttpd allows, and in time, so that stalled ones go
      * (a suspended connection, whose request a worker runs, is not idle). */
-    s->daemon = MHD_start_daemon(flags, (uint16_t)opts->port, NULL, NULL, access_handler, s,
+    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, access_handler, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, opts->request_timeout_s,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_client_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_timeout_s,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_client_connections,
                                  MHD_OPTION_END);
     if (!s->daemon) {
-        fprintf(stderr, "error: cannot listen on %s:%u\n", opts->host, opts->port);
+        fprintf(stderr, "error: cannot listen on %s:%u\n", cfg->host, cfg->port);
         worker_pool_stop(s->workers, NULL);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : opts->port;
+    s->port = info ? info->port : cfg->port;
     return 0;
 }
 
 /* Wait until no request is in flight, or for at most ms milliseconds. */
-static void wait_in_flight(frontend_server *s, unsigned ms)
+static void wait_in_flight(http_server *s, unsigned ms)
 {
     struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
     for (unsigned waited = 0; atomic_load(&s->in_flight) > 0 && waited < ms / 10; waited++)
         nanosleep(&tick, NULL);
 }
 
-void server_stop(frontend_server *s)
+void http_server_stop(http_server *s)
 {
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);
     /* Requests already queued or running finish and send their responses;
      * requests arriving on kept-alive connections get 503 meanwhile. */
-    wait_in_flight(s, s->opts->drain_s * 1000);
+    wait_in_flight(s, s->cfg.drain_s * 1000);
     if (atomic_load(&s->in_flight) > 0) {
         fprintf(stderr, "shutdown: %u requests still in flight after %u s; stopping them\n",
-                atomic_load(&s->in_flight), s->opts->drain_s);
+                atomic_load(&s->in_flight), s->cfg.drain_s);
         models_cut_delays(); /* the running ones answer 503 soon */
     }
     /* Queued requests are answered 503 and resumed, workers finish what they

@@ -1,21 +1,36 @@
 /* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
-#ifndef FRONTEND_SERVER_H
-#define FRONTEND_SERVER_H
+#ifndef SERVER_SERVER_H
+#define SERVER_SERVER_H
 
 #include <stdatomic.h>
 
 #include <shmreg/shmreg.h>
 
 #include "common/byte_budget.h"
-#include "options.h"
+#include "core/access.h"
 #include "http/request.h"
 #include "common/worker_pool.h"
 
-typedef struct frontend_server {
+/* What the HTTP server is told (main.c fills it from the flags). */
+typedef struct http_config {
+    const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
+    unsigned port;                   /* --port; 0: any free port */
+    unsigned threads;                /* --threads: inference workers at work at once */
+    unsigned spare_threads;          /* more for requests whose worker waits for a GPU run */
+    size_t max_body;                 /* --max-body-mb: largest request body, bytes */
+    unsigned drain_s;                /* --drain-s: how long the stop waits for requests */
+    unsigned request_timeout_s;      /* --request-timeout-s: an idle connection is closed */
+    unsigned max_client_connections; /* --max-client-connections: per IP address; 0: no limit */
+    int allow_client_shm;            /* --allow-client-shm: register/unregister allowed */
+    int verbose;                     /* -v: one log line per request */
+    const access_options *access;    /* --allow-uid, --http-restricted-api, --tenants: outlives the server */
+} http_config;
+
+typedef struct http_server {
     struct MHD_Daemon *daemon;
     worker_pool *workers;   /* runs inference off the HTTP thread */
     shmreg_registry *registry;
-    const frontend_options *opts;
+    http_config cfg;
     /* Requests whose body is in, until their completion: what the drain
      * waits for. An upload still arriving is not waited for: it would be
      * answered 503 anyway. */
@@ -23,15 +38,15 @@ typedef struct frontend_server {
     byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
-} frontend_server;
+} http_server;
 
 /* Start listening; 0 on success, -1 with a message on stderr. */
-int server_start(frontend_server *s, const frontend_options *opts, shmreg_registry *reg,
-                 byte_budget *bodies);
-/* Stop accepting, let in-flight requests finish (up to opts->drain_s), then
+int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *reg,
+                      byte_budget *bodies);
+/* Stop accepting, let in-flight requests finish (up to cfg->drain_s), then
  * answer 503 to those still queued, cut the running ones short (a slow
  * model's delay) and stop every thread. Every request's references are
  * released when this returns. */
-void server_stop(frontend_server *s);
+void http_server_stop(http_server *s);
 
 #endif

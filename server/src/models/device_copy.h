@@ -12,8 +12,8 @@
  * reached, every call answers 501 with the reason; nothing crashes. The
  * calling thread's current device is the same after a call as before it.
  */
-#ifndef FRONTEND_DEVICE_COPY_H
-#define FRONTEND_DEVICE_COPY_H
+#ifndef SERVER_DEVICE_COPY_H
+#define SERVER_DEVICE_COPY_H
 
 #include <stddef.h>
 

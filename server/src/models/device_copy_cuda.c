@@ -1,6 +1,6 @@
 /*
  * device_copy.h with the CUDA runtime, linked statically (CUDA::cudart_static)
- * so that the frontend starts on a machine with no libcudart and no driver:
+ * so that the server starts on a machine with no libcudart and no driver:
  * cudart loads the driver itself on first use, and only a request that names
  * a CUDA region ever gets that far.
  *

@@ -1,4 +1,4 @@
-/* device_copy.h for a frontend built without CUDA (FRONTEND_WITH_CUDA OFF, or
+/* device_copy.h for a server built without CUDA (FRONTEND_WITH_CUDA OFF, or
  * AUTO without a toolkit): a tensor in a CUDA region is a clean 501. */
 #include "models/device_copy.h"
 

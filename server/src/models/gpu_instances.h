@@ -36,11 +36,12 @@
  * (worker_pool.h): the next request's CPU work goes on, and the stream
  * always has the next batch queued behind the current one.
  *
- * gpu_instances_cuda.c is the implementation; gpu_instances_none.c, in a build
+ * gpu_*_cuda.c are the implementation (gpu_instance_cuda.h says which file
+ * holds what); gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.
  */
-#ifndef FRONTEND_GPU_INSTANCES_H
-#define FRONTEND_GPU_INSTANCES_H
+#ifndef SERVER_GPU_INSTANCES_H
+#define SERVER_GPU_INSTANCES_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* gpu_instances.h for a frontend built without CUDA: the GPU model is listed
+/* gpu_instances.h for a server built without CUDA: the GPU model is listed
  * and says why it cannot run. */
 #include "models/gpu_instances.h"
 

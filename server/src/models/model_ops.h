@@ -4,8 +4,8 @@
  * phases Triton's statistics extension reports (queue, compute input, infer,
  * output). models.c calls these where a model has them.
  */
-#ifndef FRONTEND_MODEL_OPS_H
-#define FRONTEND_MODEL_OPS_H
+#ifndef SERVER_MODEL_OPS_H
+#define SERVER_MODEL_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
  *     output0[r][a] = half( sum over t, in order, of  w(r,t) * images[c][y][x] )
  * with w(r,t) = ((7r + 13t) mod 17 - 8) / 64, every product and every partial
  * sum rounded to float32 (no fused multiply-add), the sum rounded to FP16 at
- * the end (round to nearest even). server/tests/yolo_reference.py computes
+ * the end (round to nearest even). server/tests/support/yolo_reference.py computes
  * the same in numpy; server/tests/gpu/test_gpu_model.py compares the model
  * with it bit for bit on a GPU, test_yolo_kernel_on_cpu.py the kernel's
  * source run on a CPU.
@@ -20,8 +20,8 @@
  * The anchors are ordered stride 8 first, then 16, then 32, each row-major
  * over its grid.
  */
-#ifndef FRONTEND_MODEL_YOLO_H
-#define FRONTEND_MODEL_YOLO_H
+#ifndef SERVER_MODEL_YOLO_H
+#define SERVER_MODEL_YOLO_H
 
 #include "models/model_ops.h"
 

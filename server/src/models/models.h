@@ -8,8 +8,8 @@
  *                   kernel on the GPU instances of --gpus (model_yolo.h);
  *                   unavailable without CUDA or a device
  */
-#ifndef FRONTEND_MODELS_H
-#define FRONTEND_MODELS_H
+#ifndef SERVER_MODELS_H
+#define SERVER_MODELS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
 #define ROWS_PER_THREAD 4
 #define THREADS 128
 #define MAX_WINDOW 64 /* --yolo-window's largest */
-/* tests/yolo_kernel_host runs this file on a CPU with a launch of
+/* tests/support/yolo_kernel_host runs this file on a CPU with a launch of
  * its own, to check the kernel against the tests' numpy reference in CI. */
 #ifndef YOLO_LAUNCH
 #define YOLO_LAUNCH(grid, threads, stream) yolo_kernel<<<grid, threads, 0, stream>>>

@@ -1,6 +1,6 @@
-/* The yolo model's kernel (yolo_kernel.cu), launched by gpu_instances_cuda.c. */
-#ifndef FRONTEND_YOLO_KERNEL_H
-#define FRONTEND_YOLO_KERNEL_H
+/* The yolo model's kernel (yolo_kernel.cu), launched by gpu_batching_cuda.c. */
+#ifndef SERVER_YOLO_KERNEL_H
+#define SERVER_YOLO_KERNEL_H
 
 #include <cuda_runtime_api.h>
 

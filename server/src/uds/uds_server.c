@@ -58,7 +58,7 @@ struct slot {
 
 struct uds_server {
     shmreg_registry *reg;
-    const frontend_options *opts;
+    uds_config cfg;
     int listen_fd;
     int wake_fd; /* eventfd: uds_server_stop wakes the poll loop */
     struct stat sock_st; /* the socket file we made, so stop removes only that */
@@ -67,7 +67,7 @@ struct uds_server {
     unsigned uids;                  /* uids --allow-uid accepts; 0: any */
     size_t uid_regions, uid_mapped; /* each uid's share of the limits; 0: none */
     bool accept_paused;             /* out of descriptors: skip accepting for a while */
-    struct slot *slots;             /* opts->uds_max_connections */
+    struct slot *slots;             /* cfg.max_connections */
     struct pollfd *pfds;            /* wake, listen, then open slots */
     size_t *pfd_slot;               /* pfds[i + 2] belongs to slots[pfd_slot[i]] */
 };
@@ -95,7 +95,7 @@ __attribute__((format(printf, 3, 4))) static int answer(int fd, shmreg_err code,
 static shmreg_err uid_usage(const uds_server *u, uid_t uid, shmreg_tag_stats *sum)
 {
     memset(sum, 0, sizeof *sum);
-    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+    for (unsigned i = 0; i < u->cfg.max_connections; i++) {
         const struct slot *s = &u->slots[i];
         shmreg_tag_stats one;
         if (s->state == SLOT_FREE || s->uid != uid)
@@ -151,10 +151,10 @@ static shmreg_err check_room(const uds_server *u, const struct slot *s, size_t b
         snprintf(why, why_len, "%s", shmreg_last_error());
         return e;
     }
-    if (own.regions >= u->opts->uds_max_regions) {
+    if (own.regions >= u->cfg.max_regions) {
         snprintf(why, why_len, "this connection already holds %zu regions, the limit per connection "
                                "(--uds-max-regions %u); unregister one or use another connection",
-                 own.regions, u->opts->uds_max_regions);
+                 own.regions, u->cfg.max_regions);
         return SHMREG_ERR_NO_MEMORY;
     }
     return check_uid_share(u, s, byte_size, why, why_len);
@@ -216,7 +216,7 @@ static int serve_request(const uds_server *u, const struct slot *s)
     char why[SHMREG_REGION_ANSWER_MAX];
     e = register_window(u, s, &rq, why, sizeof why);
     close(rq.fd); /* the registry maps what it needs and keeps no descriptor */
-    if (u->opts->verbose)
+    if (u->cfg.verbose)
         fprintf(stderr, "uds %s: %s %s\n", s->tag, shmreg_err_name(e), why);
     return answer(s->fd, e, "%s", why);
 }
@@ -242,14 +242,14 @@ static void close_connection(uds_server *u, struct slot *s)
 {
     close(s->fd);
     s->fd = -1;
-    if (u->opts->verbose)
+    if (u->cfg.verbose)
         fprintf(stderr, "uds %s: closed\n", s->tag);
     s->state = release_regions(u, s) ? SLOT_FREE : SLOT_DRAINING;
 }
 
 static struct slot *free_slot(uds_server *u)
 {
-    for (unsigned i = 0; i < u->opts->uds_max_connections; i++)
+    for (unsigned i = 0; i < u->cfg.max_connections; i++)
         if (u->slots[i].state == SLOT_FREE)
             return &u->slots[i];
     return NULL;
@@ -269,7 +269,7 @@ static void open_connection(uds_server *u, struct slot *s, int fd)
     s->uid = cred.uid;
     s->fd = fd;
     s->state = SLOT_OPEN;
-    if (u->opts->verbose)
+    if (u->cfg.verbose)
         fprintf(stderr, "uds %s: connected\n", s->tag);
 }
 
@@ -287,7 +287,7 @@ static void accept_connections(uds_server *u)
         struct ucred cred;
         socklen_t cred_len = sizeof cred;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
-            !access_uid_allowed(&u->opts->access, cred.uid)) {
+            !access_uid_allowed(u->cfg.access, cred.uid)) {
             /* The socket file's mode says who may connect; --allow-uid says
              * whose memory the server maps, and a memfd's owner is its sender. */
             (void)answer(fd, SHMREG_ERR_INVALID_ARG,
@@ -301,8 +301,8 @@ static void accept_connections(uds_server *u)
             continue;
         }
         (void)answer(fd, SHMREG_ERR_NO_MEMORY, "too many connections to %s (--uds-max-connections %u); "
-                                               "try again later", u->opts->uds_path,
-                     u->opts->uds_max_connections);
+                                               "try again later", u->cfg.path,
+                     u->cfg.max_connections);
         close(fd);
     }
 }
@@ -330,7 +330,7 @@ static nfds_t gather(uds_server *u, bool *draining)
     u->pfds[0] = (struct pollfd){.fd = u->wake_fd, .events = POLLIN};
     u->pfds[1] = (struct pollfd){.fd = u->listen_fd, .events = u->accept_paused ? 0 : POLLIN};
     *draining = false;
-    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+    for (unsigned i = 0; i < u->cfg.max_connections; i++) {
         struct slot *s = &u->slots[i];
         *draining |= s->state == SLOT_DRAINING;
         if (s->state != SLOT_OPEN)
@@ -343,7 +343,7 @@ static nfds_t gather(uds_server *u, bool *draining)
 
 static void retry_draining(uds_server *u)
 {
-    for (unsigned i = 0; i < u->opts->uds_max_connections; i++) {
+    for (unsigned i = 0; i < u->cfg.max_connections; i++) {
         struct slot *s = &u->slots[i];
         if (s->state == SLOT_DRAINING && release_regions(u, s))
             s->state = SLOT_FREE;
@@ -425,13 +425,13 @@ static int clear_stale_socket(const char *path, const struct sockaddr_un *addr)
  * attacker swapped in). No other thread creates files while this runs. */
 static int bind_socket(uds_server *u, const struct sockaddr_un *addr)
 {
-    const char *path = u->opts->uds_path;
+    const char *path = u->cfg.path;
     u->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (u->listen_fd < 0) {
         perror("error: --uds: socket");
         return -1;
     }
-    mode_t old = umask(0777 & ~(mode_t)u->opts->uds_mode);
+    mode_t old = umask(0777 & ~(mode_t)u->cfg.mode);
     int rc = bind(u->listen_fd, (const struct sockaddr *)addr, sizeof *addr);
     int why = errno;
     umask(old);
@@ -451,8 +451,8 @@ static int bind_socket(uds_server *u, const struct sockaddr_un *addr)
 static void remove_socket_file(const uds_server *u)
 {
     struct stat st;
-    if (lstat(u->opts->uds_path, &st) == 0 && st.st_dev == u->sock_st.st_dev && st.st_ino == u->sock_st.st_ino)
-        unlink(u->opts->uds_path);
+    if (lstat(u->cfg.path, &st) == 0 && st.st_dev == u->sock_st.st_dev && st.st_ino == u->sock_st.st_ino)
+        unlink(u->cfg.path);
 }
 
 static void destroy(uds_server *u)
@@ -467,28 +467,28 @@ static void destroy(uds_server *u)
     free(u);
 }
 
-uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg)
+uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg)
 {
     struct sockaddr_un addr;
-    if (path_address(opts->uds_path, &addr) != 0 || clear_stale_socket(opts->uds_path, &addr) != 0)
+    if (path_address(cfg->path, &addr) != 0 || clear_stale_socket(cfg->path, &addr) != 0)
         return NULL;
     uds_server *u = calloc(1, sizeof *u);
     if (!u) {
         fprintf(stderr, "error: --uds: out of memory\n");
         return NULL;
     }
-    *u = (uds_server){.reg = reg, .opts = opts, .listen_fd = -1, .wake_fd = -1};
+    *u = (uds_server){.reg = reg, .cfg = *cfg, .listen_fd = -1, .wake_fd = -1};
     /* Each uid's share: the limits divided among the uids --allow-uid
      * accepts. One uid (the default, the server's own) has them whole: the
      * registry's own limits are its share. "any" names no number of uids
      * to divide among: no share then (docs/security.md). */
-    const access_options *a = &opts->access;
+    const access_options *a = cfg->access;
     u->uids = a->any_uid ? 0 : a->n_allow_uids ? (unsigned)a->n_allow_uids : 1;
     if (u->uids > 1) {
         u->uid_regions = a->max_regions / u->uids;
         u->uid_mapped = a->max_mapped_bytes / u->uids;
     }
-    size_t cap = opts->uds_max_connections;
+    size_t cap = cfg->max_connections;
     u->slots = calloc(cap, sizeof *u->slots);
     u->pfds = calloc(cap + 2, sizeof *u->pfds);
     u->pfd_slot = calloc(cap, sizeof *u->pfd_slot);
@@ -522,7 +522,7 @@ void uds_server_stop(uds_server *u)
     remove_socket_file(u);
     /* Draining slots are left to registry_destroy, which unregisters every
      * region whatever the policy once requests are done. */
-    for (unsigned i = 0; i < u->opts->uds_max_connections; i++)
+    for (unsigned i = 0; i < u->cfg.max_connections; i++)
         if (u->slots[i].state == SLOT_OPEN)
             close_connection(u, &u->slots[i]);
     destroy(u);

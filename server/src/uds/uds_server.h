@@ -8,19 +8,29 @@
  * died) every region of its tag is unregistered under the registry's busy
  * policy: requests still using one finish first. HTTP and gRPC inference
  * then name the regions as usual. */
-#ifndef FRONTEND_UDS_SERVER_H
-#define FRONTEND_UDS_SERVER_H
+#ifndef SERVER_UDS_SERVER_H
+#define SERVER_UDS_SERVER_H
 
 #include <shmreg/shmreg.h>
 
-#include "options.h"
+#include "core/access.h"
+
+/* What the Unix-socket server is told (main.c fills it from the flags). */
+typedef struct uds_config {
+    const char *path;             /* --uds: the socket file */
+    unsigned mode;                /* --uds-mode: the socket file's permission bits */
+    unsigned max_connections;     /* --uds-max-connections: open at once */
+    unsigned max_regions;         /* --uds-max-regions: registered per connection */
+    int verbose;                  /* -v: a log line per connection and region */
+    const access_options *access; /* --allow-uid and the limits: outlives the server */
+} uds_config;
 
 typedef struct uds_server uds_server;
 
-/* Create the socket at opts->uds_path (refusing to replace anything but a
- * stale socket) with mode opts->uds_mode, and serve it on a thread of its
+/* Create the socket at cfg->path (refusing to replace anything but a
+ * stale socket) with mode cfg->mode, and serve it on a thread of its
  * own. NULL after a message on stderr. */
-uds_server *uds_server_start(const frontend_options *opts, shmreg_registry *reg);
+uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg);
 
 /* Stop serving: close every connection (unregistering its regions) and
  * remove the socket file. NULL is a no-op. */

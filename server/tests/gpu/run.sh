@@ -64,7 +64,7 @@ if ! unpack_carried "$BUILD/debs" libmicrohttpd json-c >>"$LOG" 2>&1 || ! build 
   exit 1
 fi
 grep -E "shmreg: CUDA backends|device copy for CUDA regions|GPU model 'yolo'" "$LOG"
-BIN=$BUILD/app/shmreg-v2-frontend
+BIN=$BUILD/app/shmreg-server
 # A library the loader cannot find would make every test fail at start-up;
 # say which one here instead.
 if ldd "$BIN" | grep -q "not found"; then

@@ -27,14 +27,14 @@ if [ ! -x "$SITE/perf_analyzer/bin/perf_analyzer" ] && [ -z "${PERF_ANALYZER:-}"
   echo "=== seed-benchmark: installing the carried wheels into $SITE"
   install_carried_wheels "$SITE" || echo "=== seed-benchmark: no wheels: the bench needs PERF_ANALYZER"
 fi
-if [ ! -x "$BUILD/app/shmreg-v2-frontend" ]; then
+if [ ! -x "$BUILD/app/shmreg-server" ]; then
   echo "=== seed-benchmark summary: no frontend built in $BUILD: run server/tests/gpu/run.sh"
   exit 1
 fi
 # The carried libraries for the frontend, as for the tests.
 export LD_LIBRARY_PATH=$BUILD/debs/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "=== seed-benchmark: server/bench/gpu/seed_benchmark.py (BENCH_QUICK=${BENCH_QUICK:-0})"
-FRONTEND_BIN=$BUILD/app/shmreg-v2-frontend PYTHONDONTWRITEBYTECODE=1 \
+FRONTEND_BIN=$BUILD/app/shmreg-server PYTHONDONTWRITEBYTECODE=1 \
   timeout "${SEED_BENCH_TIMEOUT_S:-420}" python3 server/bench/gpu/seed_benchmark.py
 rc=$?
 echo "=== seed-benchmark summary: rc=$rc (CSV: $OUT/seed-benchmark.csv; draw it with" \

@@ -21,8 +21,8 @@ from multiprocessing import shared_memory
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from frontend_process import Frontend, leftover_report  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from server_process import Frontend, leftover_report  # noqa: E402
 
 cp = pytest.importorskip("cupy", reason="CuPy is not installed")
 
@@ -252,7 +252,7 @@ def test_cuda_output_too_small_is_400_and_released(server, cuda_region):
 def test_cuda_region_named_under_the_system_endpoints_is_404(server, cuda_region):
     """The other kind: one library call answers it (SHMREG_ERR_WRONG_KIND),
     with the library's message saying which kind the name is; the region
-    stays registered. server/tests/test_protocol.py checks the reverse."""
+    stays registered. server/tests/http/test_protocol.py checks the reverse."""
     region = cuda_region("kind", 64)
     expected = (f"The region named '{region.name}' is registered as CUDA shared memory, "
                 "not system shared memory")

@@ -1,7 +1,7 @@
 """The GPU model 'yolo' on a GPU machine: its output against a CPU reference.
 
 server/src/models/model_yolo.h defines what the model computes;
-server/tests/yolo_reference.py computes the same in numpy, float32 products
+server/tests/support/yolo_reference.py computes the same in numpy, float32 products
 and sums in the kernel's order and one rounding to float16 at the end, so the
 comparison is bit for bit. Inputs and outputs go through every path of
 gpu_instances.h: a pinned system region, a system region registered unpinned
@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 sys.path.insert(0, HERE)
-from frontend_process import Frontend, leftover_report  # noqa: E402
+from server_process import Frontend, leftover_report  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 sys.path.insert(0, HERE)
 from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, random_images, reference  # noqa: E402

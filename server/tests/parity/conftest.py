@@ -9,9 +9,9 @@ import uuid
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 
-from frontend_process import binary, leftover_report  # noqa: E402
+from server_process import binary, leftover_report  # noqa: E402
 from grpc_support import start_with_grpc  # noqa: E402
 from triton_process import Triton  # noqa: E402
 
@@ -26,7 +26,7 @@ MAX_BODY_MB = 1
 
 def frontend_args():
     """The example's options: a 1 MiB body limit. Client shared memory is
-    allowed by frontend_process.Frontend, as for every test server (Triton
+    allowed by server_process.Frontend, as for every test server (Triton
     2.51 has no switch for it and always allows it)."""
     return ["--max-body-mb", str(MAX_BODY_MB)]
 

@@ -9,7 +9,7 @@
  *
  *   total <path> <direction> <tensors> <bytes>
  *
- * for server/tests/test_tensor_path_decision.py to check. Not installed.
+ * for server/tests/core/test_tensor_path_decision.py to check. Not installed.
  */
 #include <stdio.h>
 

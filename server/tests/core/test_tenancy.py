@@ -20,7 +20,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from frontend_process import binary
+from server_process import binary
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 
 # The flags are the C frontend's (examples/python-frontend has none of them).

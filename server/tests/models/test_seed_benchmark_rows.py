@@ -11,7 +11,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bench", "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "gpu"))
 import seed_benchmark as sb  # noqa: E402
 
 LINK = {"h2d_gbs": 55.3, "d2h_gbs": 55.3, "both_gbs": 99.6, "limit_infer_s": 37500.0,

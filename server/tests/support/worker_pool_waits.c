@@ -2,7 +2,7 @@
  * The worker pool's accounting of waits (src/common/worker_pool.h): n bounds
  * the items at work, an item between worker_pool_wait_begin and _end does
  * not count, and the spare threads bound how many may wait. Printed as
- * "ok NAME" or "FAIL NAME: why" lines for server/tests/test_worker_pool.py;
+ * "ok NAME" or "FAIL NAME: why" lines for server/tests/core/test_worker_pool.py;
  * exit 1 on any failure. Not installed.
  */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-"""The scenarios of server/tests/test_tritonclient_shm.py (Triton's own
+"""The scenarios of server/tests/http/test_tritonclient_shm.py (Triton's own
 system shared-memory tests, through the official client), run over each
 protocol: tritonclient.http against the HTTP port and tritonclient.grpc
 against the gRPC port of one frontend. Where the two protocols answer a
@@ -8,6 +8,8 @@ both; the messages are the same.
 Region status over gRPC comes from the frontend's own proto (grpc_support),
 which carries the in_use and pending_unregister that tritonclient's does not.
 """
+import os
+import sys
 import threading
 
 import numpy as np
@@ -19,8 +21,9 @@ from tritonclient.utils import InferenceServerException
 
 from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
     assert_clean_stop, region_status, start_grpc_frontend, start_with_grpc)
-# The HTTP suite's data and regions; its Regions takes either protocol's client.
-from test_tritonclient_shm import IN0, IN1, NBYTES, Regions, assert_outputs
+# The HTTP suite's data and regions (../http); its Regions takes either protocol's client.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "http"))
+from test_tritonclient_shm import IN0, IN1, NBYTES, Regions, assert_outputs  # noqa: E402
 
 PROTOCOLS = ["http", "grpc"]
 

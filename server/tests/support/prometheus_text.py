@@ -77,7 +77,7 @@ def parse(text):
 
 
 def scrape(server):
-    """GET /metrics of a frontend (frontend_process.Frontend): (Content-Type, Metrics)."""
+    """GET /metrics of a frontend (server_process.Frontend): (Content-Type, Metrics)."""
     status, headers, body = server.request("GET", "/metrics")
     if status != 200:
         raise AssertionError(f"/metrics answered {status}: {body[:200]!r}")

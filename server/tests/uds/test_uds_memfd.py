@@ -24,14 +24,14 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from frontend_process import START_TIMEOUT_S, sibling_binary
+from server_process import START_TIMEOUT_S, sibling_binary
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 
 pytestmark = pytest.mark.frontends("c")
 
 mc = load_memfd_client()
-UDS_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "uds_client.py")
+UDS_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "uds_client.py")
 
 
 @pytest.fixture
@@ -409,7 +409,7 @@ def test_c_client_registers_with_shmreg_send_region(uds_server, tmp_path):
 
 def test_readme_memfd_snippet_runs_as_written(uds_server):
     """README's memfd block, with the test server's socket and port."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme[readme.index("<!-- memfd:begin -->"):readme.index("<!-- memfd:end -->")]
     code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
     server = uds_server()
@@ -442,7 +442,7 @@ def test_uds_and_tenants_are_refused_together(sock_path, tmp_path):
     tokens = tmp_path / "tenants"
     tokens.write_text("a-token-of-twenty-chars alice\n")
     tokens.chmod(0o600)
-    proc = subprocess.run([sibling_binary("shmreg-v2-frontend"), "--port", "0", "--uds", sock_path,
+    proc = subprocess.run([sibling_binary("shmreg-server"), "--port", "0", "--uds", sock_path,
                            "--tenants", str(tokens)], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "--uds and --tenants cannot be used together" in proc.stderr

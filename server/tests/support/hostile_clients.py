@@ -13,7 +13,7 @@ server), the server's resident memory stayed under a bound, and after the
 run the server exits cleanly with no shared-memory mapping or descriptor
 left. Prints the figures docs/reliability.md quotes.
 
-usage: FRONTEND_BIN=... python server/tests/hostile_frontend.py --seconds 300
+usage: FRONTEND_BIN=... python server/tests/support/hostile_clients.py --seconds 300
 """
 import argparse
 import collections
@@ -30,7 +30,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from frontend_process import leftover_report  # noqa: E402
+from server_process import leftover_report  # noqa: E402
 from grpc_support import start_with_grpc  # noqa: E402
 
 NELEM = 16

@@ -4,15 +4,15 @@
  * before the server started.
  *
  * The frontend registers what clients ask over HTTP, and Triton's protocol
- * has no read-only registration, so no client of shmreg-v2-frontend can make
+ * has no read-only registration, so no client of shmreg-server can make
  * it hold a read-only region. A server that embeds the library can, and its
  * inference path must then refuse an output placed there (view.writable is
  * 0) instead of faulting. This program is that server, so that
- * server/tests/test_readonly_output.py can drive the frontend's unchanged
+ * server/tests/http/test_readonly_output.py can drive the frontend's unchanged
  * request path over HTTP against such a region. It is not installed.
  *
- * usage: shmreg-v2-frontend-readonly-test NAME KEY BYTE_SIZE [frontend options]
- * Prints "listening on HOST:PORT" like the frontend; SIGTERM stops it, exit 0.
+ * usage: shmreg-server-readonly-test NAME KEY BYTE_SIZE [server options]
+ * Prints "listening on HOST:PORT" like the server; SIGTERM stops it, exit 0.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -43,13 +43,13 @@ static int register_readonly(shmreg_registry *reg, const char *name, const char 
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s NAME KEY BYTE_SIZE [frontend options]\n", argv[0]);
+        fprintf(stderr, "usage: %s NAME KEY BYTE_SIZE [server options]\n", argv[0]);
         return 2;
     }
     const char *name = argv[1], *key = argv[2], *size = argv[3];
-    /* The frontend's options follow the three of this program. */
+    /* The server's options follow the three of this program. */
     argv[3] = argv[0];
-    frontend_options opts;
+    server_options opts;
     if (options_parse(argc - 3, argv + 3, &opts) != 0) {
         options_free(&opts);
         return 2;
@@ -66,19 +66,21 @@ int main(int argc, char **argv)
     cfg.busy_policy = opts.busy_policy;
     shmreg_registry *reg = NULL;
     byte_budget *held = byte_budget_new(opts.max_buffered);
-    frontend_server server;
+    http_server server;
+    http_config http;
+    options_http(&opts, &http);
     int rc = 1;
     /* As main.c: the request path reads system regions with guarded copies. */
     if (!held || shmreg_guard_install() != SHMREG_OK ||
         shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     else if (register_readonly(reg, name, key, size) == 0 &&
-             server_start(&server, &opts, reg, held) == 0) {
+             http_server_start(&server, &http, reg, held) == 0) {
         printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
         fflush(stdout);
         int sig = 0;
         sigwait(&stop, &sig);
-        server_stop(&server);
+        http_server_stop(&server);
         rc = 0;
     }
     shmreg_registry_destroy(reg);

@@ -21,7 +21,7 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MEMFD_CLIENT = os.path.join(HERE, "..", "..", "python", "shmreg", "memfd_client.py")
+MEMFD_CLIENT = os.path.join(HERE, "..", "..", "..", "python", "shmreg", "memfd_client.py")
 
 N = 16
 NBYTES = 4 * N

@@ -17,9 +17,9 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from frontend_process import START_TIMEOUT_S, Frontend, leftover_report
+from server_process import START_TIMEOUT_S, Frontend, leftover_report
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROTO_DIR = os.path.join(REPO, "server", "proto")
 PROTO = "inference.proto"
 SERVICE = "inference.GRPCInferenceService"

@@ -5,13 +5,13 @@ when it is pinned and the model runs on a GPU; unpinned, a GPU model gets
 the one-copy staged path; a model on the CPU always copies (guarded for a
 system region, through the device for a CUDA one). And the counters add
 tensors and bytes per path and direction, and nothing for a tensor that is
-not in shared memory. Runs tests/tensor_path_table.c, built next to
+not in shared memory. Runs tests/support/tensor_path_table.c, built next to
 $FRONTEND_BIN. The C frontend only."""
 import subprocess
 
 import pytest
 
-from frontend_process import sibling_binary
+from server_process import sibling_binary
 
 pytestmark = pytest.mark.frontends("c")
 
@@ -29,7 +29,7 @@ EXPECTED = {
 
 
 def table():
-    out = subprocess.run([sibling_binary("shmreg-v2-frontend-path-table")], capture_output=True,
+    out = subprocess.run([sibling_binary("shmreg-server-path-table")], capture_output=True,
                          text=True, timeout=20, check=True).stdout
     lines = [line.split() for line in out.splitlines()]
     decisions = {tuple(f[:3]): f[3] for f in lines if f[0] != "total"}

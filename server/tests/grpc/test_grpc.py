@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from frontend_process import Frontend
+from server_process import Frontend
 from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
     assert_clean_stop, call, proto_classes, region_status, start_grpc_frontend, start_with_grpc)
 

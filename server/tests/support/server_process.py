@@ -1,7 +1,7 @@
 """Start and stop a frontend, and speak plain HTTP to it.
 
 Two frontends take the same options and give the same answers: the C
-binary shmreg-v2-frontend, from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh
+binary shmreg-server, from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh
 sets it), and the Python one, examples/python-frontend/server.py, run by this
 interpreter (which must have the shmreg package with its fastapi extra).
 Each server listens on a free loopback port (--port 0) and prints it first.
@@ -23,11 +23,11 @@ STOP_TIMEOUT_S = 30
 def binary():
     path = os.environ.get("FRONTEND_BIN")
     if not path or not os.access(path, os.X_OK):
-        raise RuntimeError("set FRONTEND_BIN to the built shmreg-v2-frontend")
+        raise RuntimeError("set FRONTEND_BIN to the built shmreg-server")
     return path
 
 
-PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                "examples", "python-frontend", "server.py")
 
 

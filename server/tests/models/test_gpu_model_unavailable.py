@@ -17,7 +17,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from frontend_process import binary
+from server_process import binary
 from grpc_support import call, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.frontends("c")

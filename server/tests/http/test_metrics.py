@@ -12,7 +12,7 @@ from multiprocessing import shared_memory
 
 import pytest
 
-from frontend_process import binary
+from server_process import binary
 from prometheus_text import scrape
 
 pytestmark = pytest.mark.frontends("c")

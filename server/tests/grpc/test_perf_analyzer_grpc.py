@@ -1,9 +1,14 @@
 """perf_analyzer -i grpc --shared-memory system against identity, the gRPC
 twin of test_perf_analyzer.py: the same counts, the same checks, and the same
 skip (with the loader's exact reason) where perf_analyzer cannot execute."""
+import os
+import sys
+
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 from grpc_support import region_status
-from test_perf_analyzer import (CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES,
+# Its HTTP twin, in ../http.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "http"))
+from test_perf_analyzer import (CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_BYTES,  # noqa: E402
                                 identity_stats, perf_analyzer_path, run_level)
 
 

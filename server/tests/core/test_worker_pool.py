@@ -1,19 +1,19 @@
 """The worker pool counts threads at work, not threads waiting for a GPU run
 (src/common/worker_pool.h): a waiting item lets the next one start on a
 spare thread, without a wait n bounds the items at work, and the spares
-bound how many may wait. Runs tests/worker_pool_waits.c, built next to
+bound how many may wait. Runs tests/support/worker_pool_waits.c, built next to
 $FRONTEND_BIN. The C frontend only."""
 import subprocess
 
 import pytest
 
-from frontend_process import sibling_binary
+from server_process import sibling_binary
 
 pytestmark = pytest.mark.frontends("c")
 
 
 def test_waits_do_not_count_against_the_workers(frontend):
-    run = subprocess.run([sibling_binary("shmreg-v2-frontend-worker-pool-test")],
+    run = subprocess.run([sibling_binary("shmreg-server-worker-pool-test")],
                          capture_output=True, text=True, timeout=60)
     lines = run.stdout.splitlines()
     assert [line for line in lines if not line.startswith("ok ")] == [], run.stdout + run.stderr

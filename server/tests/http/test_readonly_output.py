@@ -4,16 +4,16 @@ serving; reading inputs from that region still works.
 
 No HTTP request can register a region read-only (Triton's protocol has no
 such flag, and the frontend adds none), so the server here is
-shmreg-v2-frontend-readonly-test, built next to the frontend: the frontend's
+shmreg-server-readonly-test, built next to the frontend: the frontend's
 own HTTP server and request path over a registry in which the test's region
 "ro" was registered with SHMREG_READONLY before it started listening
-(server/tests/readonly_server.c)."""
+(server/tests/support/readonly_server.c)."""
 import struct
 from multiprocessing import shared_memory
 
 import pytest
 
-from frontend_process import Frontend, sibling_binary
+from server_process import Frontend, sibling_binary
 
 IN0 = list(range(16))
 IN1 = [3] * 16
@@ -27,7 +27,7 @@ def readonly(shm_key):
     mem = shared_memory.SharedMemory(name=key.lstrip("/"), create=True, size=SIZE)
     mem.buf[0:64] = struct.pack("<16i", *IN0)
     mem.buf[64:128] = struct.pack("<16i", *IN1)
-    program = sibling_binary("shmreg-v2-frontend-readonly-test")
+    program = sibling_binary("shmreg-server-readonly-test")
     server = Frontend("--threads", "2", command=[program, "ro", key, str(SIZE)])
     yield server, mem, key
     rc, err = server.stop()

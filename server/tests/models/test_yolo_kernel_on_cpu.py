@@ -1,5 +1,5 @@
 """The GPU model's kernel (server/src/models/yolo_kernel.cu), compiled
-by g++ through the small CUDA stand-in of server/tests/
+by g++ through the small CUDA stand-in of server/tests/support/
 yolo_kernel_host/ and run on the CPU, against the numpy reference
 (yolo_reference.py), bit for bit. Runs in CI, where there is no GPU: a change
 to the kernel's indexing or arithmetic that the reference does not share fails
@@ -11,14 +11,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from frontend_process import binary
+from server_process import binary
 from yolo_reference import ROWS, anchors, one_output_by_hand, random_images, reference, weights
 
 
 @pytest.fixture(scope="module")
 def kernel_on_cpu():
     """The frontend's build puts it next to $FRONTEND_BIN where it has a C++20 compiler."""
-    path = os.path.join(os.path.dirname(binary()), "shmreg-v2-frontend-yolo-kernel-host")
+    path = os.path.join(os.path.dirname(binary()), "shmreg-server-yolo-kernel-host")
     if not os.access(path, os.X_OK):
         pytest.skip("the frontend was built without a C++ compiler: no yolo-kernel-host")
     return path

@@ -10,7 +10,7 @@ import numpy as np
 
 from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_grpc_snippet():

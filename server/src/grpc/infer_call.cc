@@ -1,0 +1,193 @@
+/*
+ * One ModelInfer call (infer_call.h): the request's inputs and outputs into
+ * infer_core's context, the model's run, the response; the twin of
+ * http/infer.c.
+ */
+#include "grpc/infer_call.h"
+
+#include <string>
+
+#include "common/datatype.h"
+
+namespace grpc_service {
+
+InferCall::InferCall(CallOwner *s, const region_scope &scope, const pb::ModelInferRequest *req,
+                     pb::ModelInferResponse *resp, size_t charged)
+    : service_(s), req_(req), resp_(resp), charged_(charged)
+{
+    c_.scope = scope;
+    service_->call_started();
+    clock_gettime(CLOCK_MONOTONIC, &started_);
+    c_.reg = s->registry();
+    c_.held = &held_;
+}
+
+void InferCall::cancel()
+{
+    /* Nothing was acquired yet: run() takes the references. */
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down: the request was not started within the "
+                        "drain time"));
+}
+
+void InferCall::OnDone()
+{
+    /* The response has been sent (or the call failed or was cancelled):
+     * nothing reads or writes the call's regions any more. */
+    refs_release_all(&held_);
+    byte_budget_give(service_->held(), charged_); /* gRPC frees the request message now */
+    CallOwner *s = service_;
+    delete this;
+    s->call_done();
+}
+
+unsigned InferCall::parse_inputs()
+{
+    infer_ctx *c = &c_;
+    const auto &req = *req_;
+    if (req.inputs_size() == 0)
+        return infer_fail(c, 400, "the request needs at least one input");
+    if (req.inputs_size() > INFER_MAX_INPUTS)
+        return infer_fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
+    int raw_used = 0;
+    for (int i = 0; i < req.inputs_size(); i++) {
+        const auto &in = req.inputs(i);
+        tensor *t = &c->in[i];
+        c->n_in =
+            static_cast<size_t>(i) + 1; /* counted first, so that a half-built one is freed too */
+        t->name = in.name().c_str();
+        t->datatype = in.datatype().c_str();
+        if (datatype_size(t->datatype) < 0)
+            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name,
+                              t->datatype);
+        if (in.shape_size() > TENSOR_MAX_DIMS)
+            return infer_fail(c, 400, "shape has %d dimensions; at most %d are supported",
+                              in.shape_size(), TENSOR_MAX_DIMS);
+        t->ndims = in.shape_size();
+        for (int d = 0; d < t->ndims; d++) {
+            if (in.shape(d) < 0)
+                return infer_fail(c, 400, "'shape' must be an array of non-negative integers");
+            t->shape[d] = in.shape(d);
+        }
+        shm_window w;
+        unsigned st = shm_window_from_params(c, in, &w);
+        if (st)
+            return st;
+        if (w.region) {
+            if (in.has_contents())
+                return infer_fail(c, 400,
+                                  "unexpected 'content' provided when using shared memory "
+                                  "for input tensor '%s' for model '%s'",
+                                  t->name, model_name(c->m));
+            /* the window's bounds first, then its size: Triton's order */
+            if ((st = infer_input_from_window(c, t, &w)) != 0 ||
+                (st = infer_check_input_size(c, t, w.byte_size)) != 0)
+                return st;
+            continue;
+        }
+        if (in.has_contents())
+            return infer_fail(c, 400,
+                              "input '%s': typed 'contents' are not supported by this "
+                              "server; send raw_input_contents or shared memory",
+                              t->name);
+        if (raw_used >= req.raw_input_contents_size())
+            return infer_fail(c, 400,
+                              "unable to find data for input tensor '%s' for model '%s' "
+                              "in request.",
+                              t->name, model_name(c->m));
+        const std::string &raw = req.raw_input_contents(raw_used++);
+        if ((st = infer_check_input_size(c, t, raw.size())) != 0)
+            return st;
+        /* The request message outlives the call's work (gRPC frees it after OnDone). */
+        t->data = const_cast<char *>(raw.data());
+        t->byte_size = raw.size();
+    }
+    if (raw_used != req.raw_input_contents_size())
+        return infer_fail(c, 400,
+                          "the request carries %d raw_input_contents but only %d inputs "
+                          "read from them",
+                          req.raw_input_contents_size(), raw_used);
+    return 0;
+}
+
+unsigned InferCall::parse_outputs()
+{
+    infer_ctx *c = &c_;
+    if (req_->outputs_size() == 0) { /* no list: every output, in raw_output_contents */
+        for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+            unsigned st = infer_place_output(c, i, PLACE_BINARY, nullptr);
+            if (st)
+                return st;
+        }
+        return 0;
+    }
+    for (const auto &o : req_->outputs()) {
+        int i = infer_output_index(c, o.name().c_str());
+        if (i < 0 || c->out_place[i] != PLACE_NONE)
+            return infer_fail(c, 400, "unexpected inference output '%s' for model '%s'",
+                              o.name().c_str(), model_name(c->m));
+        shm_window w;
+        unsigned st = shm_window_from_params(c, o, &w);
+        if (st)
+            return st;
+        if ((st = infer_place_output(c, static_cast<size_t>(i), w.region ? PLACE_SHM : PLACE_BINARY,
+                                     &w)) != 0)
+            return st;
+    }
+    return 0;
+}
+
+/* Every output requested, in the model's order, each with an entry in
+ * raw_output_contents (empty for one in shared memory, whose bytes are in
+ * the client's region), as Triton sends them: clients index the two lists
+ * together. */
+void InferCall::build_response()
+{
+    infer_ctx *c = &c_;
+    resp_->set_model_name(model_name(c->m));
+    resp_->set_model_version("1");
+    if (!req_->id().empty())
+        resp_->set_id(req_->id());
+    for (size_t i = 0; i < model_n_outputs(c->m); i++) {
+        if (c->out_place[i] == PLACE_NONE)
+            continue;
+        const tensor &t = c->out[i];
+        auto *o = resp_->add_outputs();
+        o->set_name(t.name);
+        o->set_datatype(t.datatype);
+        for (int d = 0; d < t.ndims; d++)
+            o->add_shape(t.shape[d]);
+        std::string *raw = resp_->add_raw_output_contents();
+        if (c->out_place[i] == PLACE_BINARY)
+            raw->assign(static_cast<const char *>(t.data), t.byte_size);
+    }
+}
+
+void InferCall::run()
+{
+    infer_ctx *c = &c_;
+    c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
+    c->request_id = req_->id().c_str();
+    if (!c->m) {
+        Finish(unknown_model(req_->model_name(), req_->model_version()));
+        return;
+    }
+    /* A model that cannot run now is refused before anything is parsed or
+     * acquired. HTTP says 400, as Triton does for a model that is not ready;
+     * gRPC says UNAVAILABLE, Triton's code for inferring on one. */
+    if (unsigned st = infer_ready(c)) {
+        infer_finish(c, st, &started_);
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
+        return;
+    }
+    const tensor *ordered[INFER_MAX_INPUTS];
+    unsigned st;
+    if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
+        !(st = infer_compute(c, ordered)))
+        build_response();
+    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
+    infer_finish(c, st, &started_);
+    Finish(status); /* the last touch of *this: OnDone may run at once */
+}
+
+} // namespace grpc_service

@@ -1,0 +1,309 @@
+/*
+ * The GPU model's batching scheduler (gpu_instance_cuda.h): a run stages its
+ * input, waits its turn, is queued on the instance's stream with the runs
+ * waiting beside it as one batch of copies each way, and waits for its
+ * batch's end (gpu_instances_run).
+ */
+#include "models/gpu_instance_cuda.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/worker_pool.h"
+#include "models/yolo_kernel.h"
+
+/* A tensor in an unpinned system region (tensor.window) crosses the CPU
+ * once: the library's guarded copy between the window and the slot's pinned
+ * staging buffer, which DMA then reads or filled. A truncated object fails
+ * the copy, not the process: the failure is kept in the window for
+ * infer_core.c to answer, and *guard_failed tells the caller to stop. */
+static int guarded_in(tensor_window *w, void *staging, size_t n, int *guard_failed)
+{
+    w->failed = shmreg_copy_from_view(w->ref, &w->view, 0, staging, n);
+    *guard_failed = w->failed != SHMREG_OK;
+    return !*guard_failed;
+}
+
+static void guarded_out(tensor_window *w, const void *staging, size_t n, int *guard_failed)
+{
+    w->failed = shmreg_copy_to_view(w->ref, &w->view, 0, staging, n);
+    *guard_failed = w->failed != SHMREG_OK;
+}
+
+/* The input into the slot's staging buffer, where it is in pageable memory:
+ * before the run waits for its batch, so that the CPU copy holds neither
+ * the stream nor its order. 0, or -1 with *guard_failed set. */
+static int stage_input(run_slot *sl, const tensor *src, int *guard_failed)
+{
+    if (src->window)
+        return guarded_in(src->window, sl->h_in, src->byte_size, guard_failed) ? 0 : -1;
+    memcpy(sl->h_in, src->data, src->byte_size); /* the request's body */
+    return 0;
+}
+
+/* The copies between host and device of n runs on stream (up: host to
+ * device), as one batch where there are several (the copy engine's cost
+ * per copy is paid once: run_batch). Each copy reads its source in the
+ * stream's order, as cudaMemcpyAsync does. A toolkit older than CUDA 13
+ * copies them one by one. */
+static cudaError_t copy_together(void *const *dst, const void *const *src, const size_t *size,
+                                 unsigned n, int up, int device, cudaStream_t stream)
+{
+#if CUDART_VERSION >= 13000
+    if (n > 1) {
+        struct cudaMemLocation host = {.type = cudaMemLocationTypeHost},
+                               dev = {.type = cudaMemLocationTypeDevice, .id = device};
+        struct cudaMemcpyAttributes attr = {.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
+                                            .srcLocHint = up ? host : dev,
+                                            .dstLocHint = up ? dev : host};
+        size_t first = 0;
+        return cudaMemcpyBatchAsync(dst, src, size, n, &attr, &first, 1, stream);
+    }
+#endif
+    for (unsigned i = 0; i < n; i++) {
+        cudaError_t e = cudaMemcpyAsync(dst[i], src[i], size[i], cudaMemcpyDefault, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
+
+/* The copies of one direction of the n runs: those between host and device
+ * memory together, those from or to a CUDA region (device to device, or
+ * peer) one by one. */
+static cudaError_t copy_runs(run_slot *const *runs, unsigned n, int up, int device,
+                             cudaStream_t stream)
+{
+    void *dst[SLOTS_PER_INSTANCE];
+    const void *src[SLOTS_PER_INSTANCE];
+    size_t size[SLOTS_PER_INSTANCE];
+    unsigned host = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const run_slot *sl = runs[i];
+        const tensor *t = up ? sl->job->in : sl->job->out;
+        void *to = up ? sl->d_in : sl->to;
+        const void *from = up ? sl->from : sl->d_out;
+        if (t->on_device) {
+            cudaError_t e = cudaMemcpyAsync(to, from, t->byte_size, cudaMemcpyDefault, stream);
+            if (e != cudaSuccess)
+                return e;
+            continue;
+        }
+        dst[host] = to;
+        src[host] = from;
+        size[host++] = t->byte_size;
+    }
+    return copy_together(dst, src, size, host, up, device, stream);
+}
+
+/* The batch's copies and kernels on in's stream, between b's points.
+ * Under in->lock. */
+static cudaError_t enqueue_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, unsigned n,
+                                 const char **what)
+{
+    cudaError_t e;
+    *what = n > 1 ? "cudaMemcpyBatchAsync (inputs)" : "cudaMemcpyAsync (input)";
+    if ((e = gpu_pass_point(in, b, RUN_START)) != cudaSuccess ||
+        (e = copy_runs(runs, n, 1, in->device, in->stream)) != cudaSuccess ||
+        (e = gpu_pass_point(in, b, RUN_INPUT_DONE)) != cudaSuccess)
+        return e;
+    *what = "the kernel's launch";
+    for (unsigned i = 0; i < n; i++) {
+        const gpu_job *job = runs[i]->job;
+        if ((e = yolo_kernel_launch(runs[i]->d_in, job->height, job->width, in->weights,
+                                    (int)gpu_pool.window, runs[i]->d_out,
+                                    in->stream)) != cudaSuccess)
+            return e;
+    }
+    if ((e = gpu_pass_point(in, b, RUN_INFER_DONE)) != cudaSuccess)
+        return e;
+    *what = n > 1 ? "cudaMemcpyBatchAsync (outputs)" : "cudaMemcpyAsync (output)";
+    if ((e = copy_runs(runs, n, 0, in->device, in->stream)) != cudaSuccess ||
+        (e = gpu_pass_point(in, b, RUN_OUTPUT_DONE)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
+/* Queue the waiting runs, up to gpu_pool.copy_batch a batch, while fewer than
+ * BATCHES_IN_FLIGHT are on the stream; wakes their threads. A batch that
+ * fails to queue carries the error to its runs, and nothing of it is left
+ * on the stream (the stream is drained: copies that were queued end before
+ * the requests' references, and so perhaps the regions, go). Under
+ * in->lock; the thread's current device is in's. */
+static void queue_waiting(gpu_instance *in)
+{
+    int woke = 0;
+    while (in->waiting && in->in_flight < BATCHES_IN_FLIGHT) {
+        run_slot *runs[SLOTS_PER_INSTANCE];
+        unsigned n = 0;
+        while (in->waiting && n < gpu_pool.copy_batch) {
+            runs[n++] = in->waiting;
+            in->waiting = in->waiting->next;
+        }
+        if (!in->waiting)
+            in->waiting_tail = &in->waiting;
+        run_batch *b = in->free_batches; /* never NULL: run_batch's rule */
+        in->free_batches = b->next;
+        b->holders = n; /* its events stay from its last use */
+        b->timed = b->ended = 0;
+        b->what = "cudaEventCreate (a batch's events)";
+        b->err = gpu_batch_make(b);
+        if (b->err == cudaSuccess) {
+            b->timed = gpu_timed_batch(in, n);
+            b->err = enqueue_batch(in, b, runs, n, &b->what);
+            if (b->err != cudaSuccess) {
+                cudaStreamSynchronize(in->stream);
+                cudaStreamSynchronize(in->clock);
+            }
+        }
+        if (b->err == cudaSuccess) {
+            in->in_flight++;
+            atomic_fetch_add_explicit(&gpu_pool.batches_queued, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&gpu_pool.batched_runs, n, memory_order_relaxed);
+        }
+        for (unsigned i = 0; i < n; i++)
+            runs[i]->batch = b;
+        woke = 1;
+    }
+    if (woke)
+        pthread_cond_broadcast(&in->queued);
+}
+
+/* sl's run waits its turn among the instance's runs and is queued in a
+ * batch (by this thread or another); returns the batch. */
+static run_batch *wait_queued(gpu_instance *in, run_slot *sl)
+{
+    pthread_mutex_lock(&in->lock);
+    sl->next = NULL;
+    *in->waiting_tail = sl;
+    in->waiting_tail = &sl->next;
+    queue_waiting(in);
+    if (!sl->batch) {
+        worker_pool_wait_begin();
+        while (!sl->batch)
+            pthread_cond_wait(&in->queued, &in->lock);
+        worker_pool_wait_end();
+    }
+    run_batch *b = sl->batch;
+    pthread_mutex_unlock(&in->lock);
+    return b;
+}
+
+/* After b has ended (or failed to queue): the first of its runs here counts
+ * it out of flight, times it and queues the runs that waited meanwhile;
+ * each run reads its phases and lets go of b, the last one freeing it. */
+static void batch_done(gpu_instance *in, run_batch *b, uint64_t span_ns, uint64_t gpu[GPU_PHASES])
+{
+    pthread_mutex_lock(&in->lock);
+    if (b->err == cudaSuccess && !b->ended) {
+        b->ended = 1;
+        in->in_flight--;
+        if (b->timed)
+            gpu_time_batch(in, b);
+        queue_waiting(in);
+    }
+    if (gpu)
+        gpu_device_phases(in, b, span_ns, gpu);
+    if (--b->holders == 0) {
+        b->next = in->free_batches;
+        in->free_batches = b;
+    }
+    pthread_mutex_unlock(&in->lock);
+}
+
+/* The whole run on instance in with slot sl; the thread's current device is
+ * in's. A guarded copy that fails ends it early with cudaSuccess and
+ * *guard_failed set; nothing of this run is left queued on the stream then,
+ * nor after an error. */
+static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, model_phases *ph,
+                          const char **what, int *guard_failed)
+{
+    const tensor *src = job->in;
+    tensor *dst = job->out;
+    cudaError_t e;
+    int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
+    if ((e = gpu_grow_slot(sl, job, stage_in, stage_out, what)) != cudaSuccess)
+        return e;
+    uint64_t t0 = gpu_now_ns();
+    if (stage_in && stage_input(sl, src, guard_failed) != 0)
+        return cudaSuccess;
+    uint64_t staged = gpu_now_ns(), copy_in_ns = staged - t0;
+
+    sl->job = job;
+    sl->from = stage_in ? sl->h_in : src->data;
+    sl->to = stage_out ? sl->h_out : dst->data;
+    run_batch *b = wait_queued(in, sl);
+    uint64_t queued = gpu_now_ns();
+    ph->queue_ns += queued - staged; /* waiting for its batch is queuing too */
+    if ((e = b->err) != cudaSuccess) {
+        *what = b->what;
+        batch_done(in, b, 0, NULL);
+        return e;
+    }
+    /* The reply must not say the output is there before it is. */
+    *what = "cudaEventSynchronize (the run)";
+    worker_pool_wait_begin();
+    e = cudaEventSynchronize(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done);
+    worker_pool_wait_end();
+    t0 = gpu_now_ns();
+    uint64_t gpu[GPU_PHASES];
+    batch_done(in, b, t0 - queued, gpu);
+    if (e != cudaSuccess)
+        return e;
+    if (stage_out && dst->window)
+        guarded_out(dst->window, sl->h_out, dst->byte_size, guard_failed);
+    else if (stage_out)
+        memcpy(dst->data, sl->h_out, dst->byte_size);
+    ph->input_ns = copy_in_ns + gpu[GPU_INPUT];
+    ph->infer_ns = gpu[GPU_INFER];
+    ph->output_ns = gpu[GPU_OUTPUT] + (gpu_now_ns() - t0);
+    return cudaSuccess;
+}
+
+void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
+{
+    *batches = atomic_load_explicit(&gpu_pool.batches_queued, memory_order_relaxed);
+    *runs = atomic_load_explicit(&gpu_pool.batched_runs, memory_order_relaxed);
+}
+
+unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+{
+    if (!gpu_pool.n)
+        return gpu_instances_ready(err, errlen);
+    int prefer = job->in->on_device ? job->in->device_id
+                 : job->out->on_device ? job->out->device_id : -1;
+    gpu_instance *in = gpu_take_instance(prefer);
+    int previous = -1;
+    const char *what = "cudaGetDevice";
+    int guard_failed = 0;
+    cudaError_t e = cudaGetDevice(&previous);
+    if (e == cudaSuccess) {
+        what = "cudaSetDevice";
+        e = cudaSetDevice(in->device);
+    }
+    if (e == cudaSuccess) {
+        uint64_t t0 = gpu_now_ns();
+        run_slot *sl = gpu_slot_take(in);
+        ph->queue_ns = gpu_now_ns() - t0;
+        e = run_on(in, sl, job, ph, &what, &guard_failed);
+        gpu_slot_trim(sl);
+        gpu_slot_give(in, sl);
+        cudaSetDevice(previous);
+    }
+    gpu_give_back(in);
+    if (e == cudaSuccess && guard_failed) {
+        /* infer_core.c answers with the window's failure and the library's
+         * message; this one stands only where a caller does not. */
+        snprintf(err, errlen, "model 'yolo': a guarded copy of a shared memory tensor failed");
+        return 400;
+    }
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(err, errlen, "model 'yolo' failed on device %d in %s: %s (%s)", in->device, what,
+             cudaGetErrorName(e), cudaGetErrorString(e));
+    return 500;
+}

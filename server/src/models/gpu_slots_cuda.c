@@ -1,0 +1,170 @@
+/*
+ * The GPU model's run slots (gpu_instance_cuda.h): which instance a request
+ * takes, the slot it holds there, the slot's device and staging buffers
+ * (grown for a run, trimmed after it), and a batch's events.
+ */
+#include "models/gpu_instance_cuda.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <cuda_runtime_api.h>
+
+#include "common/worker_pool.h"
+
+void gpu_batch_free_events(run_batch *b)
+{
+    for (int i = 0; i < RUN_POINTS; i++) {
+        if (b->mark[i])
+            cudaEventDestroy(b->mark[i]);
+        if (b->time[i])
+            cudaEventDestroy(b->time[i]);
+        b->mark[i] = b->time[i] = NULL;
+    }
+    if (b->done)
+        cudaEventDestroy(b->done);
+    b->done = NULL;
+}
+
+/* A batch's events, on the current device (the instance's), made on its
+ * first use; on failure none is left. */
+cudaError_t gpu_batch_make(run_batch *b)
+{
+    if (b->done) /* made last: all of them exist */
+        return cudaSuccess;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < RUN_POINTS && e == cudaSuccess; i++) {
+        e = cudaEventCreateWithFlags(&b->mark[i], cudaEventDisableTiming);
+        /* The runs' threads sleep on the last rather than spinning: the
+         * server's CPUs belong to the protocol threads and the other workers. */
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&b->time[i], i == RUN_OUTPUT_DONE ? cudaEventBlockingSync
+                                                                           : cudaEventDefault);
+    }
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming | cudaEventBlockingSync);
+    if (e != cudaSuccess)
+        gpu_batch_free_events(b);
+    return e;
+}
+
+void gpu_slot_free(run_slot *sl)
+{
+    cudaFreeHost(sl->h_in);
+    cudaFreeHost(sl->h_out);
+    cudaFree(sl->d_in);
+    cudaFree(sl->d_out);
+    *sl = (run_slot){0};
+}
+
+/* The least busy instance (ties: on the preferred device, then the next in
+ * round-robin order), counted busy from here until gpu_give_back. */
+gpu_instance *gpu_take_instance(int prefer_device)
+{
+    unsigned start = atomic_fetch_add_explicit(&gpu_pool.next, 1, memory_order_relaxed);
+    gpu_instance *best = NULL;
+    unsigned best_load = 0;
+    for (unsigned k = 0; k < gpu_pool.n; k++) {
+        gpu_instance *in = &gpu_pool.inst[(start + k) % gpu_pool.n];
+        /* relaxed: a hint for placement, nothing is published through it */
+        unsigned load = atomic_load_explicit(&in->load, memory_order_relaxed);
+        if (!best || load < best_load ||
+            (load == best_load && in->device == prefer_device && best->device != prefer_device)) {
+            best = in;
+            best_load = load;
+        }
+    }
+    atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);
+    return best;
+}
+
+void gpu_give_back(gpu_instance *in)
+{
+    atomic_fetch_sub_explicit(&in->load, 1, memory_order_relaxed);
+}
+
+/* A free slot of in; waits while all are held (that wait is the "queue"
+ * phase, and the worker pool's thread does not count as at work meanwhile). */
+run_slot *gpu_slot_take(gpu_instance *in)
+{
+    pthread_mutex_lock(&in->lock);
+    if (!in->free_slots) {
+        worker_pool_wait_begin();
+        while (!in->free_slots)
+            pthread_cond_wait(&in->slot_freed, &in->lock);
+        worker_pool_wait_end();
+    }
+    run_slot *sl = in->free_slots;
+    in->free_slots = sl->next;
+    pthread_mutex_unlock(&in->lock);
+    return sl;
+}
+
+void gpu_slot_give(gpu_instance *in, run_slot *sl)
+{
+    pthread_mutex_lock(&in->lock);
+    sl->job = NULL;
+    sl->batch = NULL;
+    sl->next = in->free_slots;
+    in->free_slots = sl;
+    pthread_cond_signal(&in->slot_freed);
+    pthread_mutex_unlock(&in->lock);
+}
+
+/* Free a device or pinned host buffer, and say it is gone. */
+static void release(void **buf, size_t *cap, int pinned_host)
+{
+    if (pinned_host)
+        cudaFreeHost(*buf);
+    else
+        cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+}
+
+/* Grow a device or pinned host buffer to n bytes (its contents are not kept). */
+static cudaError_t grow(void **buf, size_t *cap, size_t n, int pinned_host)
+{
+    if (*cap >= n)
+        return cudaSuccess;
+    release(buf, cap, pinned_host);
+    cudaError_t e = pinned_host ? cudaMallocHost(buf, n) : cudaMalloc(buf, n);
+    if (e == cudaSuccess)
+        *cap = n;
+    return e;
+}
+
+/* The slot's buffers for this job: device buffers always, pinned staging
+ * for a tensor in pageable memory. The slot's last run has ended, so
+ * nothing on the device uses them. */
+cudaError_t gpu_grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int stage_out,
+                          const char **what)
+{
+    cudaError_t e;
+    *what = "cudaMalloc (a run slot's device buffers)";
+    if ((e = grow(&sl->d_in, &sl->d_in_cap, job->in->byte_size, 0)) != cudaSuccess ||
+        (e = grow(&sl->d_out, &sl->d_out_cap, job->out->byte_size, 0)) != cudaSuccess)
+        return e;
+    *what = "cudaMallocHost (a run slot's staging buffers)";
+    if (stage_in && (e = grow(&sl->h_in, &sl->h_in_cap, job->in->byte_size, 1)) != cudaSuccess)
+        return e;
+    if (stage_out && (e = grow(&sl->h_out, &sl->h_out_cap, job->out->byte_size, 1)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
+/* Free a buffer larger than SLOT_KEEP_BYTES (grow makes it again). */
+static void shrink(void **buf, size_t *cap, int pinned_host)
+{
+    if (*cap > SLOT_KEEP_BYTES)
+        release(buf, cap, pinned_host);
+}
+
+/* After the slot's run has ended: its buffers back to SLOT_KEEP_BYTES at most. */
+void gpu_slot_trim(run_slot *sl)
+{
+    shrink(&sl->d_in, &sl->d_in_cap, 0);
+    shrink(&sl->d_out, &sl->d_out_cap, 0);
+    shrink(&sl->h_in, &sl->h_in_cap, 1);
+    shrink(&sl->h_out, &sl->h_out_cap, 1);
+}
