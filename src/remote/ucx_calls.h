@@ -6,6 +6,7 @@
 #ifndef SHMREG_UCX_CALLS_H
 #define SHMREG_UCX_CALLS_H
 
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 #include "shmreg/shmreg.h"
@@ -27,16 +28,13 @@ struct shmreg__ucx {
     ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
     ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
     ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
-    ucs_status_t (*ep_rkey_unpack)(ucp_ep_h, const void *, ucp_rkey_h *);
-    void (*rkey_destroy)(ucp_rkey_h);
-    ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
-    void (*rkey_buffer_release)(void *);
-    ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
-    ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
-    ucs_status_t (*mem_query)(const ucp_mem_h, ucp_mem_attr_t *);
-    ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h, const ucp_request_param_t *);
-    ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
-                                const ucp_request_param_t *);
+    void (*ep_print_info)(ucp_ep_h, FILE *);
+    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
+    ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
+                                    const ucp_request_param_t *);
+    ucs_status_ptr_t (*am_recv_data_nbx)(ucp_worker_h, void *, void *, size_t, const ucp_request_param_t *);
+    void (*am_data_release)(ucp_worker_h, void *);
+    ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_t (*request_check_status)(void *);
     void (*request_free)(void *);
     const char *(*status_string)(ucs_status_t);

@@ -30,15 +30,25 @@ struct shmreg__ucx_worker {
     atomic_bool stop;
 };
 
-/* Load UCX, create the context (RMA; wakeup where the transports allow),
- * the worker and the progress thread, named thread_name. what names the
- * caller in messages. serves_peers (a client's worker): the thread keeps
- * spinning a moment after each event, since the server's tcp gets come in
- * bursts of fragments it must answer; a server's thread only watches for
- * failures (its copies progress the worker themselves) and sleeps at once.
+struct shmreg__ucx_worker_params {
+    const char *thread_name;
+    const char *what; /* names the caller in messages */
+    /* A client's worker: the thread keeps spinning a moment after each
+     * event, since the server's requests come in bursts it must answer; a
+     * server's thread only watches (its copies progress the worker
+     * themselves) and sleeps at once. */
+    bool serves_peers;
+    const char *transports; /* UCX_TLS for this context, or NULL */
+    /* The one active-message handler: what this side receives. */
+    unsigned am_id;
+    ucp_am_recv_callback_t am_cb;
+    void *am_arg;
+};
+
+/* Load UCX, create the context (active messages; wakeup where the
+ * transports allow), the worker with its handler and the progress thread.
  * On failure nothing is left. */
-shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
-                                    bool serves_peers);
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const struct shmreg__ucx_worker_params *p);
 
 /* Stop the thread, destroy the worker and the context. */
 void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w);
