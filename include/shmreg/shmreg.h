@@ -80,7 +80,7 @@ extern "C" {
 /* The one place the version is written: CMakeLists.txt reads these three
  * numbers for project(), the SOVERSION (MAJOR) and the packages. */
 #define SHMREG_VERSION_MAJOR 1
-#define SHMREG_VERSION_MINOR 2
+#define SHMREG_VERSION_MINOR 3
 #define SHMREG_VERSION_PATCH 0
 #define SHMREG_VERSION_STR_(x) #x
 #define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)

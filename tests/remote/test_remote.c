@@ -433,7 +433,7 @@ static void test_bad_descriptors(void **state)
     unsigned char d[SHMREG_REMOTE_DESCRIPTOR_MAX];
     memcpy(d, c.desc, c.desc_size);
     assert_fails_containing(shmreg_register_remote(reg, "x", d, 39, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "40 bytes");
-    assert_fails_containing(shmreg_register_remote(reg, "x", NULL, 0, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "40 bytes");
+    assert_fails_containing(shmreg_register_remote(reg, "x", NULL, 0, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "NULL");
     d[0] = 1;
     assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
                             "no longer accepted");
