@@ -30,6 +30,9 @@
  * for how long, so that anyone who can reach the listener holds little. */
 #define SHMREG__MAX_UNPROVEN 64
 #define SHMREG__HELLO_NS 5000000000ull
+/* Windows one connection may have announced at once: each costs the server
+ * a record, so a client may not announce without end. */
+#define SHMREG__MAX_WINDOWS 4096
 #define SHMREG__DEFAULT_MAX_COPIES 8
 
 struct tenant {
@@ -52,6 +55,7 @@ struct window {
     uint64_t id, generation, length;
 };
 
+
 struct shmreg__rconn {
     struct shmreg__rconn *next; /* the engine's list while listed */
     bool listed;
@@ -62,6 +66,7 @@ struct shmreg__rconn {
     pthread_rwlock_t use;       /* read: posting on ep; write: closing it */
     ucp_ep_h ep;                /* NULL once closed */
     struct window *windows;     /* under the lock */
+    unsigned window_count;
     atomic_bool failed;
     atomic_flag why_set;
     char why[200];              /* written once, before failed is set */
@@ -502,6 +507,7 @@ static void window_withdraw_locked(struct shmreg__rconn *c, uint64_t id, uint64_
             struct window *w = *pp;
             *pp = w->next;
             shmreg__free(w);
+            c->window_count--;
             return;
         }
     }
@@ -512,11 +518,14 @@ static void announce(struct shmreg__rconn *c, ucp_ep_h ep, const struct shmreg__
 {
     struct shmreg__rmsg answer = {.kind = SHMREG__RMSG_ANSWER, .request = m->request};
     struct window *w = NULL;
-    if (window_find_locked(c, m->window, m->generation) || !(w = shmreg__calloc(1, sizeof *w))) {
-        answer.status = w ? SHMREG_ERR_ALREADY_EXISTS : SHMREG_ERR_NO_MEMORY;
-    } else {
+    if (window_find_locked(c, m->window, m->generation))
+        answer.status = SHMREG_ERR_ALREADY_EXISTS;
+    else if (c->window_count >= SHMREG__MAX_WINDOWS || !(w = shmreg__calloc(1, sizeof *w)))
+        answer.status = SHMREG_ERR_NO_MEMORY;
+    if (w) {
         *w = (struct window){.next = c->windows, .id = m->window, .generation = m->generation, .length = m->length};
         c->windows = w;
+        c->window_count++;
     }
     send_owned(ep, &answer);
 }
@@ -725,8 +734,10 @@ shmreg_err shmreg__rconn_find(const struct shmreg__remote_descriptor *d, const v
 }
 
 /* Close c's endpoint now if it is open; force (no goodbye to a peer that
- * may be dead), which completes every request still on it with an error. */
-static void conn_close(struct shmreg__rconn *c)
+ * may be dead), which completes every request still on it with an error.
+ * False when UCX did not finish the close in time: it may still call c's
+ * error handler. */
+static bool conn_close(struct shmreg__rconn *c)
 {
     const struct shmreg__ucx *u = engine.w.ucx;
     pthread_rwlock_wrlock(&c->use);
@@ -734,17 +745,19 @@ static void conn_close(struct shmreg__rconn *c)
     c->ep = NULL;
     pthread_rwlock_unlock(&c->use);
     if (!ep)
-        return;
+        return true;
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t req = u->ep_close_nbx(ep, &p);
     uint64_t deadline = shmreg__ucx_now_ns() + (uint64_t)SHMREG__REMOTE_CLOSE_MS * 1000000u;
-    if (shmreg__ucx_wait(&engine.w, req, deadline) == UCS_ERR_TIMED_OUT)
-        u->request_free(req);
+    if (shmreg__ucx_wait(&engine.w, req, deadline) != UCS_ERR_TIMED_OUT)
+        return true;
+    u->request_free(req);
+    return false;
 }
 
 static void conn_free(struct shmreg__rconn *c)
 {
-    conn_close(c);
+    bool closed = conn_close(c);
     pthread_mutex_lock(&engine.lock);
     while (c->windows) {
         struct window *w = c->windows;
@@ -754,6 +767,8 @@ static void conn_free(struct shmreg__rconn *c)
     if (c->tenant)
         c->tenant->connections--;
     pthread_mutex_unlock(&engine.lock);
+    if (!closed)
+        return; /* kept (a small leak) rather than freed under UCX's feet */
     pthread_rwlock_destroy(&c->use);
     shmreg__free(c);
 }
@@ -895,7 +910,7 @@ static void abandon(struct pending *p, ucs_status_ptr_t *req, uint64_t timeout_n
              (unsigned long long)(timeout_ns / 1000000u));
     mark_failed(p->conn, why);
     pending_remove(p);
-    conn_close(p->conn);
+    (void)conn_close(p->conn);
     ucs_status_ptr_t recv = atomic_load_explicit(&p->recv, memory_order_acquire);
     uint64_t grace = shmreg__ucx_now_ns() + (uint64_t)SHMREG__REMOTE_CLOSE_MS * 1000000u;
     ucs_status_t st;

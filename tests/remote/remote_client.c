@@ -10,6 +10,9 @@
  * "DESC <hex of the descriptor>". Then, one per line on stdin:
  *   sum OFF LEN   prints "SUM <FNV-1a 64 of those bytes>" (what a put wrote)
  *   unmap         unexports and munmaps the buffer, prints "OK"
+ *   announce N    exports N more one-byte windows of the buffer, stopping at
+ *                 the first refusal: prints "ANNOUNCED k" (how many the
+ *                 server took) and the refusal's message after it, if any
  *   quit          destroys the client and exits 0
  * A server test kills it (SIGKILL) or stops it (SIGSTOP) to play a client
  * that dies or stops answering. */
@@ -104,6 +107,12 @@ int main(int argc, char **argv)
             if (!alloc)
                 munmap(buf, size);
             printf("OK\n");
+        } else if (sscanf(line, "announce %zu", &len) == 1) {
+            size_t k = 0;
+            shmreg_remote_window *extra;
+            while (k < len && shmreg_remote_export(c, buf + k % size, 1, &extra) == SHMREG_OK)
+                k++; /* kept exported until the process ends */
+            printf("ANNOUNCED %zu%s%s\n", k, k < len ? " " : "", k < len ? shmreg_last_error() : "");
         } else if (strncmp(line, "quit", 4) == 0) {
             break;
         } else {

@@ -513,6 +513,21 @@ static void test_other_tenant(void **state)
     client_end(&alice, false);
 }
 
+/* A connection may announce at most 4096 windows at once: each costs the
+ * server a record. */
+static void test_window_limit(void **state)
+{
+    struct client c;
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, 4096, 6); /* its first window */
+    const char *answer = client_say(&c, "announce 5000\n");
+    print_message("%s", answer);
+    assert_int_equal(strncmp(answer, "ANNOUNCED 4095 ", 15), 0);
+    assert_non_null(strstr(answer, "refused the window"));
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+
 /* A secret lets one connection in, once; an unknown one none. */
 static void test_secret_once(void **state)
 {
@@ -676,7 +691,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
         cmocka_unit_test(test_other_tenant),   cmocka_unit_test(test_secret_once),
-        cmocka_unit_test(test_tenant_limits),
+        cmocka_unit_test(test_tenant_limits),  cmocka_unit_test(test_window_limit),
 #ifdef SHMREG_TEST_ATTACKER
         cmocka_unit_test(test_one_sided_refused),
 #endif
