@@ -7,9 +7,10 @@ memory (VmRSS at the end of each run, VmHWM the peak since start).
 
 Each concurrency level is that many client processes, each with its own
 connection and, for remote regions, its own UCX client and input and output
-regions (remote.allocate: UCX's memory, which the shared-memory transports
-copy directly). Both modes run against one server, on the UCX transport in
-UCX_TLS (default here: posix,sysv,cma).
+regions (remote.connect, then remote.allocate: memory the library owns).
+Both modes run against one server, on the UCX transport in UCX_TLS (default
+here: posix,sysv,cma); all its clients are one tenant, whose connection and
+copy limits are raised past the highest concurrency.
 
     FRONTEND_BIN=.../shmreg-v2-frontend SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
@@ -67,6 +68,7 @@ def client(port, mode, seconds, tag, out):
     windows = []
     if mode == "remote":
         remote = load_remote()
+        remote.connect(f"127.0.0.1:{port}")
         wx, wy = remote.allocate(NBYTES), remote.allocate(NBYTES)
         windows = [wx, wy]
         np.frombuffer(wx.memory, np.uint8)[:] = x.view(np.uint8).ravel()
@@ -95,6 +97,7 @@ def client(port, mode, seconds, tag, out):
         remote.unregister(f"127.0.0.1:{port}", f"out{tag}")
         for w in windows:
             w.close()
+        remote.disconnect()  # its place among the tenant's connections comes back
     out.put(("done", done))
 
 
@@ -135,7 +138,9 @@ def main():
     args = ap.parse_args()
     os.environ.setdefault("UCX_TLS", "posix,sysv,cma")
     server = subprocess.Popen([os.environ["FRONTEND_BIN"], "--host", "127.0.0.1", "--port", "0",
-                               "--allow-client-shm=true", "--threads", "16"],
+                               "--allow-client-shm=true", "--threads", "16",
+                               "--remote-max-connections", str(4 * max(args.concurrency)),
+                               "--remote-max-copies", str(2 * max(args.concurrency))],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     line = server.stdout.readline().decode()
     port = int(re.match(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
