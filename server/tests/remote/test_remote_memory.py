@@ -88,9 +88,10 @@ class Agent:
     a refusal raises RemoteRefused unless refused=True is given, which
     returns the answer of a refusal and fails on a success."""
 
-    def __init__(self):
+    def __init__(self, **env):
         self.proc = subprocess.Popen([sys.executable, str(AGENT), str(REMOTE_PY)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env={**os.environ, **env})
 
     def call(self, op, refused=False, timeout=AGENT_TIMEOUT_S, **fields):
         self.proc.stdin.write((json.dumps({"op": op, **fields}) + "\n").encode())
@@ -134,8 +135,8 @@ def agents():
     """Factory: agents() -> a new client process, stopped afterwards."""
     started = []
 
-    def start():
-        a = Agent()
+    def start(**env):
+        a = Agent(**env)
         started.append(a)
         return a
 
@@ -405,6 +406,35 @@ def test_client_disconnect_sweeps_its_regions(start_frontend, agents):
     agent.call("disconnect")
     server.wait_until(lambda: status(server) == (200, []), timeout=15,
                       what="the regions of a client that said goodbye to go")
+
+
+def test_remote_transports(start_frontend, agents):
+    """--remote-transports tcp: a client that can use tcp connects over it;
+    one that has only the shared-memory transports cannot connect."""
+    server = start_frontend("--remote-transports", "tcp")
+    refused = agents(UCX_TLS="posix,sysv,cma").call("connect", refused=True, url=server.url)
+    assert refused["code"].startswith("SHMREG_ERR_"), refused
+    print(f"a client with only the shared-memory transports: {refused}")
+    agent = agents(UCX_TLS="tcp")
+    agent.connect(server)
+    w, d = agent.export(64, seed=15)
+    assert register(server, "tcp_only", d, 64) == (200, None)
+    [entry] = status(server, "tcp_only")[1]
+    assert entry["transports"] == "tcp", entry
+    assert unregister(server) == (200, None)
+
+
+def test_remote_options_are_checked():
+    from frontend_process import binary
+    for args, words in ((["--remote-max-copies", "0"], "--remote-max-copies wants an integer"),
+                        (["--remote-max-connections", "x"], "--remote-max-connections wants"),
+                        (["--remote-transports", ""], "--remote-transports wants")):
+        proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
+                              timeout=20)
+        assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
+    help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
+    for option in ("--remote-transports LIST", "--remote-max-connections N", "--remote-max-copies N"):
+        assert option in help_text
 
 
 # ----------------------------------------------------------------- the attacks
