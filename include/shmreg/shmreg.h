@@ -80,7 +80,7 @@ extern "C" {
 /* The one place the version is written: CMakeLists.txt reads these three
  * numbers for project(), the SOVERSION (MAJOR) and the packages. */
 #define SHMREG_VERSION_MAJOR 1
-#define SHMREG_VERSION_MINOR 2
+#define SHMREG_VERSION_MINOR 3
 #define SHMREG_VERSION_PATCH 0
 #define SHMREG_VERSION_STR_(x) #x
 #define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)
@@ -961,11 +961,14 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
  * with shmreg_copy_from_view / shmreg_copy_to_view.
  *
  * Who may make the server touch what (docs/security.md, "Remote regions"):
- * - A client connects to the server: it dials the server's worker address
+ * - A client connects to the server: it dials the server's listener
  *   (shmreg_remote_server_address) and proves itself with a one-time secret
  *   that the server issued to one tenant, a (registry, tag) pair, over a
- *   channel the server authenticated (shmreg_remote_invite). The server
- *   never dials an address a client sent.
+ *   channel the server authenticated (shmreg_remote_invite). The endpoint
+ *   is the server's own, made from the client's connection request; the
+ *   server never dials an address a client sent, and no endpoint serves
+ *   two connections. A connection that has not proven itself within
+ *   5 s is closed, and at most 64 may wait at once.
  * - Over its own connection, and only there, the client's library announces
  *   the windows of its own memory it exports (shmreg_remote_export): an
  *   address, a length, a window id and a generation.
@@ -982,7 +985,7 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
  *   connects to it. The server sends a write's bytes by copy (UCX's eager
  *   protocol), never exposing its buffer to the peer.
  * - Each tenant has at most max_connections connections and invitations,
- *   and at most max_copies copies in flight (shmreg_remote_limits): past
+ *   and at most max_copies copies in flight (shmreg_remote_config): past
  *   them a call fails at once (NO_MEMORY) rather than waiting.
  *
  * UCX is optional twice over: a build with SHMREG_WITH_UCX=OFF has these
@@ -991,7 +994,7 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
  * where UCX is not installed; every remote call then answers UNSUPPORTED
  * with the reason. UCX reads its settings from the environment (UCX_TLS,
  * UCX_NET_DEVICES, ...) when it is first loaded; the server's context
- * takes its transports from shmreg_remote_limits.transports where given.
+ * takes its transports from shmreg_remote_config.transports where given.
  * The library sets UCX_ERROR_SIGNALS to "" before loading it, unless the
  * environment already says otherwise, so that UCX installs no handler for
  * SIGSEGV or SIGBUS (guarded copies need theirs).
@@ -1017,7 +1020,6 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
 #define SHMREG_REMOTE_DESCRIPTOR_SIZE 40
 #define SHMREG_REMOTE_DESCRIPTOR_MAX SHMREG_REMOTE_DESCRIPTOR_SIZE
 #define SHMREG_REMOTE_SECRET_SIZE 32
-#define SHMREG_REMOTE_ADDRESS_MAX 8192 /* a worker address's largest size */
 #define SHMREG_REMOTE_TIMEOUT_MS 10000 /* a copy's default bound (shmreg_config) */
 #define SHMREG_REMOTE_INVITE_MS 60000  /* how long an unused secret stays valid */
 
@@ -1026,8 +1028,11 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
  * shmreg_last_error(). The first call loads UCX; later calls are cheap. */
 SHMREG_API shmreg_err shmreg_remote_available(void);
 
-/* 1.3. The server's limits and transports, for the whole process. */
-typedef struct shmreg_remote_limits {
+/* 1.3. The server side's settings, for the whole process. */
+typedef struct shmreg_remote_config {
+    /* Where the server listens for clients' connections, "IP:PORT" (port 0:
+     * one the system picks); NULL: "0.0.0.0:0". Copied. */
+    const char *listen;
     /* Connections plus unused invitations one tenant may hold; 0: 16. */
     unsigned max_connections;
     /* Copies one tenant may have in flight at once; 0: 8. */
@@ -1038,25 +1043,27 @@ typedef struct shmreg_remote_limits {
      * cannot connect. Copied. */
     const char *transports;
     void *reserved_[4]; /* zero */
-} shmreg_remote_limits;
+} shmreg_remote_config;
 
 /*
- * 1.3. Set the server's limits (NULL: the defaults). Only before the
+ * 1.3. Configure the server side (NULL: the defaults). Only before the
  * server's engine starts (the first shmreg_remote_server_address,
  * shmreg_remote_invite or remote registration): later, INVALID_ARG
- * ("already started"), nothing changed. Errors: INVALID_ARG, NO_MEMORY.
+ * ("already started"), nothing changed. Errors: INVALID_ARG (a listen
+ * address that is not IP:PORT), NO_MEMORY.
  */
-SHMREG_API shmreg_err shmreg_remote_configure(const shmreg_remote_limits *limits);
+SHMREG_API shmreg_err shmreg_remote_configure(const shmreg_remote_config *config);
 
 /*
- * 1.3. The server's worker address, which clients dial
- * (shmreg_remote_client_connect); starts the engine on the first call.
- * *address stays valid for the life of the process. It is not a secret:
- * any local user can find the worker's port; what lets a client in is the
- * secret of shmreg_remote_invite. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM
- * (UCX), NO_MEMORY.
+ * 1.3. Where clients connect (shmreg_remote_client_connect): "IP:PORT" of
+ * the server's listener, NUL-terminated, valid for the life of the process;
+ * an IP of 0.0.0.0 means any of the host's addresses (a client uses the one
+ * it reaches the server by). Starts the engine on the first call. It is
+ * not a secret: what lets a client in is the secret of
+ * shmreg_remote_invite. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM (UCX: the
+ * listener could not be created), NO_MEMORY.
  */
-SHMREG_API shmreg_err shmreg_remote_server_address(const void **address, size_t *size);
+SHMREG_API shmreg_err shmreg_remote_server_address(const char **address);
 
 /*
  * 1.3. Issue a one-time secret that lets one client connection in as the
@@ -1113,16 +1120,16 @@ typedef struct shmreg_remote_window shmreg_remote_window; /* opaque: one exporte
 SHMREG_API shmreg_err shmreg_remote_client_create(shmreg_remote_client **out);
 
 /*
- * 1.3. Connect c to the server whose worker address is given, proving the
- * connection with the secret the server issued (shmreg_remote_invite, or
- * the server's remotememory/connect endpoint), and wait for its welcome
- * (at most SHMREG_REMOTE_TIMEOUT_MS). Once per client. Errors: INVALID_ARG
- * (NULL, a size outside 1..SHMREG_REMOTE_ADDRESS_MAX, already connected),
+ * 1.3. Connect c to the server listening at server_address ("HOST:PORT",
+ * a name or an IP), proving the connection with the secret the server
+ * issued (shmreg_remote_invite, or the server's remotememory/connect
+ * endpoint), and wait for its welcome (at most SHMREG_REMOTE_TIMEOUT_MS).
+ * Once per client. Errors: INVALID_ARG (NULL, not HOST:PORT, a host that
+ * does not resolve, already connected),
  * NOT_FOUND (the server refused the secret: unknown, used or expired),
  * NO_MEMORY (the tenant's connection limit), SYSTEM (UCX, or no answer).
  */
-SHMREG_API shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const void *server_address,
-                                                   size_t size,
+SHMREG_API shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const char *server_address,
                                                    const unsigned char secret[SHMREG_REMOTE_SECRET_SIZE]);
 
 /* Say goodbye to the server (its regions of this client then go at its

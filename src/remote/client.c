@@ -12,12 +12,14 @@
  * under UCX's worker lock, and takes c->lock; other threads call UCX only
  * without c->lock held. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "base/err.h"
 #include "base/sys.h"
 #include "remote/descriptor.h"
+#include "remote/hostport.h"
 #include "remote/messages.h"
 #include "remote/worker.h"
 
@@ -49,6 +51,8 @@ struct shmreg_remote_client {
     unsigned char connection[SHMREG__RMSG_CONNECTION_ID];
     struct shmreg_remote_window *windows;
     struct waiter *waiters;
+    atomic_bool failed; /* the connection failed: UCX said so */
+    char why[120];      /* UCX's reason, written before failed is set */
     uint64_t next_request, next_window;
 };
 
@@ -159,7 +163,6 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     shmreg_remote_client *c = arg;
     struct shmreg__rmsg m;
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    bool whole = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA || length == 0;
     if (shmreg__rmsg_parse(header, header_length, false, &m) != NULL || (length && m.kind != SHMREG__RMSG_STORE)) {
         if (rndv)
             c->w.ucx->am_data_release(c->w.worker, bytes);
@@ -176,7 +179,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
         break;
     case SHMREG__RMSG_STORE:
         /* The server sends stores whole (eager); a rendezvous is refused. */
-        store(c, &m, bytes, length, whole && !rndv);
+        store(c, &m, bytes, length, !rndv);
         break;
     case SHMREG__RMSG_PING:
         send_owned(c, &(struct shmreg__rmsg){.kind = SHMREG__RMSG_PONG, .request = m.request}, NULL, NULL, 0);
@@ -202,10 +205,13 @@ static shmreg_err ask(shmreg_remote_client *c, struct shmreg__rmsg *m, struct sh
     pthread_mutex_unlock(&c->lock);
     send_owned(c, m, NULL, NULL, 0);
     uint64_t deadline = shmreg__ucx_now_ns() + (uint64_t)SHMREG_REMOTE_TIMEOUT_MS * 1000000u;
-    bool done;
-    for (unsigned spin = 0; !(done = atomic_load_explicit(&x.done, memory_order_acquire)); spin++)
+    bool done, failed = false;
+    for (unsigned spin = 0; !(done = atomic_load_explicit(&x.done, memory_order_acquire)); spin++) {
+        if ((failed = atomic_load_explicit(&c->failed, memory_order_acquire)))
+            break;
         if (c->w.ucx->worker_progress(c->w.worker) == 0 && (spin & 255) == 0 && shmreg__ucx_now_ns() > deadline)
             break;
+    }
     pthread_mutex_lock(&c->lock);
     for (struct waiter **pp = &c->waiters; *pp; pp = &(*pp)->next) {
         if (*pp == &x) {
@@ -215,6 +221,8 @@ static shmreg_err ask(shmreg_remote_client *c, struct shmreg__rmsg *m, struct sh
     }
     done = atomic_load_explicit(&x.done, memory_order_acquire);
     pthread_mutex_unlock(&c->lock);
+    if (!done && failed)
+        return shmreg__fail(SHMREG_ERR_SYSTEM, "%s: the connection to the server failed: %s", what, c->why);
     if (!done)
         return shmreg__fail(SHMREG_ERR_SYSTEM, "%s: no answer from the server within %d ms", what,
                             SHMREG_REMOTE_TIMEOUT_MS);
@@ -251,24 +259,34 @@ shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
     return SHMREG_OK;
 }
 
-static shmreg_err dial(shmreg_remote_client *c, const void *server_address)
+static void on_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
+    shmreg_remote_client *c = arg;
+    snprintf(c->why, sizeof c->why, "%s", c->w.ucx->status_string(status));
+    /* Release: whoever sees failed reads why. */
+    atomic_store_explicit(&c->failed, true, memory_order_release);
+}
+
+static shmreg_err dial(shmreg_remote_client *c, const char *server_address)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    shmreg_err err = shmreg__hostport_parse(server_address, false, &ss, &len, "cannot connect to the server");
+    if (err != SHMREG_OK)
+        return err;
     ucp_ep_params_t p = {
-        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
-        .address = server_address,
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = len},
         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = on_error, .arg = c},
     };
-    /* UCX 1.13's posix and sysv cannot detect a peer's failure: where they
-     * are all there is, the endpoint goes without (the server's liveness
-     * checks and timeouts still hold). */
     ucs_status_t st = c->w.ucx->ep_create(c->w.worker, &p, &c->ep);
-    if (st == UCS_ERR_UNREACHABLE) {
-        p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-        st = c->w.ucx->ep_create(c->w.worker, &p, &c->ep);
-    }
     if (st != UCS_OK) {
         c->ep = NULL;
-        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot connect to the server: ucp_ep_create");
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot connect to the server at %s: ucp_ep_create",
+                                server_address);
     }
     return SHMREG_OK;
 }
@@ -283,13 +301,13 @@ static void hang_up(shmreg_remote_client *c, bool force)
     c->ep = NULL;
 }
 
-shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const void *server_address, size_t size,
+shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const char *server_address,
                                         const unsigned char secret[SHMREG_REMOTE_SECRET_SIZE])
 {
-    if (!c || !server_address || !secret || size == 0 || size > SHMREG_REMOTE_ADDRESS_MAX || c->ep)
+    if (!c || !server_address || !secret || c->ep)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_client_connect: %s",
                             !c ? "client is NULL" : !server_address ? "address is NULL" : !secret ? "secret is NULL"
-                            : c->ep ? "already connected" : "the address size is outside 1..8192");
+                            : "already connected");
     shmreg_err err = dial(c, server_address);
     if (err != SHMREG_OK)
         return err;
@@ -315,8 +333,10 @@ void shmreg_remote_client_destroy(shmreg_remote_client *c)
     if (!c)
         return;
     if (c->ep) {
-        send_owned(c, &(struct shmreg__rmsg){.kind = SHMREG__RMSG_BYE}, NULL, NULL, 0);
-        hang_up(c, false);
+        bool failed = atomic_load_explicit(&c->failed, memory_order_acquire);
+        if (!failed)
+            send_owned(c, &(struct shmreg__rmsg){.kind = SHMREG__RMSG_BYE}, NULL, NULL, 0);
+        hang_up(c, failed);
     }
     shmreg__ucx_worker_stop(&c->w);
     pthread_mutex_destroy(&c->lock);

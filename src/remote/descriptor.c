@@ -29,11 +29,16 @@ shmreg_err shmreg__remote_descriptor_parse(const void *bytes, size_t size, const
 {
     const char *why = NULL;
     const unsigned char *p = bytes;
-    if (!bytes || size != SHMREG_REMOTE_DESCRIPTOR_SIZE)
-        why = "not 40 bytes long";
-    else if (p[0] == 1)
+    /* Version 1 is told apart before the size: its descriptors were as
+     * long as their worker address and remote key made them, so the size
+     * alone would hide the cause. */
+    if (!bytes)
+        why = "the bytes are NULL";
+    else if (size > 0 && p[0] == 1)
         why = "version 1, which named a worker address and is no longer accepted: export the window again "
               "over a connection (shmreg_remote_client_connect)";
+    else if (size != SHMREG_REMOTE_DESCRIPTOR_SIZE)
+        why = "not 40 bytes long";
     else if (p[0] != SHMREG_REMOTE_DESCRIPTOR_VERSION)
         why = "an unknown version (byte 0 is not 2)";
     else if (!zero(p + 1, 7))

@@ -28,6 +28,24 @@ static bool kind_from_server(unsigned kind)
     return kind >= SHMREG__RMSG_WELCOME && kind <= SHMREG__RMSG_PING;
 }
 
+/* The kinds that answer a request, and so carry its status. */
+static bool kind_answers(unsigned kind)
+{
+    return kind == SHMREG__RMSG_WELCOME || kind == SHMREG__RMSG_ANSWER || kind == SHMREG__RMSG_DATA ||
+           kind == SHMREG__RMSG_STORED || kind == SHMREG__RMSG_PONG;
+}
+
+/* How many leading bytes of the token a kind carries: HELLO the whole
+ * secret, WELCOME the connection id; the rest must be zero. */
+static size_t token_size(unsigned kind)
+{
+    if (kind == SHMREG__RMSG_HELLO)
+        return SHMREG__RMSG_TOKEN;
+    if (kind == SHMREG__RMSG_WELCOME)
+        return SHMREG__RMSG_CONNECTION_ID;
+    return 0;
+}
+
 static bool all_zero(const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -72,9 +90,11 @@ const char *shmreg__rmsg_parse(const void *bytes, size_t size, bool to_server, s
         .length = shmreg__get64(p + 40),
     };
     memcpy(m.token, p + 48, SHMREG__RMSG_TOKEN);
-    bool tokened = m.kind == SHMREG__RMSG_HELLO || m.kind == SHMREG__RMSG_WELCOME;
-    if (!tokened && !all_zero(m.token, SHMREG__RMSG_TOKEN))
-        return "a token in a message that carries none";
+    if (m.status != 0 && !kind_answers(m.kind))
+        return "a status in a message that answers nothing";
+    size_t carried = token_size(m.kind);
+    if (!all_zero(m.token + carried, SHMREG__RMSG_TOKEN - carried))
+        return carried ? "bytes past the token are not zero" : "a token in a message that carries none";
     const char *why = range_check(&m);
     if (why)
         return why;

@@ -16,14 +16,16 @@
  *   byte 0        version, 1
  *   byte 1        kind (enum shmreg__rmsg_kind)
  *   bytes 2..3    zero
- *   bytes 4..7    uint32 status (a shmreg_err; 0 in a request)
+ *   bytes 4..7    uint32 status (a shmreg_err) in an answer (WELCOME,
+ *                 ANSWER, DATA, STORED, PONG); 0 in every other kind
  *   bytes 8..15   uint64 request: pairs an answer with what it answers
  *   bytes 16..23  uint64 window id
  *   bytes 24..31  uint64 window generation
  *   bytes 32..39  uint64 offset in the window (ANNOUNCE: the window's address)
  *   bytes 40..47  uint64 length
  *   bytes 48..79  token: the secret (HELLO) or the connection id (WELCOME,
- *                 its first 16 bytes), zero in every other kind
+ *                 its first 16 bytes, the rest zero), zero in every other
+ *                 kind
  * DATA and STORE carry their bytes as the message's payload. */
 #ifndef SHMREG_REMOTE_MESSAGES_H
 #define SHMREG_REMOTE_MESSAGES_H
@@ -77,8 +79,8 @@ void shmreg__rmsg_encode(const struct shmreg__rmsg *m, unsigned char out[SHMREG_
 /* Parse size bytes that arrived at a server (to_server) or a client. NULL
  * and a message when they are one this side accepts; else the reason, a
  * static string: the wrong size or version, a kind this side does not
- * take, reserved bytes or a token where none belongs, an empty or
- * wrapping range. */
+ * take, reserved bytes, a status or a token where none belongs, an empty
+ * or wrapping range. */
 const char *shmreg__rmsg_parse(const void *bytes, size_t size, bool to_server, struct shmreg__rmsg *out);
 
 #endif

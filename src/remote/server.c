@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/names.h"
 #include "base/sys.h"
+#include "remote/hostport.h"
 #include "remote/messages.h"
 #include "remote/server.h"
 #include "remote/worker.h"
@@ -25,6 +26,10 @@
 /* An idle connection is asked for a sign of life at most this often. */
 #define SHMREG__REMOTE_PING_NS 1000000000ull
 #define SHMREG__DEFAULT_MAX_CONNECTIONS 16
+/* Connections that have not yet presented a secret: how many may wait, and
+ * for how long, so that anyone who can reach the listener holds little. */
+#define SHMREG__MAX_UNPROVEN 64
+#define SHMREG__HELLO_NS 5000000000ull
 #define SHMREG__DEFAULT_MAX_COPIES 8
 
 struct tenant {
@@ -51,7 +56,8 @@ struct shmreg__rconn {
     struct shmreg__rconn *next; /* the engine's list while listed */
     bool listed;
     unsigned char id[SHMREG__RMSG_CONNECTION_ID];
-    struct tenant *tenant;
+    struct tenant *tenant;      /* NULL until the hello proved it; then for good */
+    uint64_t accepted_ns;
     unsigned long refs;         /* the list's one, and one per region; under the lock */
     pthread_rwlock_t use;       /* read: posting on ep; write: closing it */
     ucp_ep_h ep;                /* NULL once closed */
@@ -87,10 +93,10 @@ static struct {
     bool started;
     shmreg_err start_error;
     struct shmreg__ucx_worker w;
-    ucp_address_t *address;
-    size_t address_size;
-    shmreg_remote_limits limits;
-    char *transports;
+    ucp_listener_h listener;
+    char address[80];
+    shmreg_remote_config config;
+    char *transports, *listen;
     struct tenant *tenants;
     struct secret *secrets;
     struct shmreg__rconn *conns;
@@ -105,33 +111,73 @@ static void conn_free(struct shmreg__rconn *c);
 
 static unsigned max_connections(void)
 {
-    return engine.limits.max_connections ? engine.limits.max_connections : SHMREG__DEFAULT_MAX_CONNECTIONS;
+    return engine.config.max_connections ? engine.config.max_connections : SHMREG__DEFAULT_MAX_CONNECTIONS;
 }
 
 static unsigned max_copies(void)
 {
-    return engine.limits.max_copies ? engine.limits.max_copies : SHMREG__DEFAULT_MAX_COPIES;
+    return engine.config.max_copies ? engine.config.max_copies : SHMREG__DEFAULT_MAX_COPIES;
 }
 
-shmreg_err shmreg_remote_configure(const shmreg_remote_limits *limits)
+shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
 {
-    shmreg_remote_limits l = limits ? *limits : (shmreg_remote_limits){0};
-    char *transports = NULL;
-    if (l.transports && !(transports = shmreg__strdup(l.transports)))
+    shmreg_remote_config c = config ? *config : (shmreg_remote_config){0};
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (c.listen && shmreg__hostport_parse(c.listen, true, &ss, &len, "remote_configure: listen") != SHMREG_OK)
+        return SHMREG_ERR_INVALID_ARG;
+    char *transports = c.transports ? shmreg__strdup(c.transports) : NULL;
+    char *listen = c.listen ? shmreg__strdup(c.listen) : NULL;
+    if ((c.transports && !transports) || (c.listen && !listen)) {
+        shmreg__free(transports);
+        shmreg__free(listen);
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory configuring remote regions");
+    }
     pthread_mutex_lock(&engine.lock);
     bool started = engine.started;
     if (!started) {
         shmreg__free(engine.transports);
+        shmreg__free(engine.listen);
         engine.transports = transports;
-        engine.limits = l;
-        engine.limits.transports = transports;
+        engine.listen = listen;
+        engine.config = c;
+        engine.config.transports = transports;
+        engine.config.listen = listen;
     }
     pthread_mutex_unlock(&engine.lock);
     if (started) {
         shmreg__free(transports);
+        shmreg__free(listen);
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_configure: the remote engine has already started");
     }
+    return SHMREG_OK;
+}
+
+static void on_conn_request(ucp_conn_request_h request, void *arg);
+
+static shmreg_err listen_start_locked(void)
+{
+    const char *at = engine.listen ? engine.listen : "0.0.0.0:0";
+    struct sockaddr_storage ss;
+    socklen_t len;
+    shmreg_err err = shmreg__hostport_parse(at, true, &ss, &len, "cannot start the remote engine: listen");
+    if (err != SHMREG_OK)
+        return err;
+    ucp_listener_params_t p = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = (const struct sockaddr *)&ss, .addrlen = len},
+        .conn_handler = {.cb = on_conn_request},
+    };
+    ucs_status_t st = engine.w.ucx->listener_create(engine.w.worker, &p, &engine.listener);
+    if (st != UCS_OK)
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot start the remote engine: ucp_listener_create on %s",
+                                at);
+    ucp_listener_attr_t attr = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    if ((st = engine.w.ucx->listener_query(engine.listener, &attr)) != UCS_OK) {
+        engine.w.ucx->listener_destroy(engine.listener);
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot start the remote engine: ucp_listener_query");
+    }
+    shmreg__hostport_format((const struct sockaddr *)&attr.sockaddr, engine.address, sizeof engine.address);
     return SHMREG_OK;
 }
 
@@ -149,10 +195,9 @@ static shmreg_err engine_start_locked(void)
     shmreg_err err = shmreg__ucx_worker_start(&engine.w, &p);
     if (err != SHMREG_OK)
         return err;
-    ucs_status_t st = engine.w.ucx->worker_get_address(engine.w.worker, &engine.address, &engine.address_size);
-    if (st != UCS_OK) {
+    if ((err = listen_start_locked()) != SHMREG_OK) {
         shmreg__ucx_worker_stop(&engine.w);
-        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "cannot start the remote engine: ucp_worker_get_address");
+        return err;
     }
     engine.started = true;
     return SHMREG_OK;
@@ -167,15 +212,14 @@ static shmreg_err engine_start(void)
     return err;
 }
 
-shmreg_err shmreg_remote_server_address(const void **address, size_t *size)
+shmreg_err shmreg_remote_server_address(const char **address)
 {
-    if (!address || !size)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_server_address: %s is NULL", !address ? "address" : "size");
+    if (!address)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_server_address: address is NULL");
     shmreg_err err = engine_start();
     if (err != SHMREG_OK)
         return err;
     *address = engine.address;
-    *size = engine.address_size;
     return SHMREG_OK;
 }
 
@@ -359,32 +403,80 @@ static void describe_transports(ucp_ep_h ep, char *out, size_t cap)
     free(text);
 }
 
-static void welcome(ucp_ep_h ep, const struct shmreg__rmsg *hello)
+/* A hello on an unproven connection: the secret makes it its tenant's for
+ * good, or the connection is refused and closed. */
+static void welcome(struct shmreg__rconn *c, const struct shmreg__rmsg *hello)
 {
-    uint64_t now = shmreg__ucx_now_ns();
     struct shmreg__rmsg answer = {.kind = SHMREG__RMSG_WELCOME, .request = hello->request};
-    struct tenant *t = secret_take_locked(hello->token, now);
-    struct shmreg__rconn *c = t ? shmreg__calloc(1, sizeof *c) : NULL;
+    struct tenant *t = secret_take_locked(hello->token, shmreg__ucx_now_ns());
     if (!t) {
         answer.status = SHMREG_ERR_NOT_FOUND;
-    } else if (!c || getrandom(c->id, sizeof c->id, 0) != (ssize_t)sizeof c->id) {
-        t->connections--;
-        shmreg__free(c);
-        answer.status = SHMREG_ERR_NO_MEMORY;
+        mark_failed(c, "the client presented an unknown, used or expired secret");
     } else {
-        pthread_rwlock_init(&c->use, NULL);
-        atomic_flag_clear(&c->why_set);
-        c->tenant = t;
-        c->ep = ep;
-        c->refs = 1;
-        c->listed = true;
-        c->last_heard_ns = now;
-        describe_transports(ep, c->transports, sizeof c->transports);
-        c->next = engine.conns;
-        engine.conns = c;
+        c->tenant = t; /* the secret's place in t->connections passes to c */
+        describe_transports(c->ep, c->transports, sizeof c->transports);
         memcpy(answer.token, c->id, sizeof c->id);
     }
-    send_owned(ep, &answer);
+    send_owned(c->ep, &answer);
+}
+
+static void on_conn_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    char why[200];
+    snprintf(why, sizeof why, "the client's connection failed: %s", engine.w.ucx->status_string(status));
+    mark_failed(arg, why);
+}
+
+/* Connections that never proved themselves in time are failed; the count
+ * of those still waiting. */
+static unsigned unproven_expire_locked(uint64_t now)
+{
+    unsigned waiting = 0;
+    for (struct shmreg__rconn *c = engine.conns; c; c = c->next) {
+        if (c->tenant || conn_failed(c))
+            continue;
+        if (now - c->accepted_ns > SHMREG__HELLO_NS)
+            mark_failed(c, "the client presented no secret in time");
+        else
+            waiting++;
+    }
+    return waiting;
+}
+
+/* A client's connection request, inside the progress of the listener's
+ * worker: an endpoint of the server's own, unproven until its hello. */
+static void on_conn_request(ucp_conn_request_h request, void *arg)
+{
+    struct shmreg__rconn *c = NULL;
+    pthread_mutex_lock(&engine.lock);
+    if (unproven_expire_locked(shmreg__ucx_now_ns()) < SHMREG__MAX_UNPROVEN)
+        c = shmreg__calloc(1, sizeof *c);
+    if (c && getrandom(c->id, sizeof c->id, 0) == (ssize_t)sizeof c->id) {
+        pthread_rwlock_init(&c->use, NULL);
+        atomic_flag_clear(&c->why_set);
+        ucp_ep_params_t p = {
+            .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .conn_request = request,
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = on_conn_error, .arg = c},
+        };
+        if (engine.w.ucx->ep_create(engine.w.worker, &p, &c->ep) == UCS_OK) {
+            c->refs = 1;
+            c->listed = true;
+            c->accepted_ns = c->last_heard_ns = shmreg__ucx_now_ns();
+            c->next = engine.conns;
+            engine.conns = c;
+            pthread_mutex_unlock(&engine.lock);
+            return;
+        }
+        pthread_rwlock_destroy(&c->use);
+        request = NULL; /* ep_create consumed it, failing */
+    }
+    shmreg__free(c);
+    pthread_mutex_unlock(&engine.lock);
+    if (request)
+        engine.w.ucx->listener_reject(engine.listener, request);
 }
 
 static struct shmreg__rconn *conn_of_ep_locked(ucp_ep_h ep)
@@ -527,13 +619,16 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     }
     ucp_ep_h ep = param->reply_ep;
     pthread_mutex_lock(&engine.lock);
-    struct shmreg__rconn *c = m.kind == SHMREG__RMSG_HELLO ? NULL : conn_of_ep_locked(ep);
+    struct shmreg__rconn *c = conn_of_ep_locked(ep);
+    /* Only a hello is heard from a connection that has not proven itself. */
+    if (c && !c->tenant && m.kind != SHMREG__RMSG_HELLO)
+        c = NULL;
     if (c)
         c->last_heard_ns = shmreg__ucx_now_ns();
     switch (m.kind) {
     case SHMREG__RMSG_HELLO:
-        if (!conn_of_ep_locked(ep))
-            welcome(ep, &m);
+        if (c && !c->tenant)
+            welcome(c, &m);
         break;
     case SHMREG__RMSG_ANNOUNCE:
         if (c)
@@ -613,7 +708,7 @@ shmreg_err shmreg__rconn_find(const struct shmreg__remote_descriptor *d, const v
     struct shmreg__rconn *c = engine.conns;
     while (c && memcmp(c->id, d->connection, sizeof c->id) != 0)
         c = c->next;
-    struct window *w = c && !conn_failed(c) && tenant_is(c->tenant, registry, tag)
+    struct window *w = c && !conn_failed(c) && c->tenant && tenant_is(c->tenant, registry, tag)
                            ? window_find_locked(c, d->window, d->generation)
                            : NULL;
     if (w) {
@@ -656,7 +751,8 @@ static void conn_free(struct shmreg__rconn *c)
         c->windows = w->next;
         shmreg__free(w);
     }
-    c->tenant->connections--;
+    if (c->tenant)
+        c->tenant->connections--;
     pthread_mutex_unlock(&engine.lock);
     pthread_rwlock_destroy(&c->use);
     shmreg__free(c);
@@ -845,6 +941,7 @@ shmreg_err shmreg__rconn_copy(struct shmreg__rconn *c, uint64_t window, uint64_t
 
 bool shmreg__rconn_gone(struct shmreg__rconn *c, uint64_t timeout_ns)
 {
+    conns_reap();
     if (conn_failed(c))
         return true;
     uint64_t now = shmreg__ucx_now_ns();

@@ -72,12 +72,12 @@ void shmreg_remote_unexport(shmreg_remote_window *w)
     /* None can have been exported in this build. */
 }
 
-shmreg_err shmreg_remote_configure(const shmreg_remote_limits *limits)
+shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
 {
     return unsupported("remote_configure");
 }
 
-shmreg_err shmreg_remote_server_address(const void **address, size_t *size)
+shmreg_err shmreg_remote_server_address(const char **address)
 {
     return unsupported("remote_server_address");
 }
@@ -88,7 +88,7 @@ shmreg_err shmreg_remote_invite(shmreg_registry *reg, const char *tag,
     return unsupported("remote_invite");
 }
 
-shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const void *server_address, size_t size,
+shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const char *server_address,
                                         const unsigned char secret[SHMREG_REMOTE_SECRET_SIZE])
 {
     return unsupported("cannot connect to the server");

@@ -19,8 +19,6 @@ struct shmreg__ucx {
     void (*cleanup)(ucp_context_h);
     ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
     void (*worker_destroy)(ucp_worker_h);
-    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
-    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
     unsigned (*worker_progress)(ucp_worker_h);
     ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
     ucs_status_t (*worker_arm)(ucp_worker_h);
@@ -35,6 +33,10 @@ struct shmreg__ucx {
     ucs_status_ptr_t (*am_recv_data_nbx)(ucp_worker_h, void *, void *, size_t, const ucp_request_param_t *);
     void (*am_data_release)(ucp_worker_h, void *);
     ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
+    ucs_status_t (*listener_create)(ucp_worker_h, const ucp_listener_params_t *, ucp_listener_h *);
+    void (*listener_destroy)(ucp_listener_h);
+    ucs_status_t (*listener_query)(ucp_listener_h, ucp_listener_attr_t *);
+    ucs_status_t (*listener_reject)(ucp_listener_h, ucp_conn_request_h);
     ucs_status_t (*request_check_status)(void *);
     void (*request_free)(void *);
     const char *(*status_string)(ucs_status_t);
