@@ -40,6 +40,7 @@ import json
 import os
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 
 _SONAME = "libshmreg.so.1"
@@ -72,7 +73,7 @@ def _load():
     lib.shmreg_remote_available.restype = i
     lib.shmreg_remote_client_create.argtypes = [ctypes.POINTER(p)]
     lib.shmreg_remote_client_create.restype = i
-    lib.shmreg_remote_client_connect.argtypes = [p, ctypes.c_char_p, sz, ctypes.c_char_p]
+    lib.shmreg_remote_client_connect.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
     lib.shmreg_remote_client_connect.restype = i
     lib.shmreg_remote_client_destroy.argtypes = [p]
     lib.shmreg_remote_client_destroy.restype = None
@@ -120,18 +121,29 @@ def _bearer(headers, token):
     return {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
 
 
-def _b64_field(answer, field):
+def _invitation(server, answer):
+    """(listener address, secret) of connect's answer. The listener's IP
+    0.0.0.0 or [::] is any of the server's: the host this process reached
+    its HTTP endpoint by, then."""
     try:
-        return base64.b64decode(answer[field]["b64"], validate=True)
-    except (KeyError, TypeError, ValueError):
-        raise RemoteError("INVALID_ARG", f"the server's connect answer has no valid '{field}'") from None
+        address, secret = answer["address"], base64.b64decode(answer["secret"]["b64"], validate=True)
+        host, _, port = address.rpartition(":")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise RemoteError("INVALID_ARG", f"the server's connect answer is not an invitation: {answer!r}") from None
+    if len(secret) != SECRET_SIZE:
+        raise RemoteError("INVALID_ARG", f"the server's secret is {len(secret)} bytes, not {SECRET_SIZE}")
+    if host in ("0.0.0.0", "[::]"):
+        http_host = urllib.parse.urlsplit(_url(server, "")).hostname
+        address = f"[{http_host}]:{port}" if ":" in http_host else f"{http_host}:{port}"
+    return address, secret
 
 
 def connect(server, token=None, headers=None):
     """Connect this process to the server at "host:port" (or an http:// URL):
     ask it for an invitation (POST v2/remotememory/connect, with `token` as
-    the bearer token when given), then connect the UCX client with the
-    server's worker address and the one-time secret it answered. Once per
+    the bearer token when given), then connect the UCX client to the
+    listener it names, proving the connection with the one-time secret it
+    answered. Once per
     process: a second call raises NotConnected until disconnect()."""
     global _client
     lib = _library()
@@ -139,16 +151,13 @@ def connect(server, token=None, headers=None):
         if _client is not None:
             raise NotConnected("already connected to a server: one connection per process "
                                "(disconnect() first)")
-    answer = json.loads(_post(server, "/connect", {}, _bearer(headers, token)))
-    address, secret = _b64_field(answer, "address"), _b64_field(answer, "secret")
-    if len(secret) != SECRET_SIZE:
-        raise RemoteError("INVALID_ARG", f"the server's secret is {len(secret)} bytes, not {SECRET_SIZE}")
+    address, secret = _invitation(server, json.loads(_post(server, "/connect", {}, _bearer(headers, token))))
     with _lock:
         if _client is not None:
             raise NotConnected("already connected to a server: one connection per process")
         c = ctypes.c_void_p()
         _check(lib.shmreg_remote_client_create(ctypes.byref(c)))
-        rc = lib.shmreg_remote_client_connect(c, address, len(address), secret)
+        rc = lib.shmreg_remote_client_connect(c, address.encode(), secret)
         if rc != 0:
             error = RemoteError(lib.shmreg_err_name(rc).decode(), lib.shmreg_last_error().decode())
             lib.shmreg_remote_client_destroy(c)

@@ -63,15 +63,19 @@ static shmreg_registry *create_registry(const frontend_options *o)
     return reg;
 }
 
-/* --remote-transports, --remote-max-connections, --remote-max-copies. */
+/* --remote-port (on --host), --remote-transports, --remote-max-connections,
+ * --remote-max-copies. */
 static int configure_remote(const frontend_options *o)
 {
-    shmreg_remote_limits limits = {
+    char listen[80]; /* "[IPv6]:PORT" at the most */
+    snprintf(listen, sizeof listen, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host, o->remote_port);
+    shmreg_remote_config config = {
+        .listen = listen, /* copied */
         .max_connections = o->remote_max_connections,
         .max_copies = o->remote_max_copies,
         .transports = o->remote_transports,
     };
-    if (shmreg_remote_configure(&limits) != SHMREG_OK) {
+    if (shmreg_remote_configure(&config) != SHMREG_OK) {
         fprintf(stderr, "error: %s\n", shmreg_last_error());
         return -1;
     }

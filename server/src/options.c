@@ -30,6 +30,9 @@ static void usage(FILE *to, const char *argv0)
             "                              (default background)\n"
             "  --remote-timeout-ms N       remote_memory: a read or write of a client's memory fails\n"
             "                              after N ms (default 10000); the client is then dropped\n"
+            "  --remote-port N             remote_memory: the port on --host where clients connect\n"
+            "                              through UCX after v2/remotememory/connect, 0 = any free\n"
+            "                              one, which connect's answer names (default 0)\n"
             "  --remote-transports LIST    remote_memory: the UCX transports the server's worker\n"
             "                              uses, as UCX_TLS spells them (e.g. tcp, posix,sysv,cma);\n"
             "                              a client that can reach it by none of them cannot connect\n"
@@ -226,7 +229,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
            OPT_COPY_BATCH, OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
            OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
-           OPT_REMOTE_TRANSPORTS, OPT_REMOTE_CONNS, OPT_REMOTE_COPIES,
+           OPT_REMOTE_PORT, OPT_REMOTE_TRANSPORTS, OPT_REMOTE_CONNS, OPT_REMOTE_COPIES,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -242,6 +245,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"reclaim", required_argument, NULL, OPT_RECLAIM},
         {"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
         {"remote-timeout-ms", required_argument, NULL, OPT_REMOTE_TIMEOUT},
+        {"remote-port", required_argument, NULL, OPT_REMOTE_PORT},
         {"remote-transports", required_argument, NULL, OPT_REMOTE_TRANSPORTS},
         {"remote-max-connections", required_argument, NULL, OPT_REMOTE_CONNS},
         {"remote-max-copies", required_argument, NULL, OPT_REMOTE_COPIES},
@@ -316,6 +320,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
             rc = parse_uint("--remote-timeout-ms", optarg, 1, 3600000, &v);
             o->remote_timeout_ms = (size_t)v;
             break;
+        case OPT_REMOTE_PORT: rc = parse_uint("--remote-port", optarg, 0, 65535, &v); o->remote_port = (unsigned)v; break;
         case OPT_REMOTE_TRANSPORTS:
             rc = optarg[0] ? 0 : -1;
             if (rc)

@@ -10,12 +10,13 @@
  * and whose
  *   POST v2/remotememory/connect
  * invites one client connection for the caller's tenant, answering
- *   {"address": {"b64": "<the server's worker address>"},
- *    "secret": {"b64": "<a one-time secret of 32 bytes>"}}
- * which the client hands to shmreg_remote_client_connect. The secret is
- * what lets the connection in, as this tenant: it goes only to a caller
- * that passed the same gate as register (--allow-client-shm, the
- * restrictions, the tenant's token).
+ *   {"address": "IP:PORT", "secret": {"b64": "<a one-time secret of 32 bytes>"}}
+ * which the client hands to shmreg_remote_client_connect: the listener's
+ * address (an IP of 0.0.0.0 or [::]: any of this host's, so the client
+ * dials the host it reached this server by) and the secret that lets the
+ * connection in, as this tenant. The secret goes only to a caller that
+ * passed the same gate as register (--allow-client-shm, the restrictions,
+ * the tenant's token).
  * Bodies are parsed with json-c; every error is {"error": "..."} with the
  * status of http_status_from_shmreg.
  */
@@ -208,50 +209,34 @@ static void register_remote(shmreg_registry *reg, const region_scope *scope, con
         reply_empty(r);
 }
 
-/* base64 of data[0, size) as a JSON object {"b64": "..."} into b. */
-static int write_b64(jbuf *b, const void *data, size_t size)
-{
-    size_t len = (size + 2) / 3 * 4 + 1;
-    char *text = malloc(len);
-    if (!text || b64_ntop(data, size, text, len) < 0) {
-        free(text);
-        return -1;
-    }
-    jbuf_lit(b, "{\"b64\":");
-    jbuf_str(b, text);
-    jbuf_lit(b, "}");
-    explicit_bzero(text, len); /* a secret's text */
-    free(text);
-    return 0;
-}
-
-/* An invitation for the caller's tenant: the worker address to dial and
- * the secret that proves the connection (shmreg_remote_invite). */
+/* An invitation for the caller's tenant: where the client connects and
+ * the one-time secret that proves the connection (shmreg_remote_invite). */
 static void remote_connect(shmreg_registry *reg, const region_scope *scope, reply *r)
 {
-    const void *address;
-    size_t size;
+    const char *address;
     unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
-    shmreg_err e = shmreg_remote_server_address(&address, &size);
+    /* The secret in base64: 44 characters and the NUL. */
+    char text[(SHMREG_REMOTE_SECRET_SIZE + 2) / 3 * 4 + 1];
+    shmreg_err e = shmreg_remote_server_address(&address);
     if (e == SHMREG_OK)
         e = scope_remote_invite(reg, scope, secret);
     if (e != SHMREG_OK) {
         reply_scope_error(r, scope, e);
         return;
     }
-    jbuf b = {0};
-    jbuf_lit(&b, "{\"address\":");
-    int rc = write_b64(&b, address, size);
-    jbuf_lit(&b, ",\"secret\":");
-    rc |= write_b64(&b, secret, sizeof secret);
-    jbuf_lit(&b, "}");
+    int n = b64_ntop(secret, sizeof secret, text, sizeof text);
     explicit_bzero(secret, sizeof secret);
-    if (rc != 0) {
-        /* The secret stays unused and expires (SHMREG_REMOTE_INVITE_MS). */
-        jbuf_free(&b);
-        reply_error(r, 500, "out of memory writing a remote connection's invitation");
+    if (n < 0) { /* cannot happen: text has room for it */
+        reply_error(r, 500, "cannot write a remote connection's secret in base64");
         return;
     }
+    jbuf b = {0};
+    jbuf_lit(&b, "{\"address\":");
+    jbuf_str(&b, address);
+    jbuf_lit(&b, ",\"secret\":{\"b64\":");
+    jbuf_str(&b, text);
+    jbuf_lit(&b, "}}");
+    explicit_bzero(text, sizeof text);
     reply_text(r, &b);
 }
 

@@ -8,7 +8,8 @@ process where it already runs, and each client connects once, as one
 tenant. Commands (op and its fields):
   connect url token       remote.connect
   join address secret     shmreg_remote_client_connect with an invitation
-                          the test fetched itself (base64 fields)
+                          the test fetched itself (the listener's address,
+                          the secret in base64)
   export nbytes seed      remote.export of nbytes of random bytes (seed) or
                           zeros (seed null) -> window, descriptor (base64)
   allocate nbytes seed    remote.allocate, filled the same way
@@ -49,8 +50,7 @@ def join(address, secret):
     lib = remote._library()
     client = ctypes.c_void_p()
     remote._check(lib.shmreg_remote_client_create(ctypes.byref(client)))
-    address, secret = base64.b64decode(address), base64.b64decode(secret)
-    rc = lib.shmreg_remote_client_connect(client, address, len(address), secret)
+    rc = lib.shmreg_remote_client_connect(client, address.encode(), base64.b64decode(secret))
     if rc != 0:
         error = remote.RemoteError(lib.shmreg_err_name(rc).decode(), lib.shmreg_last_error().decode())
         lib.shmreg_remote_client_destroy(client)

@@ -441,8 +441,9 @@ def test_remote_options_are_checked():
 
 
 def v1_descriptor(address, length=4096, target=0x10000):
-    """A descriptor of version 1: a worker address (here the server's own),
-    a remote key, and an address and length in that worker's memory."""
+    """A descriptor of version 1: a worker address (here the server's own
+    listener's, in its place), a remote key, and an address and length in
+    that worker's memory."""
     rkey = b"\x5a" * 16
     return (struct.pack("<B3xII4xQQ", 1, len(address), len(rkey), target, length) +
             address + rkey)
@@ -452,7 +453,7 @@ def test_descriptor_of_version_1_is_refused(start_frontend):
     server = start_frontend()
     code, body = invitation(server)
     assert code == 200, body
-    address = base64.b64decode(body["address"]["b64"])
+    address = body["address"].encode()
     for d in (v1_descriptor(address), v1_descriptor(address)[:40]):
         code, body = register(server, "v1", d, 4096)
         assert code == 400 and "version 1" in body["error"], body
@@ -472,6 +473,8 @@ def test_connect_needs_a_known_token(start_frontend, tmp_path):
         assert resp_headers["WWW-Authenticate"] == "Bearer"
     code, body = invitation(server, ALICE)
     assert code == 200 and len(base64.b64decode(body["secret"]["b64"])) == 32, body
+    # The listener's address, on --host.
+    assert body["address"].startswith("127.0.0.1:") and int(body["address"].split(":")[1]) > 0, body
     assert server.json("GET", f"{REMOTE}/connect")[0] == 405
 
 
@@ -576,7 +579,7 @@ def test_secret_is_good_once(start_frontend, agents):
     server = start_frontend()
     code, body = invitation(server)
     assert code == 200, body
-    address, secret = body["address"]["b64"], body["secret"]["b64"]
+    address, secret = body["address"], body["secret"]["b64"]
     first, second = agents(), agents()
     first.call("join", address=address, secret=secret)
     refused = second.call("join", refused=True, address=address, secret=secret)
