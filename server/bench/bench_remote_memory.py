@@ -8,9 +8,11 @@ memory (VmRSS at the end of each run, VmHWM the peak since start).
 Each concurrency level is that many client processes, each with its own
 connection and, for remote regions, its own UCX client and input and output
 regions (remote.connect, then remote.allocate: memory the library owns).
-Both modes run against one server, on the UCX transport in UCX_TLS (default
-here: posix,sysv,cma); all its clients are one tenant, whose connection and
-copy limits are raised past the highest concurrency.
+Both modes run against one server, on the UCX transports in UCX_TLS (unset:
+UCX's choice; a connection needs one that can report a failed peer, such as
+tcp, which the shared-memory transports cannot); all its clients are one
+tenant, whose connection and copy limits are raised past the highest
+concurrency.
 
     FRONTEND_BIN=.../shmreg-v2-frontend SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
@@ -136,7 +138,6 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     args = ap.parse_args()
-    os.environ.setdefault("UCX_TLS", "posix,sysv,cma")
     server = subprocess.Popen([os.environ["FRONTEND_BIN"], "--host", "127.0.0.1", "--port", "0",
                                "--allow-client-shm=true", "--threads", "16",
                                "--remote-max-connections", str(4 * max(args.concurrency)),
@@ -156,7 +157,7 @@ def main():
     finally:
         server.terminate()
         server.wait()
-    print(f"\nUCX_TLS={os.environ['UCX_TLS']}, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
+    print(f"\nUCX_TLS={os.environ.get('UCX_TLS', '(unset)')}, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
     print("| path | concurrency | infer/s | server VmRSS after (MiB) |")
     print("| --- | --- | --- | --- |")
     for mode, c, rate, rss in rows:

@@ -424,16 +424,27 @@ def test_remote_transports(start_frontend, agents):
     assert unregister(server) == (200, None)
 
 
+def test_remote_port(start_frontend, agents):
+    from grpc_support import free_port
+    port = free_port()
+    server = start_frontend("--remote-port", str(port))
+    code, body = invitation(server)
+    assert code == 200 and body["address"] == f"127.0.0.1:{port}", body
+    agents().call("join", address=body["address"], secret=body["secret"]["b64"])
+
+
 def test_remote_options_are_checked():
     from frontend_process import binary
     for args, words in ((["--remote-max-copies", "0"], "--remote-max-copies wants an integer"),
                         (["--remote-max-connections", "x"], "--remote-max-connections wants"),
-                        (["--remote-transports", ""], "--remote-transports wants")):
+                        (["--remote-transports", ""], "--remote-transports wants"),
+                        (["--remote-port", "65536"], "--remote-port wants an integer in [0, 65535]")):
         proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
                               timeout=20)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
     help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
-    for option in ("--remote-transports LIST", "--remote-max-connections N", "--remote-max-copies N"):
+    for option in ("--remote-port N", "--remote-transports LIST", "--remote-max-connections N",
+                   "--remote-max-copies N"):
         assert option in help_text
 
 
