@@ -47,7 +47,8 @@ _SONAME = "libshmreg.so.1"
 
 
 class RemoteError(Exception):
-    """A failed call: code is the library's error name, or the HTTP status."""
+    """A failed call: code is the library's error name (SHMREG_ERR_...), or the
+    server's HTTP status."""
 
     def __init__(self, code, message):
         super().__init__(message)
@@ -56,10 +57,11 @@ class RemoteError(Exception):
 
 
 class NotConnected(RemoteError):
-    """export() or allocate() before connect(), or connect() twice."""
+    """export() or allocate() before connect(), or connect() twice: the
+    library's INVALID_ARG for the same mistakes, as a class of its own."""
 
     def __init__(self, message):
-        super().__init__("NOT_CONNECTED", message)
+        super().__init__("SHMREG_ERR_INVALID_ARG", message)
 
 
 def _load():
@@ -129,9 +131,9 @@ def _invitation(server, answer):
         address, secret = answer["address"], base64.b64decode(answer["secret"]["b64"], validate=True)
         host, _, port = address.rpartition(":")
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise RemoteError("INVALID_ARG", f"the server's connect answer is not an invitation: {answer!r}") from None
+        raise RemoteError("SHMREG_ERR_INVALID_ARG", f"the server's connect answer is not an invitation: {answer!r}") from None
     if len(secret) != SECRET_SIZE:
-        raise RemoteError("INVALID_ARG", f"the server's secret is {len(secret)} bytes, not {SECRET_SIZE}")
+        raise RemoteError("SHMREG_ERR_INVALID_ARG", f"the server's secret is {len(secret)} bytes, not {SECRET_SIZE}")
     if host in ("0.0.0.0", "[::]"):
         http_host = urllib.parse.urlsplit(_url(server, "")).hostname
         address = f"[{http_host}]:{port}" if ":" in http_host else f"{http_host}:{port}"
@@ -143,8 +145,8 @@ def connect(server, token=None, headers=None):
     ask it for an invitation (POST v2/remotememory/connect, with `token` as
     the bearer token when given), then connect the UCX client to the
     listener it names, proving the connection with the one-time secret it
-    answered. Once per
-    process: a second call raises NotConnected until disconnect()."""
+    answered. Once per process: a second call raises NotConnected until
+    disconnect()."""
     global _client
     lib = _library()
     with _lock:
@@ -173,7 +175,7 @@ def disconnect():
         if _client is None:
             return
         if _windows:
-            raise RemoteError("BUSY", f"{_windows} window(s) still open: close them before disconnect()")
+            raise RemoteError("SHMREG_ERR_BUSY", f"{_windows} window(s) still open: close them before disconnect()")
         _lib.shmreg_remote_client_destroy(_client)
         _client = None
 
