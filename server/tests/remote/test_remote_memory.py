@@ -642,7 +642,7 @@ def test_client_that_never_answers(tenanted, agents):
     time.sleep(0.3)  # alice's copy is in flight, waiting for her client
     start = time.monotonic()
     code, body = infer(server, "in", "out", token=ALICE)
-    assert code in (429, 507) and "in flight" in body["error"], body
+    assert code == 429 and "in flight" in body["error"], body
     assert time.monotonic() - start < 1.0, "the copy over the limit waited"
     for _ in range(3):
         code, body = infer(server, "in", "out", token=BOB)
@@ -651,8 +651,9 @@ def test_client_that_never_answers(tenanted, agents):
     t.join(timeout=30)
     assert not t.is_alive()
     code, body = result["r"]
+    print(f"a stopped client's copy, after {result['s']:.3f} s: {code} {body}")
     assert code >= 400 and code != 404, body
-    assert "remote region 'in'" in body["error"], body
+    assert "remote region 'in'" in body["error"] and "2000 ms" in body["error"], body
     assert 1.5 < result["s"] < 15, result
     assert_serving(server)
     assert infer(server, "in", "out", token=BOB)[0] == 200
