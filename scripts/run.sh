@@ -13,7 +13,22 @@ source scripts/lib/build_server.sh
 # The same chain as the CI's (library installed to build/run/prefix, the
 # frontend in build/run/app), without -Werror: a newer compiler's new
 # warning must not stop a user from running it.
-JOBS=$(nproc) SERVER_WERROR=OFF build_server build/run >/dev/null
+# The build's output goes to build/run/build.log; its progress lines are
+# shown as they come, and the log's end if it fails.
+mkdir -p build/run
+log=build/run/build.log
+echo "run.sh: building libshmreg and the server in build/run (minutes the first time; log: $log)"
+set +e
+JOBS=$(nproc) SERVER_WERROR=OFF build_server build/run 2>&1 | tee "$log" |
+  grep --line-buffered -E '^\[ *[0-9]+%\] (Built target|Linking)'
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "run.sh: the build failed; the end of $log:" >&2
+  tail -n 40 "$log" >&2
+  exit "$rc"
+fi
+echo "run.sh: built; starting the server (HTTP :8000, gRPC :8001 unless the arguments say otherwise; Ctrl-C stops it)"
 # --allow-client-shm=true: the example exists to show shared memory; the
 # binary, like Triton 2.73, refuses it unless told (README says why).
 exec build/run/app/shmreg-v2-frontend --grpc-port 8001 --allow-client-shm=true "$@"

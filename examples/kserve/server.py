@@ -47,7 +47,23 @@ class Simple(kserve.Model):
         return InferResponse(payload.id, self.name, outputs)
 
 
+def parse_args() -> None:
+    """--help prints KServe's flags and exits, as a command's --help should:
+    kserve.model_server reads its flags at import with add_help=False, so
+    without this the server would start on --help."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="server.py",
+        description="KServe's model server with Triton's system shared-memory "
+                    "protocol (shmreg.kserve), serving the model 'simple'.",
+        parents=[kserve.model_server.parser],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    ).parse_known_args()
+
+
 def main() -> None:
+    parse_args()
     registry = shmreg.Registry(busy_policy="defer")
     server = kserve.ModelServer()  # its flags: --http_port, --workers, ...
     # Triton's shared-memory protocol: this line (before start(), which adds

@@ -192,3 +192,13 @@ def test_registry_counters_on_kserves_metrics_page(server, key):
     finally:
         shm.destroy_shared_memory_region(region)
         client.close()
+
+
+def test_help_prints_the_options_and_starts_no_server():
+    port = free_port()
+    r = subprocess.run([sys.executable, str(HERE / "server.py"), "--help", "--http_port", str(port)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--http_port" in r.stdout and "shared-memory" in r.stdout
+    with socket.socket() as s:  # nothing listens on the port it was given
+        assert s.connect_ex(("127.0.0.1", port)) != 0

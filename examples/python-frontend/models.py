@@ -5,7 +5,7 @@ with the same metadata, checks, messages and statistics:
   [-1, 16], batch at most 8, wrapping like int32 hardware;
 - simple_delayed: simple after sleeping --delay-ms;
 - identity: OUTPUT0 = INPUT0, any datatype and shape (metadata: FP16
-  [3, -1, -1], seed 003's image, which perf_analyzer generates data from).
+  [3, -1, -1], a detector's image, which perf_analyzer generates data from).
 """
 from __future__ import annotations
 

@@ -49,6 +49,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 import shmreg
+from shmreg import _shmreg
 
 __all__ = [
     "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
@@ -60,24 +61,36 @@ __all__ = [
 # ------------------------------------------------------------------- errors
 
 # The table of server/src/core/triton.h (tests/python/test_status_table.py
-# checks this copy against it): Triton's
-# statuses where Triton has one, since clients test for them. By class name,
-# so that a code this module does not know still answers 500.
-_STATUS_BY_ERROR = (
-    ("InvalidArgument", 400), ("AlreadyExists", 400), ("OutOfBounds", 400), ("Busy", 400),
-    ("Fault", 400),  # the client truncated its own object under the mapping
-    ("NotFound", 404), ("WrongKind", 404),  # the name is not one of this endpoint's kind
-    ("Unsupported", 501), ("NoMemory", 507), ("OutOfMemory", 507),
-)
+# checks this copy against it): Triton's statuses where Triton has one,
+# since clients test for them. By the library's names of its errors, each of
+# which must be here and nothing else: checked against the library's error
+# table (shmreg._shmreg.ERROR_TABLE) at import. A code the table does not
+# know answers 500.
+_STATUS_BY_ERROR = {
+    "SHMREG_ERR_INVALID_ARG": 400, "SHMREG_ERR_NOT_FOUND": 404, "SHMREG_ERR_ALREADY_EXISTS": 400,
+    "SHMREG_ERR_OUT_OF_BOUNDS": 400, "SHMREG_ERR_BUSY": 400, "SHMREG_ERR_SYSTEM": 500,
+    "SHMREG_ERR_CUDA": 500, "SHMREG_ERR_UNSUPPORTED": 501, "SHMREG_ERR_NO_MEMORY": 507,
+    "SHMREG_ERR_WRONG_KIND": 404,  # the name is not one of this endpoint's kind
+    "SHMREG_ERR_FAULT": 400,  # the client truncated its own object under the mapping
+}
+
+
+def _status_by_code() -> dict[int, int]:
+    errors = {name: value for name, value, _ in _shmreg.ERROR_TABLE if value != 0}
+    if set(errors) != set(_STATUS_BY_ERROR):
+        raise ImportError(
+            "shmreg.kserve's HTTP statuses do not match the library's error table (SHMREG_ERR_MAP): "
+            f"no status for {sorted(set(errors) - set(_STATUS_BY_ERROR))}, "
+            f"a status for no error {sorted(set(_STATUS_BY_ERROR) - set(errors))}")
+    return {value: _STATUS_BY_ERROR[name] for name, value in errors.items()}
+
+
+_STATUS_BY_CODE = _status_by_code()
 
 
 def http_status(err: shmreg.Error) -> int:
     """The HTTP status of a library error: 400, 404, 500, 501 or 507."""
-    for name, status in _STATUS_BY_ERROR:
-        cls = getattr(shmreg, name, None)
-        if isinstance(cls, type) and isinstance(err, cls):
-            return status
-    return 500
+    return _STATUS_BY_CODE.get(err.code, 500)
 
 
 def error_response(status: int, message: str) -> JSONResponse:

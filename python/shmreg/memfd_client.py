@@ -1,4 +1,5 @@
-"""Register sealed memfd regions with a server's Unix socket (issue 11).
+"""Register sealed memfd regions with a server's Unix socket, so that a
+client's memory can be neither truncated nor grown under the server.
 
 Standard library only: this file needs neither the compiled shmreg extension
 nor anything from PyPI, so a client may also copy it alone. It speaks the

@@ -1,4 +1,4 @@
-"""Remote regions through UCX (issue 20): export an array's memory and
+"""Remote regions through UCX: export an array's memory and
 register it with a server's remote_memory extension, so that a server on
 another host reads the inputs from it and writes the outputs into it, and
 only a small descriptor travels in the request.

@@ -11,7 +11,9 @@ namespace {
 // Strong references taken at import and never dropped: the classes live as
 // long as the process (a static nb::object would be destroyed after the
 // interpreter is gone).
-constexpr int error_count = 12; /* SHMREG_ERR_MAP's codes, 0..11 */
+#define SHMREG_PY_COUNT_(name, value, desc) +1
+constexpr int error_count = 0 SHMREG_ERR_MAP(SHMREG_PY_COUNT_); /* codes 0..count-1 */
+#undef SHMREG_PY_COUNT_
 PyObject *error_types[error_count];
 PyObject *region_status_cls;
 PyObject *stats_cls;
@@ -41,10 +43,18 @@ NB_MODULE(_shmreg, m) {
     // worth a warning from nanobind.
     nb::set_leak_warnings(false);
 
+    // The header's error table, row by row: (name, value, description).
+    // shmreg._types checks its classes against it, name by name and value
+    // by value, and fails the import on any difference; kserve.py takes its
+    // statuses by these names.
+    nb::list rows;
+#define SHMREG_PY_ROW_(name, value, desc) rows.append(nb::make_tuple("SHMREG_" #name, value, desc));
+    SHMREG_ERR_MAP(SHMREG_PY_ROW_)
+#undef SHMREG_PY_ROW_
+    m.attr("ERROR_TABLE") = nb::tuple(rows);
     nb::module_ types = nb::module_::import_("shmreg._types");
+    types.attr("check_error_table")(m.attr("ERROR_TABLE"));
     nb::object errors = types.attr("ERRORS");
-    if (nb::len(errors) != error_count)
-        throw std::runtime_error("shmreg._types.ERRORS does not match the library's error codes");
     for (int i = 0; i < error_count; i++)
         error_types[i] = nb::object(errors[i]).release().ptr();
     region_status_cls = nb::object(types.attr("RegionStatus")).release().ptr();

@@ -1,6 +1,9 @@
 # Documentation that must not drift from the code: every error code of the
 # header's X-macro list appears in docs/errors.md, and every version of the
 # library the docs name is the header's (the one CMake and pyproject read).
+# And the layers the docs describe (docs/design.md): no file under src/
+# includes a header of a higher layer, or one without its folder; the
+# self-test first shows that the check fails on each kind of planted include.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 missing=0
@@ -13,3 +16,11 @@ echo "docs: $((n - missing)) passed, $missing failed"
 [ "$missing" -eq 0 ] && [ "$n" -ge 10 ]
 python3 scripts/check-doc-versions.py --self-test
 python3 scripts/check-doc-versions.py README.md docs/*.md server/README.md
+python3 scripts/check-layers.py --self-test
+python3 scripts/check-layers.py
+# The docs, headers, sources, tests, scripts and examples speak of the
+# product, not of how it was made (scripts/check-process-words.py lists the
+# words); each occurrence is printed as FILE:LINE. The self-test plants such
+# lines in a copy of the tree and expects each one reported.
+python3 scripts/check-process-words.py --self-test
+python3 scripts/check-process-words.py

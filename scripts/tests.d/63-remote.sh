@@ -1,4 +1,4 @@
-# Remote regions through UCX (issue 20): client and server as two processes
+# Remote regions through UCX: client and server as two processes
 # on one host, over tcp and again over the shared-memory transports.
 #  1. the library (tests/remote, ctest label "remote"), in the gcc tier's
 #     build (build/gcc, incremental; tier 10 leaves these tests to this one)

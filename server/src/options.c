@@ -376,7 +376,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
         fprintf(stderr, "error: --uds and --tenants cannot be used together\n");
         return -1;
     }
-    shmreg_config shares; /* the tenants' quotas must fit the limits (issue 21) */
+    shmreg_config shares; /* the tenants' quotas must fit the limits */
     shmreg_config_init(&shares);
     if (access_quota_config(&o->access, &shares) != 0)
         return -1;

@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "base/err.h"
-#include "base/sys.h"
-
-#include "base/names.h"
 #include "backends/system_window.h"
+#include "base/err.h"
+#include "base/names.h"
+#include "base/sys.h"
 
 static shmreg_err system_prepare(struct shmreg__open_args *a);
 static shmreg_err system_inspect(struct shmreg__open_args *a);
@@ -43,7 +42,7 @@ static shmreg_err system_prepare(struct shmreg__open_args *a)
     shmreg_err err = shmreg__check_key(r->name, r->key, a->reserved_key_prefixes);
     if (err != SHMREG_OK)
         return err;
-    /* issue 11: shared with backends/system_fd.c; AUTO's pin is optional. */
+    /* Shared with backends/system_fd.c; AUTO's pin is optional. */
     shmreg__system_decide_pin(a);
     return SHMREG_OK;
 }
@@ -80,8 +79,8 @@ static shmreg_err check_owner(const struct shmreg__open_args *a, const struct st
                         a->r->name, a->r->key, (unsigned)st->st_uid);
 }
 
-/* Every check of the object behind fd, in order: its type (issue 11: a
- * FIFO or socket is refused), its owner, the window against its size now;
+/* Every check of the object behind fd, in order: its type (a FIFO or
+ * socket is refused: its open could block), its owner, the window against its size now;
  * then whether a demanded pin would allocate holes (a->holes, for the pin
  * budget register.c applies next). */
 static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat *st)
@@ -99,7 +98,7 @@ static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat 
     size_t object_size = st->st_size < 0 ? 0 : (size_t)st->st_size;
     if (err == SHMREG_OK)
         err = check_window(r, object_size);
-    /* issue 18: pinning allocates the pages the client did not populate;
+    /* Pinning allocates the pages the client did not populate;
      * register.c counts them against the pin budget before any is touched. */
     if (err == SHMREG_OK)
         shmreg__system_note_holes(a, fd, st);
@@ -112,7 +111,7 @@ static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat 
  * be mapped (access, and pinning as the checks left it), so an object
  * unlinked and created again under the same key is another. Both a cache
  * hit and a miss come through here, so both answer the same.
- * issue 11: opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that a
+ * Opened O_NONBLOCK (glibc's shm_open adds O_NOFOLLOW), so that a
  * FIFO someone created under the key cannot block the open; the type and
  * owner are checked before anything else touches the object. mmap ignores
  * O_NONBLOCK, and the descriptor is closed after mapping, so it stays set. */

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/system_window.h"
 #include "base/err.h"
 #include "base/sys.h"
-#include "backends/system_window.h"
 
 static shmreg_err fd_prepare(struct shmreg__open_args *a);
 static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
@@ -46,7 +46,7 @@ static shmreg_err fd_prepare(struct shmreg__open_args *a)
                             "cannot register shared memory region '%s': a descriptor region takes no shm key",
                             r->name);
     shmreg__system_decide_pin(a);
-    /* issue 18: before register.c reserves, whether a demanded pin would
+    /* Before register.c reserves, whether a demanded pin would
      * allocate holes (the pin budget then bounds it). Only then is the
      * descriptor looked at here; open checks the object in full. */
     if (!a->pin || a->pin_optional)

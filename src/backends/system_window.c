@@ -5,9 +5,9 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "backends/system_window.h"
 #include "base/err.h"
 #include "base/sys.h"
-#include "backends/system_window.h"
 
 void shmreg__system_decide_pin(struct shmreg__open_args *a)
 {

@@ -1,8 +1,8 @@
 /* What the two system backends share (backends/system.c: a POSIX shm key,
  * backends/system_fd.c: a descriptor): the checks of the object behind a
  * descriptor, the pin decision, and the holes check that tells register.c
- * a demanded pin would allocate pages on the server (issue 18: such a pin is
- * bounded by the pin budget, table.h). */
+ * a demanded pin would allocate pages on the server (such a pin is bounded
+ * by the pin budget, table.h). */
 #ifndef SHMREG_SYSTEM_WINDOW_H
 #define SHMREG_SYSTEM_WINDOW_H
 

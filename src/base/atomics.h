@@ -81,7 +81,8 @@ static inline bool shmreg__ref_put(shmreg__refcount *r)
 }
 
 /* shmreg__ref_put in its two steps, for a put that checks what it drops
- * (region.c: a release past zero, issue 11). dec returns the stored value
+ * (region.c: a release past zero, which a
+ * caller's double release must not turn into an unmap under others). dec returns the stored value
  * before the decrement: > 0 others still hold it, 0 this was the last
  * reference, < 0 there was none to drop (NOREF or DEAD). Acquire as well as
  * release: a dropper that finds no other holder then reads, without a lock,

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/sys.h"
+#include "core/mapping.h"
 
 struct shmreg__mapping *shmreg__mapping_new(const struct shmreg__opened *opened, const struct shmreg__identity *id,
                                             const struct shmreg__usage *cost, const char *label)
@@ -20,67 +20,67 @@ struct shmreg__mapping *shmreg__mapping_new(const struct shmreg__opened *opened,
     return m;
 }
 
-static bool shareable(struct shmreg__table *t, const struct shmreg__mapping *m)
+static bool shareable(const struct shmreg__cache *c, const struct shmreg__mapping *m)
 {
-    return m->id.valid && t->cache_limit > 0;
+    return m->id.valid && c->limit > 0;
 }
 
-void shmreg__mapping_attach_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+void shmreg__mapping_attach_locked(struct shmreg__cache *c, struct shmreg__mapping *m)
 {
     m->regions = 1;
-    if (!shareable(t, m)) {
+    if (!shareable(c, m)) {
         m->id.valid = false;
         return;
     }
     m->prev = NULL;
-    m->next = t->mappings;
-    if (t->mappings)
-        t->mappings->prev = m;
-    t->mappings = m;
+    m->next = c->mappings;
+    if (c->mappings)
+        c->mappings->prev = m;
+    c->mappings = m;
 }
 
-static void index_remove_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+static void index_remove_locked(struct shmreg__cache *c, struct shmreg__mapping *m)
 {
     if (!m->id.valid)
         return;
     if (m->prev)
         m->prev->next = m->next;
     else
-        t->mappings = m->next;
+        c->mappings = m->next;
     if (m->next)
         m->next->prev = m->prev;
     m->prev = m->next = NULL;
     m->id.valid = false;
 }
 
-static void lru_remove_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+static void lru_remove_locked(struct shmreg__cache *c, struct shmreg__mapping *m)
 {
     if (m->lru_prev)
         m->lru_prev->lru_next = m->lru_next;
     else
-        t->lru_head = m->lru_next;
+        c->lru_head = m->lru_next;
     if (m->lru_next)
         m->lru_next->lru_prev = m->lru_prev;
     else
-        t->lru_tail = m->lru_prev;
+        c->lru_tail = m->lru_prev;
     m->lru_prev = m->lru_next = NULL;
     m->cached = false;
-    t->cached_bytes -= m->cost.mapped_bytes;
-    t->cached_mappings--;
+    c->cached_bytes -= m->cost.mapped_bytes;
+    c->cached_mappings--;
 }
 
-static void lru_append_locked(struct shmreg__table *t, struct shmreg__mapping *m)
+static void lru_append_locked(struct shmreg__cache *c, struct shmreg__mapping *m)
 {
     m->lru_next = NULL;
-    m->lru_prev = t->lru_tail;
-    if (t->lru_tail)
-        t->lru_tail->lru_next = m;
+    m->lru_prev = c->lru_tail;
+    if (c->lru_tail)
+        c->lru_tail->lru_next = m;
     else
-        t->lru_head = m;
-    t->lru_tail = m;
+        c->lru_head = m;
+    c->lru_tail = m;
     m->cached = true;
-    t->cached_bytes += m->cost.mapped_bytes;
-    t->cached_mappings++;
+    c->cached_bytes += m->cost.mapped_bytes;
+    c->cached_mappings++;
 }
 
 static bool covers(const struct shmreg__mapping *m, size_t offset, size_t byte_size)
@@ -94,21 +94,21 @@ struct shmreg__mapping *shmreg__mapping_reuse_locked(struct shmreg__table *t, co
                                                      const struct shmreg__identity *id, size_t offset,
                                                      size_t byte_size)
 {
-    for (struct shmreg__mapping *m = t->mappings; m; m = m->next) {
+    for (struct shmreg__mapping *m = t->cache.mappings; m; m = m->next) {
         if (m->opened.backend != b || memcmp(m->id.words, id->words, sizeof id->words) != 0 ||
             !covers(m, offset, byte_size))
             continue;
         if (m->cached) {
             /* Its own charge goes: the new region has taken its own. */
-            lru_remove_locked(t, m);
+            lru_remove_locked(&t->cache, m);
             shmreg__usage_give_back_locked(t, &m->charge);
             memset(&m->charge, 0, sizeof m->charge);
         }
         m->regions++;
-        t->cache_hits++;
+        t->cache.hits++;
         return m;
     }
-    t->cache_misses++;
+    t->cache.misses++;
     return NULL;
 }
 
@@ -116,7 +116,7 @@ struct shmreg__mapping *shmreg__mapping_reuse_locked(struct shmreg__table *t, co
  * own charge fits the limits now that its last region gave its back. */
 static bool may_cache_locked(struct shmreg__table *t, const struct shmreg__mapping *m)
 {
-    if (!shareable(t, m) || m->cost.mapped_bytes > t->cache_limit)
+    if (!shareable(&t->cache, m) || m->cost.mapped_bytes > t->cache.limit)
         return false;
     const struct shmreg__usage *u = &t->usage, *lim = &t->limits;
     return (lim->mapped_bytes == 0 || (u->mapped_bytes <= lim->mapped_bytes &&
@@ -138,9 +138,9 @@ struct shmreg__mapping *shmreg__mapping_leave_locked(struct shmreg__table *t, st
         t->usage.mapped_bytes += m->cost.mapped_bytes;
         t->usage.pinned_bytes += m->cost.pinned_bytes;
         m->charge = m->cost;
-        lru_append_locked(t, m);
-        while (t->cached_bytes > t->cache_limit) {
-            struct shmreg__mapping *old = shmreg__mapping_evict_one_locked(t);
+        lru_append_locked(&t->cache, m);
+        while (t->cache.cached_bytes > t->cache.limit) {
+            struct shmreg__mapping *old = shmreg__mapping_evict_one_locked(&t->cache);
             old->next_close = close;
             close = old;
         }
@@ -148,7 +148,7 @@ struct shmreg__mapping *shmreg__mapping_leave_locked(struct shmreg__table *t, st
     }
     /* Closed now: it keeps counting what its last region counted until the
      * close is done. */
-    index_remove_locked(t, m);
+    index_remove_locked(&t->cache, m);
     t->usage.mapped_bytes += region_charge->mapped_bytes;
     t->usage.pinned_bytes += region_charge->pinned_bytes;
     m->charge = *region_charge;
@@ -157,22 +157,22 @@ struct shmreg__mapping *shmreg__mapping_leave_locked(struct shmreg__table *t, st
     return m;
 }
 
-struct shmreg__mapping *shmreg__mapping_evict_one_locked(struct shmreg__table *t)
+struct shmreg__mapping *shmreg__mapping_evict_one_locked(struct shmreg__cache *c)
 {
-    struct shmreg__mapping *m = t->lru_head;
+    struct shmreg__mapping *m = c->lru_head;
     if (!m)
         return NULL;
-    lru_remove_locked(t, m);
-    index_remove_locked(t, m);
-    t->cache_evictions++;
+    lru_remove_locked(c, m);
+    index_remove_locked(c, m);
+    c->evictions++;
     m->next_close = NULL;
     return m;
 }
 
-struct shmreg__mapping *shmreg__mapping_evict_all_locked(struct shmreg__table *t)
+struct shmreg__mapping *shmreg__mapping_evict_all_locked(struct shmreg__cache *c)
 {
     struct shmreg__mapping *list = NULL, *m;
-    while ((m = shmreg__mapping_evict_one_locked(t)) != NULL) {
+    while ((m = shmreg__mapping_evict_one_locked(c)) != NULL) {
         m->next_close = list;
         list = m;
     }

@@ -46,7 +46,7 @@ struct shmreg__mapping *shmreg__mapping_new(const struct shmreg__opened *opened,
 
 /* Put a new mapping in the index (when it has an identity and the cache is
  * on) with its first region. */
-void shmreg__mapping_attach_locked(struct shmreg__table *t, struct shmreg__mapping *m);
+void shmreg__mapping_attach_locked(struct shmreg__cache *c, struct shmreg__mapping *m);
 
 /* A mapping of backend b with identity id whose object range covers
  * [offset, offset + byte_size), with one more region counted on it; NULL on
@@ -58,14 +58,14 @@ struct shmreg__mapping *shmreg__mapping_reuse_locked(struct shmreg__table *t, co
 /* One region leaves m; its charge against the limits is `region_charge`.
  * Returns the mappings to close outside the lock (m itself when it has no
  * region left and is not cached, and what the cache evicts to stay within
- * cache_bytes), chained by next_close; each carries its charge until then. */
+ * its limit), chained by next_close; each carries its charge until then. */
 struct shmreg__mapping *shmreg__mapping_leave_locked(struct shmreg__table *t, struct shmreg__mapping *m,
                                                      const struct shmreg__usage *region_charge);
 
 /* Take the least recently used cached mapping out of the cache (NULL when
  * none) for closing; or every one, chained. */
-struct shmreg__mapping *shmreg__mapping_evict_one_locked(struct shmreg__table *t);
-struct shmreg__mapping *shmreg__mapping_evict_all_locked(struct shmreg__table *t);
+struct shmreg__mapping *shmreg__mapping_evict_one_locked(struct shmreg__cache *c);
+struct shmreg__mapping *shmreg__mapping_evict_all_locked(struct shmreg__cache *c);
 
 /* ---- outside every lock */
 

@@ -3,11 +3,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "base/names.h"
-#include "core/quota.h"
-#include "core/registry.h"
 #include "base/sys.h"
-#include "core/table.h"
+#include "core/quota.h"
 
 struct shmreg__tag_account {
     struct shmreg__tag_account *next;
@@ -99,24 +96,24 @@ static shmreg_err check(const struct shmreg__usage *used, const struct shmreg__u
     return SHMREG_OK;
 }
 
-shmreg_err shmreg__quota_check_locked(struct shmreg__table *t, const char *tag, const char *name,
+shmreg_err shmreg__quota_check_locked(struct shmreg__quotas *q, const char *tag, const char *name,
                                       const struct shmreg__usage *want)
 {
     if (!tag)
         return SHMREG_OK;
     const struct shmreg__usage none = {0, 0, 0};
-    struct shmreg__tag_account *a = find(&t->quotas, tag);
-    struct shmreg__usage lim = limits_of(&t->quotas, a);
+    struct shmreg__tag_account *a = find(q, tag);
+    struct shmreg__usage lim = limits_of(q, a);
     return check(a ? &a->used : &none, &lim, name, want);
 }
 
-shmreg_err shmreg__quota_take_locked(struct shmreg__table *t, const char *tag, const char *name,
+shmreg_err shmreg__quota_take_locked(struct shmreg__quotas *q, const char *tag, const char *name,
                                      const struct shmreg__usage *want)
 {
-    shmreg_err err = shmreg__quota_check_locked(t, tag, name, want);
+    shmreg_err err = shmreg__quota_check_locked(q, tag, name, want);
     if (err != SHMREG_OK || !tag)
         return err;
-    struct shmreg__tag_account *a = find_or_add(&t->quotas, tag);
+    struct shmreg__tag_account *a = find_or_add(q, tag);
     if (!a)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering shared memory region '%s'", name);
     a->used.regions += want->regions;
@@ -125,31 +122,31 @@ shmreg_err shmreg__quota_take_locked(struct shmreg__table *t, const char *tag, c
     return SHMREG_OK;
 }
 
-void shmreg__quota_give_back_locked(struct shmreg__table *t, const char *tag, const struct shmreg__usage *u)
+void shmreg__quota_give_back_locked(struct shmreg__quotas *q, const char *tag, const struct shmreg__usage *u)
 {
     if (!tag)
         return;
-    struct shmreg__tag_account *a = find(&t->quotas, tag);
+    struct shmreg__tag_account *a = find(q, tag);
     if (!a) /* cannot happen: what was taken has an account until given back */
         return;
     a->used.regions -= u->regions;
     a->used.mapped_bytes -= u->mapped_bytes;
     a->used.pinned_bytes -= u->pinned_bytes;
-    drop_if_idle(&t->quotas, a);
+    drop_if_idle(q, a);
 }
 
-bool shmreg__quota_pin_fits_locked(struct shmreg__table *t, const char *tag, size_t bytes)
+bool shmreg__quota_pin_fits_locked(struct shmreg__quotas *q, const char *tag, size_t bytes)
 {
     if (!tag)
         return true;
-    struct shmreg__tag_account *a = find(&t->quotas, tag);
-    struct shmreg__usage lim = limits_of(&t->quotas, a);
+    struct shmreg__tag_account *a = find(q, tag);
+    struct shmreg__usage lim = limits_of(q, a);
     return passes(a ? a->used.pinned_bytes : 0, bytes, lim.pinned_bytes);
 }
 
-shmreg_err shmreg__quota_set_locked(struct shmreg__table *t, const char *tag, const shmreg_quota *lim)
+shmreg_err shmreg__quota_set_locked(struct shmreg__quotas *q, const char *tag, const shmreg_quota *lim)
 {
-    struct shmreg__tag_account *a = lim ? find_or_add(&t->quotas, tag) : find(&t->quotas, tag);
+    struct shmreg__tag_account *a = lim ? find_or_add(q, tag) : find(q, tag);
     if (lim && !a)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory setting the quota of an owner tag");
     if (!a)
@@ -157,14 +154,14 @@ shmreg_err shmreg__quota_set_locked(struct shmreg__table *t, const char *tag, co
     a->own_limits = lim != NULL;
     if (lim)
         a->limits = (struct shmreg__usage){lim->max_regions, lim->max_mapped_bytes, lim->max_pinned_bytes};
-    drop_if_idle(&t->quotas, a);
+    drop_if_idle(q, a);
     return SHMREG_OK;
 }
 
-void shmreg__quota_stats_locked(struct shmreg__table *t, const char *tag, shmreg_tag_stats *out)
+void shmreg__quota_stats_locked(struct shmreg__quotas *q, const char *tag, shmreg_tag_stats *out)
 {
-    struct shmreg__tag_account *a = find(&t->quotas, tag);
-    struct shmreg__usage lim = limits_of(&t->quotas, a);
+    struct shmreg__tag_account *a = find(q, tag);
+    struct shmreg__usage lim = limits_of(q, a);
     memset(out, 0, sizeof *out);
     if (a) {
         out->regions = a->used.regions;
@@ -182,39 +179,4 @@ void shmreg_quota_init(shmreg_quota *q)
 {
     if (q)
         memset(q, 0, sizeof *q);
-}
-
-/* A tag the calls below accept: NULL is not one (untagged regions have no
- * quota of their own). */
-static shmreg_err check_tag(const char *call, const char *tag)
-{
-    if (!tag)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: tag is NULL", call);
-    return shmreg__check_tag(tag);
-}
-
-shmreg_err shmreg_tag_quota_set(shmreg_registry *reg, const char *tag, const shmreg_quota *q)
-{
-    if (!reg)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "tag_quota_set: registry is NULL");
-    shmreg_err err = check_tag("tag_quota_set", tag);
-    if (err != SHMREG_OK)
-        return err;
-    shmreg__table_lock(reg->table);
-    err = shmreg__quota_set_locked(reg->table, tag, q);
-    shmreg__table_unlock(reg->table);
-    return err;
-}
-
-shmreg_err shmreg_tag_stats_get(shmreg_registry *reg, const char *tag, shmreg_tag_stats *out)
-{
-    if (!reg || !out)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "tag_stats_get: %s is NULL", !reg ? "registry" : "out");
-    shmreg_err err = check_tag("tag_stats_get", tag);
-    if (err != SHMREG_OK)
-        return err;
-    shmreg__table_lock(reg->table);
-    shmreg__quota_stats_locked(reg->table, tag, out);
-    shmreg__table_unlock(reg->table);
-    return SHMREG_OK;
 }

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/region.h"
 #include "base/sys.h"
+#include "core/region.h"
 
 #ifdef SHMREG_TSAN
 char shmreg__rcu_tsan_token;
@@ -91,7 +91,7 @@ static struct shmreg__mapping *region_retire(struct shmreg_region *r)
         shmreg__table_unlink_locked(t, &r->entry);
     size_t waiting = shmreg__reclaim_take_waiting(&r->reclaim);
     struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, r->mapping, &r->charged);
-    shmreg__quota_give_back_locked(t, r->tag, &r->charged);
+    shmreg__quota_give_back_locked(&t->quotas, r->tag, &r->charged);
     /* Bytes handed to the reclaim thread stop waiting where they stop being
      * this region's, in this lock section (so shmreg_registry_stats never
      * sees more waiting than mapped): now, when the charge goes (other
@@ -135,7 +135,7 @@ void shmreg__region_disown(struct shmreg_region *r)
     atomic_store_explicit(&r->registry_ref, false, memory_order_relaxed);
 }
 
-/* issue 11: whether the registry still holds its own reference to r. Read
+/* Whether the registry still holds its own reference to r. Read
  * without the table's lock, so that a last release under background
  * reclaim takes no lock that register or unregister hold: the flag is
  * cleared before the registry's put, and the dropper's decrement, which
@@ -181,7 +181,7 @@ static bool region_drop(struct shmreg_region *r)
      * this drop's swap is done. (ThreadSanitizer found the use-after-free
      * without it.)
      *
-     * issue 11, a release past zero (a caller releasing a reference it does
+     * A release past zero (a caller releasing a reference it does
      * not hold) is caught in two cases, and dropped without effect:
      *  - the count had no reference left (NOREF or DEAD): the decrement is
      *    given back, unless the count is dead, where it changes nothing.

@@ -6,10 +6,10 @@
 #include "backends/backend.h"
 #include "base/err.h"
 #include "base/names.h"
+#include "base/sys.h"
 #include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 #define SHMREG_KNOWN_FLAGS (SHMREG_READONLY | SHMREG_PIN | SHMREG_NO_PIN)
 
@@ -52,7 +52,7 @@ static shmreg_err validate(const shmreg_registration *r, const struct shmreg__ba
  * Names are per tag (table.h): a tagged registration needs its own tag's
  * name free, and the untagged one, which untagged callers would otherwise
  * find instead of it; an untagged registration needs the name free under
- * every tag, as in 1.1's one namespace. issue 11: a registration with a
+ * every tag, as in 1.1's one namespace. A registration with a
  * tag learns nothing of a region that is not its tag's beyond the fact
  * that the name is taken: the same message whoever holds it, without its
  * state. */
@@ -86,7 +86,7 @@ static shmreg_err name_free_locked(struct shmreg__table *t, const char *name, co
  * the registration waits for the reclaim thread, once and for at most
  * SHMREG__RESERVE_WAIT_MS, before it is refused (the message then counts
  * the bytes still waiting).
- * issue 11, 18: the pin budget (table.h) bounds AUTO's pin and a demanded
+ * The pin budget (table.h) bounds AUTO's pin and a demanded
  * pin of a window with holes, before any page is touched. Past it, AUTO's
  * pin is dropped here (a->pin and want->pinned_bytes) and the region is
  * registered unpinned; the demanded one is refused. Cached mappings and
@@ -104,13 +104,13 @@ static bool check_quota_locked(struct shmreg__table *t, const char *name, const 
                                shmreg_err *err)
 {
     *err = SHMREG_OK;
-    if (a->pin && a->pin_optional && !shmreg__quota_pin_fits_locked(t, tag, want->pinned_bytes)) {
+    if (a->pin && a->pin_optional && !shmreg__quota_pin_fits_locked(&t->quotas, tag, want->pinned_bytes)) {
         if (may_wait)
             return true;
         a->pin = false;
         a->pinned_bytes = want->pinned_bytes = 0;
     }
-    *err = shmreg__quota_check_locked(t, tag, name, want);
+    *err = shmreg__quota_check_locked(&t->quotas, tag, name, want);
     return *err != SHMREG_OK && may_wait;
 }
 
@@ -119,7 +119,7 @@ static bool check_quota_locked(struct shmreg__table *t, const char *name, const 
 static shmreg_err take_quota_locked(struct shmreg__table *t, const char *name, const char *tag,
                                     const struct shmreg__usage *want)
 {
-    shmreg_err err = shmreg__quota_take_locked(t, tag, name, want);
+    shmreg_err err = shmreg__quota_take_locked(&t->quotas, tag, name, want);
     if (err != SHMREG_OK)
         shmreg__usage_give_back_locked(t, want);
     return err;
@@ -143,7 +143,7 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, const 
      * the limit's own message, which servers and clients know). */
     bool budgeted = a->pin && (a->pin_optional || (a->holes && t->limits.pinned_bytes == 0));
     if (budgeted && !shmreg__usage_pin_fits_budget_locked(t, want->pinned_bytes)) {
-        if ((*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait)
+        if ((*evicted = shmreg__mapping_evict_one_locked(&t->cache)) != NULL || may_wait)
             return true;
         if (!a->pin_optional) {
             *err = shmreg__usage_refuse_pin_locked(t, name, tag, want->pinned_bytes);
@@ -156,7 +156,7 @@ static bool try_reserve_locked(struct shmreg__table *t, const char *name, const 
         *err = take_quota_locked(t, name, tag, want);
         return false;
     }
-    return (*evicted = shmreg__mapping_evict_one_locked(t)) != NULL || may_wait;
+    return (*evicted = shmreg__mapping_evict_one_locked(&t->cache)) != NULL || may_wait;
 }
 
 static shmreg_err reserve(struct shmreg__table *t, const char *name, const char *tag,
@@ -187,7 +187,7 @@ static void unreserve(struct shmreg__table *t, const char *tag, const struct shm
 {
     shmreg__table_lock(t);
     shmreg__usage_give_back_locked(t, want);
-    shmreg__quota_give_back_locked(t, tag, want);
+    shmreg__quota_give_back_locked(&t->quotas, tag, want);
     shmreg__table_unlock(t);
 }
 
@@ -208,7 +208,7 @@ static void abandon(struct shmreg__table *t, struct pending_registration *p)
     if (p->reused) {
         shmreg__table_lock(t);
         struct shmreg__mapping *close = shmreg__mapping_leave_locked(t, m, &p->args.charged);
-        shmreg__quota_give_back_locked(t, p->args.tag, &p->args.charged);
+        shmreg__quota_give_back_locked(&t->quotas, p->args.tag, &p->args.charged);
         shmreg__table_unlock(t);
         shmreg__mapping_close_list(t, close);
         return;
@@ -236,7 +236,7 @@ static shmreg_err publish(struct shmreg__table *t, struct pending_registration *
     r->reused = p->reused;
     shmreg__table_lock(t);
     if (!p->reused)
-        shmreg__mapping_attach_locked(t, p->mapping);
+        shmreg__mapping_attach_locked(&t->cache, p->mapping);
     shmreg__region_own_locked(t, r);
     err = name_free_locked(t, p->args.name, p->args.tag);
     if (err == SHMREG_OK) {
@@ -268,9 +268,9 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
     const struct shmreg__backend *b = p->backend;
     const shmreg_registration *r = p->open.r;
     shmreg_err err = SHMREG_OK;
-    /* cache_limit changes only in destroy, which no other call may race.
-     * register_region ran inspect already. */
-    if (t->cache_limit > 0 && b->inspect) {
+    /* The cache's limit changes only in destroy, which no other call may
+     * race. register_region ran inspect already. */
+    if (t->cache.limit > 0 && b->inspect) {
         shmreg__table_lock(t);
         p->mapping = shmreg__mapping_reuse_locked(t, b, &p->open.id, p->open.object_offset, r->byte_size);
         shmreg__table_unlock(t);
@@ -297,8 +297,8 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
 /* Inspect, then reserve: after the name, every check of the memory itself (a shm object's
  * type, owner, its size against the window) answers before the limits do,
  * so that a window past the end of a small object is refused as such, not
- * as a limit it would also pass (issue 11: a server's byte limit must not
- * change Triton's answers). Reserving may drop AUTO's pin (its budget);
+ * as a limit it would also pass (a server's byte limit must not change
+ * Triton's answers). Reserving may drop AUTO's pin (its budget);
  * the memory's identity says how it is mapped, so it is inspected again.
  * On success what inspect opened stays open for open_memory. */
 static shmreg_err inspect_and_reserve(struct shmreg__table *t, struct pending_registration *p)

@@ -2,11 +2,11 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/names.h"
+#include "base/sys.h"
+#include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 /* The public structs keep their 1.0 size: new fields come out of their
  * reserved tails (LP64, the only ABI built). */
@@ -244,8 +244,8 @@ void shmreg_registry_destroy(shmreg_registry *reg)
     shmreg__region_put_batch(batch);
     shmreg__reclaim_wait_idle(&t->reclaim);
     shmreg__table_lock(t);
-    t->cache_limit = 0;
-    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(t);
+    t->cache.limit = 0;
+    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(&t->cache);
     shmreg__table_unlock(t);
     shmreg__mapping_close_list(t, cached);
     if (busy > 0)
@@ -270,7 +270,7 @@ shmreg_err shmreg_registry_trim(shmreg_registry *reg)
     struct shmreg__table *t = reg->table;
     shmreg__reclaim_wait_idle(&t->reclaim);
     shmreg__table_lock(t);
-    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(t);
+    struct shmreg__mapping *cached = shmreg__mapping_evict_all_locked(&t->cache);
     shmreg__table_unlock(t);
     shmreg__mapping_close_list(t, cached);
     return SHMREG_OK;

@@ -1,14 +1,15 @@
 /* Status: snapshots of the registered regions and of the registry's
- * counters, owned by the caller. */
+ * counters, owned by the caller; each owner tag's usage, and its quota set
+ * (quota.h). */
 #include <stdint.h>
 #include <string.h>
 
 #include "base/err.h"
-#include "core/mapping.h"
 #include "base/names.h"
+#include "base/sys.h"
+#include "core/mapping.h"
 #include "core/region.h"
 #include "core/registry.h"
-#include "base/sys.h"
 
 static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
 {
@@ -160,12 +161,49 @@ shmreg_err shmreg_registry_stats(shmreg_registry *reg, shmreg_stats *out)
     s.registrations = t->registrations;
     s.refusals = t->refusals;
     s.reclaim_waiting_bytes = atomic_load_explicit(&t->reclaim.waiting_bytes, memory_order_relaxed);
-    s.cached_bytes = t->cached_bytes;
-    s.cached_mappings = t->cached_mappings;
-    s.cache_hits = t->cache_hits;
-    s.cache_misses = t->cache_misses;
-    s.cache_evictions = t->cache_evictions;
+    s.cached_bytes = t->cache.cached_bytes;
+    s.cached_mappings = t->cache.cached_mappings;
+    s.cache_hits = t->cache.hits;
+    s.cache_misses = t->cache.misses;
+    s.cache_evictions = t->cache.evictions;
     shmreg__table_unlock(t);
     *out = s;
+    return SHMREG_OK;
+}
+
+/* ---- owner tags' quotas (quota.h) */
+
+/* A tag the calls below accept: NULL is not one (untagged regions have no
+ * quota of their own). */
+static shmreg_err check_tag(const char *call, const char *tag)
+{
+    if (!tag)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: tag is NULL", call);
+    return shmreg__check_tag(tag);
+}
+
+shmreg_err shmreg_tag_quota_set(shmreg_registry *reg, const char *tag, const shmreg_quota *q)
+{
+    if (!reg)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "tag_quota_set: registry is NULL");
+    shmreg_err err = check_tag("tag_quota_set", tag);
+    if (err != SHMREG_OK)
+        return err;
+    shmreg__table_lock(reg->table);
+    err = shmreg__quota_set_locked(&reg->table->quotas, tag, q);
+    shmreg__table_unlock(reg->table);
+    return err;
+}
+
+shmreg_err shmreg_tag_stats_get(shmreg_registry *reg, const char *tag, shmreg_tag_stats *out)
+{
+    if (!reg || !out)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "tag_stats_get: %s is NULL", !reg ? "registry" : "out");
+    shmreg_err err = check_tag("tag_stats_get", tag);
+    if (err != SHMREG_OK)
+        return err;
+    shmreg__table_lock(reg->table);
+    shmreg__quota_stats_locked(&reg->table->quotas, tag, out);
+    shmreg__table_unlock(reg->table);
     return SHMREG_OK;
 }

@@ -40,7 +40,7 @@ shmreg_err shmreg__table_new(const struct shmreg__table_config *cfg, struct shmr
     t->quotas.default_regions = cfg->tag_limits.regions;
     t->quotas.default_mapped_bytes = cfg->tag_limits.mapped_bytes;
     t->quotas.default_pinned_bytes = cfg->tag_limits.pinned_bytes;
-    t->cache_limit = cfg->cache_bytes;
+    t->cache.limit = cfg->cache_bytes;
     shmreg__reclaim_init(&t->reclaim, cfg->background_reclaim);
     t->log_fn = cfg->log_fn;
     t->log_user = cfg->log_user;

@@ -13,7 +13,7 @@
  * The table knows regions only by the entry embedded in each (its count,
  * name, owner tag and hash), never by the rest of struct shmreg_region.
  *
- * Names are per owner tag (1.2, issue 21): a tag is a namespace, so two tags
+ * Names are per owner tag (since 1.2): a tag is a namespace, so two tags
  * may each hold a region "in0", and the table may hold several live entries
  * of one name (one per tag, and at most one untagged). The hash is of the
  * name alone, so the entries of one name sit together in the hash table. A
@@ -32,16 +32,21 @@
 #include <xxhash.h>
 
 #include "base/atomics.h"
-#include "core/quota.h"
 #include "base/rcu.h"
+#include "core/quota.h"
 #include "core/reclaim.h"
+#include "core/usage.h"
 #include "shmreg/shmreg.h"
 
-/* What the limits count; under the table's lock. */
-struct shmreg__usage {
-    size_t regions;
-    size_t mapped_bytes;
-    size_t pinned_bytes;
+/* The mappings (mapping.h), under the table's lock: the index of those with
+ * an identity, live or cached, and the cached ones, least recent first.
+ * limit is shmreg_config.cache_bytes (0: off; destroy sets it to 0 so that
+ * nothing is cached after it). */
+struct shmreg__cache {
+    struct shmreg__mapping *mappings;
+    struct shmreg__mapping *lru_head, *lru_tail;
+    size_t limit, cached_bytes, cached_mappings;
+    uint64_t hits, misses, evictions;
 };
 
 /* What the table knows of a region; embedded first in struct shmreg_region. */
@@ -80,15 +85,7 @@ struct shmreg__table {
     size_t regions_alive;        /* regions made and not yet torn down */
     uint64_t registrations, refusals;
     struct shmreg__quotas quotas; /* per owner tag (quota.h) */
-
-    /* The mappings (mapping.c), under lock: the index of those with an
-     * identity, live or cached, and the cached ones, least recent first.
-     * cache_limit is shmreg_config.cache_bytes (0: off; destroy sets it to
-     * 0 so that nothing is cached after it). */
-    struct shmreg__mapping *mappings;
-    struct shmreg__mapping *lru_head, *lru_tail;
-    size_t cache_limit, cached_bytes, cached_mappings;
-    uint64_t cache_hits, cache_misses, cache_evictions;
+    struct shmreg__cache cache;   /* the mappings' index and cache (mapping.h) */
 
     /* Background reclaim (reclaim.h): lock-free hand-offs; its own lock. */
     struct shmreg__reclaim reclaim;
@@ -183,7 +180,7 @@ void shmreg__table_unlink_locked(struct shmreg__table *t, struct shmreg__entry *
 shmreg_err shmreg__usage_take_locked(struct shmreg__table *t, const char *name, const char *tag,
                                      const struct shmreg__usage *want);
 
-/* issue 18: the pin budget bounds every pin the server answers for: AUTO's
+/* The pin budget bounds every pin the server answers for: AUTO's
  * (its choice) and any pin of a window with holes (pinning allocates those
  * pages on the server). It is max_pinned_bytes, or SHMREG_AUTO_PIN_BUDGET
  * when that is 0 (unlimited). It reads the table's counters only, so a

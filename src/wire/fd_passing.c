@@ -15,8 +15,8 @@
 #include <sys/types.h>
 
 #include "base/err.h"
-#include "shmreg/shmreg.h"
 #include "base/sys.h"
+#include "shmreg/shmreg.h"
 
 #define FRAME_MAGIC 0x46524853u /* "SHRF" in little-endian memory */
 
@@ -293,7 +293,7 @@ static shmreg_err skip_frame(int sock, struct frame *f, size_t got)
 
 /* SOCK_STREAM, a frame whose control data was refused (more descriptors
  * than one; take_fd closed them all): its payload is read and dropped too,
- * so that the next message is read whole (issue 21: it was read as a header,
+ * so that the next message is read whole (it used to be read as a header,
  * refused as "bad header" and its descriptor closed). OUT_OF_BOUNDS with
  * take_fd's message. */
 static shmreg_err skip_refused_control(int sock, struct frame *f, size_t got)

@@ -138,7 +138,7 @@ SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, siz
 
 /* The payload p[0, len) as a request: INVALID_ARG with the client's
  * message when it is not one. The messages are the ones the example server
- * answered before this half moved here (issue 21). */
+ * answered before this half moved into the library. */
 static shmreg_err parse_request(const unsigned char *p, size_t len, shmreg_region_request *out)
 {
     size_t name_len = len > SHMREG_REGION_REQUEST_HEADER ? len - SHMREG_REGION_REQUEST_HEADER : 0;

@@ -2,8 +2,8 @@
 # Everything the GPU machine runs, in one call: build with the CUDA backends,
 # run every GPU test (and the rest of the suite, now with pinning live), then
 # shmreg-bench-gpu and the core's shmreg-bench (SKIP_LIB_BENCHES=1: not),
-# then the server's GPU run (server/tests/gpu/run.sh: its tests and seed
-# 003's benchmark). Logs go to $OUT (default build/gpu-out); the summary is
+# then the server's GPU run (server/tests/gpu/run.sh: its tests and the
+# seed benchmark). Logs go to $OUT (default build/gpu-out); the summary is
 # printed last.
 #
 # The GPU machine has no network and lacks liburcu, xxhash and cmocka (and
@@ -58,7 +58,8 @@ rest_rc=$?
 grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest-rest.log" | head -30
 
 # SKIP_LIB_BENCHES=1 leaves out the library's two benches (several minutes),
-# so that the server's tests and seed benchmark fit in the same device call.
+# so that the server's tests and the seed benchmark fit in one run of this
+# script on a machine lent for a limited time.
 bench_rc=0
 if [ "${SKIP_LIB_BENCHES:-0}" != 1 ]; then
   say "shmreg-bench-gpu"

@@ -3,7 +3,7 @@
  * reuse their mapping (pin, IPC open) with every check still made; the
  * reclaim thread unpins, closes IPC handles and unmaps VMM imports after the
  * last release; destroy and trim leave nothing pinned or open. A hit runs
- * the pinning rules (issue 11's AUTO budget, issue 18's holes) as a miss
+ * the pinning rules (AUTO's budget, the pin of a window with holes) as a miss
  * does. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -134,7 +134,7 @@ static int pinned_of(shmreg_registry *reg, const char *name)
     return pinned;
 }
 
-/* issue 18's holes rule on the hit path: a window with holes is pinned
+/* The holes rule on the hit path: a window with holes is pinned
  * within the pin budget, on a hit as on a miss. With a hole punched into
  * the object after it was cached, a demanded pin and AUTO's are pinned, as
  * a registry without the cache pins them, and the demanded one is a hit. */

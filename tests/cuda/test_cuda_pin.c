@@ -1,7 +1,7 @@
 /* Pinned system regions on a GPU machine: which policy and flag pins, that a
  * pinned view is page-locked memory to CUDA (cudaPointerGetAttributes), that
  * copies through it carry the region's bytes, that the last release unpins
- * before it unmaps, and (issue 18) that a window with holes is pinned within
+ * before it unmaps, and that a window with holes is pinned within
  * the pin budget and copied at the pinned rate. */
 #include <fcntl.h>
 #include <pthread.h>
@@ -16,37 +16,27 @@
 #define SIZE ((size_t)4 << 20)
 #define SEED 0x33
 
-struct fixture {
-    struct gt_baseline base;
-    char key[64];
-    shmreg_registry *reg;
-};
+/* fixture.h's struct ut_shm_fixture, and no device memory left behind. */
+static size_t device_free_before;
 
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    f->base = gt_take_baseline();
-    tu_shm_create(SIZE, SEED, f->key);
-    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
-    *state = f;
+    device_free_before = gt_device_free();
+    *state = ut_shm_fixture_new(SIZE, SEED);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    shmreg_registry_destroy(f->reg);
-    tu_shm_unlink(f->key);
-    gt_check_baseline(f->base, SIZE);
+    ut_shm_fixture_free(*state);
+    gt_check_device_free(device_free_before, SIZE);
     assert_int_equal(tu_count_shm_maps(NULL), 0);
-    free(f);
     return 0;
 }
 
 /* Register, acquire the whole window and report view.pinned, after checking
  * it against status and against CUDA's own view of the pointer. */
-static int pinned_after_register(struct fixture *f, const char *name, unsigned flags,
+static int pinned_after_register(struct ut_shm_fixture *f, const char *name, unsigned flags,
                                  shmreg_region **ref, shmreg_view *view)
 {
     assert_ok(shmreg_register_system(f->reg, name, f->key, 0, SIZE, flags));
@@ -62,7 +52,7 @@ static int pinned_after_register(struct fixture *f, const char *name, unsigned f
 
 static void test_auto_pins_and_copies_at_the_region_bytes(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     shmreg_region *ref = NULL;
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "auto", 0, &ref, &view), 1);
@@ -84,7 +74,7 @@ static void test_auto_pins_and_copies_at_the_region_bytes(void **state)
 
 static void test_flags_and_policies(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     shmreg_region *ref = NULL;
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "nopin", SHMREG_NO_PIN, &ref, &view), 0);
@@ -105,7 +95,7 @@ static void test_flags_and_policies(void **state)
 
 static void test_read_only_region_pins(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     shmreg_region *ref = NULL;
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "ro", SHMREG_READONLY | SHMREG_PIN, &ref, &view), 1);
@@ -119,7 +109,7 @@ static void test_read_only_region_pins(void **state)
 
 static void test_two_regions_of_one_object_both_pin(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     shmreg_region *r1 = NULL, *r2 = NULL;
     shmreg_view v1, v2;
     assert_int_equal(pinned_after_register(f, "one", SHMREG_PIN, &r1, &v1), 1);
@@ -132,7 +122,7 @@ static void test_two_regions_of_one_object_both_pin(void **state)
 
 static void test_last_release_unpins(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     shmreg_region *ref = NULL;
     shmreg_view view;
     assert_int_equal(pinned_after_register(f, "held", SHMREG_PIN, &ref, &view), 1);
@@ -144,8 +134,8 @@ static void test_last_release_unpins(void **state)
     assert_int_equal(tu_count_shm_maps(f->key), 0);
 }
 
-/* ---- windows with holes (issue 18): seed 003's output region, never
- * written by the client, and an input registered before it is written. */
+/* ---- windows with holes: an output region, never written by the
+ * client, and an input registered before it is written. */
 
 #define HOLES_SIZE ((size_t)256 << 20)
 
@@ -200,7 +190,7 @@ static void expect_pattern(const char *where, const unsigned char *p, const char
  * and the copy rates, beside a pageable buffer's for comparison. */
 static void test_window_with_holes_is_pinned(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     static const struct {
         shmreg_pin_policy policy;
         unsigned flags;
@@ -263,7 +253,7 @@ static void test_window_with_holes_is_pinned(void **state)
  * object answers at once (the time is printed). */
 static void test_sparse_32_gib_is_not_pinned(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     const size_t size = (size_t)32 << 30;
     char key[64];
     holes_object(key, size);
@@ -316,7 +306,7 @@ static void *copy_loop(void *arg)
 
 static void test_pin_with_holes_beside_copies(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     const size_t size = SHMREG_AUTO_PIN_BUDGET;
     char key[64];
     holes_object(key, size);

@@ -22,30 +22,15 @@
 #define WHY "built without CUDA support"
 #endif
 
-struct fixture {
-    struct tu_baseline base;
-    char key[64];
-    shmreg_registry *reg;
-};
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    f->base = tu_take_baseline();
-    tu_shm_create(SIZE, SEED, f->key);
-    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
-    *state = f;
+    *state = ut_shm_fixture_new(SIZE, SEED);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    shmreg_registry_destroy(f->reg);
-    tu_shm_unlink(f->key);
-    tu_check_baseline(f->base);
-    free(f);
+    ut_shm_fixture_free(*state);
     return 0;
 }
 
@@ -59,7 +44,7 @@ static void test_capabilities(void **state)
 
 static void test_cuda_ipc_is_unsupported(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     unsigned char handle[64] = {1, 2, 3};
     assert_fails_containing(
         shmreg_register_cuda_ipc(f->reg, "ipc", handle, sizeof handle, 0, 4096, 0),
@@ -70,7 +55,7 @@ static void test_cuda_ipc_is_unsupported(void **state)
 
 static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     int p[2];
     assert_int_equal(pipe(p), 0);
     assert_fails_containing(shmreg_register_cuda_fd(f->reg, "vmm", p[0], 0, 4096, SHMREG_READONLY),
@@ -84,7 +69,7 @@ static void test_cuda_fd_is_unsupported_and_keeps_the_fd(void **state)
 
 static void test_system_region_works_unpinned(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     assert_ok(shmreg_register_system(f->reg, "sys", f->key, 100, 4000, 0));
     shmreg_region *ref = NULL;
     shmreg_view view;
@@ -105,7 +90,7 @@ static void test_system_region_works_unpinned(void **state)
 
 static void test_demanded_pinning_is_unsupported(void **state)
 {
-    struct fixture *f = *state;
+    struct ut_shm_fixture *f = *state;
     assert_fails_containing(shmreg_register_system(f->reg, "pin", f->key, 0, SIZE, SHMREG_PIN),
                             SHMREG_ERR_UNSUPPORTED, "pin");
     assert_non_null(strstr(shmreg_last_error(), WHY));

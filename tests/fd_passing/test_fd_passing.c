@@ -279,7 +279,7 @@ static void test_invalid_arguments(void **state)
                             strerror(EBADF));
 }
 
-/* issue 11 (8): with SO_PASSCRED on the receiving socket, the kernel adds
+/* With SO_PASSCRED on the receiving socket, the kernel adds
  * SCM_CREDENTIALS to every message; the descriptor beside it still arrives
  * (before the fix every receive failed with "control data truncated" and
  * closed the descriptor), as does the next message. */
@@ -292,7 +292,7 @@ static void test_passcred_receiver(void **state)
         assert_round_trip(f, "region input0", 14);
 }
 
-/* issue 11 (8): a well-framed message without a descriptor is refused, and
+/* A well-framed message without a descriptor is refused, and
  * on a stream its payload is consumed, so the next valid message is read
  * (before the fix the payload stayed and the next receive read it as a
  * header: "bad header"). */
@@ -309,7 +309,7 @@ static void test_frame_without_descriptor_is_skipped(void **state)
     assert_round_trip(f, "next", 5);
 }
 
-/* issue 21: a well-framed message carrying three descriptors is refused
+/* A well-framed message carrying three descriptors is refused
  * and all three closed; on a stream its payload is consumed too, so the
  * next valid message is read (before the fix it was read as a header,
  * refused as "bad header" and its descriptor closed). */

@@ -419,7 +419,7 @@ static void test_recv_refuses_bad_requests(void **state)
 
 /* Extra descriptors (2, 3 and 4 in one frame) and none: refused, every
  * descriptor that came closed, and the next request still read whole.
- * issue 21: on SOCK_STREAM a frame refused for carrying three descriptors
+ * On SOCK_STREAM a frame refused for carrying three descriptors
  * left its payload unread, and the next request was refused as "bad
  * header" with its descriptor closed. */
 static void test_recv_refuses_extra_and_missing_descriptors(void **state)

@@ -115,6 +115,26 @@ def test_error_carries_code_and_library_message():
     assert str(info.value) == "Unable to find shared memory region: 'nothing'"
 
 
+@pytest.mark.parametrize("cls", [shmreg.Error, *ERROR_CODES], ids=lambda c: c.__name__)
+def test_error_classes_print_and_pickle_as_shmregs(cls):
+    # Where users import them from, not the private module they live in.
+    import pickle, traceback
+    assert cls.__module__ == "shmreg" and getattr(shmreg, cls.__name__) is cls
+    assert getattr(shmreg._types, cls.__name__) is cls  # the same class, under either name
+    line = traceback.format_exception_only(cls, cls("a message"))[-1]
+    assert line == f"shmreg.{cls.__name__}: a message\n"
+    back = pickle.loads(pickle.dumps(cls("a message")))
+    assert type(back) is cls and str(back) == "a message"
+
+
+def test_a_library_failure_prints_a_public_class():
+    import subprocess, sys
+    out = subprocess.run([sys.executable, "-c", "import shmreg; shmreg.Registry().acquire('nothing', 0, 1)"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == "shmreg.NotFound: Unable to find shared memory region: 'nothing'"
+
+
 def test_imports_without_touching_a_gpu():
     # What the package does at import: nothing that needs a driver.
     import subprocess, sys

@@ -1,8 +1,10 @@
 """The Python package's copies of C tables, checked against the C they copy:
-the error classes (shmreg._types) against the header's SHMREG_ERR_MAP, and
-kserve.py's error-to-status table against the server's only one,
-TRITON_STATUS_MAP in server/src/core/triton.h. A code added, renumbered or
-given another status on one side and not the other fails here."""
+the extension's export of the header's SHMREG_ERR_MAP (ERROR_TABLE), the
+error classes (shmreg._types) against it, and kserve.py's error-to-status
+table against the server's only one, TRITON_STATUS_MAP in
+server/src/core/triton.h. A code added, renumbered or given another status
+on one side and not the other fails here; the classes and kserve's statuses
+also fail their import on it, which the planted-drift tests show."""
 
 import re
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import shmreg
-from shmreg import memfd_client
+from shmreg import _shmreg, _types, memfd_client
 from shmreg._types import ERRORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +56,53 @@ def test_error_classes_are_the_headers():
         if code:
             # each class says which C code it is, first thing in its docstring
             assert cls.__doc__.startswith(f"SHMREG_{name}:"), (name, cls.__doc__)
+
+
+def test_extension_exports_the_headers_error_table():
+    rows = [(f"SHMREG_{name}", int(value), desc.strip('"'))
+            for name, value, desc in macro_rows(HEADER, "SHMREG_ERR_MAP", 3)]
+    assert list(_shmreg.ERROR_TABLE) == rows
+
+
+def test_the_import_check_passes_on_the_table():
+    _types.check_error_table(_shmreg.ERROR_TABLE)
+
+
+def drifted(change):
+    """ERROR_TABLE with one row changed by change(name, value, desc)."""
+    rows = [list(r) for r in _shmreg.ERROR_TABLE]
+    change(rows)
+    return [tuple(r) for r in rows]
+
+
+@pytest.mark.parametrize("what,change,says", [
+    ("a code added", lambda rows: rows.append(["SHMREG_ERR_NEW", 12, "new"]),
+     "SHMREG_ERR_NEW = 12 has no class"),
+    ("a code renamed", lambda rows: rows[5].__setitem__(0, "SHMREG_ERR_IN_USE"),
+     "SHMREG_ERR_IN_USE = 5 is raised as Busy, which is SHMREG_ERR_BUSY = 5"),
+    ("two codes swapped", lambda rows: (rows[2].__setitem__(1, 3), rows[3].__setitem__(1, 2)),
+     "SHMREG_ERR_NOT_FOUND = 3 is raised as AlreadyExists"),
+    ("a code removed", lambda rows: rows.pop(), "the library has 11 codes, ERRORS 12 classes"),
+    ("success renamed", lambda rows: rows[0].__setitem__(0, "SHMREG_SUCCESS"),
+     "SHMREG_SUCCESS = 0 is not SHMREG_OK"),
+])
+def test_the_import_check_fails_on_drift(what, change, says):
+    with pytest.raises(ImportError, match="do not match the library's error table") as info:
+        _types.check_error_table(drifted(change))
+    assert says in str(info.value), what
+
+
+def test_kserve_fails_its_import_on_drift(monkeypatch):
+    kserve = pytest.importorskip("shmreg.kserve", reason="shmreg[fastapi] is not installed")
+    assert kserve._status_by_code() == kserve._STATUS_BY_CODE
+    added = drifted(lambda rows: rows.append(["SHMREG_ERR_NEW", 12, ""]))
+    removed = drifted(lambda rows: rows.pop())
+    monkeypatch.setattr(_shmreg, "ERROR_TABLE", added)
+    with pytest.raises(ImportError, match=r"no status for \['SHMREG_ERR_NEW'\]"):
+        kserve._status_by_code()
+    monkeypatch.setattr(_shmreg, "ERROR_TABLE", removed)
+    with pytest.raises(ImportError, match=r"a status for no error \['SHMREG_ERR_FAULT'\]"):
+        kserve._status_by_code()
 
 
 def test_triton_table_covers_every_library_error():

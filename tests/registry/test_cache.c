@@ -371,7 +371,7 @@ static void test_destroy_empties_the_cache(void **state)
     assert_int_equal(tu_count_shm_maps(key), 0);
 }
 
-/* issue 11: a FIFO created under a key whose object was cached is refused
+/* A FIFO created under a key whose object was cached is refused
  * as on a miss, and without blocking: the hit path, too, opens the key
  * non-blocking and checks the object's type before anything else. */
 static void test_hit_path_refuses_a_fifo_without_blocking(void **state)

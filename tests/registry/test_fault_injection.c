@@ -540,7 +540,7 @@ static void test_register_system(void **state)
     assert_true(inject_every_call(*state, &c) >= 6);
 }
 
-/* issue 21: the first region of a tag allocates the tag's quota account;
+/* The first region of a tag allocates the tag's quota account;
  * failing that allocation refuses the registration and leaves nothing. */
 static shmreg_err run_register_new_tag(struct fx *f)
 {
@@ -565,7 +565,7 @@ static void test_register_first_of_its_tag(void **state)
 
 /* ---------------------------------------------- register a descriptor */
 
-/* SHMREG_SOURCE_FD (issue 11): a sealed memfd the test keeps open; the
+/* SHMREG_SOURCE_FD: a sealed memfd the test keeps open; the
  * registry never closes it, so no close is counted. With SHMREG_PIN the
  * holes check (lseek) runs, then pinning, which needs CUDA. */
 #define FD_NAME "fi-fd"
@@ -710,7 +710,7 @@ static void test_register_system_fd_pinned(void **state)
     assert_true(inject_every_call(*state, &c) >= 4);
 }
 
-/* ---------------------------------- pin a window with holes (issue 18)
+/* ---------------------------------- pin a window with holes
  *
  * A demanded pin of a window the client never wrote is pinned, within the
  * pin budget, with fake_pinning.h's pinning (so this runs without a GPU):

@@ -11,7 +11,7 @@
  *     mapped_regions), pending_regions <= regions,
  *   - cached_mappings is 0 exactly when cached_bytes is,
  *   - the counters since create never go back.
- * Issue 19 saw mapped_bytes 0 with reclaim_waiting_bytes 128: the reclaim
+ * A snapshot once showed mapped_bytes 0 with reclaim_waiting_bytes 128: the reclaim
  * thread took the waiting bytes off after the teardown had given back the
  * mapped ones, outside the lock. Run with the cache off and on, under
  * ThreadSanitizer too (label "stress"). */

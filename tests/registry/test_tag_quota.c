@@ -1,4 +1,4 @@
-/* issue 21: quotas per owner tag (shmreg_config.max_*_per_tag,
+/* Quotas per owner tag (shmreg_config.max_*_per_tag,
  * shmreg_tag_quota_set, shmreg_tag_stats_get). One tenant (tag) filling its
  * quota of regions, mapped bytes or pinned bytes leaves every other
  * tenant's registrations working, and its refusal quotes its own usage

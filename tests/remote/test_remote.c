@@ -1,5 +1,5 @@
 /* Remote regions through UCX, client and server as two processes on one
- * host (issue 20). The client is remote_client (exec'd); this process is
+ * host. The client is remote_client (exec'd); this process is
  * the server. ctest runs the program once per transport (UCX_TLS=tcp, and
  * the shared-memory ones), and it exits 77 (skipped) where this build or
  * machine has no UCX.

@@ -1,4 +1,4 @@
-/* SHMREG_SOURCE_FD (issue 11, part 1): a window of a descriptor the caller
+/* SHMREG_SOURCE_FD: a window of a descriptor the caller
  * holds, typically a sealed memfd a client sent over a Unix socket. What a
  * hostile client can no longer do: shrink the memory under the server (the
  * seal), hand over a pipe or socket, hand over another owner's file; and

@@ -1,4 +1,4 @@
-/* issue 11 (2): a client registers its own shm object, truncates it and
+/* A client registers its own shm object, truncates it and
  * sends a request that reads it. With guarded copies the server gets
  * SHMREG_ERR_FAULT for that request instead of dying of SIGBUS; the host
  * program's own SIGBUS handler still gets every fault that is not a guarded

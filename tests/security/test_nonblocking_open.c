@@ -1,4 +1,4 @@
-/* issue 11 (6): any local user can create a FIFO (or a socket, or a
+/* Any local user can create a FIFO (or a socket, or a
  * symbolic link) under /dev/shm with a key a client then registers. The
  * open must not block and the object must be refused before anything can
  * block on it. Before the fix, the READONLY register of a FIFO blocked

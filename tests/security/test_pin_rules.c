@@ -1,4 +1,4 @@
-/* issue 11 (5) and issue 18 (1): pinning is bounded by the pin budget, and
+/* Pinning is bounded by the pin budget, and
  * a window with holes (an output region the client never wrote, an input
  * registered before it is written) is pinned within it.
  *
@@ -221,7 +221,7 @@ static void test_pin_budget(void **state)
                  "pinning would allocate on the server, and 11 more pinned bytes would pass the pin budget, a "
                  "limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET; 1073741814 pinned). Write every page first, raise "
                  "max_pinned_bytes, or register without SHMREG_PIN");
-    /* issue 21: to a tagged registration (a tenant), not what every owner
+    /* To a tagged registration (a tenant): its own tag's usage, not what every owner
      * has pinned. */
     assert_fails_containing(shmreg__usage_refuse_pin_locked(&t, "out", "tenant", 11), SHMREG_ERR_NO_MEMORY,
                             "a limit of 1073741824 (SHMREG_AUTO_PIN_BUDGET). Write every page first");
@@ -296,7 +296,7 @@ static void assert_pinned(shmreg_registry *reg, const char *name, size_t size, b
     shmreg_release(ref);
 }
 
-/* seed 003: an output region the client never wrote, and an input
+/* An output region the client never wrote, and an input
  * registered before it is written, are pinned under AUTO, ALWAYS and
  * SHMREG_PIN, each counted whole against the budget; SHMREG_NO_PIN is
  * respected under every policy. */
@@ -447,7 +447,7 @@ static void test_sparse_32_gib(void **state)
     tu_shm_unlink(key);
 }
 
-/* ---- a slow pin blocks no one (issue 18, 2)
+/* ---- a slow pin blocks no one
  *
  * Pinning a window with holes allocates every page (about 500 ms per GiB,
  * measured), inside the registering call. It runs outside every lock of

@@ -1,4 +1,4 @@
-/* issue 11 (12): a double shmreg_release used to drop the registry's own
+/* A double shmreg_release used to drop the registry's own
  * reference and unmap the region under everyone else. Now a release that
  * would drop the registry's reference while the region is still registered
  * is detected, logged at ERROR and ignored; the region stays mapped. */

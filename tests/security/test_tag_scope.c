@@ -1,6 +1,6 @@
-/* issue 11 (11): owner tags cover acquire (shmreg_acquire_matching), and a
+/* Owner tags cover acquire (shmreg_acquire_matching), and a
  * tenant learns nothing of another tenant's region from acquiring it.
- * issue 21: a tag is a namespace: two tags may hold the same name, and
+ * A tag is a namespace: two tags may hold the same name, and
  * another tag's region answers byte for byte as an absent one on every
  * verb; untagged calls keep 1.1's one namespace. */
 #include <stdio.h>
@@ -90,7 +90,7 @@ static void test_bad_filters(void **state)
     assert_fails_code(acquire_as(NULL, "a", "x", SHMREG_KIND_ANY, 0, 1, &ref, &view), SHMREG_ERR_INVALID_ARG);
 }
 
-/* issue 21: a tag is a namespace. Two tags each register "in0" and each
+/* A tag is a namespace. Two tags each register "in0" and each
  * acquires, lists and unregisters its own, never the other's. */
 static void test_two_tags_hold_the_same_name(void **state)
 {
@@ -163,7 +163,7 @@ static void ask_all_verbs(shmreg_registry *reg, const char *tag, const char *nam
     assert_null(ref);
 }
 
-/* issue 21: another tag's region answers byte for byte as an absent one,
+/* Another tag's region answers byte for byte as an absent one,
  * on acquire, status and unregister, whatever the kind asked, and whether
  * the region is idle, busy or pending. */
 static void test_other_tags_region_answers_byte_for_byte_as_absent(void **state)

@@ -83,6 +83,24 @@ const char *ut_object(struct ut *t, size_t size, uint8_t seed)
     return key;
 }
 
+struct ut_shm_fixture *ut_shm_fixture_new(size_t size, uint8_t seed)
+{
+    struct ut_shm_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->base = tu_take_baseline();
+    tu_shm_create(size, seed, f->key);
+    f->reg = ut_new_registry(SHMREG_PIN_AUTO, SHMREG_POLICY_DEFER);
+    return f;
+}
+
+void ut_shm_fixture_free(struct ut_shm_fixture *f)
+{
+    shmreg_registry_destroy(f->reg);
+    tu_shm_unlink(f->key);
+    tu_check_baseline(f->base);
+    free(f);
+}
+
 shmreg_region_status *ut_status_of(shmreg_registry *reg, const char *name)
 {
     shmreg_region_status *st = NULL;

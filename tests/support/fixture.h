@@ -58,6 +58,23 @@ shmreg_region_status *ut_status_of(shmreg_registry *reg, const char *name);
  * CUDA regions then work, and AUTO pinning pins. */
 bool ut_cuda_usable(void);
 
+/* The fixture of the tests that register one shm object of their own on a
+ * registry with AUTO pinning and the DEFER policy (tests/cuda): the object,
+ * of `size` bytes filled with tu_pattern(seed, i), the registry, and the
+ * descriptors and mappings the test started from. */
+struct ut_shm_fixture {
+    struct tu_baseline base;
+    char key[64];
+    shmreg_registry *reg;
+};
+
+/* Take the baseline, create the object and the registry. */
+struct ut_shm_fixture *ut_shm_fixture_new(size_t size, uint8_t seed);
+
+/* Destroy the registry (the one the test left there: it may have replaced
+ * it), unlink the object, check the baseline and free f. */
+void ut_shm_fixture_free(struct ut_shm_fixture *f);
+
 /* Number of regions of `kind` (SHMREG_KIND_ANY: all) that status lists. */
 size_t ut_status_count(shmreg_registry *reg, shmreg_kind kind);
 

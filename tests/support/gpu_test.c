@@ -84,12 +84,17 @@ struct gt_baseline gt_take_baseline(void)
     return b;
 }
 
+void gt_check_device_free(size_t before, size_t slack)
+{
+    size_t now = gt_device_free();
+    size_t diff = now > before ? now - before : before - now;
+    if (diff > slack)
+        fail_msg("device free memory moved by %zu bytes (from %zu to %zu), more than %zu", diff, before, now,
+                 slack);
+}
+
 void gt_check_baseline(struct gt_baseline b, size_t slack)
 {
     tu_check_baseline(b.host);
-    size_t now = gt_device_free();
-    size_t diff = now > b.device_free ? now - b.device_free : b.device_free - now;
-    if (diff > slack)
-        fail_msg("device free memory moved by %zu bytes (from %zu to %zu), more than %zu", diff,
-                 b.device_free, now, slack);
+    gt_check_device_free(b.device_free, slack);
 }

@@ -73,4 +73,8 @@ struct gt_baseline {
 struct gt_baseline gt_take_baseline(void);
 void gt_check_baseline(struct gt_baseline b, size_t slack);
 
+/* gt_check_baseline's device half: free device memory is within `slack`
+ * bytes of `before` (a gt_device_free() of the test's start). */
+void gt_check_device_free(size_t before, size_t slack);
+
 #endif

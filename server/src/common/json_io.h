@@ -8,8 +8,8 @@
  *
  * Out: replies that can be large (inference outputs, the status of many
  * regions) are written as text straight into one buffer, never as a tree of
- * objects: a tree costs ~50 bytes per element (issue 11: a 16 MiB output
- * peaked at ~774 MiB) and most of the time of a status call. Strings are
+ * objects: a tree costs ~50 bytes per element (a 16 MiB output
+ * as a tree peaked at ~774 MiB) and most of the time of a status call. Strings are
  * escaped, and bytes that are not UTF-8 become U+FFFD, so a reply is always
  * valid JSON whatever a client named.
  */

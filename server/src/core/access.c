@@ -19,8 +19,8 @@
  * honest use, far below vm.max_map_count (65530 mappings), past which every
  * client's register and inference fail. Mapped bytes: 1 TiB of the 128 TiB
  * of address space a process has, so that one sparse object registered
- * again and again cannot use it up (issue 11: 126 registrations of a 1 TiB
- * object); the library checks a window against its object before any
+ * again and again cannot use it up (126 registrations of a 1 TiB object
+ * exhaust it); the library checks a window against its object before any
  * limit, so a window past the end still gets Triton's "invalid args". */
 #define DEFAULT_MAX_REGIONS 4096
 #define DEFAULT_MAX_MAPPED_BYTES ((size_t)1 << 40)

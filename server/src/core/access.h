@@ -65,7 +65,7 @@ int access_uid_allowed(const access_options *a, uid_t uid);
 /* The allow-list and limits into cfg; cfg must not outlive a. */
 void access_config(const access_options *a, shmreg_config *cfg);
 
-/* Under --tenants, issue 21: each tenant's quota of regions, mapped and
+/* Under --tenants: each tenant's quota of regions, mapped and
  * pinned bytes, the library's quota of its owner tag. A tenant's own
  * (max-*=N in the tenants file) or else the default share: what the
  * global limit (--max-*) leaves after the tenants' own, divided among the

@@ -142,7 +142,7 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
         hand_over(t, &view, ref, path, &c->in_window[k]);
         return 0;
     }
-    /* issue 11: a region may be far larger than any body; the copy is what
+    /* A region may be far larger than any body; the copy is what
      * the server pays for (a host buffer, or the instance's staging buffer
      * grown to fit), so it is bounded as a body is. */
     if (t->byte_size > max_copy)

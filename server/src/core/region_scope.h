@@ -1,8 +1,8 @@
 /*
  * Which regions a request may see: with --tenants, only its tenant's.
  *
- * Each tenant has its own namespace: the library's owner tag (issue 21: a
- * tag is a namespace, shmreg.h). Every registration carries the tenant as
+ * Each tenant has its own namespace: the library's owner tag (a tag
+ * is a namespace, shmreg.h). Every registration carries the tenant as
  * its tag, and every lookup, listing and unregister filters by it, with the
  * client's own names: nothing is prefixed, and the library's messages are
  * passed on as they are. Two tenants may hold the same name without knowing

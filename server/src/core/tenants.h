@@ -3,7 +3,7 @@
  *
  * The file (README, "Tenants") has one token per line, "TOKEN TENANT", then
  * optionally the tenant's own quota as max-regions=N, max-mapped-bytes=N,
- * max-pinned-bytes=N (issue 21: else it gets the default share), with '#'
+ * max-pinned-bytes=N (else it gets the default share), with '#'
  * comment lines and blank lines. A tenant may have several tokens; its
  * lines then give the same quota. It holds secrets, so it must be a
  * regular file that other users can neither read nor write; anything wrong

@@ -325,8 +325,8 @@ static void write_output(jbuf *b, const infer_ctx *c, size_t i)
 #define JSON_BYTES_PER_DATA_BYTE 7
 
 /* An upper bound on the response's size, checked before any of it is
- * written (issue 11: a large output as JSON used to cost ~48 bytes of
- * server memory per byte). */
+ * written: a large output as JSON would otherwise cost ~48 bytes of
+ * server memory per byte. */
 static unsigned check_response_size(infer_ctx *c)
 {
     size_t total = 0, max = infer_max_copy();

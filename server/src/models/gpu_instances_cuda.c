@@ -24,7 +24,7 @@
  * pinned staging for them: the bound on what an instance holds. */
 #define SLOTS_PER_INSTANCE 12
 /* A slot keeps its buffers for the next run up to this size each (the
- * seed's tensors are 1.4 MiB); larger ones, made for a large request, are
+ * seed benchmark's tensors are 1.4 MiB); larger ones, made for a large request, are
  * freed after its run, so that what twelve slots hold between requests is
  * bounded whatever the clients sent. */
 #define SLOT_KEEP_BYTES ((size_t)16 << 20)
@@ -63,14 +63,14 @@ typedef struct run_slot {
 /* Runs queued on an instance's stream together: their inputs' copies up as
  * one batch, their kernels, their outputs' copies down as one batch. The
  * copy engine pays a fixed cost for each copy (on the H200, copies of the
- * seed's 1,474,560 bytes in the server's order went 29,000-29,900 a second
+ * seed benchmark's 1,474,560 bytes in the server's order went 29,000-29,900 a second
  * one by one and 31,200-32,400 two to a batch, 31,700-33,800 four to a
  * batch, as fast as one copy of all four's bytes), so runs that wait for
  * the same stream cross the link together. */
 typedef struct run_batch {
     struct run_batch *next;      /* the instance's free batches */
     /* A timing event between copies on the stream costs the copies of every
-     * stream (the seed's copies alone ran about 12% slower with the four of
+     * stream (the seed benchmark's copies alone ran about 12% slower with the four of
      * them, measured on the H200), so the stream gets marks without timing
      * and the clock stream, once each mark is passed, records the time.
      * time[RUN_OUTPUT_DONE] is the one a timed batch's runs sleep on: it
@@ -274,8 +274,8 @@ static void instance_free(gpu_instance *in)
 /* CUDA puts a device's streams on CUDA_DEVICE_MAX_CONNECTIONS hardware
  * work queues in turn, and two streams that share a queue wait for each
  * other's work as if they were one. At the default of 8, six instances'
- * twelve streams went two to a queue on four of the eight: the seed's
- * system rate at window 1 was 2.8% lower (27,600 against 28,400 infer/s on
+ * twelve streams went two to a queue on four of the eight: the seed
+ * benchmark's system rate at window 1 was 2.8% lower (27,600 against 28,400 infer/s on
  * the H200, three passes each) and the clock streams' times came late
  * (compute infer 38 us where the kernel takes 21). The variable is read
  * when the device's context is made, so it is set here, before the
@@ -575,7 +575,7 @@ static int stage_input(run_slot *sl, const tensor *src, int *guard_failed)
 /* Whether a batch of n runs about to be queued on in is timed: the first
  * batches, until one has been, then those that hold one run in
  * pool.time_every. Timing costs the copies of every stream even off the
- * instance's stream (marks, waits and records: the seed's system rate at
+ * instance's stream (marks, waits and records: the seed benchmark's system rate at
  * window 1, concurrency 100, was 27,112 infer/s with every run timed
  * against 27,870 with one in 8 and 28,335 with one in 32, means of seven
  * rounds on the H200), and the phases of an instance's batches differ

@@ -1,6 +1,6 @@
 /*
- * yolo: a built-in GPU model shaped like the TensorRT YOLO of seed 003
- * (docs/performance.md, issue 14): FP16 input "images" [3,H,W], FP16 output
+ * yolo: a built-in FP16 detector-shaped GPU workload (the seed benchmark of
+ * docs/performance.md serves it): FP16 input "images" [3,H,W], FP16 output
  * "output0" [84,A], no batching, H and W multiples of 32, and A = the anchors
  * of the three YOLO scales (strides 8, 16 and 32): 5040 for 3x384x640.
  *

@@ -70,12 +70,12 @@ static model models[] = {
     {.name = "simple_delayed", .delayed = 1, SIMPLE_TENSORS},
     /* identity accepts every datatype and shape; its metadata must still name
      * one, because clients such as perf_analyzer generate data from it: FP16
-     * [3,-1,-1], the image of seed 003 (perf_analyzer --shape INPUT0:3,384,640). */
+     * [3,-1,-1], a detector's image (perf_analyzer --shape INPUT0:3,384,640). */
     {.name = "identity", .any_input = 1,
      .inputs = {{"INPUT0", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,
      .outputs = {{"OUTPUT0", "FP16", {3, -1, -1}, 3}}, .n_outputs = 1,
      .kernel = identity_kernel},
-    /* The GPU model of seed 003's shape (model_yolo.h): listed in every
+    /* The built-in detector-shaped GPU workload (model_yolo.h): listed in every
      * build, available where CUDA is. */
     {.name = "yolo",
      .inputs = {{"images", "FP16", {3, -1, -1}, 3}}, .n_inputs = 1,

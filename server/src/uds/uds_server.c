@@ -109,7 +109,7 @@ static shmreg_err uid_usage(const uds_server *u, uid_t uid, shmreg_tag_stats *su
     return SHMREG_OK;
 }
 
-/* issue 21: with several uids allowed, each has its share of the registry's
+/* With several uids allowed, each has its share of the registry's
  * limits, so that one uid's connections cannot fill them for the others.
  * The refusal quotes that uid's usage only. Only this thread registers
  * under these tags, so the check cannot race another registration. */
@@ -160,7 +160,8 @@ static shmreg_err check_room(const uds_server *u, const struct slot *s, size_t b
     return check_uid_share(u, s, byte_size, why, why_len);
 }
 
-/* Without tenants the server's names are one namespace, as before issue 21:
+/* Without tenants the server's names are one namespace, as before tags were
+ * namespaces:
  * a name another connection (or HTTP, gRPC) holds is taken, though the
  * library would let each connection's tag hold it. The holder's own tag is
  * left to the library, which then says whether the name is pending. */
