@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The identity model through the C server with seed 003's FP16 3x384x640
+"""The identity model through the C server with an FP16 3x384x640 image
 image (1,474,560 bytes in and out): inputs and outputs in remote regions
 (the remote_memory extension, UCX) against inline binary tensor data over
 HTTP, at concurrency 1 and 16. Reports infer/s and the server's resident

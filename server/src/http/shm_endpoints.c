@@ -3,7 +3,7 @@
  *   GET  v2/{kind}sharedmemory[/region/{name}]/status
  *   POST v2/{kind}sharedmemory/region/{name}/register
  *   POST v2/{kind}sharedmemory[/region/{name}]/unregister
- * with kind "system" or "cuda", and the remote_memory extension (issue 20),
+ * with kind "system" or "cuda", and the remote_memory extension,
  * the same verbs under v2/remotememory, whose register body is
  *   {"descriptor": {"b64": "<shmreg_remote_descriptor, base64>"},
  *    "byte_size": N, "offset": O (optional, 0)}
@@ -322,7 +322,7 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
 {
     char why[600];
     /* Refused here, so that no status (HTTP or gRPC) has a name it cannot
-     * write as JSON or protobuf text (issue 11: status-of-all answered 500). */
+     * write as JSON or protobuf text (a status of all would answer 500). */
     if (!shm_name_is_valid(rt->region, why, sizeof why)) {
         reply_error(r, 400, "%s", why);
         return;

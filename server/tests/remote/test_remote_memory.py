@@ -1,4 +1,4 @@
-"""The remote_memory extension (issue 20) over HTTP and gRPC: client
+"""The remote_memory extension over HTTP and gRPC: client
 processes that connect to the server (POST v2/remotememory/connect, then
 UCX with the one-time secret it answers), export memory over their
 connection (python/shmreg/remote.py, run by remote_agent.py) and a server
