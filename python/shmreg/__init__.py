@@ -13,6 +13,8 @@ shmreg.remote (remote regions through UCX) is a module of its own:
 `from shmreg import remote`.
 """
 
+from typing import TYPE_CHECKING
+
 from ._types import (
     AlreadyExists,
     Busy,
@@ -29,7 +31,6 @@ from ._types import (
     Unsupported,
     WrongKind,
 )
-from typing import TYPE_CHECKING
 
 try:
     from ._shmreg import Region, Registry, __version__, cuda_available, library_version
