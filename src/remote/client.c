@@ -206,12 +206,14 @@ static shmreg_err ask(shmreg_remote_client *c, struct shmreg__rmsg *m, struct sh
     send_owned(c, m, NULL, NULL, 0);
     uint64_t deadline = shmreg__ucx_now_ns() + (uint64_t)SHMREG_REMOTE_TIMEOUT_MS * 1000000u;
     bool done, failed = false;
+    shmreg__ucx_waiting(&c->w, +1);
     for (unsigned spin = 0; !(done = atomic_load_explicit(&x.done, memory_order_acquire)); spin++) {
         if ((failed = atomic_load_explicit(&c->failed, memory_order_acquire)))
             break;
         if (c->w.ucx->worker_progress(c->w.worker) == 0 && (spin & 255) == 0 && shmreg__ucx_now_ns() > deadline)
             break;
     }
+    shmreg__ucx_waiting(&c->w, -1);
     pthread_mutex_lock(&c->lock);
     for (struct waiter **pp = &c->waiters; *pp; pp = &(*pp)->next) {
         if (*pp == &x) {

@@ -859,9 +859,7 @@ static bool receive_over(struct pending *p)
     return true;
 }
 
-/* Progress until p is answered and its send is over, or the deadline.
- * A send that failed answers p. */
-static bool wait_answer(struct pending *p, ucs_status_ptr_t *req, uint64_t deadline)
+static bool progress_until_answered(struct pending *p, ucs_status_ptr_t *req, uint64_t deadline)
 {
     for (unsigned spin = 0;; spin++) {
         ucs_status_t st = UCS_OK;
@@ -874,6 +872,16 @@ static bool wait_answer(struct pending *p, ucs_status_ptr_t *req, uint64_t deadl
             shmreg__ucx_now_ns() > deadline)
             return false;
     }
+}
+
+/* Progress until p is answered and its send is over, or the deadline.
+ * A send that failed answers p. */
+static bool wait_answer(struct pending *p, ucs_status_ptr_t *req, uint64_t deadline)
+{
+    shmreg__ucx_waiting(&engine.w, +1);
+    bool answered = progress_until_answered(p, req, deadline);
+    shmreg__ucx_waiting(&engine.w, -1);
+    return answered;
 }
 
 /* A copy that got no answer: fail the connection and close it, which

@@ -24,6 +24,12 @@ static void *progress_main(void *arg)
     /* Relaxed: stop only ends the loop; stop()'s join orders the rest. */
     uint64_t last_event = 0;
     while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        if (atomic_load_explicit(&w->waiters, memory_order_relaxed)) {
+            /* A caller progresses the worker now: a short nap, not a spin. */
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+            continue;
+        }
         if (u->worker_progress(w->worker) > 0) {
             last_event = shmreg__ucx_now_ns();
             continue;

@@ -28,6 +28,10 @@ struct shmreg__ucx_worker {
     bool spin_after_event; /* a client's: it serves the server's tcp gets */
     pthread_t thread;
     atomic_bool stop;
+    /* Callers progressing the worker themselves while they wait for an
+     * answer (shmreg__ucx_waiting): the thread stands aside meanwhile, so
+     * that two threads do not spin on one worker's lock. */
+    atomic_uint waiters;
 };
 
 struct shmreg__ucx_worker_params {
@@ -59,6 +63,16 @@ void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w);
  * (CLOCK_MONOTONIC): UCS_ERR_TIMED_OUT, the request left in flight for the
  * caller to cancel by closing its endpoint, then wait_again. */
 ucs_status_t shmreg__ucx_wait(struct shmreg__ucx_worker *w, ucs_status_ptr_t request, uint64_t deadline_ns);
+
+/* A caller starts (+1) or stops (-1) progressing w itself while it waits. */
+static inline void shmreg__ucx_waiting(struct shmreg__ucx_worker *w, int delta)
+{
+    /* Relaxed: only whether the thread spins depends on it. */
+    if (delta > 0)
+        atomic_fetch_add_explicit(&w->waiters, 1, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&w->waiters, 1, memory_order_relaxed);
+}
 
 /* Now on CLOCK_MONOTONIC, in nanoseconds. */
 uint64_t shmreg__ucx_now_ns(void);
