@@ -30,6 +30,19 @@ static void usage(FILE *to, const char *argv0)
             "                              (default background)\n"
             "  --remote-timeout-ms N       remote_memory: a read or write of a client's memory fails\n"
             "                              after N ms (default 10000); the client is then dropped\n"
+            "  --remote-port N             remote_memory: the port on --host where clients connect\n"
+            "                              through UCX after v2/remotememory/connect, 0 = any free\n"
+            "                              one, which connect's answer names (default 0)\n"
+            "  --remote-transports LIST    remote_memory: the UCX transports the server's worker\n"
+            "                              uses, as UCX_TLS spells them (e.g. tcp, posix,sysv,cma);\n"
+            "                              a client that can reach it by none of them cannot connect\n"
+            "                              (default: UCX_TLS, else every transport UCX has)\n"
+            "  --remote-max-connections N  remote_memory: connections plus unused invitations of one\n"
+            "                              tenant; past it v2/remotememory/connect answers 429\n"
+            "                              (default 16)\n"
+            "  --remote-max-copies N       remote_memory: reads and writes of one tenant's regions in\n"
+            "                              flight at once; past it a request fails at once instead of\n"
+            "                              waiting (default 8)\n"
             "  --cache-bytes N             keep up to N bytes of mappings (and pins) of unregistered\n"
             "                              regions for clients that register the same shm again,\n"
             "                              0 = off (default 0; see README for a value)\n"
@@ -216,6 +229,7 @@ int options_parse(int argc, char **argv, frontend_options *o)
            OPT_DRAIN, OPT_GRPC_PORT, OPT_PIN, OPT_GPUS, OPT_INSTANCES, OPT_WINDOW, OPT_TIME_PHASES,
            OPT_COPY_BATCH, OPT_UDS, OPT_UDS_MODE, OPT_UDS_CONNS, OPT_UDS_REGIONS, OPT_ALLOW_SHM, OPT_BUFFERED,
            OPT_CLIENT_CONNS, OPT_REQUEST_TIMEOUT, OPT_RECLAIM, OPT_CACHE_BYTES, OPT_REMOTE_TIMEOUT,
+           OPT_REMOTE_PORT, OPT_REMOTE_TRANSPORTS, OPT_REMOTE_CONNS, OPT_REMOTE_COPIES,
            OPT_ACCESS /* + access_opt: access.c parses these: keep it last */ };
     static const struct option longopts[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -231,6 +245,10 @@ int options_parse(int argc, char **argv, frontend_options *o)
         {"reclaim", required_argument, NULL, OPT_RECLAIM},
         {"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES},
         {"remote-timeout-ms", required_argument, NULL, OPT_REMOTE_TIMEOUT},
+        {"remote-port", required_argument, NULL, OPT_REMOTE_PORT},
+        {"remote-transports", required_argument, NULL, OPT_REMOTE_TRANSPORTS},
+        {"remote-max-connections", required_argument, NULL, OPT_REMOTE_CONNS},
+        {"remote-max-copies", required_argument, NULL, OPT_REMOTE_COPIES},
         {"gpus", required_argument, NULL, OPT_GPUS},
         {"instances-per-gpu", required_argument, NULL, OPT_INSTANCES},
         {"yolo-window", required_argument, NULL, OPT_WINDOW},
@@ -302,6 +320,16 @@ int options_parse(int argc, char **argv, frontend_options *o)
             rc = parse_uint("--remote-timeout-ms", optarg, 1, 3600000, &v);
             o->remote_timeout_ms = (size_t)v;
             break;
+        case OPT_REMOTE_PORT: rc = parse_uint("--remote-port", optarg, 0, 65535, &v); o->remote_port = (unsigned)v; break;
+        case OPT_REMOTE_TRANSPORTS:
+            rc = optarg[0] ? 0 : -1;
+            if (rc)
+                fprintf(stderr, "error: --remote-transports wants UCX transports such as tcp or "
+                                "posix,sysv,cma\n");
+            o->remote_transports = optarg;
+            break;
+        case OPT_REMOTE_CONNS: rc = parse_uint("--remote-max-connections", optarg, 1, 65536, &v); o->remote_max_connections = (unsigned)v; break;
+        case OPT_REMOTE_COPIES: rc = parse_uint("--remote-max-copies", optarg, 1, 65536, &v); o->remote_max_copies = (unsigned)v; break;
         case OPT_GPUS: rc = check_gpus(optarg); o->gpus = optarg; break;
         case OPT_INSTANCES: rc = parse_uint("--instances-per-gpu", optarg, 1, 64, &v); o->instances_per_gpu = (unsigned)v; break;
         case OPT_WINDOW: rc = parse_uint("--yolo-window", optarg, 1, 64, &v); o->yolo_window = (unsigned)v; break;
