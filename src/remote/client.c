@@ -163,11 +163,10 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     shmreg_remote_client *c = arg;
     struct shmreg__rmsg m;
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
-    if (shmreg__rmsg_parse(header, header_length, false, &m) != NULL || (length && m.kind != SHMREG__RMSG_STORE)) {
-        if (rndv)
-            c->w.ucx->am_data_release(c->w.worker, bytes);
-        return UCS_OK;
-    }
+    /* A rendezvous is never received here (UCX drops it, and the sender's
+     * send ends with the refusal). */
+    if (shmreg__rmsg_parse(header, header_length, false, &m) != NULL || (length && m.kind != SHMREG__RMSG_STORE))
+        return rndv ? UCS_ERR_REJECTED : UCS_OK;
     pthread_mutex_lock(&c->lock);
     switch (m.kind) {
     case SHMREG__RMSG_WELCOME:
@@ -186,9 +185,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
         break;
     }
     pthread_mutex_unlock(&c->lock);
-    if (rndv)
-        c->w.ucx->am_data_release(c->w.worker, bytes);
-    return UCS_OK;
+    return rndv ? UCS_ERR_REJECTED : UCS_OK;
 }
 
 /* ---- asking the server */

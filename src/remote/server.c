@@ -296,7 +296,7 @@ shmreg_err shmreg_remote_invite(shmreg_registry *reg, const char *tag, unsigned 
         secrets_expire_locked(now);
         if (t->connections >= max_connections()) {
             err = shmreg__fail(SHMREG_ERR_NO_MEMORY, "tenant '%s' holds %u remote connections and unused "
-                               "secrets, its limit", tenant_name(t), t->connections);
+                               "secrets: the limit of %u", tenant_name(t), t->connections, max_connections());
         } else {
             t->connections++;
             s->tenant = t;
@@ -565,32 +565,28 @@ static void answer_pending(struct pending *p, shmreg_err status, const char *why
 }
 
 /* The bytes of a fetch: whole in this message, or by rendezvous into the
- * waiter's buffer. Anything else is refused and released. */
-static void data(const struct shmreg__rmsg *m, void *bytes, size_t length, const ucp_am_recv_param_t *param)
+ * waiter's buffer. True when a rendezvous receive was started; anything
+ * else is refused (a rendezvous left unreceived is dropped by UCX). */
+static bool data(const struct shmreg__rmsg *m, void *bytes, size_t length, const ucp_am_recv_param_t *param)
 {
     struct pending *p = pending_find_locked(m->request, param->reply_ep);
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
     if (!p || p->to_memory || atomic_load_explicit(&p->answered, memory_order_relaxed) ||
-        atomic_load_explicit(&p->recv, memory_order_relaxed)) {
-        if (rndv)
-            engine.w.ucx->am_data_release(engine.w.worker, bytes);
-        return;
-    }
+        atomic_load_explicit(&p->recv, memory_order_relaxed))
+        return false;
     if (m->status != SHMREG_OK || length != p->n) {
-        if (rndv)
-            engine.w.ucx->am_data_release(engine.w.worker, bytes);
         char why[120];
         if (m->status != SHMREG_OK)
             snprintf(why, sizeof why, "the client refused: %s", shmreg_err_name((shmreg_err)m->status));
         else
             snprintf(why, sizeof why, "the client sent %zu bytes where %zu were asked", length, p->n);
         answer_pending(p, SHMREG_ERR_FAULT, why);
-        return;
+        return false;
     }
     if (!rndv) {
         memcpy(p->buf, bytes, length);
         answer_pending(p, SHMREG_OK, NULL);
-        return;
+        return false;
     }
     ucp_request_param_t rp = {.op_attr_mask = 0};
     ucs_status_ptr_t req = engine.w.ucx->am_recv_data_nbx(engine.w.worker, bytes, p->buf, p->n, &rp);
@@ -599,6 +595,7 @@ static void data(const struct shmreg__rmsg *m, void *bytes, size_t length, const
     else
         answer_pending(p, UCS_PTR_IS_ERR(req) ? SHMREG_ERR_FAULT : SHMREG_OK,
                        UCS_PTR_IS_ERR(req) ? engine.w.ucx->status_string(UCS_PTR_STATUS(req)) : NULL);
+    return true;
 }
 
 static void stored(const struct shmreg__rmsg *m, ucp_ep_h ep)
@@ -613,7 +610,9 @@ static void stored(const struct shmreg__rmsg *m, ucp_ep_h ep)
 
 /* What arrives from a client, inside some thread's progress. A message
  * that does not parse, or comes from no connection (other than a hello),
- * is dropped: the sender learns nothing and the server changes nothing. */
+ * is dropped: the sender learns nothing and the server changes nothing. A
+ * rendezvous this side did not start to receive is refused (UCX drops it
+ * and the sender's send ends with that status). */
 static ucs_status_t on_message(void *arg, const void *header, size_t header_length, void *bytes, size_t length,
                                const ucp_am_recv_param_t *param)
 {
@@ -621,11 +620,8 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
     bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
     bool has_ep = param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP;
     if (!has_ep || shmreg__rmsg_parse(header, header_length, true, &m) != NULL ||
-        (length && m.kind != SHMREG__RMSG_DATA)) {
-        if (rndv)
-            engine.w.ucx->am_data_release(engine.w.worker, bytes);
-        return UCS_OK;
-    }
+        (length && m.kind != SHMREG__RMSG_DATA))
+        return rndv ? UCS_ERR_REJECTED : UCS_OK;
     ucp_ep_h ep = param->reply_ep;
     pthread_mutex_lock(&engine.lock);
     struct shmreg__rconn *c = conn_of_ep_locked(ep);
@@ -650,10 +646,8 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
             send_owned(ep, &(struct shmreg__rmsg){.kind = SHMREG__RMSG_ANSWER, .request = m.request});
         break;
     case SHMREG__RMSG_DATA:
-        if (c) {
-            data(&m, bytes, length, param);
-            rndv = false; /* data() received or released it */
-        }
+        if (c && data(&m, bytes, length, param))
+            rndv = false; /* its receive is under way */
         break;
     case SHMREG__RMSG_STORED:
         if (c)
@@ -669,9 +663,7 @@ static ucs_status_t on_message(void *arg, const void *header, size_t header_leng
         break;
     }
     pthread_mutex_unlock(&engine.lock);
-    if (rndv)
-        engine.w.ucx->am_data_release(engine.w.worker, bytes);
-    return UCS_OK;
+    return rndv ? UCS_ERR_REJECTED : UCS_OK;
 }
 
 /* Connections that failed with no region on them: nothing will drop
@@ -876,15 +868,22 @@ static bool receive_over(struct pending *p)
 
 static bool progress_until_answered(struct pending *p, ucs_status_ptr_t *req, uint64_t deadline)
 {
-    for (unsigned spin = 0;; spin++) {
+    for (unsigned spin = 0, idle = 0;; spin++) {
         ucs_status_t st = UCS_OK;
         bool sent = request_over(req, &st);
         if (sent && st != UCS_OK && !atomic_load_explicit(&p->answered, memory_order_acquire))
             answer_pending(p, SHMREG_ERR_FAULT, engine.w.ucx->status_string(st));
         if (sent && receive_over(p) && atomic_load_explicit(&p->answered, memory_order_acquire))
             return true;
-        if (engine.w.ucx->worker_progress(engine.w.worker) == 0 && (spin & 255) == 0 &&
-            shmreg__ucx_now_ns() > deadline)
+        if (engine.w.ucx->worker_progress(engine.w.worker) != 0) {
+            idle = 0;
+            continue;
+        }
+        /* Several copies wait on one worker: past a short spin, let the
+         * others (and the client, on a shared host) have the CPU. */
+        if (++idle > 64)
+            sched_yield();
+        if ((spin & 255) == 0 && shmreg__ucx_now_ns() > deadline)
             return false;
     }
 }
@@ -927,7 +926,7 @@ shmreg_err shmreg__rconn_copy(struct shmreg__rconn *c, uint64_t window, uint64_t
     if (atomic_fetch_add_explicit(&t->copies, 1, memory_order_relaxed) >= max_copies()) {
         atomic_fetch_sub_explicit(&t->copies, 1, memory_order_relaxed);
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "remote region '%s': tenant '%s' has %u remote copies in "
-                            "flight, its limit; retry later", name, tenant_name(t), max_copies());
+                            "flight: the limit of %u; retry later", name, tenant_name(t), max_copies(), max_copies());
     }
     struct pending p = {.conn = c, .buf = buf, .n = n, .to_memory = to_memory};
     shmreg_err err = pending_add(&p, window, generation, offset, name);

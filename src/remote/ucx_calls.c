@@ -48,7 +48,6 @@ static void load(void)
         SHMREG_UCX_SYM_(config_modify, ucp_config_modify),
         SHMREG_UCX_SYM_(am_send_nbx, ucp_am_send_nbx),
         SHMREG_UCX_SYM_(am_recv_data_nbx, ucp_am_recv_data_nbx),
-        SHMREG_UCX_SYM_(am_data_release, ucp_am_data_release),
         SHMREG_UCX_SYM_(worker_set_am_recv_handler, ucp_worker_set_am_recv_handler),
         SHMREG_UCX_SYM_(listener_create, ucp_listener_create),
         SHMREG_UCX_SYM_(listener_destroy, ucp_listener_destroy),

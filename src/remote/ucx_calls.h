@@ -31,7 +31,6 @@ struct shmreg__ucx {
     ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
                                     const ucp_request_param_t *);
     ucs_status_ptr_t (*am_recv_data_nbx)(ucp_worker_h, void *, void *, size_t, const ucp_request_param_t *);
-    void (*am_data_release)(ucp_worker_h, void *);
     ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
     ucs_status_t (*listener_create)(ucp_worker_h, const ucp_listener_params_t *, ucp_listener_h *);
     void (*listener_destroy)(ucp_listener_h);
