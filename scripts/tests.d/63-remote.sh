@@ -24,8 +24,8 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 dir=build/frontend-ci
 build_server "$dir"
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
-"$dir/venv/bin/python" -c 'import numpy, pytest, tritonclient.grpc' 2>/dev/null \
-  || "$dir/venv/bin/pip" install -q numpy pytest 'tritonclient[grpc]'
+"$dir/venv/bin/python" -c 'import numpy, pytest, tritonclient.grpc, tritonclient.http' 2>/dev/null \
+  || "$dir/venv/bin/pip" install -q numpy pytest 'tritonclient[http,grpc]'
 export FRONTEND_BIN=$PWD/$dir/app/shmreg-v2-frontend SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
 for tls in tcp posix,sysv,cma; do
   echo "--- remote_memory over HTTP and gRPC, UCX_TLS=$tls"

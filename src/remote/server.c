@@ -90,7 +90,7 @@ struct pending {
     atomic_bool answered;
     _Atomic(ucs_status_ptr_t) recv; /* a rendezvous receive into buf, set under the lock */
     shmreg_err status;
-    char why[160];
+    char why[200];
 };
 
 static struct {
@@ -861,8 +861,15 @@ static bool receive_over(struct pending *p)
     if (!recv || !request_over(&recv, &st))
         return recv == NULL;
     atomic_store_explicit(&p->recv, NULL, memory_order_relaxed);
-    answer_pending(p, st == UCS_OK ? SHMREG_OK : SHMREG_ERR_FAULT,
-                   st == UCS_OK ? NULL : engine.w.ucx->status_string(st));
+    if (st == UCS_OK) {
+        answer_pending(p, SHMREG_OK, NULL);
+        return true;
+    }
+    /* A receive UCX failed: the endpoint is broken, not this copy. */
+    char why[200];
+    snprintf(why, sizeof why, "the client's connection failed: %s", engine.w.ucx->status_string(st));
+    mark_failed(p->conn, why);
+    answer_pending(p, SHMREG_ERR_FAULT, why);
     return true;
 }
 
@@ -871,8 +878,13 @@ static bool progress_until_answered(struct pending *p, ucs_status_ptr_t *req, ui
     for (unsigned spin = 0, idle = 0;; spin++) {
         ucs_status_t st = UCS_OK;
         bool sent = request_over(req, &st);
-        if (sent && st != UCS_OK && !atomic_load_explicit(&p->answered, memory_order_acquire))
-            answer_pending(p, SHMREG_ERR_FAULT, engine.w.ucx->status_string(st));
+        if (sent && st != UCS_OK && !atomic_load_explicit(&p->answered, memory_order_acquire)) {
+            /* UCX failed the send: the endpoint is broken, not this copy. */
+            char why[200];
+            snprintf(why, sizeof why, "the client's connection failed: %s", engine.w.ucx->status_string(st));
+            mark_failed(p->conn, why);
+            answer_pending(p, SHMREG_ERR_FAULT, why);
+        }
         if (sent && receive_over(p) && atomic_load_explicit(&p->answered, memory_order_acquire))
             return true;
         if (engine.w.ucx->worker_progress(engine.w.worker) != 0) {
