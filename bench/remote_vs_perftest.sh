@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# One run, one transport at a time: ucx_perftest's ucp_get of SIZE bytes
-# (two processes on this host), then the same read through the registry
-# (shmreg-bench-remote: acquire + shmreg_copy_from_view + release), of
-# UCX-allocated memory as perftest's is, and of the client's own memory.
-# docs/performance.md, "Remote regions through UCX", has the figures.
+# A 1 MiB read through the registry against ucx_perftest's ucp_get on the
+# same transport, two processes on this host; then what a client's handshake
+# costs per registration, and what a connection and a region cost the
+# server's memory. docs/performance.md, "Remote regions through UCX", has
+# the figures.
 #
 #   bash bench/remote_vs_perftest.sh [--build DIR] [--port PORT] [SIZE [ITERATIONS]]
 #
 # --build DIR: a CMake build folder of this repository (default build/bench);
-#   shmreg-bench-remote is built there first if it is not there yet, with the
-#   UCX backend (libucx-dev, which scripts/install-deps.sh installs).
-# --port PORT: the TCP port ucx_perftest's two processes meet on, and PORT+1
-#   for the second transport (default: a port the kernel says is free).
+#   shmreg-bench-remote is built (or brought up to date) there first, with
+#   the UCX backend (libucx-dev, which scripts/install-deps.sh installs).
+# --port PORT: the TCP port ucx_perftest's two processes meet on, and the
+#   ports after it for its later runs (default: for each run, a port the
+#   kernel says is free). The registry's listener takes one of the system's
+#   choosing.
 # SIZE (default 1048576 bytes) and ITERATIONS (default 2000).
+#
+# For each transport: ucx_perftest -t ucp_get and -t ucp_am_lat (one active
+# message of SIZE bytes one way: the registry's own data path, its floor),
+# then shmreg-bench-remote, whose every iteration is shmreg_acquire +
+# shmreg_copy_from_view of the whole window + shmreg_release, of
+# UCX-allocated memory (shmreg_remote_alloc) and of the client's own
+# (shmreg_remote_export), and the ratios of its median and mean to
+# perftest's; then the median over 50 fresh clients of invite + connect +
+# export + register. The registry's connections use
+# UCX's client-server flow, which in UCX 1.13 selects network transports
+# only: on the shared-memory transports only perftest's figure is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: $0 [--build DIR] [--port PORT] [SIZE [ITERATIONS]]"
@@ -34,39 +47,74 @@ iterations=${2:-2000}
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (Debian: ucx-utils)" >&2; exit 1; }
 
 bench=$build/bench/shmreg-bench-remote
-if [ ! -x "$bench" ]; then
-  echo "building shmreg-bench-remote in $build (log: $build.log)"
-  mkdir -p "$(dirname "$build")"
-  if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
-           -DSHMREG_BUILD_BENCH=ON -DSHMREG_WITH_UCX=ON &&
-         cmake --build "$build" --target shmreg-bench-remote -j "$(nproc)"; } >"$build.log" 2>&1; then
-    tail -n 30 "$build.log" >&2
-    echo "the build failed; the whole log is $build.log" >&2
-    exit 1
-  fi
+echo "building shmreg-bench-remote in $build (log: $build.log)"
+mkdir -p "$(dirname "$build")"
+if ! { { [ -f "$build/CMakeCache.txt" ] ||
+         cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF \
+           -DSHMREG_BUILD_BENCH=ON -DSHMREG_WITH_UCX=ON; } &&
+       cmake --build "$build" --target shmreg-bench-remote -j "$(nproc)"; } >"$build.log" 2>&1; then
+  tail -n 30 "$build.log" >&2
+  echo "the build failed; the whole log is $build.log" >&2
+  exit 1
 fi
 
+# A port nothing holds, not even a closed connection in TIME-WAIT (a
+# busy host has thousands): bound on every address, as perftest binds.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
 }
-[ -n "$port" ] || port=$(free_port)
+ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1)
 
-for tls in posix,sysv,cma tcp; do
-  export UCX_TLS=$tls
-  ucx_perftest -t ucp_get -s "$size" -n "$iterations" -p "$port" >/dev/null 2>&1 &
-  server=$!
-  sleep 1
-  line=$(ucx_perftest 127.0.0.1 -t ucp_get -s "$size" -n "$iterations" -p "$port" 2>/dev/null | grep '^Final:' || true)
-  wait "$server" || true
+# ucx_perftest's test $1 of SIZE bytes over $UCX_TLS, into $median and $mean
+# (us). On --port's port and the ones after it, else on a free port, with
+# two more tries where another program took it before perftest bound it.
+perftest() {
+  local line=
+  for _ in 1 2 3; do
+    local p=${port:-$(free_port)}
+    ucx_perftest -t "$1" -s "$size" -n "$iterations" -p "$p" >/dev/null 2>&1 &
+    local server=$!
+    sleep 1
+    line=$(ucx_perftest 127.0.0.1 -t "$1" -s "$size" -n "$iterations" -p "$p" 2>/dev/null | grep '^Final:' || true)
+    wait "$server" || true
+    if [ -n "$port" ]; then
+      port=$((port + 1))
+      break
+    fi
+    [ -z "$line" ] || break
+  done
   if [ -z "$line" ]; then
-    echo "ucx_perftest gave no result on port $port with UCX_TLS=$tls (is the port free? --port PORT)" >&2
+    echo "ucx_perftest $1 gave no result on port $p with UCX_TLS=$UCX_TLS (is the port free? --port PORT)" >&2
     exit 1
   fi
   # Final: iterations, latency median/average/overall (us), bandwidth average/overall (MB/s), ...
-  read -r _ _ median average _ <<<"$line"
-  echo "ucx_perftest ucp_get of $size bytes, UCX_TLS=$tls, $iterations iterations: median $median us, mean $average us"
+  read -r _ _ median mean _ <<<"$line"
+}
+
+export UCX_WARN_UNUSED_ENV_VARS=n
+for tls in tcp posix,sysv,cma; do
+  export UCX_TLS=$tls
+  perftest ucp_get
+  pmedian=$median pmean=$mean
+  echo "UCX_TLS=$tls: ucx_perftest ucp_get of $size bytes, $iterations iterations: median $pmedian us, mean $pmean us"
+  if [ "$tls" != tcp ]; then
+    echo "UCX_TLS=$tls: no registry figure: its connections use UCX's client-server flow, which in" \
+         "UCX ${ucx:-1.13} selects network transports only, so it cannot use these"
+    continue
+  fi
+  perftest ucp_am_lat
+  amedian=$median amean=$mean
+  echo "UCX_TLS=$tls: ucx_perftest ucp_am_lat of $size bytes (one way), $iterations iterations: median $amedian us, mean $amean us"
   for mode in get-alloc get; do
-    "$bench" "$size" "$iterations" "$mode" 2>/dev/null | grep '^remote'
+    out=$("$bench" "$size" "$iterations" "$mode" 50) || { echo "shmreg-bench-remote $mode failed" >&2; exit 1; }
+    copy=$(grep '^remote' <<<"$out")
+    echo "$copy"
+    read -r rmedian rmean < <(sed -n 's/.*: median \([0-9.]*\) us, mean \([0-9.]*\) us.*/\1 \2/p' <<<"$copy")
+    awk -v rm="$rmedian" -v ra="$rmean" -v pm="$pmedian" -v pa="$pmean" -v am="$amedian" -v aa="$amean" \
+        -v mode="$mode" 'BEGIN {
+      printf "  registry (%s) / ucp_get: median %.2fx, mean %.2fx (target: within 1.1x); / ucp_am_lat: median %.2fx, mean %.2fx\n",
+             mode, rm / pm, ra / pa, rm / am, ra / aa }'
+    grep '^handshake' <<<"$out"
   done
-  port=$((port + 1))
+  "$bench" capacity 8 256
 done

@@ -80,7 +80,7 @@ extern "C" {
 /* The one place the version is written: CMakeLists.txt reads these three
  * numbers for project(), the SOVERSION (MAJOR) and the packages. */
 #define SHMREG_VERSION_MAJOR 1
-#define SHMREG_VERSION_MINOR 2
+#define SHMREG_VERSION_MINOR 3
 #define SHMREG_VERSION_PATCH 0
 #define SHMREG_VERSION_STR_(x) #x
 #define SHMREG_VERSION_XSTR_(x) SHMREG_VERSION_STR_(x)
@@ -745,7 +745,10 @@ typedef struct shmreg_region_status {
     /* 1 when the registration reused a mapping (from the cache or another
      * live region) instead of opening its own. */
     size_t mapping_reused;
-    void *reserved_[4];     /* zero; room for later fields */
+    /* 1.3, REMOTE: the UCX transports its client's connection uses, as UCX
+     * names them ("tcp", "posix,sysv"); NULL for every other kind. */
+    const char *transports;
+    void *reserved_[3];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
@@ -952,88 +955,158 @@ SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char
 /* ------------------------------------------- remote regions through UCX (1.2) */
 
 /*
- * A client on another host (or in another process of this one) exports a
- * window of its memory as a descriptor; the server registers a region from
- * it (shmreg_register_remote) and its requests read and write the bytes
- * through shmreg_copy_from_view / shmreg_copy_to_view, which do UCX
- * ucp_get_nbx / ucp_put_nbx. The region is counted, unregistered and
- * reclaimed like every other: its "mapping" is the client's endpoint (one
- * per client worker, shared by its regions) and the unpacked remote key,
- * made at registration and released by the last reference, on the reclaim
- * thread under SHMREG_RECLAIM_BACKGROUND.
+ * A client in another process (on this host or another) lets the server
+ * read and write windows of its memory: the server registers a region on
+ * such a window (shmreg_register_remote) and its requests move the bytes
+ * with shmreg_copy_from_view / shmreg_copy_to_view.
+ *
+ * Who may make the server touch what (docs/security.md, "Remote regions"):
+ * - A client connects to the server: it dials the server's listener
+ *   (shmreg_remote_server_address) and proves itself with a one-time secret
+ *   that the server issued to one tenant, a (registry, tag) pair, over a
+ *   channel the server authenticated (shmreg_remote_invite). The endpoint
+ *   is the server's own, made from the client's connection request; the
+ *   server never dials an address a client sent, and no endpoint serves
+ *   two connections. A connection that has not proven itself within
+ *   5 s is closed, and at most 64 may wait at once.
+ * - Over its own connection, and only there, the client's library announces
+ *   the windows of its own memory it exports (shmreg_remote_export): an
+ *   address, a length, a window id and a generation.
+ * - A descriptor names a connection, a window and its generation, never an
+ *   address. A registration with tag T in registry R accepts it only when
+ *   the connection was invited for (R, T), the window is announced on it
+ *   now, with that generation, and the region's window lies inside it.
+ * - The server moves bytes only by asking the client over that connection
+ *   (a read: the client sends the bytes; a write: the server sends them and
+ *   the client stores them); the client's library checks each request
+ *   against its windows again. Neither side's UCX context has one-sided
+ *   operations (UCP_FEATURE_RMA), so neither worker serves a read or write
+ *   of its memory that the library's own code did not check, whoever
+ *   connects to it. The server sends a write's bytes by copy (UCX's eager
+ *   protocol), never exposing its buffer to the peer.
+ * - Each tenant has at most max_connections connections and invitations,
+ *   and at most max_copies copies in flight (shmreg_remote_config): past
+ *   them a call fails at once (NO_MEMORY) rather than waiting.
  *
  * UCX is optional twice over: a build with SHMREG_WITH_UCX=OFF has these
  * functions answering UNSUPPORTED, and a build with UCX reaches libucp.so.0
  * through dlopen at the first remote call, so the library loads and works
  * where UCX is not installed; every remote call then answers UNSUPPORTED
  * with the reason. UCX reads its settings from the environment (UCX_TLS,
- * UCX_NET_DEVICES, ...) when it is first loaded. The library sets
- * UCX_ERROR_SIGNALS to "" before loading it, unless the environment already
- * says otherwise, so that UCX installs no handler for SIGSEGV or SIGBUS
- * (guarded copies need theirs).
+ * UCX_NET_DEVICES, ...) when it is first loaded; the server's context
+ * takes its transports from shmreg_remote_config.transports where given.
+ * The library sets UCX_ERROR_SIGNALS to "" before loading it, unless the
+ * environment already says otherwise, so that UCX installs no handler for
+ * SIGSEGV or SIGBUS (guarded copies need theirs).
  *
  * Threads: the server side holds one UCX context and one worker for the
  * whole process, created with UCS_THREAD_MODE_MULTI at the first remote
- * registration and kept until the process exits; a copy progresses that
- * worker in the calling thread until its request completes, and a thread
- * of the library ("shmreg-ucx") progresses it while no copy does, so that a
- * client's disconnection is noticed. A client (shmreg_remote_client) has
- * its own context, worker and progress thread, which serve the server's
- * gets and puts when the transport needs the target's help (tcp).
+ * call and kept until the process exits; a copy progresses that worker in
+ * the calling thread until it completes, and a thread of the library
+ * ("shmreg-ucx") progresses it while no copy does. A client
+ * (shmreg_remote_client) has its own context, worker and progress thread,
+ * which answers the server's requests.
  *
- * The descriptor (version 1, all integers little-endian):
- *   byte 0      version, 1
- *   bytes 1..3  zero
- *   bytes 4..7  uint32 size of the worker address (1..SHMREG_REMOTE_BLOB_MAX)
- *   bytes 8..11 uint32 size of the packed remote key (1..SHMREG_REMOTE_BLOB_MAX)
- *   bytes 12..15 zero
- *   bytes 16..23 uint64 address of the exported range in the client
- *   bytes 24..31 uint64 its length (> 0, address + length not past 2^64)
- *   then the worker address, then the packed remote key; nothing after.
- * The engine blobs are UCX's own (ucp_worker_get_address, ucp_rkey_pack),
- * so both ends must run compatible UCX versions.
+ * The descriptor (version 2, all integers little-endian, 40 bytes):
+ *   byte 0       version, 2
+ *   bytes 1..7   zero
+ *   bytes 8..23  the connection id (the server's, from its welcome)
+ *   bytes 24..31 uint64 the window id (the client's)
+ *   bytes 32..39 uint64 the window's generation (the client's)
+ * Version 1 (a worker address and a remote key) is refused: it let a
+ * descriptor name any worker and any address.
  */
-#define SHMREG_REMOTE_DESCRIPTOR_VERSION 1
-#define SHMREG_REMOTE_DESCRIPTOR_HEADER 32
-#define SHMREG_REMOTE_BLOB_MAX 8192
-#define SHMREG_REMOTE_DESCRIPTOR_MAX (SHMREG_REMOTE_DESCRIPTOR_HEADER + 2 * SHMREG_REMOTE_BLOB_MAX)
+#define SHMREG_REMOTE_DESCRIPTOR_VERSION 2
+#define SHMREG_REMOTE_DESCRIPTOR_SIZE 40
+#define SHMREG_REMOTE_DESCRIPTOR_MAX SHMREG_REMOTE_DESCRIPTOR_SIZE
+#define SHMREG_REMOTE_SECRET_SIZE 32
 #define SHMREG_REMOTE_TIMEOUT_MS 10000 /* a copy's default bound (shmreg_config) */
+#define SHMREG_REMOTE_INVITE_MS 60000  /* how long an unused secret stays valid */
 
 /* OK when remote regions can be used in this process: the build has UCX
  * and libucp.so.0 loads; else UNSUPPORTED with the reason in
  * shmreg_last_error(). The first call loads UCX; later calls are cheap. */
 SHMREG_API shmreg_err shmreg_remote_available(void);
 
+/* 1.3. The server side's settings, for the whole process. */
+typedef struct shmreg_remote_config {
+    /* Where the server listens for clients' connections, "IP:PORT" (port 0:
+     * one the system picks); NULL: "0.0.0.0:0". Copied. */
+    const char *listen;
+    /* Connections plus unused invitations one tenant may hold; 0: 16. */
+    unsigned max_connections;
+    /* Copies one tenant may have in flight at once; 0: 8. */
+    unsigned max_copies;
+    /* The UCX transports the server's context is opened with, as UCX_TLS
+     * spells them ("tcp", "posix,sysv,tcp"); NULL: UCX's own choice
+     * (UCX_TLS or all). A client that can reach the server by none of them
+     * cannot connect. Copied. */
+    const char *transports;
+    void *reserved_[4]; /* zero */
+} shmreg_remote_config;
+
 /*
- * Register the window [offset, offset + byte_size) of the memory a client
- * exported, described by the descriptor bytes, under `name`. The same as
- * shmreg_register with SHMREG_SOURCE_REMOTE, raw_handle = descriptor and
- * raw_handle_size = size, and no tag. The descriptor is parsed here and
- * every field checked before UCX sees it; the library keeps no pointer to
- * it. The client's endpoint is created (or, for a client already
- * connected, shared) and the remote key unpacked; nothing is read. flags:
- * SHMREG_READONLY refuses copies into the region; pinning flags do not
- * apply (INVALID_ARG). The window must lie inside the exported range.
- * A descriptor from a client that has gone, or for memory it has since
- * unexported, registers (nothing is read yet) and its copies then FAULT.
+ * 1.3. Configure the server side (NULL: the defaults). Only before the
+ * server's engine starts (the first shmreg_remote_server_address,
+ * shmreg_remote_invite or remote registration): later, INVALID_ARG
+ * ("already started"), nothing changed. Errors: INVALID_ARG (a listen
+ * address that is not IP:PORT), NO_MEMORY.
+ */
+SHMREG_API shmreg_err shmreg_remote_configure(const shmreg_remote_config *config);
+
+/*
+ * 1.3. Where clients connect (shmreg_remote_client_connect): "IP:PORT" of
+ * the server's listener, NUL-terminated, valid for the life of the process;
+ * an IP of 0.0.0.0 means any of the host's addresses (a client uses the one
+ * it reaches the server by). Starts the engine on the first call. It is
+ * not a secret: what lets a client in is the secret of
+ * shmreg_remote_invite. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM (UCX: the
+ * listener could not be created), NO_MEMORY.
+ */
+SHMREG_API shmreg_err shmreg_remote_server_address(const char **address);
+
+/*
+ * 1.3. Issue a one-time secret that lets one client connection in as the
+ * tenant (reg, tag): tag NULL is the untagged tenant. Call it from a
+ * channel that authenticated the tenant (the server's HTTP endpoint, with
+ * the tenant's token) and hand the secret to that client only. The secret
+ * is good for one connection within SHMREG_REMOTE_INVITE_MS. Regions
+ * registered in reg with that tag may then name that connection's windows,
+ * and no others may. Errors: INVALID_ARG (NULL, a bad tag), NO_MEMORY (the
+ * tenant holds max_connections connections and invitations), UNSUPPORTED,
+ * SYSTEM.
+ */
+SHMREG_API shmreg_err shmreg_remote_invite(shmreg_registry *reg, const char *tag,
+                                           unsigned char secret[SHMREG_REMOTE_SECRET_SIZE]);
+
+/*
+ * Register the window [offset, offset + byte_size) of a window a client
+ * announced, named by the descriptor bytes, under `name`, untagged. The same
+ * as shmreg_register with SHMREG_SOURCE_REMOTE, raw_handle = descriptor and
+ * raw_handle_size = size (which takes a tag). The descriptor is parsed here;
+ * the library keeps no pointer to it. flags: SHMREG_READONLY refuses copies
+ * into the region; pinning flags do not apply (INVALID_ARG).
  * Errors: as shmreg_register; INVALID_ARG (a malformed descriptor: the
- * message says which field), OUT_OF_BOUNDS (the window), UNSUPPORTED (no UCX
- * in this build or on this machine), SYSTEM (UCX refused the worker address
- * or the key: its status string in the message).
+ * message says which field), NOT_FOUND (no live connection of that id for
+ * this tenant, or the window is not announced on it with that generation:
+ * withdrawn, or a stale descriptor; one message for every case, so that a
+ * tenant learns nothing of another's connections), OUT_OF_BOUNDS (the
+ * region's window is not inside the announced one), UNSUPPORTED (no UCX).
  */
 SHMREG_API shmreg_err shmreg_register_remote(shmreg_registry *reg, const char *name, const void *descriptor,
                                              size_t size, size_t offset, size_t byte_size, unsigned flags);
 
 /*
  * Unregister, under the registry's busy policy, every remote region whose
- * client is unreachable: its endpoint failed (the client died or closed its
- * worker, the network said so) or a copy timed out. Copies of those regions
- * already fail at once; this gives their names and memory back. Regions
- * still referenced follow the policy (DEFER and DETACH: gone with their last
- * release; REFUSE: kept, and swept by a later call). A server calls it from
- * time to time (its HTTP server does once a second) and before listing
- * regions; shmreg_register_remote calls it too. *count (may be NULL): how
- * many were unregistered. Errors: INVALID_ARG.
+ * client is unreachable: its connection failed (the client died, closed
+ * or said goodbye; a copy timed out; a liveness check got no answer).
+ * Copies of those regions already fail at once; this gives their names and
+ * memory back. Regions still referenced follow the policy (DEFER and
+ * DETACH: gone with their last release; REFUSE: kept, and swept by a later
+ * call). A server calls it from time to time (its HTTP server does once a
+ * second), which also checks idle connections; shmreg_register_remote
+ * calls it too. *count (may be NULL): how many were unregistered.
+ * Errors: INVALID_ARG.
  */
 SHMREG_API shmreg_err shmreg_remote_sweep(shmreg_registry *reg, size_t *count);
 
@@ -1046,29 +1119,39 @@ typedef struct shmreg_remote_window shmreg_remote_window; /* opaque: one exporte
  * its status string in the message), NO_MEMORY. */
 SHMREG_API shmreg_err shmreg_remote_client_create(shmreg_remote_client **out);
 
-/* Stop the progress thread and close the worker and context: servers see
- * the client's endpoint fail. NULL is a no-op. */
+/*
+ * 1.3. Connect c to the server listening at server_address ("HOST:PORT",
+ * a name or an IP), proving the connection with the secret the server
+ * issued (shmreg_remote_invite, or the server's remotememory/connect
+ * endpoint), and wait for its welcome (at most SHMREG_REMOTE_TIMEOUT_MS).
+ * Once per client. Errors: INVALID_ARG (NULL, not HOST:PORT, a host that
+ * does not resolve, already connected),
+ * NOT_FOUND (the server refused the secret: unknown, used or expired),
+ * NO_MEMORY (the tenant's connection limit), SYSTEM (UCX, or no answer).
+ */
+SHMREG_API shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const char *server_address,
+                                                   const unsigned char secret[SHMREG_REMOTE_SECRET_SIZE]);
+
+/* Say goodbye to the server (its regions of this client then go at its
+ * next sweep), stop the progress thread and close the worker and context.
+ * NULL is a no-op. */
 SHMREG_API void shmreg_remote_client_destroy(shmreg_remote_client *c);
 
 /*
- * Export [addr, addr + length) of this process's memory (ucp_mem_map of
- * the existing pages; nothing is copied) for servers to read and write.
- * The memory must stay mapped until shmreg_remote_unexport; a server that
- * copies it afterwards gets FAULT. Thread-safe; any number of windows.
- * Errors: INVALID_ARG (NULL, length 0), SYSTEM (UCX), NO_MEMORY.
+ * Export [addr, addr + length) of this process's memory to the connected
+ * server: announce it as a new window (nothing is copied) and wait for the
+ * server to take the announcement. The memory must stay mapped until
+ * shmreg_remote_unexport. Thread-safe; any number of windows.
+ * Errors: INVALID_ARG (NULL, length 0, a range past 2^64, not connected),
+ * SYSTEM (UCX, or no answer), NO_MEMORY.
  */
 SHMREG_API shmreg_err shmreg_remote_export(shmreg_remote_client *c, void *addr, size_t length,
                                            shmreg_remote_window **out);
 
 /*
- * Allocate length bytes for servers to read and write, and export them:
- * UCX chooses the memory (ucp_mem_map with UCP_MEM_MAP_ALLOCATE), so that
- * with the shared-memory transports it is a segment the server maps and
- * copies directly, without this process's help (an export of memory the
- * caller allocated is reached through this process's progress thread
- * there, about ten times slower: docs/performance.md). *addr: the memory,
- * zero-filled or not as UCX leaves it, valid until shmreg_remote_unexport
- * frees it. Errors: INVALID_ARG, SYSTEM (UCX), NO_MEMORY.
+ * Allocate length bytes and export them as shmreg_remote_export does.
+ * *addr: the memory, zero-filled, valid until shmreg_remote_unexport
+ * frees it. Errors: INVALID_ARG, SYSTEM, NO_MEMORY.
  */
 SHMREG_API shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length, void **addr,
                                           shmreg_remote_window **out);
@@ -1078,9 +1161,10 @@ SHMREG_API shmreg_err shmreg_remote_alloc(shmreg_remote_client *c, size_t length
 SHMREG_API shmreg_err shmreg_remote_descriptor(const shmreg_remote_window *w, const void **bytes,
                                                size_t *size);
 
-/* Stop exporting w (ucp_mem_unmap; for shmreg_remote_alloc's memory, this
- * frees it) and free w. Unregister it at the server first: a server's later
- * copies FAULT. NULL is a no-op. */
+/* Withdraw w at the server (its later copies of w fail: the server's
+ * regions on it stay registered until unregistered) and from this
+ * client's own checks, free the memory of shmreg_remote_alloc, and free w.
+ * NULL is a no-op. */
 SHMREG_API void shmreg_remote_unexport(shmreg_remote_window *w);
 
 #ifdef __cplusplus

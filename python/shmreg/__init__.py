@@ -9,7 +9,11 @@ counted references and zero-copy views (buffer protocol, DLPack).
     reg.unregister("input0")
 
 docs/python.md has the whole API, the lifetime rule and the DLPack details.
+shmreg.remote (remote regions through UCX) is a module of its own:
+`from shmreg import remote`.
 """
+
+from typing import TYPE_CHECKING
 
 from ._types import (
     AlreadyExists,
@@ -27,7 +31,24 @@ from ._types import (
     Unsupported,
     WrongKind,
 )
-from ._shmreg import Region, Registry, __version__, cuda_available, library_version
+
+try:
+    from ._shmreg import Region, Registry, __version__, cuda_available, library_version
+except ModuleNotFoundError as _error:
+    # A source tree where the extension is not built: shmreg.remote (ctypes
+    # over libshmreg.so) still imports, as its docstring says; the
+    # extension's names say why they are missing when used.
+    if _error.name != f"{__name__}._shmreg":
+        raise
+    _extension_error = _error
+    if not TYPE_CHECKING:
+        _EXTENSION_NAMES = {"Region", "Registry", "__version__", "cuda_available", "library_version"}
+
+        def __getattr__(name):
+            if name in _EXTENSION_NAMES:
+                raise ImportError(f"shmreg.{name} needs the compiled extension shmreg._shmreg, "
+                                  f"which is not built here ({_extension_error})") from _extension_error
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AlreadyExists",

@@ -3,9 +3,10 @@
 #  1. the library (tests/remote, ctest label "remote"), in the gcc tier's
 #     build (build/gcc, incremental; tier 10 leaves these tests to this one)
 #     and in the ASan+UBSan tier's (build/asan, likewise tier 30's);
-#  2. the server's remote_memory extension over HTTP (server/tests/remote),
-#     against the server of tier 60's build (build/frontend-ci, incremental),
-#     with python/shmreg/remote.py as the client. Tier 60 leaves it here.
+#  2. the server's remote_memory extension over HTTP and gRPC
+#     (server/tests/remote), against the server of tier 60's build
+#     (build/frontend-ci, incremental), with python/shmreg/remote.py as the
+#     client, in processes of their own. Tier 60 leaves it here.
 # About a minute once the builds exist.
 source "$(dirname "$0")/lib.sh"
 mkdir -p build
@@ -23,10 +24,11 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 dir=build/frontend-ci
 build_server "$dir"
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
-"$dir/venv/bin/python" -c 'import numpy, pytest' 2>/dev/null || "$dir/venv/bin/pip" install -q numpy pytest
+"$dir/venv/bin/python" -c 'import numpy, pytest, tritonclient.grpc, tritonclient.http' 2>/dev/null \
+  || "$dir/venv/bin/pip" install -q numpy pytest 'tritonclient[http,grpc]'
 export FRONTEND_BIN=$PWD/$dir/app/shmreg-server SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
 for tls in tcp posix,sysv,cma; do
-  echo "--- remote_memory over HTTP, UCX_TLS=$tls"
+  echo "--- remote_memory over HTTP and gRPC, UCX_TLS=$tls"
   UCX_TLS=$tls "$dir/venv/bin/python" -m pytest -rs -q -p no:cacheprovider server/tests/remote --frontend c \
     || exit 1
 done

@@ -1,6 +1,6 @@
 # libFuzzer harnesses built with clang -fsanitize=fuzzer,address,undefined:
-# replay the seed corpora, then fuzz each harness for a bounded time (about a
-# minute and a half in all; SHMREG_FUZZ_SECONDS per harness) on a scratch corpus seeded
+# replay the seed corpora, then fuzz each harness for a bounded time (about
+# two minutes in all; SHMREG_FUZZ_SECONDS per harness) on a scratch corpus seeded
 # from the repository's, so the repository's corpus only changes by hand.
 # A long run is the same command with a larger SHMREG_FUZZ_SECONDS (see
 # docs/reliability.md).
@@ -17,7 +17,7 @@ build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 test_tier "$dir" -L 'fuzz|fault'
 
-for harness in ops names remote_descriptor; do
+for harness in ops names remote_descriptor remote_messages; do
   fuzzer=$dir/tests/fuzz/fuzz-$harness
   [ -x "$fuzzer" ] || { echo "70-fuzz: $fuzzer was not built (no libFuzzer?)"; exit 1; }
   scratch=$dir/corpus-$harness

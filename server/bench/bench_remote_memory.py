@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The identity model through the C server with seed 003's FP16 3x384x640
+"""The identity model through the C server with an FP16 3x384x640 image
 image (1,474,560 bytes in and out): inputs and outputs in remote regions
 (the remote_memory extension, UCX) against inline binary tensor data over
 HTTP, at concurrency 1 and 16. Reports infer/s and the server's resident
@@ -7,9 +7,12 @@ memory (VmRSS at the end of each run, VmHWM the peak since start).
 
 Each concurrency level is that many client processes, each with its own
 connection and, for remote regions, its own UCX client and input and output
-regions (remote.allocate: UCX's memory, which the shared-memory transports
-copy directly). Both modes run against one server, on the UCX transport in
-UCX_TLS (default here: posix,sysv,cma).
+regions (remote.connect, then remote.allocate: memory the library owns).
+Both modes run against one server, on the UCX transports in UCX_TLS (unset:
+UCX's choice; a connection needs one that can report a failed peer, such as
+tcp, which the shared-memory transports cannot); all its clients are one
+tenant, whose connection and copy limits are raised past the highest
+concurrency.
 
     FRONTEND_BIN=.../shmreg-server SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
@@ -67,6 +70,7 @@ def client(port, mode, seconds, tag, out):
     windows = []
     if mode == "remote":
         remote = load_remote()
+        remote.connect(f"127.0.0.1:{port}")
         wx, wy = remote.allocate(NBYTES), remote.allocate(NBYTES)
         windows = [wx, wy]
         np.frombuffer(wx.memory, np.uint8)[:] = x.view(np.uint8).ravel()
@@ -95,6 +99,7 @@ def client(port, mode, seconds, tag, out):
         remote.unregister(f"127.0.0.1:{port}", f"out{tag}")
         for w in windows:
             w.close()
+        remote.disconnect()  # its place among the tenant's connections comes back
     out.put(("done", done))
 
 
@@ -133,9 +138,10 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     args = ap.parse_args()
-    os.environ.setdefault("UCX_TLS", "posix,sysv,cma")
     server = subprocess.Popen([os.environ["FRONTEND_BIN"], "--host", "127.0.0.1", "--port", "0",
-                               "--allow-client-shm=true", "--threads", "16"],
+                               "--allow-client-shm=true", "--threads", "16",
+                               "--remote-max-connections", str(4 * max(args.concurrency)),
+                               "--remote-max-copies", str(2 * max(args.concurrency))],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     line = server.stdout.readline().decode()
     port = int(re.match(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
@@ -151,7 +157,7 @@ def main():
     finally:
         server.terminate()
         server.wait()
-    print(f"\nUCX_TLS={os.environ['UCX_TLS']}, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
+    print(f"\nUCX_TLS={os.environ.get('UCX_TLS', '(unset)')}, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
     print("| path | concurrency | infer/s | server VmRSS after (MiB) |")
     print("| --- | --- | --- | --- |")
     for mode, c, rate, rss in rows:

@@ -63,6 +63,25 @@ static shmreg_registry *create_registry(const server_options *o)
     return reg;
 }
 
+/* --remote-port (on --host), --remote-transports, --remote-max-connections,
+ * --remote-max-copies. */
+static int configure_remote(const frontend_options *o)
+{
+    char listen[80]; /* "[IPv6]:PORT" at the most */
+    snprintf(listen, sizeof listen, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host, o->remote_port);
+    shmreg_remote_config config = {
+        .listen = listen, /* copied */
+        .max_connections = o->remote_max_connections,
+        .max_copies = o->remote_max_copies,
+        .transports = o->remote_transports,
+    };
+    if (shmreg_remote_configure(&config) != SHMREG_OK) {
+        fprintf(stderr, "error: %s\n", shmreg_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 /* The shared-memory transports of UCX (remote_memory over posix) keep
  * segments of their own for the process's life: not a client's region. */
 #define UCX_OWN_SEGMENT "/dev/shm/ucx_shm_posix_"
@@ -128,6 +147,12 @@ int main(int argc, char **argv)
      * instead of a SIGBUS killing the server. Before any thread starts. */
     if (shmreg_guard_install() != SHMREG_OK) {
         fprintf(stderr, "error: %s\n", shmreg_last_error());
+        options_free(&opts);
+        return 1;
+    }
+    /* remote_memory's limits and transports, which the engine takes when it
+     * starts (the first connect or registration): before anything listens. */
+    if (opts.allow_client_shm && configure_remote(&opts) != 0) {
         options_free(&opts);
         return 1;
     }

@@ -115,6 +115,14 @@ static int add_prefix(server_options *o, const char *prefix, size_t *count)
     return 0;
 }
 
+static int check_transports(const char *s)
+{
+    if (s[0])
+        return 0;
+    fprintf(stderr, "error: --remote-transports wants UCX transports such as tcp or posix,sysv,cma\n");
+    return -1;
+}
+
 /* ------------------------------------------------------------ the flags */
 
 /* How a flag's argument is read into its field. */
@@ -199,6 +207,24 @@ static const flag flags[] = {
     {.name = "remote-timeout-ms", .arg = "N", SIZE(remote_timeout_ms, 1, 3600000),
      .help = "remote_memory: a read or write of a client's memory fails\n"
              "after N ms (default 10000); the client is then dropped"},
+    {.name = "remote-port", .arg = "N", UINT(remote_port, 0, 65535),
+     .help = "remote_memory: the port on --host where clients connect\n"
+             "through UCX after v2/remotememory/connect, 0 = any free\n"
+             "one, which connect's answer names (default 0)"},
+    {.name = "remote-transports", .arg = "LIST", .kind = FLAG_STRING, .field = FIELD(remote_transports),
+     .check = check_transports,
+     .help = "remote_memory: the UCX transports the server's worker\n"
+             "uses, as UCX_TLS spells them (e.g. tcp, posix,sysv,cma);\n"
+             "a client that can reach it by none of them cannot connect\n"
+             "(default: UCX_TLS, else every transport UCX has)"},
+    {.name = "remote-max-connections", .arg = "N", UINT(remote_max_connections, 1, 65536),
+     .help = "remote_memory: connections plus unused invitations of one\n"
+             "tenant; past it v2/remotememory/connect answers 429\n"
+             "(default 16)"},
+    {.name = "remote-max-copies", .arg = "N", UINT(remote_max_copies, 1, 65536),
+     .help = "remote_memory: reads and writes of one tenant's regions in\n"
+             "flight at once; past it a request fails at once instead of\n"
+             "waiting (default 8)"},
     {.name = "cache-bytes", .arg = "N", SIZE(cache_bytes, 0, SIZE_MAX),
      .help = "keep up to N bytes of mappings (and pins) of unregistered\n"
              "regions for clients that register the same shm again,\n"

@@ -35,6 +35,10 @@ typedef struct server_options {
     shmreg_reclaim reclaim;           /* --reclaim: who unmaps a region's last release */
     size_t cache_bytes;               /* --cache-bytes: the registration cache, 0: off */
     size_t remote_timeout_ms;         /* --remote-timeout-ms: one remote copy's bound, 0: the library's */
+    unsigned remote_port;             /* --remote-port: the remote listener's, on host; 0: any free one */
+    const char *remote_transports;    /* --remote-transports: UCX_TLS's spelling; NULL: UCX's choice */
+    unsigned remote_max_connections;  /* --remote-max-connections: per tenant, 0: the library's */
+    unsigned remote_max_copies;       /* --remote-max-copies: per tenant in flight, 0: the library's */
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
     unsigned instances_per_gpu;       /* --instances-per-gpu: GPU model instances per device */
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */

@@ -53,6 +53,7 @@ struct shmreg__open_args {
     size_t allowed_uid_count;  /* unless the count is 0 */
     bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
     unsigned remote_timeout_ms; /* SHMREG_SOURCE_REMOTE: one copy's bound */
+    const void *registry; /* SHMREG_SOURCE_REMOTE: with r->tag, the tenant the region belongs to */
     /* Set by prepare: page-lock the mapping, and the bytes that pins.
      * pin_optional: the pin is AUTO's choice, not demanded, so register.c
      * drops it when it would pass the pin budget (table.h); the region is
@@ -93,6 +94,10 @@ struct shmreg__backend {
     shmreg_err (*copy)(const struct shmreg__opened *m, const char *region_name, size_t offset, void *buf,
                        size_t n, bool to_memory);
     bool (*gone)(const struct shmreg__opened *m);
+    /* Optional: what the memory is reached through, for status (a remote
+     * region: its connection's UCX transports); NULL or a string that lives
+     * as long as m. */
+    const char *(*transports)(const struct shmreg__opened *m);
 };
 
 /* The backend of a source, or NULL for a value no backend serves. */

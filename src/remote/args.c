@@ -1,7 +1,8 @@
 /* The remote source's own arguments, checked in every build: a malformed
- * descriptor or a window outside the exported range is INVALID_ARG or
- * OUT_OF_BOUNDS whether or not this library or machine has UCX, so callers
- * see one behaviour. The backend's prepare (backend_remote*.c) is this. */
+ * descriptor is INVALID_ARG whether or not this library or machine has
+ * UCX, so callers see one behaviour. The window's bounds need the announced
+ * window, which only the engine knows (remote/backend.c). The backend's
+ * prepare (remote/backend.c, remote/stub.c) is this. */
 #include "backends/backend.h"
 #include "base/err.h"
 #include "remote/descriptor.h"
@@ -20,11 +21,6 @@ shmreg_err shmreg__remote_prepare(struct shmreg__open_args *a)
     shmreg_err err = shmreg__remote_descriptor_parse(r->raw_handle, r->raw_handle_size, r->name, &d);
     if (err != SHMREG_OK)
         return err;
-    if (r->offset > d.length || r->byte_size > d.length - r->offset)
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
-                            "failed to register remote region '%s': the window [%zu, +%zu) is past the end of "
-                            "the %llu exported bytes", r->name, r->offset, r->byte_size,
-                            (unsigned long long)d.length);
     a->pin = false;
     a->pinned_bytes = 0;
     return SHMREG_OK;

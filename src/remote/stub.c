@@ -71,3 +71,26 @@ void shmreg_remote_unexport(shmreg_remote_window *w)
 {
     /* None can have been exported in this build. */
 }
+
+shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
+{
+    return unsupported("remote_configure");
+}
+
+shmreg_err shmreg_remote_server_address(const char **address)
+{
+    return unsupported("remote_server_address");
+}
+
+shmreg_err shmreg_remote_invite(shmreg_registry *reg, const char *tag,
+                                unsigned char secret[SHMREG_REMOTE_SECRET_SIZE])
+{
+    return unsupported("remote_invite");
+}
+
+shmreg_err shmreg_remote_client_connect(shmreg_remote_client *c, const char *server_address,
+                                        const unsigned char secret[SHMREG_REMOTE_SECRET_SIZE])
+{
+    return unsupported("cannot connect to the server");
+}
+

@@ -6,6 +6,7 @@
 #ifndef SHMREG_UCX_CALLS_H
 #define SHMREG_UCX_CALLS_H
 
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 #include "shmreg/shmreg.h"
@@ -18,8 +19,6 @@ struct shmreg__ucx {
     void (*cleanup)(ucp_context_h);
     ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
     void (*worker_destroy)(ucp_worker_h);
-    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
-    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
     unsigned (*worker_progress)(ucp_worker_h);
     ucs_status_t (*worker_get_efd)(ucp_worker_h, int *);
     ucs_status_t (*worker_arm)(ucp_worker_h);
@@ -27,16 +26,16 @@ struct shmreg__ucx {
     ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
     ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
     ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
-    ucs_status_t (*ep_rkey_unpack)(ucp_ep_h, const void *, ucp_rkey_h *);
-    void (*rkey_destroy)(ucp_rkey_h);
-    ucs_status_t (*rkey_pack)(ucp_context_h, ucp_mem_h, void **, size_t *);
-    void (*rkey_buffer_release)(void *);
-    ucs_status_t (*mem_map)(ucp_context_h, const ucp_mem_map_params_t *, ucp_mem_h *);
-    ucs_status_t (*mem_unmap)(ucp_context_h, ucp_mem_h);
-    ucs_status_t (*mem_query)(const ucp_mem_h, ucp_mem_attr_t *);
-    ucs_status_ptr_t (*get_nbx)(ucp_ep_h, void *, size_t, uint64_t, ucp_rkey_h, const ucp_request_param_t *);
-    ucs_status_ptr_t (*put_nbx)(ucp_ep_h, const void *, size_t, uint64_t, ucp_rkey_h,
-                                const ucp_request_param_t *);
+    void (*ep_print_info)(ucp_ep_h, FILE *);
+    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
+    ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
+                                    const ucp_request_param_t *);
+    ucs_status_ptr_t (*am_recv_data_nbx)(ucp_worker_h, void *, void *, size_t, const ucp_request_param_t *);
+    ucs_status_t (*worker_set_am_recv_handler)(ucp_worker_h, const ucp_am_handler_param_t *);
+    ucs_status_t (*listener_create)(ucp_worker_h, const ucp_listener_params_t *, ucp_listener_h *);
+    void (*listener_destroy)(ucp_listener_h);
+    ucs_status_t (*listener_query)(ucp_listener_h, ucp_listener_attr_t *);
+    ucs_status_t (*listener_reject)(ucp_listener_h, ucp_conn_request_h);
     ucs_status_t (*request_check_status)(void *);
     void (*request_free)(void *);
     const char *(*status_string)(ucs_status_t);

@@ -24,6 +24,12 @@ static void *progress_main(void *arg)
     /* Relaxed: stop only ends the loop; stop()'s join orders the rest. */
     uint64_t last_event = 0;
     while (!atomic_load_explicit(&w->stop, memory_order_relaxed)) {
+        if (atomic_load_explicit(&w->waiters, memory_order_relaxed)) {
+            /* A caller progresses the worker now: a short nap, not a spin. */
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+            continue;
+        }
         if (u->worker_progress(w->worker) > 0) {
             last_event = shmreg__ucx_now_ns();
             continue;
@@ -49,16 +55,26 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what, bool wakeup)
+/* Active messages only: a context with UCP_FEATURE_RMA would have its
+ * worker serve the software-emulated gets and puts of any peer that
+ * connects (tcp, shared-memory active messages), at any address, with no
+ * check of ours in the way. */
+static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what, bool wakeup,
+                                 const char *transports)
 {
     const struct shmreg__ucx *u = w->ucx;
     ucp_config_t *config;
     ucs_status_t st = u->config_read(NULL, NULL, &config);
     if (st != UCS_OK)
         return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_config_read", what);
+    if (transports && (st = u->config_modify(config, "TLS", transports)) != UCS_OK) {
+        u->config_release(config);
+        return shmreg__ucx_fail(SHMREG_ERR_INVALID_ARG, st, "%s: UCX refused the transports '%s'", what,
+                                transports);
+    }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-        .features = UCP_FEATURE_RMA | (wakeup ? UCP_FEATURE_WAKEUP : 0),
+        .features = UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0),
         .mt_workers_shared = 1,
     };
     st = u->init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context);
@@ -68,11 +84,11 @@ static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what,
     return SHMREG_OK;
 }
 
-shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
-                                    bool serves_peers)
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const struct shmreg__ucx_worker_params *p)
 {
+    const char *what = p->what;
     memset(w, 0, sizeof *w);
-    w->spin_after_event = serves_peers;
+    w->spin_after_event = p->serves_peers;
     w->efd = -1;
     shmreg_err err = shmreg__ucx_load(&w->ucx);
     if (err != SHMREG_OK)
@@ -80,9 +96,9 @@ shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *th
     const struct shmreg__ucx *u = w->ucx;
     /* Wakeup where the transports support it; without, the thread polls. */
     bool wakeup = true;
-    if ((err = create_context(w, what, true)) != SHMREG_OK) {
+    if ((err = create_context(w, what, true, p->transports)) != SHMREG_OK) {
         wakeup = false;
-        if ((err = create_context(w, what, false)) != SHMREG_OK)
+        if ((err = create_context(w, what, false, p->transports)) != SHMREG_OK)
             return err;
     }
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
@@ -94,13 +110,26 @@ shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *th
     }
     if (wakeup && u->worker_get_efd(w->worker, &w->efd) != UCS_OK)
         w->efd = -1;
+    ucp_am_handler_param_t am = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = p->am_id,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = p->am_cb,
+        .arg = p->am_arg,
+    };
+    if ((st = u->worker_set_am_recv_handler(w->worker, &am)) != UCS_OK) {
+        u->worker_destroy(w->worker);
+        u->cleanup(w->context);
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_worker_set_am_recv_handler", what);
+    }
     int rc = pthread_create(&w->thread, NULL, progress_main, w);
     if (rc != 0) {
         u->worker_destroy(w->worker);
         u->cleanup(w->context);
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, rc, "%s: starting the UCX progress thread", what);
     }
-    pthread_setname_np(w->thread, thread_name);
+    pthread_setname_np(w->thread, p->thread_name);
     return SHMREG_OK;
 }
 

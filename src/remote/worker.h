@@ -28,17 +28,31 @@ struct shmreg__ucx_worker {
     bool spin_after_event; /* a client's: it serves the server's tcp gets */
     pthread_t thread;
     atomic_bool stop;
+    /* Callers progressing the worker themselves while they wait for an
+     * answer (shmreg__ucx_waiting): the thread stands aside meanwhile, so
+     * that two threads do not spin on one worker's lock. */
+    atomic_uint waiters;
 };
 
-/* Load UCX, create the context (RMA; wakeup where the transports allow),
- * the worker and the progress thread, named thread_name. what names the
- * caller in messages. serves_peers (a client's worker): the thread keeps
- * spinning a moment after each event, since the server's tcp gets come in
- * bursts of fragments it must answer; a server's thread only watches for
- * failures (its copies progress the worker themselves) and sleeps at once.
+struct shmreg__ucx_worker_params {
+    const char *thread_name;
+    const char *what; /* names the caller in messages */
+    /* A client's worker: the thread keeps spinning a moment after each
+     * event, since the server's requests come in bursts it must answer; a
+     * server's thread only watches (its copies progress the worker
+     * themselves) and sleeps at once. */
+    bool serves_peers;
+    const char *transports; /* UCX_TLS for this context, or NULL */
+    /* The one active-message handler: what this side receives. */
+    unsigned am_id;
+    ucp_am_recv_callback_t am_cb;
+    void *am_arg;
+};
+
+/* Load UCX, create the context (active messages; wakeup where the
+ * transports allow), the worker with its handler and the progress thread.
  * On failure nothing is left. */
-shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const char *thread_name, const char *what,
-                                    bool serves_peers);
+shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const struct shmreg__ucx_worker_params *p);
 
 /* Stop the thread, destroy the worker and the context. */
 void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w);
@@ -49,6 +63,16 @@ void shmreg__ucx_worker_stop(struct shmreg__ucx_worker *w);
  * (CLOCK_MONOTONIC): UCS_ERR_TIMED_OUT, the request left in flight for the
  * caller to cancel by closing its endpoint, then wait_again. */
 ucs_status_t shmreg__ucx_wait(struct shmreg__ucx_worker *w, ucs_status_ptr_t request, uint64_t deadline_ns);
+
+/* A caller starts (+1) or stops (-1) progressing w itself while it waits. */
+static inline void shmreg__ucx_waiting(struct shmreg__ucx_worker *w, int delta)
+{
+    /* Relaxed: only whether the thread spins depends on it. */
+    if (delta > 0)
+        atomic_fetch_add_explicit(&w->waiters, 1, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&w->waiters, 1, memory_order_relaxed);
+}
 
 /* Now on CLOCK_MONOTONIC, in nanoseconds. */
 uint64_t shmreg__ucx_now_ns(void);

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the fuzz harnesses (corpus/ops, corpus/names).
+"""Writes the seed corpora of the fuzz harnesses (corpus/ops, corpus/names,
+corpus/remote_descriptor, corpus/remote_messages).
 
 Each ops seed is a short program in fuzz_ops.c's encoding, one scenario a
 fuzzer should start from; the fuzzer mutates them. Run it from anywhere after
@@ -146,10 +147,79 @@ NAMES = {
     'many-prefixes': b'r\x00/internal_data\x00a\x00b\x00/internal_\x00c',
 }
 
+# The remote descriptor, version 2 (shmreg.h): version, seven zero bytes,
+# the connection id, window id and generation little-endian.
+CONNECTION = bytes(range(0xa0, 0xb0))
 
-def write(subdir, seeds):
+
+def descriptor(version=2, reserved=bytes(7), connection=CONNECTION, window=7, generation=1):
+    return (bytes([version]) + reserved + connection + window.to_bytes(8, 'little')
+            + generation.to_bytes(8, 'little'))
+
+
+REMOTE_DESCRIPTOR = {
+    'valid': descriptor(),
+    'valid-extremes': descriptor(connection=bytes(15) + b'\x01', window=2**64 - 1, generation=0),
+    # A version-1 descriptor: a 32-byte header (version, worker address and
+    # remote key sizes, address, length), then both blobs.
+    'version-1': bytes([1, 0, 0, 0, 37, 0, 0, 0, 24]) + bytes(7) + (0x7f0012345678).to_bytes(8, 'little')
+        + (4096).to_bytes(8, 'little') + bytes(range(1, 38)) + bytes(range(200, 224)),
+    'version-1-sized-2': descriptor(version=1),
+    'unknown-version': descriptor(version=3),
+    'truncated': descriptor()[:39],
+    'too-long': descriptor() + b'\x00',
+    'reserved-set': descriptor(reserved=bytes(6) + b'\x01'),
+    'zero-connection': descriptor(connection=bytes(16)),
+}
+
+# The connection's messages (src/remote/messages.h): 80 bytes, version 1.
+HELLO, ANNOUNCE, WITHDRAW, DATA, STORED, PONG, BYE = range(1, 8)
+WELCOME, ANSWER, FETCH, STORE, PING = range(16, 21)
+
+
+def message(kind, status=0, request=1, window=0, generation=0, offset=0, length=0, token=b'', version=1,
+            reserved=b'\x00\x00'):
+    return (bytes([version, kind]) + reserved + status.to_bytes(4, 'little') + request.to_bytes(8, 'little')
+            + window.to_bytes(8, 'little') + generation.to_bytes(8, 'little') + offset.to_bytes(8, 'little')
+            + length.to_bytes(8, 'little') + token.ljust(32, b'\x00'))
+
+
+REMOTE_MESSAGES = {
+    # One of each kind, as its sender writes it.
+    'hello': message(HELLO, token=bytes(range(0x40, 0x60))),
+    'announce': message(ANNOUNCE, request=2, window=7, generation=1, offset=0x7f0012340000, length=1 << 20),
+    'withdraw': message(WITHDRAW, request=3, window=7, generation=1),
+    'data': message(DATA, request=4),
+    'data-refused': message(DATA, status=2, request=5),
+    'stored': message(STORED, request=6),
+    'pong': message(PONG, request=7),
+    'bye': message(BYE, request=0),
+    'welcome': message(WELCOME, request=1, token=CONNECTION),
+    'welcome-refused': message(WELCOME, status=2, request=1),
+    'answer': message(ANSWER, request=2),
+    'fetch': message(FETCH, request=4, window=7, generation=1, offset=4096, length=4096),
+    'store': message(STORE, request=6, window=7, generation=1, offset=0, length=64),
+    'ping': message(PING, request=0),
+    # Broken ones.
+    'truncated': message(FETCH, request=4, window=7, generation=1, offset=0, length=1)[:79],
+    'version-2': message(PING, version=2),
+    'reserved-set': message(ANSWER, request=2, reserved=b'\x00\x01'),
+    'token-in-fetch': message(FETCH, request=4, window=7, generation=1, offset=0, length=1, token=b'\x01'),
+    'welcome-long-token': message(WELCOME, request=1, token=CONNECTION + b'\x01'),
+    'status-in-hello': message(HELLO, status=1, token=bytes(range(0x40, 0x60))),
+    'empty-announce': message(ANNOUNCE, request=2, window=7, generation=1, offset=4096, length=0),
+    'store-past-2-64': message(STORE, request=6, window=7, generation=1, offset=2**64 - 1, length=1),
+    'unknown-kind': message(8, request=1),
+}
+
+
+def write(subdir, seeds, replace=False):
+    """replace: remove the folder's other files, seeds of an older format."""
     path = os.path.join(HERE, 'corpus', subdir)
     os.makedirs(path, exist_ok=True)
+    if replace:
+        for old in set(os.listdir(path)) - set(seeds):
+            os.remove(os.path.join(path, old))
     for name, data in seeds.items():
         with open(os.path.join(path, name), 'wb') as f:
             f.write(bytes(data))
@@ -157,3 +227,5 @@ def write(subdir, seeds):
 
 write('ops', {k: [b & 0xff for b in v] for k, v in OPS.items()})
 write('names', NAMES)
+write('remote_descriptor', REMOTE_DESCRIPTOR, replace=True)
+write('remote_messages', REMOTE_MESSAGES, replace=True)

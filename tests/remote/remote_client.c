@@ -3,14 +3,20 @@
  * that already runs it), which exports a buffer and obeys commands.
  *
  *   remote_client SIZE SEED [alloc]
- * Maps SIZE bytes (mmap; with "alloc", UCX allocates them:
- * shmreg_remote_alloc), fills byte i with tu_pattern(SEED, i), exports
- * them and prints "DESC <hex of the descriptor>". Then, one per line on stdin:
+ * Reads "connect <hex server address> <hex secret>" from stdin and
+ * connects (or prints "ERR <message>" and exits 4), maps SIZE bytes (mmap;
+ * with "alloc", the library allocates them: shmreg_remote_alloc), fills
+ * byte i with tu_pattern(SEED, i), exports them and prints
+ * "DESC <hex of the descriptor>". Then, one per line on stdin:
  *   sum OFF LEN   prints "SUM <FNV-1a 64 of those bytes>" (what a put wrote)
  *   unmap         unexports and munmaps the buffer, prints "OK"
+ *   announce N    exports N more one-byte windows of the buffer, stopping at
+ *                 the first refusal: prints "ANNOUNCED k" (how many the
+ *                 server took) and the refusal's message after it, if any
  *   quit          destroys the client and exits 0
  * A server test kills it (SIGKILL) or stops it (SIGSTOP) to play a client
  * that dies or stops answering. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +34,18 @@ static uint64_t fnv1a(const unsigned char *p, size_t n)
     return h;
 }
 
+/* Hex digits into bytes, up to cap; stops at the first non-digit pair. */
+static size_t unhex(const char *s, unsigned char *out, size_t cap)
+{
+    size_t n = 0;
+    unsigned v;
+    while (n < cap && isxdigit((unsigned char)s[0]) && isxdigit((unsigned char)s[1]) && sscanf(s, "%2x", &v) == 1) {
+        out[n++] = (unsigned char)v;
+        s += 2;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 4) {
@@ -40,8 +58,18 @@ int main(int argc, char **argv)
     shmreg_remote_client *c;
     shmreg_remote_window *w;
     unsigned char *buf = NULL;
-    if (shmreg_remote_client_create(&c) != SHMREG_OK) {
+    static char hello[512];
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    char *space;
+    if (!fgets(hello, sizeof hello, stdin) || strncmp(hello, "connect ", 8) != 0 || !(space = strchr(hello + 8, ' ')))
+        return 2;
+    *space = '\0';
+    if (unhex(space + 1, secret, sizeof secret) != sizeof secret)
+        return 2;
+    if (shmreg_remote_client_create(&c) != SHMREG_OK || shmreg_remote_client_connect(c, hello + 8, secret) != SHMREG_OK) {
         printf("ERR %s\n", shmreg_last_error());
+        fflush(stdout);
+        shmreg_remote_client_destroy(c);
         return 4;
     }
     if (alloc) {
@@ -79,6 +107,12 @@ int main(int argc, char **argv)
             if (!alloc)
                 munmap(buf, size);
             printf("OK\n");
+        } else if (sscanf(line, "announce %zu", &len) == 1) {
+            size_t k = 0;
+            shmreg_remote_window *extra;
+            while (k < len && shmreg_remote_export(c, buf + k % size, 1, &extra) == SHMREG_OK)
+                k++; /* kept exported until the process ends */
+            printf("ANNOUNCED %zu%s%s\n", k, k < len ? " " : "", k < len ? shmreg_last_error() : "");
         } else if (strncmp(line, "quit", 4) == 0) {
             break;
         } else {

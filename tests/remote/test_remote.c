@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +47,16 @@ struct client {
     size_t desc_size;
 };
 
-static void client_start_as(struct client *c, size_t size, uint8_t seed, const char *how)
+static void hex(FILE *f, const void *bytes, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%02x", ((const unsigned char *)bytes)[i]);
+}
+
+/* Start a client and have it connect with secret; the first line it says
+ * ("DESC ..." or "ERR ...") into line. */
+static void client_spawn(struct client *c, const unsigned char *secret, size_t size, uint8_t seed, const char *how,
+                         char *line, size_t cap)
 {
     int to[2], from[2];
     assert_int_equal(pipe(to), 0);
@@ -68,8 +78,25 @@ static void client_start_as(struct client *c, size_t size, uint8_t seed, const c
     close(from[1]);
     c->in = fdopen(to[1], "w");
     c->out = fdopen(from[0], "r");
-    static char line[2 * SHMREG_REMOTE_DESCRIPTOR_MAX + 16];
-    assert_non_null(fgets(line, sizeof line, c->out));
+    const char *address;
+    assert_ok(shmreg_remote_server_address(&address));
+    /* The listener takes every address; the client dials loopback. */
+    fprintf(c->in, "connect 127.0.0.1%s ", strrchr(address, ':'));
+    hex(c->in, secret, SHMREG_REMOTE_SECRET_SIZE);
+    fputc('\n', c->in);
+    fflush(c->in);
+    if (!fgets(line, (int)cap, c->out))
+        snprintf(line, cap, "(the client said nothing)");
+}
+
+/* A client of the tenant (reg, tag), connected, its window exported. */
+static void client_start_as(struct client *c, shmreg_registry *reg, const char *tag, size_t size, uint8_t seed,
+                            const char *how)
+{
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    assert_ok(shmreg_remote_invite(reg, tag, secret));
+    static char line[2 * SHMREG_REMOTE_DESCRIPTOR_MAX + 512];
+    client_spawn(c, secret, size, seed, how, line, sizeof line);
     if (strncmp(line, "DESC ", 5) != 0)
         fail_msg("the client did not start: %s", line);
     c->desc_size = 0;
@@ -80,9 +107,9 @@ static void client_start_as(struct client *c, size_t size, uint8_t seed, const c
     }
 }
 
-static void client_start(struct client *c, size_t size, uint8_t seed)
+static void client_start(struct client *c, shmreg_registry *reg, size_t size, uint8_t seed)
 {
-    client_start_as(c, size, seed, "export");
+    client_start_as(c, reg, NULL, size, seed, "export");
 }
 
 static const char *client_say(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -134,8 +161,8 @@ static shmreg_registry *registry(shmreg_policy policy, size_t timeout_ms)
 static void test_read_write(void **state)
 {
     struct client c;
-    client_start(&c, SIZE, 7);
     shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, SIZE, 7);
     assert_ok(shmreg_register_remote(reg, "in", c.desc, c.desc_size, 0, SIZE, 0));
     /* A second region of the same client, a window of it, shares its endpoint. */
     assert_ok(shmreg_register_remote(reg, "out", c.desc, c.desc_size, 4096, 8192, 0));
@@ -192,8 +219,8 @@ static void test_read_write(void **state)
 static void test_allocated(void **state)
 {
     struct client c;
-    client_start_as(&c, SIZE, 13, "alloc");
     shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start_as(&c, reg, NULL, SIZE, 13, "alloc");
     assert_ok(shmreg_register_remote(reg, "a", c.desc, c.desc_size, 0, SIZE, 0));
     shmreg_region *ref;
     shmreg_view v;
@@ -219,12 +246,12 @@ static void test_allocated(void **state)
  * unregistered, under each policy. */
 static void test_unregister_in_flight(void **state)
 {
-    struct client c;
-    client_start(&c, SIZE, 3);
     unsigned char *buf = malloc(SIZE);
     const shmreg_policy policies[] = {SHMREG_POLICY_DEFER, SHMREG_POLICY_DETACH, SHMREG_POLICY_REFUSE};
     for (size_t p = 0; p < 3; p++) {
+        struct client c;
         shmreg_registry *reg = registry(policies[p], 0);
+        client_start(&c, reg, SIZE, 3);
         assert_ok(shmreg_register_remote(reg, "r", c.desc, c.desc_size, 0, SIZE, 0));
         shmreg_region *ref;
         shmreg_view v;
@@ -252,9 +279,9 @@ static void test_unregister_in_flight(void **state)
         if (policies[p] == SHMREG_POLICY_REFUSE)
             assert_ok(shmreg_unregister(reg, "r", SHMREG_KIND_REMOTE));
         shmreg_registry_destroy(reg);
+        client_end(&c, false);
     }
     free(buf);
-    client_end(&c, false);
 }
 
 struct reader {
@@ -284,13 +311,22 @@ static void *read_loop(void *arg)
     return NULL;
 }
 
+/* One read, its result kept: a request that waits on a client. */
+static void *read_once(void *arg)
+{
+    struct reader *r = arg;
+    r->last = shmreg_copy_from_view(r->ref, &r->v, 0, r->buf, r->v.byte_size);
+    snprintf(r->msg, sizeof r->msg, "%s", r->last == SHMREG_OK ? "" : shmreg_last_error());
+    return NULL;
+}
+
 /* A client killed while a request reads its memory: the reads end with
  * FAULT within the timeout, and a sweep unregisters its regions. */
 static void test_client_killed(void **state)
 {
     struct client c;
-    client_start(&c, SIZE, 5);
     shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 2000);
+    client_start(&c, reg, SIZE, 5);
     assert_ok(shmreg_register_remote(reg, "victim", c.desc, c.desc_size, 0, SIZE, 0));
     struct reader r = {.buf = malloc(SIZE)};
     assert_ok(shmreg_acquire(reg, "victim", 0, SIZE, &r.ref, &r.v));
@@ -334,16 +370,13 @@ static void test_client_killed(void **state)
     free(r.buf);
 }
 
-/* A client that stops answering: over tcp the target's progress thread
- * serves the get, so a stopped client times the copy out. */
+/* A client that stops answering: every copy asks the client, on every
+ * transport, so a stopped client times the copy out. */
 static void test_client_stopped(void **state)
 {
-    const char *tls = getenv("UCX_TLS");
-    if (!tls || strcmp(tls, "tcp") != 0)
-        skip(); /* shared memory reads need no help from the client */
     struct client c;
-    client_start(&c, SIZE, 9);
     shmreg_registry *reg = registry(SHMREG_POLICY_DETACH, 500);
+    client_start(&c, reg, SIZE, 9);
     assert_ok(shmreg_register_remote(reg, "sleepy", c.desc, c.desc_size, 0, SIZE, 0));
     shmreg_region *ref;
     shmreg_view v;
@@ -374,8 +407,8 @@ static void test_client_stopped(void **state)
 static void test_memory_unmapped(void **state)
 {
     struct client c;
-    client_start(&c, SIZE, 11);
     shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 2000);
+    client_start(&c, reg, SIZE, 11);
     assert_ok(shmreg_register_remote(reg, "gone", c.desc, c.desc_size, 0, SIZE, 0));
     assert_string_equal(client_say(&c, "unmap\n"), "OK\n");
     shmreg_region *ref;
@@ -391,36 +424,38 @@ static void test_memory_unmapped(void **state)
     client_end(&c, true);
 }
 
-/* Descriptors that are not one, and windows outside the exported range. */
+/* Descriptors that are not one, and windows outside the announced one. */
 static void test_bad_descriptors(void **state)
 {
     struct client c;
-    client_start(&c, SIZE, 1);
     shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, SIZE, 1);
     unsigned char d[SHMREG_REMOTE_DESCRIPTOR_MAX];
     memcpy(d, c.desc, c.desc_size);
-    assert_fails_containing(shmreg_register_remote(reg, "x", d, 31, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "header");
-    assert_fails_containing(shmreg_register_remote(reg, "x", NULL, 0, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "header");
-    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size - 1, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
-                            "size is not");
-    d[0] = 2;
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, 39, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "40 bytes");
+    assert_fails_containing(shmreg_register_remote(reg, "x", NULL, 0, 0, 8, 0), SHMREG_ERR_INVALID_ARG, "NULL");
+    d[0] = 1;
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
+                            "no longer accepted");
+    d[0] = 3;
     assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
                             "version");
-    d[0] = 1;
-    d[13] = 1;
+    d[0] = 2;
+    d[5] = 1;
     assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
                             "reserved");
-    d[13] = 0;
-    memset(d + 4, 0xff, 4); /* worker address size 4 GiB */
-    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
-                            "outside");
     memcpy(d, c.desc, c.desc_size);
-    memset(d + 24, 0, 8); /* length 0 */
-    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
-                            "empty");
-    memset(d + 16, 0xff, 16); /* address + length past 2^64 */
-    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_INVALID_ARG,
-                            "2^64");
+    d[24] ^= 0x40; /* a window id the client never announced */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_NOT_FOUND,
+                            "no window");
+    memcpy(d, c.desc, c.desc_size);
+    d[32] ^= 0x01; /* the window's id with another generation: stale */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_NOT_FOUND,
+                            "no window");
+    memcpy(d, c.desc, c.desc_size);
+    d[8] ^= 0xff; /* a connection that does not exist */
+    assert_fails_containing(shmreg_register_remote(reg, "x", d, c.desc_size, 0, 8, 0), SHMREG_ERR_NOT_FOUND,
+                            "no window");
     assert_fails_containing(shmreg_register_remote(reg, "x", c.desc, c.desc_size, 1, SIZE, 0),
                             SHMREG_ERR_OUT_OF_BOUNDS, "past the end");
     assert_fails_containing(shmreg_register_remote(reg, "x", c.desc, c.desc_size, SIZE_MAX, 2, 0),
@@ -435,6 +470,206 @@ static void test_bad_descriptors(void **state)
     client_end(&c, false);
 }
 
+/* Tenants: a descriptor of alice's connection is refused to bob, whether
+ * bob is another tag of the same registry or another registry; alice's
+ * memory is not touched. */
+static void test_other_tenant(void **state)
+{
+    struct client alice;
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0), *other = registry(SHMREG_POLICY_DEFER, 0);
+    client_start_as(&alice, reg, "alice", SIZE, 21, "export");
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_REMOTE;
+    r.name = "stolen";
+    r.byte_size = 64;
+    r.raw_handle = alice.desc;
+    r.raw_handle_size = alice.desc_size;
+    r.tag = "bob";
+    assert_fails_containing(shmreg_register(reg, &r), SHMREG_ERR_NOT_FOUND, "no window");
+    r.tag = NULL; /* the untagged tenant is another tenant too */
+    assert_fails_containing(shmreg_register(reg, &r), SHMREG_ERR_NOT_FOUND, "no window");
+    r.tag = "alice"; /* the same tag in another registry */
+    assert_fails_containing(shmreg_register(other, &r), SHMREG_ERR_NOT_FOUND, "no window");
+    r.tag = "alice";
+    assert_ok(shmreg_register(reg, &r));
+    shmreg_region_status *st;
+    size_t n;
+    shmreg_filter f = {.name = "stolen", .kind = SHMREG_KIND_REMOTE, .tag = "alice"};
+    assert_ok(shmreg_status_matching(reg, &f, &st, &n));
+    assert_int_equal(n, 1);
+    assert_non_null(st[0].transports);
+    print_message("alice's connection uses: %s\n", st[0].transports);
+    assert_true(strlen(st[0].transports) > 0);
+    shmreg_status_free(st, n);
+    char want[64];
+    unsigned char pattern[64];
+    for (size_t i = 0; i < 64; i++)
+        pattern[i] = tu_pattern(21, i);
+    snprintf(want, sizeof want, "SUM %llu\n", (unsigned long long)fnv1a(pattern, 64));
+    assert_string_equal(client_say(&alice, "sum 0 64\n"), want);
+    shmreg_registry_destroy(other);
+    shmreg_registry_destroy(reg);
+    client_end(&alice, false);
+}
+
+/* A connection may announce at most 4096 windows at once: each costs the
+ * server a record. */
+static void test_window_limit(void **state)
+{
+    struct client c;
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, 4096, 6); /* its first window */
+    const char *answer = client_say(&c, "announce 5000\n");
+    print_message("%s", answer);
+    assert_int_equal(strncmp(answer, "ANNOUNCED 4095 ", 15), 0);
+    assert_non_null(strstr(answer, "refused the window"));
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+
+/* A secret lets one connection in, once; an unknown one none. */
+static void test_secret_once(void **state)
+{
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    assert_ok(shmreg_remote_invite(reg, "t", secret));
+    char line[1024];
+    struct client first, replay, forged;
+    client_spawn(&first, secret, 4096, 1, "export", line, sizeof line);
+    assert_int_equal(strncmp(line, "DESC ", 5), 0);
+    client_spawn(&replay, secret, 4096, 1, "export", line, sizeof line);
+    print_message("a replayed secret: %s", line);
+    assert_non_null(strstr(line, "refused"));
+    secret[0] ^= 1;
+    client_spawn(&forged, secret, 4096, 1, "export", line, sizeof line);
+    assert_non_null(strstr(line, "refused"));
+    client_end(&replay, true);
+    client_end(&forged, true);
+    client_end(&first, false);
+    assert_fails_code(shmreg_remote_invite(NULL, "t", secret), SHMREG_ERR_INVALID_ARG);
+    assert_fails_code(shmreg_remote_invite(reg, "bad\ntag", secret), SHMREG_ERR_INVALID_ARG);
+    shmreg_registry_destroy(reg);
+}
+
+/* The tenant's limits (main sets max_copies 2, max_connections 3): a
+ * tenant past its connections gets no secret; copies past its limit fail
+ * at once while another tenant's go on. */
+static void test_tenant_limits(void **state)
+{
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 6000);
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    for (int i = 0; i < 3; i++)
+        assert_ok(shmreg_remote_invite(reg, "greedy", secret));
+    assert_fails_containing(shmreg_remote_invite(reg, "greedy", secret), SHMREG_ERR_NO_MEMORY, "limit");
+
+    struct client slow, other;
+    client_start_as(&slow, reg, "slow", 4096, 2, "export");
+    client_start_as(&other, reg, "other", 4096, 3, "export");
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_REMOTE;
+    r.byte_size = 4096;
+    r.name = "s", r.tag = "slow", r.raw_handle = slow.desc, r.raw_handle_size = slow.desc_size;
+    assert_ok(shmreg_register(reg, &r));
+    r.name = "o", r.tag = "other", r.raw_handle = other.desc, r.raw_handle_size = other.desc_size;
+    assert_ok(shmreg_register(reg, &r));
+    kill(slow.pid, SIGSTOP);
+    int status;
+    assert_int_equal(waitpid(slow.pid, &status, WUNTRACED), slow.pid); /* stopped for sure */
+    struct reader hung[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        hung[i] = (struct reader){.buf = malloc(4096)};
+        assert_ok(shmreg_acquire_matching(reg, &(shmreg_filter){.name = "s", .tag = "slow"}, 0, 4096, &hung[i].ref,
+                                          &hung[i].v));
+        pthread_create(&th[i], NULL, read_once, &hung[i]);
+    }
+    usleep(1000000); /* both copies wait for the stopped client (a second, for a loaded machine) */
+    shmreg_region *ref;
+    shmreg_view v;
+    unsigned char buf[4096];
+    assert_ok(shmreg_acquire_matching(reg, &(shmreg_filter){.name = "s", .tag = "slow"}, 0, 4096, &ref, &v));
+    shmreg_err third = shmreg_copy_from_view(ref, &v, 0, buf, 64);
+    print_message("a third copy while two wait: %s: %s\n", shmreg_err_name(third), shmreg_last_error());
+    assert_int_equal(third, SHMREG_ERR_NO_MEMORY);
+    assert_non_null(strstr(shmreg_last_error(), "in flight"));
+    shmreg_release(ref);
+    assert_ok(shmreg_acquire_matching(reg, &(shmreg_filter){.name = "o", .tag = "other"}, 0, 4096, &ref, &v));
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, 4096));
+    assert_int_equal(buf[100], tu_pattern(3, 100));
+    shmreg_release(ref);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(hung[i].last, SHMREG_ERR_FAULT); /* the stopped client timed them out */
+        shmreg_release(hung[i].ref);
+        free(hung[i].buf);
+    }
+    kill(slow.pid, SIGCONT);
+    client_end(&slow, true);
+    client_end(&other, false);
+    shmreg_registry_destroy(reg);
+}
+
+#ifdef SHMREG_TEST_ATTACKER
+/* A peer that dials the listener and uses UCX's one-sided operations on
+ * the server's own memory, with no secret: the server's context has none,
+ * so its worker serves neither; the memory neither leaks nor changes, and
+ * the server goes on serving. */
+static unsigned char marker[4096];
+
+static void test_one_sided_refused(void **state)
+{
+    memset(marker, 0x5a, sizeof marker);
+    const char *address;
+    assert_ok(shmreg_remote_server_address(&address));
+    char cmd[512], line[256], get[256] = "", put[256] = "";
+    snprintf(cmd, sizeof cmd, "%s 127.0.0.1%s %llx %zu", SHMREG_TEST_ATTACKER, strrchr(address, ':'),
+             (unsigned long long)(uintptr_t)marker, sizeof marker);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "GET ", 4) == 0)
+            snprintf(get, sizeof get, "%s", line + 4);
+        if (strncmp(line, "PUT ", 4) == 0)
+            snprintf(put, sizeof put, "%s", line + 4);
+    }
+    pclose(f);
+    print_message("one-sided get: %sone-sided put: %s", get, put);
+    if (!get[0] || !put[0])
+        fail_msg("the attacker did not run to its end");
+    assert_true(strncmp(get, "ok 5a5a5a5a", 11) != 0); /* nothing of the server's memory came back */
+    for (size_t i = 0; i < sizeof marker; i++)
+        if (marker[i] != 0x5a)
+            fail_msg("byte %zu of the server's memory changed to %#x", i, marker[i]);
+    /* The server still serves its clients. */
+    struct client c;
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, 4096, 4);
+    assert_ok(shmreg_register_remote(reg, "after", c.desc, c.desc_size, 0, 4096, 0));
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+#endif
+
+/* Without a network transport (UCX_TLS of shared memory only), a client
+ * cannot reach the listener: it is told so at once, not after a timeout. */
+static void test_no_network_transport(void **state)
+{
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    assert_ok(shmreg_remote_invite(reg, NULL, secret));
+    char line[512];
+    struct client c;
+    uint64_t t0 = tu_now_ns();
+    client_spawn(&c, secret, 4096, 1, "export", line, sizeof line);
+    print_message("%s", line);
+    assert_non_null(strstr(line, "cannot connect to the server"));
+    assert_true(tu_now_ns() - t0 < 9000000000ull);
+    client_end(&c, true);
+    shmreg_registry_destroy(reg);
+}
+
 int main(int argc, char **argv)
 {
     if (shmreg_remote_available() != SHMREG_OK) {
@@ -443,11 +678,28 @@ int main(int argc, char **argv)
     }
     client_path = argc > 1 ? argv[1] : "./remote_client";
     signal(SIGPIPE, SIG_IGN);
+    shmreg_remote_config config = {.max_copies = 2, .max_connections = 3, .listen = "127.0.0.1:0"};
+    if (shmreg_remote_configure(&config) != SHMREG_OK) {
+        printf("remote_configure: %s\n", shmreg_last_error());
+        return 1;
+    }
+    /* Connections go through UCX's client-server flow, which needs a
+     * network transport (tcp, or RDMA where the host has it). */
+    const char *tls = getenv("UCX_TLS");
+    if (tls && !strstr(tls, "tcp") && !strstr(tls, "all")) {
+        const struct CMUnitTest shm_only[] = {cmocka_unit_test(test_no_network_transport)};
+        return cmocka_run_group_tests(shm_only, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_write),     cmocka_unit_test(test_allocated),
         cmocka_unit_test(test_unregister_in_flight),
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
+        cmocka_unit_test(test_other_tenant),   cmocka_unit_test(test_secret_once),
+        cmocka_unit_test(test_tenant_limits),  cmocka_unit_test(test_window_limit),
+#ifdef SHMREG_TEST_ATTACKER
+        cmocka_unit_test(test_one_sided_refused),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "common/datatype.h"
-#include "models/device_copy.h"
+#include "core/access.h"
 #include "core/triton.h"
+#include "models/device_copy.h"
 
 unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
 {
@@ -77,12 +78,13 @@ static void hand_over(tensor *t, const shmreg_view *view, shmreg_region *ref, te
     t->device_id = view->device_id;
 }
 
-/* A guarded copy's failure (FAULT: the client truncated its object), with
+/* A guarded copy's failure (FAULT: the client truncated its object; a
+ * remote region's copy over its tenant's limit, 429 as every limit), with
  * the tensor named; the library's message names the region. */
 static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const char *name)
 {
-    return infer_fail(c, http_status_from_shmreg(e), "%s '%s': %s", what, name,
-                      shmreg_last_error());
+    const char *message = shmreg_last_error();
+    return infer_fail(c, access_http_status(e, message), "%s '%s': %s", what, name, message);
 }
 
 /* A device copy's failure, with the tensor and region named in the message. */

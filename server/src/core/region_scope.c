@@ -68,6 +68,12 @@ shmreg_err scope_register_cuda_ipc(shmreg_registry *reg, const region_scope *s, 
     return scope_register(reg, s, &r);
 }
 
+shmreg_err scope_remote_invite(shmreg_registry *reg, const region_scope *s,
+                               unsigned char secret[SHMREG_REMOTE_SECRET_SIZE])
+{
+    return shmreg_remote_invite(reg, tag_of(s), secret);
+}
+
 shmreg_err scope_acquire(shmreg_registry *reg, const region_scope *s, const char *name,
                          size_t offset, size_t byte_size, shmreg_region **out, shmreg_view *view)
 {

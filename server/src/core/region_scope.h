@@ -49,6 +49,10 @@ shmreg_err scope_register_system(shmreg_registry *reg, const region_scope *s, co
 shmreg_err scope_register_cuda_ipc(shmreg_registry *reg, const region_scope *s, const char *name,
                                    const void *handle, size_t handle_size, int device_id,
                                    size_t byte_size);
+/* shmreg_remote_invite for s's tenant: the secret lets in one remote
+ * client connection, whose windows only registrations within s may name. */
+shmreg_err scope_remote_invite(shmreg_registry *reg, const region_scope *s,
+                               unsigned char secret[SHMREG_REMOTE_SECRET_SIZE]);
 /* name NULL: every region of kind in s. */
 shmreg_err scope_status(shmreg_registry *reg, const region_scope *s, const char *name,
                         shmreg_kind kind, shmreg_region_status **out, size_t *count);

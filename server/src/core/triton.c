@@ -24,8 +24,11 @@ void unknown_model_message(char *buf, size_t len, const char *name, const char *
 
 json_object *server_metadata_json(void)
 {
+    /* Listed whatever --allow-client-shm says, as Triton lists its two
+     * shared-memory extensions: their status endpoints answer either way. */
     static const char *const extensions[] = {"binary_tensor_data", "statistics",
-                                             "system_shared_memory", "cuda_shared_memory"};
+                                             "system_shared_memory", "cuda_shared_memory",
+                                             "remote_memory"};
     json_object *j = json_object_new_object(), *ext = json_object_new_array();
     for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
         jarr_add(ext, json_object_new_string(extensions[i]));

@@ -38,6 +38,7 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
     case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
     case 404: return grpc::StatusCode::NOT_FOUND;
     case 413:
+    case 429: /* a configured limit (access_http_status) */
     case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case 501: return grpc::StatusCode::UNIMPLEMENTED;
     case 503: return grpc::StatusCode::UNAVAILABLE;

@@ -45,7 +45,8 @@ static void match_models(char **seg, int n, route *r)
 }
 
 /* v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister},
- * and the remote_memory extension's v2/remotememory[...]: the same verbs. */
+ * and the remote_memory extension's v2/remotememory[...]: the same verbs,
+ * and v2/remotememory/connect. */
 static void match_shared_memory(char **seg, int n, route *r)
 {
     r->kind = is(seg[1], "systemsharedmemory") ? SHMREG_KIND_SYSTEM
@@ -67,6 +68,9 @@ static void match_shared_memory(char **seg, int n, route *r)
         r->post = 1;
     } else if (is(verb, "register") && r->region) {
         r->id = ROUTE_SHM_REGISTER;
+        r->post = 1;
+    } else if (is(verb, "connect") && !r->region && r->kind == SHMREG_KIND_REMOTE) {
+        r->id = ROUTE_REMOTE_CONNECT;
         r->post = 1;
     }
 }

@@ -17,6 +17,7 @@ typedef enum route_id {
     ROUTE_SHM_STATUS,   /* region NULL: every region of the kind */
     ROUTE_SHM_REGISTER,
     ROUTE_SHM_UNREGISTER, /* region NULL: every region of the kind */
+    ROUTE_REMOTE_CONNECT, /* v2/remotememory/connect: an invitation to connect */
     ROUTE_METRICS        /* metrics: Prometheus text, as Triton serves it */
 } route_id;
 

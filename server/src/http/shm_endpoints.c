@@ -3,10 +3,20 @@
  *   GET  v2/{kind}sharedmemory[/region/{name}]/status
  *   POST v2/{kind}sharedmemory/region/{name}/register
  *   POST v2/{kind}sharedmemory[/region/{name}]/unregister
- * with kind "system" or "cuda", and the remote_memory extension (issue 20),
+ * with kind "system" or "cuda", and the remote_memory extension,
  * the same verbs under v2/remotememory, whose register body is
  *   {"descriptor": {"b64": "<shmreg_remote_descriptor, base64>"},
  *    "byte_size": N, "offset": O (optional, 0)}
+ * and whose
+ *   POST v2/remotememory/connect
+ * invites one client connection for the caller's tenant, answering
+ *   {"address": "IP:PORT", "secret": {"b64": "<a one-time secret of 32 bytes>"}}
+ * which the client hands to shmreg_remote_client_connect: the listener's
+ * address (an IP of 0.0.0.0 or [::]: any of this host's, so the client
+ * dials the host it reached this server by) and the secret that lets the
+ * connection in, as this tenant. The secret goes only to a caller that
+ * passed the same gate as register (--allow-client-shm, the restrictions,
+ * the tenant's token).
  * Bodies are parsed with json-c; every error is {"error": "..."} with the
  * status of http_status_from_shmreg.
  */
@@ -142,6 +152,10 @@ static void register_cuda(shmreg_registry *reg, const region_scope *scope, const
         reply_empty(r);
 }
 
+/* The longest descriptor text decoded: version 1's largest (32 bytes and
+ * two blobs of 8192) in base64, with room to spare. */
+#define REMOTE_DESCRIPTOR_TEXT_MAX 65536
+
 /* A remote client's region (SHMREG_SOURCE_REMOTE): its descriptor decoded
  * and handed to the library, which checks every field of it. */
 static void register_remote(shmreg_registry *reg, const region_scope *scope, const char *name,
@@ -157,18 +171,26 @@ static void register_remote(shmreg_registry *reg, const region_scope *scope, con
     }
     if (body_size(body, "offset", 0, &offset, r) || body_size(body, "byte_size", 1, &byte_size, r))
         return;
-    /* One byte more than the largest descriptor: a longer one fails to
-     * decode instead of being cut. */
-    unsigned char *descriptor = malloc(SHMREG_REMOTE_DESCRIPTOR_MAX + 1);
+    /* Decoded whatever its length up to a bound far past any descriptor,
+     * so that the library, which checks every field, names what is wrong
+     * with it: a descriptor of the old version 1 is longer than today's. */
+    size_t len = strlen(b64);
+    if (len > REMOTE_DESCRIPTOR_TEXT_MAX) {
+        reply_error(r, 400, "'descriptor' must be the base64 of a remote memory descriptor (%d bytes), "
+                            "got %zu characters", SHMREG_REMOTE_DESCRIPTOR_SIZE, len);
+        return;
+    }
+    size_t room = len / 4 * 3 + 3;
+    unsigned char *descriptor = malloc(room);
     if (!descriptor) {
         reply_error(r, 500, "out of memory decoding the descriptor of '%s'", name);
         return;
     }
-    int n = b64_pton(b64, descriptor, SHMREG_REMOTE_DESCRIPTOR_MAX + 1);
-    if (n <= 0 || n > SHMREG_REMOTE_DESCRIPTOR_MAX) {
+    int n = b64_pton(b64, descriptor, room);
+    if (n <= 0) {
         free(descriptor);
-        reply_error(r, 400, "'descriptor' must be the base64 of a remote memory descriptor of at "
-                            "most %d bytes", SHMREG_REMOTE_DESCRIPTOR_MAX);
+        reply_error(r, 400, "'descriptor' must be the base64 of a remote memory descriptor (%d bytes)",
+                    SHMREG_REMOTE_DESCRIPTOR_SIZE);
         return;
     }
     shmreg_registration reg_r;
@@ -185,6 +207,37 @@ static void register_remote(shmreg_registry *reg, const region_scope *scope, con
         reply_scope_error(r, scope, e);
     else
         reply_empty(r);
+}
+
+/* An invitation for the caller's tenant: where the client connects and
+ * the one-time secret that proves the connection (shmreg_remote_invite). */
+static void remote_connect(shmreg_registry *reg, const region_scope *scope, reply *r)
+{
+    const char *address;
+    unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+    /* The secret in base64: 44 characters and the NUL. */
+    char text[(SHMREG_REMOTE_SECRET_SIZE + 2) / 3 * 4 + 1];
+    shmreg_err e = shmreg_remote_server_address(&address);
+    if (e == SHMREG_OK)
+        e = scope_remote_invite(reg, scope, secret);
+    if (e != SHMREG_OK) {
+        reply_scope_error(r, scope, e);
+        return;
+    }
+    int n = b64_ntop(secret, sizeof secret, text, sizeof text);
+    explicit_bzero(secret, sizeof secret);
+    if (n < 0) { /* cannot happen: text has room for it */
+        reply_error(r, 500, "cannot write a remote connection's secret in base64");
+        return;
+    }
+    jbuf b = {0};
+    jbuf_lit(&b, "{\"address\":");
+    jbuf_str(&b, address);
+    jbuf_lit(&b, ",\"secret\":{\"b64\":");
+    jbuf_str(&b, text);
+    jbuf_lit(&b, "}}");
+    explicit_bzero(text, sizeof text);
+    reply_text(r, &b);
 }
 
 /* One region's status, written as text (json_io.h: a tree per region was
@@ -205,6 +258,11 @@ static void write_status_entry(jbuf *b, const region_scope *scope,
     if (s->kind == SHMREG_KIND_REMOTE) {
         jbuf_lit(b, ",\"offset\":");
         jbuf_u64(b, s->offset);
+        jbuf_lit(b, ",\"transports\":"); /* the UCX transports of its client's connection */
+        if (s->transports)
+            jbuf_str(b, s->transports);
+        else
+            jbuf_lit(b, "null");
     } else if (s->kind == SHMREG_KIND_SYSTEM) {
         jbuf_lit(b, ",\"key\":");
         jbuf_str(b, s->key ? s->key : ""); /* NULL: a memfd (--uds) */
@@ -264,7 +322,7 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
 {
     char why[600];
     /* Refused here, so that no status (HTTP or gRPC) has a name it cannot
-     * write as JSON or protobuf text (issue 11: status-of-all answered 500). */
+     * write as JSON or protobuf text (a status of all would answer 500). */
     if (!shm_name_is_valid(rt->region, why, sizeof why)) {
         reply_error(r, 400, "%s", why);
         return;
@@ -291,6 +349,8 @@ void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const requ
                     CLIENT_SHM_DISABLED_MESSAGE);
     else if (rt->id == ROUTE_SHM_UNREGISTER)
         unregister(reg, &rq->who.scope, rt, r);
+    else if (rt->id == ROUTE_REMOTE_CONNECT)
+        remote_connect(reg, &rq->who.scope, r);
     else
         register_region(reg, rq, rt, r);
 }

@@ -1,20 +1,43 @@
-"""The remote_memory extension (issue 20) over HTTP: a client process that
-exports its arrays through UCX (python/shmreg/remote.py) and a server that
-reads its inputs and writes its outputs remotely. scripts/tests.d/63-remote.sh
-runs this file twice, with UCX_TLS=tcp and with the shared-memory transports,
-and sets SHMREG_LIBRARY to the library the server was built against.
+"""The remote_memory extension over HTTP and gRPC: client
+processes that connect to the server (POST v2/remotememory/connect, then
+UCX with the one-time secret it answers), export memory over their
+connection (python/shmreg/remote.py, run by remote_agent.py) and a server
+that reads its inputs from it and writes its outputs into it.
+scripts/tests.d/63-remote.sh runs this file twice, with UCX_TLS=tcp and
+with the shared-memory transports (where the tests that need a connection
+skip: UCX 1.13 connects through none of them), and sets SHMREG_LIBRARY to
+the library the server was built against.
 
-Asserted: register, status, infer (the identity model's 1,474,560-byte FP16
-input read from the client, its output written into the client's array, the
-bytes compared), unregister; an unregister while a request is in flight,
+Every client is a process of its own (remote_agent.py, started by exec: UCX
+must not run in a fork of a process where it already runs); the test
+itself speaks HTTP and gRPC to the server only.
+
+Asserted: connect, register, status (with the connection's transports),
+infer (the identity model's 1,474,560-byte FP16 input read from the
+client, its output written into the client's memory, the bytes compared)
+over HTTP and gRPC, unregister; an unregister while a request is in flight,
 under each busy policy; a client killed with SIGKILL, whose regions the
-server unregisters by itself and whose in-flight request ends with an error,
-never a hang; malformed descriptors and the --allow-client-shm gate."""
+server unregisters by itself and whose in-flight request ends with an
+error, never a hang; malformed descriptors and the --allow-client-shm gate.
+
+And the attacks, each answered with a clear refusal that reads and writes
+nothing, after which the server still serves (v2/health/ready) and the
+victim's memory is unchanged: a descriptor of version 1 (a worker address
+and a key, aimed at the server's own worker); tenant bob registering a
+window of tenant alice's connection; a window id never announced, a stale
+generation, a withdrawn window, a window past the announced length; a
+secret used twice; a connect without a known token; a client that stops
+answering (SIGSTOP), whose copy fails after --remote-timeout-ms while the
+other tenant is served, and whose tenant's second copy is refused at once
+under --remote-max-copies 1; --remote-max-connections."""
 import base64
 import importlib.util
+import json
 import os
 import pathlib
+import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -25,6 +48,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 REMOTE_PY = ROOT / "python" / "shmreg" / "remote.py"
+AGENT = pathlib.Path(__file__).resolve().parent / "remote_agent.py"
 
 
 def load_remote():
@@ -34,6 +58,8 @@ def load_remote():
     return module
 
 
+# Only remote.available() runs here (it loads UCX without starting it); the
+# clients are the agents' processes.
 remote = load_remote()
 if not remote.available():
     pytest.skip("no UCX in this process (libshmreg built without it, or UCX not installed)",
@@ -42,9 +68,126 @@ if not remote.available():
 pytestmark = pytest.mark.frontends("c")
 
 SHAPE = [3, 384, 640]  # 1,474,560 bytes of FP16
+NBYTES = 2 * 3 * 384 * 640
+REMOTE = "/v2/remotememory"
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdefghij"
+TWO_TENANTS = f"{ALICE} alice\n{BOB} bob\n"
+AGENT_TIMEOUT_S = 30
 
 
-def identity_request(in_name, out_name, nbytes):
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class RemoteRefused(AssertionError):
+    pass
+
+
+# UCX 1.13's client-server flow, which connections go through, selects no
+# shared-memory transport (docs/remote.md, "Transports"): with those alone a
+# client is told the server is unreachable, and a test that needs a
+# connection is skipped, as the library's own tests do.
+SHM_TRANSPORTS = {"posix", "sysv", "cma", "xpmem", "knem", "sm", "shm", "mm"}
+
+
+def shm_only(env):
+    tls = env.get("UCX_TLS", "")
+    return bool(tls) and not tls.startswith("^") and set(tls.split(",")) <= SHM_TRANSPORTS
+
+
+class Agent:
+    """A client process (remote_agent.py). call(op, **fields) -> its answer;
+    a refusal raises RemoteRefused unless refused=True is given, which
+    returns the answer of a refusal and fails on a success."""
+
+    def __init__(self, **env):
+        self.env = {**os.environ, **env}
+        self.proc = subprocess.Popen([sys.executable, str(AGENT), str(REMOTE_PY)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env)
+
+    def call(self, op, refused=False, timeout=AGENT_TIMEOUT_S, **fields):
+        self.proc.stdin.write((json.dumps({"op": op, **fields}) + "\n").encode())
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if not line:
+            raise AssertionError(f"the client did not answer {op} within {timeout} s "
+                                 f"(exit code {self.proc.poll()})")
+        answer = json.loads(line)
+        if (op in ("connect", "join") and not answer["ok"] and not refused and
+                shm_only(self.env) and "unreachable" in answer["message"]):
+            pytest.skip(f"UCX_TLS={self.env['UCX_TLS']}: no connection through UCX's "
+                        f"client-server flow on the shared-memory transports alone")
+        if answer["ok"] == refused:
+            raise RemoteRefused(f"{op}: {answer}") if not refused else AssertionError(
+                f"{op} was not refused: {answer}")
+        return answer
+
+    def connect(self, server, token=None):
+        return self.call("connect", url=server.url, token=token)
+
+    def export(self, nbytes, seed=None, allocate=False):
+        """(window, descriptor bytes) of nbytes of random bytes (seed) or zeros."""
+        a = self.call("allocate" if allocate else "export", nbytes=nbytes, seed=seed)
+        return a["window"], base64.b64decode(a["descriptor"])
+
+    def read(self, window):
+        return base64.b64decode(self.call("read", window=window)["b64"])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # one a test stopped
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def agents():
+    """Factory: agents() -> a new client process, stopped afterwards."""
+    started = []
+
+    def start(**env):
+        a = Agent(**env)
+        started.append(a)
+        return a
+
+    yield start
+    for a in started:
+        a.stop()
+
+
+def random_bytes(seed, n):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def register(server, name, descriptor, byte_size, offset=0, token=None):
+    return server.json("POST", f"{REMOTE}/region/{name}/register",
+                       {"descriptor": {"b64": base64.b64encode(descriptor).decode()},
+                        "byte_size": byte_size, "offset": offset}, bearer(token))
+
+
+def status(server, name=None, token=None):
+    path = f"{REMOTE}/region/{name}/status" if name else f"{REMOTE}/status"
+    return server.json("GET", path, None, bearer(token))
+
+
+def unregister(server, name=None, token=None):
+    path = f"{REMOTE}/region/{name}/unregister" if name else f"{REMOTE}/unregister"
+    return server.json("POST", path, None, bearer(token))
+
+
+def invitation(server, token=None):
+    """POST v2/remotememory/connect: (status, body)."""
+    return server.json("POST", f"{REMOTE}/connect", {}, bearer(token))
+
+
+def identity_request(in_name, out_name, nbytes=NBYTES):
     return {"inputs": [{"name": "INPUT0", "datatype": "FP16", "shape": SHAPE,
                         "parameters": {"shared_memory_region": in_name,
                                        "shared_memory_byte_size": nbytes}}],
@@ -53,62 +196,107 @@ def identity_request(in_name, out_name, nbytes):
                                         "shared_memory_byte_size": nbytes}}]}
 
 
-def test_register_infer_unregister(start_frontend):
+def infer(server, in_name, out_name, token=None):
+    return server.json("POST", "/v2/models/identity/infer", identity_request(in_name, out_name),
+                       bearer(token))
+
+
+def assert_serving(server):
+    assert server.request("GET", "/v2/health/ready")[0] == 200
+
+
+def client_with_io(agents, server, token=None, seed=1):
+    """A connected client with an input window of random bytes (seed) and a
+    zeroed output window, registered as "in" and "out": (agent, in window,
+    out window)."""
+    agent = agents()
+    agent.connect(server, token)
+    wx, dx = agent.export(NBYTES, seed=seed)
+    wy, dy = agent.export(NBYTES)
+    assert register(server, "in", dx, NBYTES, token=token) == (200, None)
+    assert register(server, "out", dy, NBYTES, token=token) == (200, None)
+    return agent, wx, wy
+
+
+# ------------------------------------------------------------ the identity model
+
+
+def test_connect_register_infer_unregister(start_frontend, agents):
     server = start_frontend()
-    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float16)
-    y = np.zeros_like(x)
-    with remote.export(x) as wx, remote.export(y) as wy:
-        remote.register(server.url, "in", wx)
-        remote.register(server.url, "out", wy)
-        listed = {r["name"]: r for r in remote.status(server.url)}
-        assert listed["in"]["byte_size"] == x.nbytes and listed["out"]["offset"] == 0
-        for _ in range(3):
-            y[...] = 0
-            status, body = server.json("POST", "/v2/models/identity/infer",
-                                       identity_request("in", "out", x.nbytes))
-            assert status == 200, body
-            assert "data" not in body["outputs"][0]  # the bytes went to the client
-            assert np.array_equal(x.view(np.uint16), y.view(np.uint16))
-        # Remote regions are not system ones, and the reverse.
-        status, body = server.json("GET", "/v2/systemsharedmemory/region/in/status")
-        assert status == 404, body
-        remote.unregister(server.url, "in")
-        remote.unregister(server.url)
-        assert remote.status(server.url) == []
+    status_code, meta = server.json("GET", "/v2")
+    assert status_code == 200 and "remote_memory" in meta["extensions"]
+    agent, wx, wy = client_with_io(agents, server)
+    code, listed = status(server)
+    assert code == 200, listed
+    listed = {r["name"]: r for r in listed}
+    assert listed["in"]["byte_size"] == NBYTES and listed["out"]["offset"] == 0
+    # The UCX transports of the client's connection, as UCX names them.
+    assert isinstance(listed["in"]["transports"], str) and listed["in"]["transports"], listed
+    for _ in range(3):
+        code, body = infer(server, "in", "out")
+        assert code == 200, body
+        assert "data" not in body["outputs"][0]  # the bytes went to the client
+        assert agent.read(wy) == random_bytes(1, NBYTES)
+    # Remote regions are not system ones, and the reverse.
+    code, body = server.json("GET", "/v2/systemsharedmemory/region/in/status")
+    assert code == 404, body
+    assert unregister(server, "in") == (200, None)
+    assert unregister(server) == (200, None)
+    assert status(server) == (200, [])
 
 
-def test_allocated_memory(start_frontend):
-    """remote.allocate: UCX's memory, filled and read through numpy."""
+def test_grpc_inference_on_remote_regions(agents):
+    """Regions registered over HTTP serve an inference over gRPC."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    from grpc_support import assert_clean_stop, start_with_grpc
+    server = start_with_grpc()
+    try:
+        agent, wx, wy = client_with_io(agents, server, seed=7)
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        inp = grpcclient.InferInput("INPUT0", SHAPE, "FP16")
+        inp.set_shared_memory("in", NBYTES)
+        out = grpcclient.InferRequestedOutput("OUTPUT0")
+        out.set_shared_memory("out", NBYTES)
+        client.infer("identity", [inp], outputs=[out])
+        assert agent.read(wy) == random_bytes(7, NBYTES)
+        client.close()
+        assert unregister(server) == (200, None)
+    finally:
+        assert_clean_stop(server)
+
+
+def test_allocated_memory(start_frontend, agents):
+    """remote.allocate: the library's memory, filled and read through numpy."""
     server = start_frontend()
-    nbytes = 2 * 3 * 384 * 640
-    wx, wy = remote.allocate(nbytes), remote.allocate(nbytes)
-    x = np.frombuffer(wx.memory, np.float16).reshape(SHAPE)
-    y = np.frombuffer(wy.memory, np.float16).reshape(SHAPE)
-    x[...] = np.random.default_rng(2).standard_normal(SHAPE)
-    y[...] = 0
-    remote.register(server.url, "ain", wx)
-    remote.register(server.url, "aout", wy)
-    status, body = server.json("POST", "/v2/models/identity/infer",
-                               identity_request("ain", "aout", nbytes))
-    assert status == 200, body
-    assert np.array_equal(x.view(np.uint16), y.view(np.uint16))
-    remote.unregister(server.url)
-    del x, y
-    wx.close()
-    wy.close()
+    agent = agents()
+    agent.connect(server)
+    wx, dx = agent.export(NBYTES, seed=2, allocate=True)
+    wy, dy = agent.export(NBYTES, allocate=True)
+    assert agent.read(wy) == bytes(NBYTES)  # zero-filled
+    assert register(server, "ain", dx, NBYTES) == (200, None)
+    assert register(server, "aout", dy, NBYTES) == (200, None)
+    code, body = infer(server, "ain", "aout")
+    assert code == 200, body
+    assert agent.read(wy) == random_bytes(2, NBYTES)
+    assert unregister(server) == (200, None)
+    agent.call("close", window=wx)
+    agent.call("close", window=wy)
 
 
-def test_window_and_bounds(start_frontend):
+def test_window_and_bounds(start_frontend, agents):
     server = start_frontend()
-    x = np.arange(4096, dtype=np.uint8)
-    with remote.export(x) as w:
-        remote.register(server.url, "part", w, byte_size=1024, offset=512)
-        [entry] = remote.status(server.url, "part")
-        assert (entry["offset"], entry["byte_size"]) == (512, 1024)
-        with pytest.raises(remote.RemoteError) as e:
-            remote.register(server.url, "past", w, byte_size=4096, offset=1)
-        assert e.value.code == 400 and "past the end" in e.value.message
-        remote.unregister(server.url)
+    agent = agents()
+    agent.connect(server)
+    w, d = agent.export(4096, seed=3)
+    assert register(server, "part", d, 1024, offset=512) == (200, None)
+    code, [entry] = status(server, "part")
+    assert (entry["offset"], entry["byte_size"]) == (512, 1024)
+    for size, offset in ((4096, 1), (4097, 0), (1, 4096), (1, 2**64 - 1)):
+        code, body = register(server, "past", d, size, offset=offset)
+        assert code == 400 and "past the end of the 4096 bytes the client announced" in body["error"], body
+    assert [r["name"] for r in status(server)[1]] == ["part"]
+    assert unregister(server) == (200, None)
+    assert agent.read(w) == random_bytes(3, 4096)
 
 
 def b64(data):
@@ -117,115 +305,378 @@ def b64(data):
 
 @pytest.mark.parametrize("descriptor, words", [
     ("!!!", "base64"),
-    (b64(b"\x01\0\0\0"), "header"),
-    (b64(b"\x02" + bytes(40)), "version"),
-    (b64(b"\x01" + bytes(3) + b"\xff\xff\0\0\x01" + bytes(27)), "outside 1..8192"),
+    (b64(b"\x02\0\0\0"), "not 40 bytes long"),
+    (b64(b"\x02" + bytes(40)), "not 40 bytes long"),
+    (b64(b"\x03" + bytes(39)), "unknown version"),
+    (b64(b"\x02\x01" + bytes(38)), "reserved bytes are not zero"),
+    (b64(b"\x02" + bytes(39)), "no connection id"),
+    ("A" * 70000, "got 70000 characters"),
 ])
 def test_bad_descriptors(start_frontend, descriptor, words):
     server = start_frontend()
-    status, body = server.json("POST", "/v2/remotememory/region/bad/register",
-                               {"descriptor": {"b64": descriptor}, "byte_size": 8})
-    assert status == 400 and words in body["error"], body
-    status, body = server.json("POST", "/v2/remotememory/region/bad/register", {"byte_size": 8})
-    assert status == 400 and "no 'descriptor'" in body["error"], body
-    assert remote.status(server.url) == []
+    code, body = server.json("POST", f"{REMOTE}/region/bad/register",
+                             {"descriptor": {"b64": descriptor}, "byte_size": 8})
+    assert code == 400 and words in body["error"], body
+    code, body = server.json("POST", f"{REMOTE}/region/bad/register", {"byte_size": 8})
+    assert code == 400 and "no 'descriptor'" in body["error"], body
+    assert status(server) == (200, [])
 
 
 def test_gated_like_client_shm(start_frontend):
     server = start_frontend("--allow-client-shm=false")
-    x = np.ones(64, dtype=np.uint8)
-    with remote.export(x) as w:
-        with pytest.raises(remote.RemoteError) as e:
-            remote.register(server.url, "r", w)
-        assert e.value.code >= 400
-    assert remote.status(server.url) == []
+    code, body = invitation(server)
+    assert code == 501 and "--allow-client-shm=true" in body["error"], body
+    code, body = register(server, "r", b"\x02" + bytes(7) + b"\x01" * 32, 8)
+    assert code == 501, body
+    assert status(server) == (200, [])
 
 
 @pytest.mark.parametrize("policy", ["defer", "detach", "refuse"])
-def test_unregister_in_flight(start_frontend, policy):
-    """A request reads its input, then sleeps in the model (simple_delayed)
-    while the region is unregistered; its output is still written remotely."""
+def test_unregister_in_flight(start_frontend, agents, policy):
+    """A request reads its inputs, then sleeps in the model (simple_delayed)
+    while its output region is unregistered; its output is still written
+    remotely."""
     server = start_frontend("--busy-policy", policy, "--delay-ms", "600")
-    a = np.arange(16, dtype=np.int32)
-    b = np.full(16, 5, dtype=np.int32)
-    out = np.zeros(32, dtype=np.int32)
-    with remote.export(a) as wa, remote.export(b) as wb, remote.export(out) as wo:
-        for name, w in (("a", wa), ("b", wb), ("o", wo)):
-            remote.register(server.url, name, w)
-        request = {"inputs": [{"name": f"INPUT{i}", "datatype": "INT32", "shape": [1, 16],
-                               "parameters": {"shared_memory_region": n,
-                                              "shared_memory_byte_size": 64}}
-                              for i, n in enumerate("ab")],
-                   "outputs": [{"name": f"OUTPUT{i}",
-                                "parameters": {"shared_memory_region": "o",
-                                               "shared_memory_offset": 64 * i,
-                                               "shared_memory_byte_size": 64}}
-                               for i in range(2)]}
-        result = {}
-        t = threading.Thread(target=lambda: result.update(
-            r=server.json("POST", "/v2/models/simple_delayed/infer", request)))
-        t.start()
-        server.wait_until(lambda: remote.status(server.url, "o")[0]["in_use"],
-                          what="the request to hold its output region")
-        status, body = server.json("POST", "/v2/remotememory/region/o/unregister")
-        if policy == "refuse":
-            assert status == 400 and "in use" in body["error"], body
-        else:
-            assert status == 200, body
-        t.join()
-        assert result["r"][0] == 200, result
-        assert np.array_equal(out[:16], a + b) and np.array_equal(out[16:], a - b)
-        remote.unregister(server.url)
-        server.wait_until(lambda: remote.status(server.url) == [], what="every region gone")
+    agent = agents()
+    agent.connect(server)
+    wa, da = agent.export(64, seed=10)
+    wb, db = agent.export(64, seed=11)
+    a = np.frombuffer(random_bytes(10, 64), np.int32)
+    b = np.frombuffer(random_bytes(11, 64), np.int32)
+    wo, do = agent.export(128)
+    for name, d, size in (("a", da, 64), ("b", db, 64), ("o", do, 128)):
+        assert register(server, name, d, size) == (200, None)
+    request = {"inputs": [{"name": f"INPUT{i}", "datatype": "INT32", "shape": [1, 16],
+                           "parameters": {"shared_memory_region": n,
+                                          "shared_memory_byte_size": 64}}
+                          for i, n in enumerate("ab")],
+               "outputs": [{"name": f"OUTPUT{i}",
+                            "parameters": {"shared_memory_region": "o",
+                                           "shared_memory_offset": 64 * i,
+                                           "shared_memory_byte_size": 64}}
+                           for i in range(2)]}
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        r=server.json("POST", "/v2/models/simple_delayed/infer", request)))
+    t.start()
+    server.wait_until(lambda: status(server, "o")[1][0]["in_use"],
+                      what="the request to hold its output region")
+    code, body = unregister(server, "o")
+    if policy == "refuse":
+        assert code == 400 and "in use" in body["error"], body
+    else:
+        assert code == 200, body
+    t.join()
+    assert result["r"][0] == 200, result
+    out = np.frombuffer(agent.read(wo), np.int32)
+    assert np.array_equal(out[:16], a + b) and np.array_equal(out[16:], a - b)
+    assert unregister(server) == (200, None)
+    server.wait_until(lambda: status(server) == (200, []), what="every region gone")
 
 
-CLIENT = """
-import sys, time, importlib.util, numpy as np
-spec = importlib.util.spec_from_file_location("r", sys.argv[1]); r = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(r)
-x = np.ones([3, 384, 640], dtype=np.float16); y = np.zeros_like(x)
-wx, wy = r.export(x), r.export(y)
-r.register(sys.argv[2], "dead_in", wx); r.register(sys.argv[2], "dead_out", wy)
-print("ready", flush=True)
-time.sleep(600)
-"""
-
-
-def test_client_killed(start_frontend):
-    """A client dies (SIGKILL) while a request uses its regions: the request
+def test_client_killed(start_frontend, agents):
+    """A client dies (SIGKILL) while requests use its regions: the request
     ends (an error or, where the transport still reached the pages, a
     result), never hangs; the server unregisters the client's regions by
     itself."""
     server = start_frontend("--threads", "4", "--remote-timeout-ms", "2000")
-    client = subprocess.Popen([sys.executable, "-c", CLIENT, str(REMOTE_PY), server.url],
-                              stdout=subprocess.PIPE, env=os.environ)
-    try:
-        assert client.stdout.readline().strip() == b"ready"
-        assert {r["name"] for r in remote.status(server.url)} == {"dead_in", "dead_out"}
-        results = []
+    agent, _, _ = client_with_io(agents, server)
+    results = []
 
-        def infer_loop():
-            while True:
-                st, body = server.json("POST", "/v2/models/identity/infer",
-                                       identity_request("dead_in", "dead_out", 1474560))
-                results.append((st, body))
-                if st != 200:
-                    return
+    def infer_loop():
+        while True:
+            try:
+                code, body = infer(server, "in", "out")
+            except OSError as e:  # the server hung up: it died
+                code, body = None, repr(e)
+            results.append((code, body))
+            if code != 200:
+                return
 
-        t = threading.Thread(target=infer_loop)
-        t.start()
-        while not results:
-            time.sleep(0.005)
-        killed = time.monotonic()
-        client.send_signal(signal.SIGKILL)
-        t.join(timeout=30)
-        assert not t.is_alive(), "requests on a killed client's regions did not end in 30 s"
-        status, body = results[-1]
-        print(f"killed client: {len(results)} requests, the last {status} after "
-              f"{time.monotonic() - killed:.3f} s: {body}")
-        assert status != 200
-        server.wait_until(lambda: remote.status(server.url) == [], timeout=15,
-                          what="the killed client's regions to be unregistered")
-    finally:
-        client.kill()
-        client.wait()
+    t = threading.Thread(target=infer_loop)
+    t.start()
+    while not results:
+        time.sleep(0.005)
+    killed = time.monotonic()
+    agent.proc.send_signal(signal.SIGKILL)
+    t.join(timeout=30)
+    assert not t.is_alive(), "requests on a killed client's regions did not end in 30 s"
+    code, body = results[-1]
+    print(f"killed client: {len(results)} requests, the last {code} after "
+          f"{time.monotonic() - killed:.3f} s: {body}")
+    assert code is not None, f"the server died with the client: {body}"
+    assert code != 200
+    server.wait_until(lambda: status(server) == (200, []), timeout=15,
+                      what="the killed client's regions to be unregistered")
+    assert_serving(server)
+
+
+def test_client_disconnect_sweeps_its_regions(start_frontend, agents):
+    """remote.disconnect says goodbye: the server unregisters the
+    connection's regions by itself."""
+    server = start_frontend()
+    agent = agents()
+    agent.connect(server)
+    w, d = agent.export(64, seed=4)
+    assert register(server, "bye", d, 64) == (200, None)
+    agent.call("close", window=w)
+    agent.call("disconnect")
+    server.wait_until(lambda: status(server) == (200, []), timeout=15,
+                      what="the regions of a client that said goodbye to go")
+
+
+def test_remote_transports(start_frontend, agents):
+    """--remote-transports tcp: a client that can use tcp connects over it;
+    one that has only the shared-memory transports cannot connect."""
+    server = start_frontend("--remote-transports", "tcp")
+    refused = agents(UCX_TLS="posix,sysv,cma").call("connect", refused=True, url=server.url)
+    assert refused["code"].startswith("SHMREG_ERR_"), refused
+    print(f"a client with only the shared-memory transports: {refused}")
+    agent = agents(UCX_TLS="tcp")
+    agent.connect(server)
+    w, d = agent.export(64, seed=15)
+    assert register(server, "tcp_only", d, 64) == (200, None)
+    [entry] = status(server, "tcp_only")[1]
+    assert entry["transports"] == "tcp", entry
+    assert unregister(server) == (200, None)
+
+
+def test_remote_port(start_frontend, agents):
+    from grpc_support import free_port
+    port = free_port()
+    server = start_frontend("--remote-port", str(port))
+    code, body = invitation(server)
+    assert code == 200 and body["address"] == f"127.0.0.1:{port}", body
+    agents().call("join", address=body["address"], secret=body["secret"]["b64"])
+
+
+def test_remote_options_are_checked():
+    from frontend_process import binary
+    for args, words in ((["--remote-max-copies", "0"], "--remote-max-copies wants an integer"),
+                        (["--remote-max-connections", "x"], "--remote-max-connections wants"),
+                        (["--remote-transports", ""], "--remote-transports wants"),
+                        (["--remote-port", "65536"], "--remote-port wants an integer in [0, 65535]")):
+        proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
+                              timeout=20)
+        assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
+    help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
+    for option in ("--remote-port N", "--remote-transports LIST", "--remote-max-connections N",
+                   "--remote-max-copies N"):
+        assert option in help_text
+
+
+# ----------------------------------------------------------------- the attacks
+
+
+def v1_descriptor(address, length=4096, target=0x10000):
+    """A descriptor of version 1: a worker address (here the server's own
+    listener's, in its place), a remote key, and an address and length in
+    that worker's memory."""
+    rkey = b"\x5a" * 16
+    return (struct.pack("<B3xII4xQQ", 1, len(address), len(rkey), target, length) +
+            address + rkey)
+
+
+def test_descriptor_of_version_1_is_refused(start_frontend):
+    server = start_frontend()
+    code, body = invitation(server)
+    assert code == 200, body
+    address = body["address"].encode()
+    for d in (v1_descriptor(address), v1_descriptor(address)[:40]):
+        code, body = register(server, "v1", d, 4096)
+        assert code == 400 and "version 1" in body["error"], body
+    assert status(server) == (200, [])
+    assert_serving(server)
+
+
+def test_connect_needs_a_known_token(start_frontend, tmp_path):
+    tenants = tmp_path / "tenants"
+    tenants.write_text(TWO_TENANTS)
+    tenants.chmod(0o600)
+    server = start_frontend("--tenants", str(tenants))
+    for headers in ({}, bearer("not-a-known-token-at-all"), bearer(ALICE[:-1]),
+                    {"Authorization": ALICE}):
+        code, resp_headers, data = server.request("POST", f"{REMOTE}/connect", b"{}", headers)
+        assert code == 401 and b"known token" in data, (code, data)
+        assert resp_headers["WWW-Authenticate"] == "Bearer"
+    code, body = invitation(server, ALICE)
+    assert code == 200 and len(base64.b64decode(body["secret"]["b64"])) == 32, body
+    # The listener's address, on --host.
+    assert body["address"].startswith("127.0.0.1:") and int(body["address"].split(":")[1]) > 0, body
+    assert server.json("GET", f"{REMOTE}/connect")[0] == 405
+
+
+def test_connect_needs_the_restricted_header(start_frontend):
+    server = start_frontend("--http-restricted-api", "shared-memory:api-key=letmein")
+    code, body = invitation(server)
+    assert code == 403 and "api-key" in body["error"], body
+    code, body = server.json("POST", f"{REMOTE}/connect", {}, {"api-key": "letmein"})
+    assert code == 200, body
+
+
+@pytest.fixture
+def tenanted(start_frontend, tmp_path):
+    """start(*args): a server with tenants alice and bob."""
+    tenants = tmp_path / "tenants"
+    tenants.write_text(TWO_TENANTS)
+    tenants.chmod(0o600)
+    return lambda *args: start_frontend("--tenants", str(tenants), *args)
+
+
+def test_tenant_cannot_register_another_tenants_window(tenanted, agents):
+    """Three processes: the server, alice's client and bob's. Bob, who has
+    his own connection, registers the descriptor of alice's window: refused
+    as if there were no such window, and nothing of alice's is read or
+    written, through that descriptor or through alice's own region."""
+    server = tenanted()
+    alice, bob = agents(), agents()
+    alice.connect(server, ALICE)
+    bob.connect(server, BOB)
+    wa, da = alice.export(NBYTES, seed=5)
+    wb, db = bob.export(NBYTES, seed=6)
+    for name in ("in", "out"):
+        code, body = register(server, name, da, NBYTES, token=BOB)
+        assert code == 404 and "no window of this tenant's connections" in body["error"], body
+    # Nor without a token: 401 before the descriptor is looked at.
+    assert register(server, "in", da, NBYTES)[0] == 401
+    assert status(server, token=BOB) == (200, [])
+    # Bob's own window registers; alice registers hers under the same name.
+    assert register(server, "out", db, NBYTES, token=BOB) == (200, None)
+    assert register(server, "in", da, NBYTES, token=ALICE) == (200, None)
+    # Bob reads alice's region by name: absent for him.
+    code, body = infer(server, "in", "out", token=BOB)
+    assert code == 404, body
+    assert [r["name"] for r in status(server, token=BOB)[1]] == ["out"]
+    assert [r["name"] for r in status(server, token=ALICE)[1]] == ["in"]
+    assert alice.read(wa) == random_bytes(5, NBYTES)
+    assert bob.read(wb) == random_bytes(6, NBYTES)
+    # Alice's descriptor read by alice: her own connection serves her.
+    assert register(server, "copy", da, NBYTES, token=ALICE) == (200, None)
+    code, body = infer(server, "in", "copy", token=ALICE)
+    assert code == 200, body
+    assert_serving(server)
+    assert unregister(server, token=ALICE) == (200, None)
+    assert unregister(server, token=BOB) == (200, None)
+
+
+def with_fields(descriptor, window=None, generation=None, connection=None):
+    """descriptor with its window id, generation or connection id changed."""
+    d = bytearray(descriptor)
+    if connection is not None:
+        d[8:24] = connection
+    if window is not None:
+        d[24:32] = struct.pack("<Q", window)
+    if generation is not None:
+        d[32:40] = struct.pack("<Q", generation)
+    return bytes(d)
+
+
+def test_unannounced_stale_and_withdrawn_windows(start_frontend, agents):
+    server = start_frontend()
+    agent = agents()
+    agent.connect(server)
+    w, d = agent.export(4096, seed=8)
+    window, generation = struct.unpack("<QQ", d[24:40])
+    for forged in (with_fields(d, window=window + 1000), with_fields(d, window=2**64 - 1),
+                   with_fields(d, generation=generation + 1),
+                   with_fields(d, generation=generation - 1 if generation else 7),
+                   with_fields(d, connection=bytes(15) + b"\x01")):
+        code, body = register(server, "forged", forged, 64)
+        assert code == 404 and "no window of this tenant's connections" in body["error"], body
+    # Past the announced length: out of bounds.
+    code, body = register(server, "forged", d, 4097)
+    assert code == 400 and "past the end" in body["error"], body
+    # A withdrawn window: its descriptor is stale.
+    w2, d2 = agent.export(64, seed=9)
+    assert register(server, "early", d2, 64) == (200, None)
+    agent.call("close", window=w2)
+    code, body = register(server, "late", d2, 64)
+    assert code == 404, body
+    # A region registered before the withdrawal fails its copies, cleanly.
+    code, body = server.json("POST", "/v2/models/identity/infer", {
+        "inputs": [{"name": "INPUT0", "datatype": "FP16", "shape": [1, 32],
+                    "parameters": {"shared_memory_region": "early", "shared_memory_byte_size": 64}}]})
+    assert code >= 400 and "withdrawn" in body["error"], body
+    assert [r["name"] for r in status(server)[1]] == ["early"]
+    assert agent.read(w) == random_bytes(8, 4096)
+    assert_serving(server)
+    assert unregister(server) == (200, None)
+
+
+def test_secret_is_good_once(start_frontend, agents):
+    server = start_frontend()
+    code, body = invitation(server)
+    assert code == 200, body
+    address, secret = body["address"], body["secret"]["b64"]
+    first, second = agents(), agents()
+    first.call("join", address=address, secret=secret)
+    refused = second.call("join", refused=True, address=address, secret=secret)
+    assert refused["code"] == "SHMREG_ERR_NOT_FOUND", refused
+    # A secret that was never issued.
+    refused = agents().call("join", refused=True, address=address, secret=b64(bytes(32)))
+    assert refused["code"] == "SHMREG_ERR_NOT_FOUND", refused
+    # The first connection works.
+    w, d = first.export(64, seed=12)
+    assert register(server, "once", d, 64) == (200, None)
+    assert unregister(server) == (200, None)
+    assert_serving(server)
+
+
+def test_connection_limit_per_tenant(tenanted, agents):
+    server = tenanted("--remote-max-connections", "2")
+    agents().connect(server, ALICE)
+    assert invitation(server, ALICE)[0] == 200  # an unused invitation counts too
+    code, body = invitation(server, ALICE)
+    assert code == 429 and "alice" in body["error"], body
+    a3 = agents()
+    refused = a3.call("connect", refused=True, url=server.url, token=ALICE)
+    assert refused["code"] == 429, refused
+    # Bob has his own.
+    agents().connect(server, BOB)
+    assert invitation(server, BOB)[0] == 200
+
+
+def test_client_that_never_answers(tenanted, agents):
+    """Alice's client stops (SIGSTOP) with her regions registered: her
+    request fails after --remote-timeout-ms with a clear error, her second
+    request meanwhile is refused at once (--remote-max-copies 1), and bob's
+    requests are served all along."""
+    server = tenanted("--remote-timeout-ms", "2000", "--remote-max-copies", "1", "--threads", "4")
+    alice, _, _ = client_with_io(agents, server, ALICE, seed=13)
+    bob, _, bob_out = client_with_io(agents, server, BOB, seed=14)
+    code, body = infer(server, "in", "out", token=ALICE)
+    assert code == 200, body
+    alice.proc.send_signal(signal.SIGSTOP)
+    result = {}
+
+    def stalled():
+        start = time.monotonic()
+        result["r"] = infer(server, "in", "out", token=ALICE)
+        result["s"] = time.monotonic() - start
+
+    t = threading.Thread(target=stalled)
+    t.start()
+    time.sleep(0.3)  # alice's copy is in flight, waiting for her client
+    start = time.monotonic()
+    code, body = infer(server, "in", "out", token=ALICE)
+    assert code == 429 and "in flight" in body["error"], body
+    assert time.monotonic() - start < 1.0, "the copy over the limit waited"
+    for _ in range(3):
+        code, body = infer(server, "in", "out", token=BOB)
+        assert code == 200, body
+    assert bob.read(bob_out) == random_bytes(14, NBYTES)
+    t.join(timeout=30)
+    assert not t.is_alive()
+    code, body = result["r"]
+    print(f"a stopped client's copy, after {result['s']:.3f} s: {code} {body}")
+    assert code >= 400 and code != 404, body
+    assert "remote region 'in'" in body["error"] and "2000 ms" in body["error"], body
+    assert 1.5 < result["s"] < 15, result
+    assert_serving(server)
+    assert infer(server, "in", "out", token=BOB)[0] == 200
+    # Alice's client wakes up and answers the copy long abandoned: the
+    # answer is dropped, and the server serves on.
+    alice.proc.send_signal(signal.SIGCONT)
+    time.sleep(0.5)
+    assert_serving(server)
+    assert infer(server, "in", "out", token=BOB)[0] == 200
