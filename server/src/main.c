@@ -65,7 +65,7 @@ static shmreg_registry *create_registry(const server_options *o)
 
 /* --remote-port (on --host), --remote-transports, --remote-max-connections,
  * --remote-max-copies. */
-static int configure_remote(const frontend_options *o)
+static int configure_remote(const server_options *o)
 {
     char listen[80]; /* "[IPv6]:PORT" at the most */
     snprintf(listen, sizeof listen, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host, o->remote_port);

@@ -451,7 +451,7 @@ def test_remote_port(start_frontend, agents):
 
 
 def test_remote_options_are_checked():
-    from frontend_process import binary
+    from server_process import binary
     for args, words in ((["--remote-max-copies", "0"], "--remote-max-copies wants an integer"),
                         (["--remote-max-connections", "x"], "--remote-max-connections wants"),
                         (["--remote-transports", ""], "--remote-transports wants"),
