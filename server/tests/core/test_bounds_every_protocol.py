@@ -1,5 +1,5 @@
 """Bounds that a hostile client found open on one protocol or another
-(issue 21, section 5), each checked where it was open: a request that got
+(the same bounds on every protocol), each checked where it was open: a request that got
 through (or got a 500) on the server before the fix is refused, in words,
 and the server keeps serving.
 

@@ -1,4 +1,4 @@
-"""Issue 11: shared memory is no way around the bounds on what a client
+"""Shared memory is no way around the bounds on what a client
 makes the server hold. A region's window is copied into the server only up
 to --max-body-mb, a response (JSON text included) is refused before it is
 built when it could pass that bound, and the mapped bytes of all regions are

@@ -1,4 +1,4 @@
-"""Issue 11 section 3: --drain-s is honoured. With slow requests queued
+"""--drain-s is honoured. With slow requests queued
 behind one worker, SIGTERM lets them run for the drain time, then answers
 the ones still waiting 503 (gRPC: UNAVAILABLE) and cuts the running one
 short, instead of running them all: the server exits within about the drain

@@ -1,4 +1,4 @@
-"""The C frontend as a multi-tenant server (issue 11 section 3), over HTTP and
+"""The C frontend as a multi-tenant server, over HTTP and
 gRPC: the flags of the library's protections (--allow-uid, --max-regions,
 --max-mapped-bytes, --max-pinned-bytes), Triton's --http-restricted-api and
 --grpc-restricted-protocol, and --tenants, with two tenants trying to list,
@@ -218,7 +218,7 @@ def test_bad_tenants_file_is_refused_at_start(tmp_path, text, mode, message):
      "--max-regions 4096 leaves no share for the 1 tenants without their own max-regions"),
 ])
 def test_tenant_quotas_that_cannot_fit_the_limits_are_refused_at_start(tmp_path, text, args, message):
-    """issue 21: the quotas together must fit the global limits, or one
+    """The quotas together must fit the global limits, or one
     tenant could still make another's registration fail."""
     assert message in start_refused("--tenants", tenants_file(tmp_path, text), *args)
 
@@ -534,7 +534,7 @@ def test_tenants_and_restriction_together(start_grpc_frontend, tmp_path, shm):
 
 
 def test_default_share_leaves_the_other_tenant_room(start_grpc_frontend, tmp_path, shm):
-    """issue 21: --max-regions 4 between two tenants is 2 each. Alice filling
+    """--max-regions 4 between two tenants is 2 each. Alice filling
     hers leaves Bob's registrations working over HTTP and gRPC, and her
     refusal quotes her own usage only (before: 429 for Bob once Alice held
     the registry's 4)."""

@@ -1,4 +1,4 @@
-"""Issue 11 section 2: a client that registers a named shm object and then
+"""A client that registers a named shm object and then
 truncates it must get a 400 naming its region, never kill the server
 (SIGBUS) with every other client's requests. Over HTTP and gRPC, for an
 input read from the region and an output written into it, while another

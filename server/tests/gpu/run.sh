@@ -5,7 +5,7 @@
 # server/tests/gpu/test_cuda_infer.py (the device copy), test_gpu_model.py
 # (the GPU model 'yolo') and test_tensor_paths.py (each data path of a
 # system region: DMA in place, the one-copy staged path, a truncating
-# client), then the bench register_per_request.py (issue 10), then seed
+# client), then the bench register_per_request.py (register per request), then the seed
 # 003's benchmark (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out,
 # BENCH_QUICK=1 shortens it). The machine's python3 runs them (CuPy, NumPy
 # and pytest are in its image; tritonclient and perf_analyzer are not: the
@@ -28,7 +28,7 @@
 #     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
 #     libssl-dev zlib1g-dev
 # They are unpacked under build/, never into /. The whole log goes to
-# $OUT/frontend-gpu.log (default build/gpu-out): one file, since a device call
+# $OUT/frontend-gpu.log (default build/gpu-out): one file, since the GPU machine
 # brings back few.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -93,7 +93,7 @@ elif ! grep -qE "[0-9]+ passed" <<<"$last"; then
   rc=1 # all skipped: no CuPy or no device where one is expected
 fi
 
-# Issue 10's frontend row, with this CUDA build: register, infer, unregister
+# The register-per-request row, with this CUDA build: register, infer, unregister
 # per request, pinned 16 MiB, cache off then on (about 25 s).
 echo "=== frontend-gpu: server/bench/gpu/register_per_request.py (figures in $OUT/register-per-request.md)"
 FRONTEND_BIN=$BIN OUT=$OUT PYTHONDONTWRITEBYTECODE=1 timeout 60 \

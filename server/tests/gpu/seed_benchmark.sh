@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 003's benchmark (server/bench/gpu/seed_benchmark.py) with the
+# The seed benchmark (server/bench/gpu/seed_benchmark.py) with the
 # frontend that server/tests/gpu/run.sh built in $FRONTEND_GPU_BUILD
 # (default build/frontend-gpu), which calls this script last; run alone, it
 # needs that build to be there.

@@ -39,7 +39,7 @@ from test_cuda_infer import call, cp, nothing_in_use, ok, shm_params  # noqa: E4
 PREFIX = f"feyolo_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 UNIQUE = itertools.count()  # region names never repeat, even after a failed test
 WINDOW = 4  # --yolo-window of most servers here: a fast reference
-SEED_SHAPE = (3, 384, 640)  # seed 003's image: 5040 anchors
+SEED_SHAPE = (3, 384, 640)  # the seed benchmark's image: 5040 anchors
 
 
 # -------------------------------------------------------------- servers ---

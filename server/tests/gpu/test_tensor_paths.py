@@ -31,7 +31,7 @@ from test_gpu_model import (SEED_SHAPE, WINDOW, Regions, infer_binary, released,
                             start, stop, system_round_trip)
 from test_cuda_infer import call, shm_params  # noqa: E402
 
-OUT_BYTES = ROWS * 5040 * 2  # seed 003's output: FP16 [84, 5040]
+OUT_BYTES = ROWS * 5040 * 2  # the seed benchmark's output: FP16 [84, 5040]
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 
 

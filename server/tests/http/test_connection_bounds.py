@@ -1,4 +1,4 @@
-"""Issue 11 section 3, connections and bodies: one client's idle half-open
+"""Connections and bodies: one client's idle half-open
 requests cannot lock others out, a stalled request is closed, request bodies
 buffered across all connections are capped, `Expect: 100-continue` over the
 limit is refused before the body, and the binary header length is decimal

@@ -1,5 +1,4 @@
-"""The C frontend's JSON against Triton's answers (issue 13 section 3, issue 11
-section 3): unsigned 64-bit offsets, sizes and UINT64 data, malformed CUDA
+"""The C frontend's JSON against Triton's answers: unsigned 64-bit offsets, sizes and UINT64 data, malformed CUDA
 handles, declared output windows past a region's end, --allow-client-shm,
 NaN and Infinity outputs, output JSON without amplification, and region
 names that are not UTF-8. HTTP and, where the item has a gRPC side, gRPC.

@@ -1,4 +1,4 @@
-"""Issue 10 section 3: the C frontend's GET /metrics (Prometheus text 0.0.4)
+"""The C frontend's GET /metrics (Prometheus text 0.0.4)
 and its --reclaim and --cache-bytes flags. Each test reads the page with a
 strict parser (prometheus_text.py) and checks that the figures move as the
 registry's state does: a region registered, a slow request holding it, the

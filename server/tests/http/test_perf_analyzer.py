@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-# seed 003's image: FP16 3x384x640 = 1474560 bytes in and out.
+# the seed benchmark's image: FP16 3x384x640 = 1474560 bytes in and out.
 SHAPE = "INPUT0:3,384,640"
 TENSOR_BYTES = 3 * 384 * 640 * 2
 REQUESTS_PER_LEVEL = 100

@@ -1,6 +1,6 @@
 """The GPU model 'yolo' where it cannot run (CI: no GPU, maybe no CUDA build).
 
-It is listed with seed 003's tensors, its readiness is 400 with the reason,
+It is listed with the seed benchmark's tensors, its readiness is 400 with the reason,
 and an inference is refused with the same clear message before anything is
 parsed or acquired; the server keeps serving. Over gRPC, ModelReady answers
 false and ModelInfer fails with UNAVAILABLE and the same message. Where a GPU

@@ -1,6 +1,6 @@
 """Fixtures of the parity tests: one real Triton (triton_process.Triton) and
 one example frontend (the C binary of $FRONTEND_BIN, HTTP and gRPC), each
-started once for the session and stopped at its end; the example must then
+started once for the whole test run and stopped at its end; the example must then
 exit 0 with nothing left mapped or open, as in server/tests."""
 import os
 import sys

@@ -3,7 +3,7 @@
 Honest clients register their tensors in POSIX shared memory once and then
 infer the `simple` model over and over, through the official tritonclient
 (HTTP and gRPC), checking every output byte. Around them, hostile clients do
-what issue 11 lists: truncate their own objects under registered regions,
+what a hostile client would: truncate their own objects under registered regions,
 flood the registry with registrations, start uploads and never finish them,
 and open connections that they abandon half-way through a request.
 
@@ -212,7 +212,7 @@ def slow_uploader(server, stop, tally, conns, sent_mib):
 
 def abandoner(server, stop, tally):
     """Open connections, send half a request line or half the headers, and
-    walk away (close) or go silent (keep open until the next round)."""
+    walk away (close) or go silent (keep open until its next pass)."""
     held = []
     while not stop.is_set():
         for part in (b"GET /v2/heal", b"POST /v2/systemsharedmemory/region/x/register HTTP/1.1\r\n"

@@ -1,4 +1,4 @@
-"""--uds PATH (issue 11 §1): clients register sealed memfds over a Unix
+"""--uds PATH: clients register sealed memfds over a Unix
 socket, then infer over HTTP and gRPC naming them; a connection's regions
 go when it closes, after the requests that use them; a hostile client is
 refused with a clear message and bounded in connections and regions.
@@ -449,7 +449,7 @@ def test_uds_and_tenants_are_refused_together(sock_path, tmp_path):
 
 
 def test_each_uid_has_its_share_of_the_limits(uds_server):
-    """issue 21: with two uids allowed, each has half of --max-regions and
+    """With two uids allowed, each has half of --max-regions and
     --max-mapped-bytes, whatever its number of connections, so one uid's
     peers cannot fill the registry for the other's; the refusal quotes that
     uid's usage only."""
