@@ -443,7 +443,21 @@ typedef enum shmreg_source {
      * shmreg_remote_export: raw_handle and raw_handle_size carry the
      * descriptor, offset and byte_size the window of the exported range.
      * Kind REMOTE. See shmreg_register_remote. */
-    SHMREG_SOURCE_REMOTE = 4
+    SHMREG_SOURCE_REMOTE = 4,
+    /* 1.3: one contiguous window of several CUDA VMM allocations
+     * (cuMemCreate, each exported as a POSIX file descriptor), such as a
+     * tensor of PyTorch's expandable segments spanning several chunks:
+     * fds, chunk_sizes and chunk_count describe the chunks in address
+     * order, offset and byte_size the window in their concatenation. Kind
+     * CUDA. See shmreg_register_cuda_vmm_range. */
+    SHMREG_SOURCE_CUDA_VMM_RANGE = 5,
+    /* 1.3: an allocation of a stream-ordered pool (cudaMallocAsync /
+     * cudaMallocFromPoolAsync) of another process: fd is the pool's POSIX
+     * descriptor (cudaMemPoolExportToShareableHandle), raw_handle the 64
+     * bytes of the allocation's cudaMemPoolPtrExportData
+     * (cudaMemPoolExportPointer), offset and byte_size the window in the
+     * allocation. Kind CUDA. See shmreg_register_cuda_pool. */
+    SHMREG_SOURCE_CUDA_POOL = 6
 } shmreg_source;
 
 /*
@@ -474,13 +488,31 @@ typedef struct shmreg_registration {
     const char *tag;
     /* SHMREG_SOURCE_SHM */
     const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
-    size_t offset;         /* _SHM and _FD: of the window in the object; any value */
+    size_t offset;         /* _SHM and _FD: of the window in the object; any value.
+                              Since 1.3 every CUDA source too: where the window
+                              starts in the allocation (or range), checked
+                              against its size (OUT_OF_BOUNDS); 0 (default):
+                              at its start, as in 1.2 */
     /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
     int device_id;         /* default 0 */
     const void *raw_handle;   /* _CUDA_IPC: the handle's bytes; _REMOTE: the descriptor */
     size_t raw_handle_size;   /* _CUDA_IPC: must be 64; _REMOTE: the descriptor's size */
-    int fd;                /* _CUDA_FD and _FD: the caller keeps it; default -1 */
-    void *reserved_[8];    /* zero; room for later fields */
+    int fd;                /* _CUDA_FD, _FD and _CUDA_POOL: the caller keeps it; default -1 */
+    /* Since 1.3, each a pointer-sized slot carved from reserved_, so no 1.2
+     * offset moves on any ABI; NULL or 0 (what older programs pass) keeps
+     * 1.2's behaviour.
+     * _CUDA_VMM_RANGE: the chunks' descriptors (the caller keeps them) and
+     * their sizes, chunk_count of each (1..SHMREG_CUDA_CHUNKS_MAX). */
+    const int *fds;
+    const size_t *chunk_sizes;
+    size_t chunk_count;
+    /* Every CUDA source: the GPU by its UUID, "GPU-" or "MIG-" followed by
+     * the 36 characters of the UUID (as nvidia-smi -L prints it), instead
+     * of device_id, which is then ignored. Resolved to this process's own
+     * numbering, so CUDA_VISIBLE_DEVICES may differ between the client and
+     * the server. NULL (default): device_id. Copied. */
+    const char *device_uuid;
+    void *reserved_[4];    /* zero; room for later fields */
 } shmreg_registration;
 
 /* Fill r with the defaults (SHM source, device 0, fd -1, everything else
@@ -591,6 +623,88 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  */
 SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd,
                                               int device_id, size_t byte_size, unsigned flags);
+
+/* 1.3. The most chunks one VMM range may have: what one message of
+ * descriptors can carry (the kernel's SCM_MAX_FD). */
+#define SHMREG_CUDA_CHUNKS_MAX 253
+
+/*
+ * 1.3. Register a window of a range of CUDA VMM allocations: chunk_count
+ * allocations (cuMemCreate, each exported with
+ * cuMemExportToShareableHandle as a POSIX descriptor, fds[i]) of
+ * chunk_sizes[i] bytes each, which the exporter mapped back to back (as
+ * PyTorch's expandable segments do, in 2 MiB or 20 MiB chunks), and of
+ * their concatenation the window [offset, offset + byte_size). Every chunk
+ * is imported and mapped, in order, into one virtual range reserved here,
+ * made accessible from the device (read-only with SHMREG_READONLY): the
+ * view is one device pointer to byte `offset` of the range, so a tensor
+ * that spans chunks and starts in the middle of one reads as one buffer.
+ * One registration holds one reference to every chunk: each chunk, the
+ * mappings and the reservation are released on every error path and by
+ * the last release. The same as shmreg_register with
+ * SHMREG_SOURCE_CUDA_VMM_RANGE and no tag (use shmreg_register to name the
+ * GPU by UUID, or for a tag).
+ *
+ * Sizes: each chunk_sizes[i] must be the size of its allocation, a
+ * multiple of its granularity (the driver maps whole allocations only:
+ * OUT_OF_BOUNDS when it refuses one); the window must lie inside their
+ * sum, computed without overflow. Every chunk must live on the device the
+ * registration names (INVALID_ARG naming both devices otherwise).
+ * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd;
+ * the arrays are read during the call only. The chunks travel from the
+ * client in one message: shmreg_send_fds / shmreg_recv_fds.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (fds or chunk_sizes NULL,
+ * chunk_count 0 or past SHMREG_CUDA_CHUNKS_MAX, a negative descriptor, a
+ * chunk of size 0, a chunk on another device), OUT_OF_BOUNDS (sizes that
+ * overflow, a window past their sum, a size the driver will not map),
+ * CUDA (a descriptor that is not a VMM shareable handle: the message says
+ * which chunk), UNSUPPORTED (no CUDA in this build, no driver or device, a
+ * device that cannot import POSIX descriptors).
+ */
+SHMREG_API shmreg_err shmreg_register_cuda_vmm_range(shmreg_registry *reg, const char *name, const int *fds,
+                                                     const size_t *chunk_sizes, size_t chunk_count,
+                                                     size_t offset, size_t byte_size, int device_id,
+                                                     unsigned flags);
+
+/* 1.3. The size of a cudaMemPoolPtrExportData. */
+#define SHMREG_CUDA_POOL_EXPORT_SIZE 64
+
+/*
+ * 1.3. Register a window [offset, offset + byte_size) of an allocation of
+ * another process's stream-ordered pool: pool_fd is the pool's descriptor
+ * and export_data the allocation's 64 bytes (export_size must be 64). The
+ * pool is imported (cuMemPoolImportFromShareableHandle) and the allocation
+ * with it (cuMemPoolImportPointer) on the device, and checked to live on
+ * that device; the last release frees the import (cuMemFree) and the
+ * imported pool (cuMemPoolDestroy). The caller keeps pool_fd. The same as
+ * shmreg_register with SHMREG_SOURCE_CUDA_POOL and no tag.
+ *
+ * The exporter's contract:
+ *  - the pool is created with cudaMemPoolCreate and handleTypes =
+ *    cudaMemHandleTypePosixFileDescriptor: a device's default pool (what
+ *    plain cudaMallocAsync and PyTorch's backend:cudaMallocAsync allocate
+ *    from) has no shareable handle and cannot be exported; neither can a
+ *    pool of another handle type (this call then answers CUDA saying so);
+ *  - the allocation is complete before it is sent (synchronize its stream
+ *    or pass an IPC event): the server reads it at once;
+ *  - it frees the allocation (cudaFreeAsync) only after the server has
+ *    unregistered the region and its last reference is released (the
+ *    importer's free must come before the exporter's), and keeps its
+ *    process alive until then: an imported pool allocation is not kept
+ *    alive by the import.
+ * SHMREG_READONLY is recorded, not enforced: an imported pool allocation
+ * is mapped read-write.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (pool_fd negative, export_data
+ * NULL or not 64 bytes, an allocation on another device, naming both),
+ * OUT_OF_BOUNDS (the window past the allocation: the message gives the
+ * sizes), CUDA (the pool or the pointer could not be imported: its error
+ * in the message), UNSUPPORTED.
+ */
+SHMREG_API shmreg_err shmreg_register_cuda_pool(shmreg_registry *reg, const char *name, int pool_fd,
+                                                const void *export_data, size_t export_size, size_t offset,
+                                                size_t byte_size, int device_id, unsigned flags);
 
 /* Bits of shmreg_cuda_available()'s answer. */
 #define SHMREG_CUDA_BUILT 0x1u   /* this library was built with the CUDA backends */
@@ -745,7 +859,12 @@ typedef struct shmreg_region_status {
     /* 1 when the registration reused a mapping (from the cache or another
      * live region) instead of opening its own. */
     size_t mapping_reused;
-    void *reserved_[4];     /* zero; room for later fields */
+    /* Since 1.3 (carved from reserved_): a CUDA region's GPU by UUID,
+     * "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" ("MIG-..." when it was
+     * registered by a MIG UUID: CUDA does not say whether a device it
+     * numbers is a MIG instance); NULL for other kinds. */
+    const char *device_uuid;
+    void *reserved_[3];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
@@ -842,6 +961,38 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
+
+/*
+ * 1.3. Several descriptors in one message: count descriptors
+ * (1..SHMREG_FDS_MAX) and a payload (1..SHMREG_FD_PAYLOAD_MAX bytes) in one
+ * frame, the descriptors in one SCM_RIGHTS message on its first byte, as
+ * the chunks of a VMM range travel (shmreg_register_cuda_vmm_range). The
+ * frame: an 8-byte header (uint32 0x53465253, uint32 payload size), a
+ * uint32 descriptor count and 4 zero bytes, then the payload; host byte
+ * order. The caller keeps its descriptors. Errors: INVALID_ARG (a negative
+ * socket or descriptor, a count or payload size out of range), SYSTEM.
+ */
+#define SHMREG_FDS_MAX 253
+SHMREG_API shmreg_err shmreg_send_fds(int sock, const int *fds, size_t count, const void *payload,
+                                      size_t payload_size);
+
+/*
+ * 1.3. Receive what shmreg_send_fds sent: fds[0..*count) become new
+ * descriptors (close-on-exec) the caller owns, in the order sent, and the
+ * payload lands in payload (*payload_size set). fd_cap is the room in fds;
+ * a message with more descriptors than fd_cap, or than its header says, is
+ * refused. On every failure no descriptor is left open: every one the
+ * message carried is closed, and *count is 0. On a stream socket a refused
+ * frame is read to its end, so that the next call reads the next message.
+ * Credentials beside the descriptors (SO_PASSCRED) are passed over.
+ * Errors: INVALID_ARG (NULL arguments, a negative socket, fd_cap or cap 0),
+ * OUT_OF_BOUNDS (more descriptors than fd_cap or than the header says,
+ * control data or payload truncated), NOT_FOUND (no descriptor), SYSTEM
+ * (recvmsg failed, the peer closed: "connection closed", a message that is
+ * not a shmreg_send_fds frame, fewer descriptors than the header says).
+ */
+SHMREG_API shmreg_err shmreg_recv_fds(int sock, int *fds, size_t fd_cap, size_t *count, void *payload,
+                                      size_t cap, size_t *payload_size);
 
 /* ------------------------------------ the memfd-region wire format (1.1) */
 

@@ -18,6 +18,18 @@ static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg
                         SHMREG_NO_CUDA_);
 }
 
+static shmreg_err cuda_vmm_range_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA VMM range '%s': %s", a->r->name,
+                        SHMREG_NO_CUDA_);
+}
+
+static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA pool region '%s': %s", a->r->name,
+                        SHMREG_NO_CUDA_);
+}
+
 static shmreg_err nothing_to_close(struct shmreg__opened *m, const char *region_name)
 {
     /* Nothing can have been opened in this build. */
@@ -38,6 +50,22 @@ const struct shmreg__backend shmreg__backend_cuda_fd = {
     .kind = SHMREG_KIND_CUDA,
     .prepare = shmreg__cuda_fd_prepare,
     .open = cuda_vmm_open,
+    .close = nothing_to_close,
+};
+
+const struct shmreg__backend shmreg__backend_cuda_vmm_range = {
+    .name = "cuda_vmm_range",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_vmm_range_prepare,
+    .open = cuda_vmm_range_open,
+    .close = nothing_to_close,
+};
+
+const struct shmreg__backend shmreg__backend_cuda_pool = {
+    .name = "cuda_pool",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_pool_prepare,
+    .open = cuda_pool_open,
     .close = nothing_to_close,
 };
 

@@ -16,7 +16,9 @@ static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
     st->name = shmreg__strdup(r->name);
     st->key = r->key ? shmreg__strdup(r->key) : NULL;
     st->tag = r->tag ? shmreg__strdup(r->tag) : NULL;
-    if (!st->name || (r->key && !st->key) || (r->tag && !st->tag))
+    const char *uuid = r->mapping->opened.device_uuid;
+    st->device_uuid = uuid[0] ? shmreg__strdup(uuid) : NULL;
+    if (!st->name || (r->key && !st->key) || (r->tag && !st->tag) || (uuid[0] && !st->device_uuid))
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory reporting the status of region '%s'", r->name);
     st->kind = shmreg__region_kind(r);
     st->offset = r->offset;
@@ -126,6 +128,7 @@ void shmreg_status_free(shmreg_region_status *st, size_t count)
         shmreg__free((char *)st[i].name);
         shmreg__free((char *)st[i].key);
         shmreg__free((char *)st[i].tag);
+        shmreg__free((char *)st[i].device_uuid);
     }
     shmreg__free(st);
 }
