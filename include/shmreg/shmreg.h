@@ -506,11 +506,13 @@ typedef struct shmreg_registration {
     const int *fds;
     const size_t *chunk_sizes;
     size_t chunk_count;
-    /* Every CUDA source: the GPU by its UUID, "GPU-" or "MIG-" followed by
-     * the 36 characters of the UUID (as nvidia-smi -L prints it), instead
-     * of device_id, which is then ignored. Resolved to this process's own
-     * numbering, so CUDA_VISIBLE_DEVICES may differ between the client and
-     * the server. NULL (default): device_id. Copied. */
+    /* Every CUDA source: the GPU that holds the memory, by its UUID, "GPU-"
+     * or "MIG-" followed by the 36 characters of the UUID (as nvidia-smi -L
+     * prints it), instead of device_id, which is then ignored. Resolved to
+     * this process's own numbering, so CUDA_VISIBLE_DEVICES may differ
+     * between the client and the server; VMM chunks and pool allocations
+     * found on another GPU are refused naming both. NULL (default):
+     * device_id. Read during the call only. */
     const char *device_uuid;
     void *reserved_[4];    /* zero; room for later fields */
 } shmreg_registration;
@@ -648,15 +650,18 @@ SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *
  * Sizes: each chunk_sizes[i] must be the size of its allocation, a
  * multiple of its granularity (the driver maps whole allocations only:
  * OUT_OF_BOUNDS when it refuses one); the window must lie inside their
- * sum, computed without overflow. Every chunk must live on the device the
- * registration names (INVALID_ARG naming both devices otherwise).
+ * sum, computed without overflow. Named by UUID (shmreg_register), the
+ * registration names the GPU that holds the chunks: a chunk on another one
+ * is INVALID_ARG naming both; by ordinal, a chunk on another device is
+ * mapped for device_id through peer access, as shmreg_register_cuda_fd
+ * does.
  * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd;
  * the arrays are read during the call only. The chunks travel from the
  * client in one message: shmreg_send_fds / shmreg_recv_fds.
  *
  * Errors: as shmreg_register; INVALID_ARG (fds or chunk_sizes NULL,
  * chunk_count 0 or past SHMREG_CUDA_CHUNKS_MAX, a negative descriptor, a
- * chunk of size 0, a chunk on another device), OUT_OF_BOUNDS (sizes that
+ * chunk of size 0, a chunk on another GPU than its UUID), OUT_OF_BOUNDS (sizes that
  * overflow, a window past their sum, a size the driver will not map),
  * CUDA (a descriptor that is not a VMM shareable handle: the message says
  * which chunk), UNSUPPORTED (no CUDA in this build, no driver or device, a

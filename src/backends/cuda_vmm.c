@@ -139,7 +139,12 @@ static shmreg_err import_chunk(const struct vmm_request *q, struct vmm_range *r,
         err = shmreg__cuda.cuMemGetAllocationGranularity(granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (err != CUDA_SUCCESS)
         return shmreg__cu_fail(err, "%s: allocation granularity of chunk %zu", q->what, i);
-    if (prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop.location.id != q->device_id)
+    /* A client that names the GPU by UUID names the one that holds its
+     * memory: another one means the two processes disagree on which GPU
+     * that is. By ordinal, mapping a chunk for another device (peer
+     * access) stays what it was in 1.2. */
+    if (q->r->device_uuid != NULL && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        prop.location.id != q->device_id)
         return shmreg__cuda_wrong_device(q->what, q->device_id, q->uuid, prop.location.id);
     size_t g = *granularity;
     if (q->r->source == SHMREG_SOURCE_CUDA_VMM_RANGE) {
