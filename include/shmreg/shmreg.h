@@ -598,7 +598,11 @@ SHMREG_API shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char
  * as it was; byte_size must not exceed the allocation. The same handle may be
  * registered under several names; each registration holds its own open. The
  * exporting process must keep the allocation alive while it is registered.
- * The same as shmreg_register with SHMREG_SOURCE_CUDA_IPC and no tag.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_IPC and no tag; with
+ * shmreg_register (1.3) the window may start at an offset of the
+ * allocation (a tensor inside a caching allocator's block: the handle
+ * names the block's start), offset + byte_size within its size, and the
+ * GPU may be named by UUID.
  *
  * Errors: as shmreg_register; CUDA when the driver rejected the handle (its
  * error name and string are in the message), UNSUPPORTED with no CUDA in this
@@ -618,7 +622,11 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * The whole allocation is mapped: byte_size, rounded up to the allocation
  * granularity, must be the allocation's size (the driver maps no other
  * length; OUT_OF_BOUNDS otherwise). The view covers byte_size bytes.
- * The same as shmreg_register with SHMREG_SOURCE_CUDA_FD and no tag.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_FD and no tag; with
+ * shmreg_register (1.3) the window may start at an offset (offset +
+ * byte_size then rounds up to the allocation's size; for any window of an
+ * allocation, register it as a range of one chunk:
+ * shmreg_register_cuda_vmm_range), and the GPU may be named by UUID.
  *
  * Errors: as shmreg_register_cuda_ipc; a descriptor that is not a CUDA
  * shareable handle is CUDA (or INVALID_ARG when negative).

@@ -178,11 +178,26 @@ static void test_vmm_fd_window(void **state)
     assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
 }
 
+static char logged[1024];
+static void capture_log(void *user, shmreg_log_level level, const char *msg)
+{
+    snprintf(logged, sizeof logged, "%s", msg);
+}
+
 /* A cudaMallocFromPoolAsync allocation of a pool exported as a descriptor:
- * the exporter frees it after the server's last release. */
+ * the exporter frees it after the server's last release, whose deleter
+ * (cuMemFree of the import, cuMemPoolDestroy of the imported pool) must
+ * log nothing. */
 static void test_pool_allocation(void **state)
 {
     struct fixture *f = *state;
+    shmreg_registry_destroy(f->reg);
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.log_fn = capture_log;
+    cfg.reclaim = SHMREG_RECLAIM_INLINE;
+    assert_ok(shmreg_registry_create(&cfg, &f->reg));
+    logged[0] = '\0';
     struct gt_export ex;
     const size_t size = ((size_t)3 << 20) + 17, offset = 4096 + 7, byte_size = (size_t)1 << 20;
     assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_POOL, size, SEED, &ex), 0);
@@ -196,6 +211,7 @@ static void test_pool_allocation(void **state)
     assert_status_device(f->reg, "pool", 0, uuid);
     read_write_window(f->reg, "pool", ex.id, offset, byte_size);
     assert_ok(shmreg_unregister(f->reg, "pool", SHMREG_KIND_CUDA));
+    assert_string_equal(logged, "");
     assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
 }
 
