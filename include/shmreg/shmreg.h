@@ -1113,6 +1113,109 @@ SHMREG_API shmreg_err shmreg_recv_region(int sock, shmreg_region_request *out);
  */
 SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char *msg);
 
+/* ------------------------------- the CUDA-region wire format (1.3) */
+
+/*
+ * How a client asks a server over an AF_UNIX socket to register GPU memory
+ * it holds, whatever allocated it, and how the server reads the request.
+ * The client's half (shmreg_send_cuda_region) finds which kind of
+ * allocation holds a device pointer and sends what the server needs to
+ * open it; the server's (shmreg_recv_cuda_region) receives and checks it;
+ * the answer is the memfd-region format's (shmreg_answer_region). Host
+ * byte order: both ends are on one machine.
+ *
+ *   request: one shmreg_send_fds frame carrying the allocation's
+ *            descriptors (a VMM range: one per chunk, in address order; a
+ *            pool allocation: the pool's; legacy IPC: none, the one kind
+ *            of frame without a descriptor), whose payload is
+ *            SHMREG_CUDA_REGION_REQUEST_HEADER bytes: uint32
+ *            SHMREG_CUDA_REGION_REQUEST_MAGIC, uint32 flags
+ *            (SHMREG_READONLY or 0), uint32 source (SHMREG_SOURCE_CUDA_IPC,
+ *            _CUDA_VMM_RANGE or _CUDA_POOL), uint32 chunk count (a range:
+ *            1..SHMREG_CUDA_CHUNKS_MAX, the descriptors' count; else 0),
+ *            uint64 offset and uint64 byte_size of the window, the GPU's
+ *            UUID in 40 characters ("GPU-..." or "MIG-...", no NUL), uint32
+ *            name length (1..255), uint32 zero; then for legacy IPC the 64
+ *            bytes of the handle, for a pool the 64 bytes of the
+ *            allocation's export data, for a range one uint64 size per
+ *            chunk; then the name, not NUL-terminated.
+ *   answer:  as the memfd-region format's.
+ */
+#define SHMREG_CUDA_REGION_REQUEST_MAGIC 0x31435253u /* "SRC1" in little-endian memory */
+#define SHMREG_CUDA_REGION_REQUEST_HEADER 80
+
+/* A CUDA register request as shmreg_recv_cuda_region received it. */
+typedef struct shmreg_cuda_region_request {
+    shmreg_source source; /* SHMREG_SOURCE_CUDA_IPC, _CUDA_VMM_RANGE or _CUDA_POOL */
+    unsigned flags;       /* SHMREG_READONLY or 0 */
+    size_t offset;        /* the window in the allocation (or range), as sent */
+    size_t byte_size;     /* as sent (registering checks both) */
+    char device_uuid[41]; /* as sent, NUL-terminated (registering checks it) */
+    unsigned char handle[64]; /* legacy IPC: the handle; pool: the export data */
+    /* The descriptors that came with it, which the caller owns (close them
+     * with shmreg_cuda_region_request_close): a range's chunks, or a pool's
+     * one; fd_count 0 for legacy IPC. */
+    int fds[SHMREG_CUDA_CHUNKS_MAX];
+    size_t fd_count;
+    size_t chunk_sizes[SHMREG_CUDA_CHUNKS_MAX]; /* a range: one per chunk */
+    char name[256];     /* 1..255 bytes, NUL-terminated, no control characters */
+    void *reserved_[4]; /* zeroed; room for later fields */
+} shmreg_cuda_region_request;
+
+/*
+ * 1.3. The client side: register [ptr, ptr + byte_size) of this process's
+ * GPU memory with the server at the other end of `sock` (a connected
+ * AF_UNIX socket, SOCK_SEQPACKET as for shmreg_send_region) under `name`,
+ * and wait for the answer. The driver says which kind of allocation holds
+ * ptr: one of a stream-ordered pool (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+ * the pool's descriptor and the allocation's export data are sent; the
+ * pool must have a POSIX-descriptor handle type, else UNSUPPORTED naming
+ * the default pool), a VMM allocation (cuMemRetainAllocationHandle: the
+ * descriptor of every chunk the window touches, found by walking the
+ * address ranges from ptr's chunk, as PyTorch's expandable segments lay
+ * them out; each chunk must have been created with a POSIX-descriptor
+ * handle type), else legacy CUDA IPC (cuIpcGetMemHandle of the
+ * allocation's start, and ptr's offset in it). The GPU is named by UUID,
+ * so the server's CUDA_VISIBLE_DEVICES need not match this process's.
+ * flags: SHMREG_READONLY or 0. The descriptors this call exports are
+ * closed before it returns. The memory must stay allocated while the
+ * server holds the region (see shmreg_register_cuda_pool for a pool's
+ * contract). Blocks until the answer comes (SO_RCVTIMEO bounds it).
+ * Errors: INVALID_ARG (a negative socket, ptr NULL, byte_size 0, a bad name
+ * or flags, a pointer the driver does not know), UNSUPPORTED (no CUDA in
+ * this build or process, memory that cannot be shared this way: the
+ * message says why), CUDA (an export failed), SYSTEM (sending failed, no
+ * answer), and whatever the server answers.
+ */
+SHMREG_API shmreg_err shmreg_send_cuda_region(int sock, const char *name, const void *ptr, size_t byte_size,
+                                              unsigned flags);
+
+/*
+ * 1.3. The server side: receive one CUDA register request from `sock` and
+ * check its form: the frame (shmreg_recv_fds's rules), the payload's magic,
+ * flags, source, counts against the descriptors that came (a range: its
+ * chunk count; a pool: one; legacy IPC: none), the name. The memory is not
+ * touched: registering it (shmreg_cuda_region_registration, then
+ * shmreg_register) checks the rest. On failure no descriptor is left open
+ * and the message is what to answer the client. Blocks unless sock is
+ * non-blocking. Thread-safety: one receiver per socket at a time.
+ * Errors: INVALID_ARG (sock negative, out NULL, a payload that is not a
+ * request: the message says which field), OUT_OF_BOUNDS (more descriptors
+ * than a request has), NOT_FOUND (no descriptor where the kind needs them),
+ * SYSTEM (the peer closed: "connection closed", recvmsg failed, a message
+ * that is not a shmreg_send_fds frame).
+ */
+SHMREG_API shmreg_err shmreg_recv_cuda_region(int sock, shmreg_cuda_region_request *out);
+
+/* 1.3. Fill r (after shmreg_registration_init; its tag and anything else
+ * the server sets are left as they are) with the request's source, name,
+ * flags, window, UUID, handle and descriptors, pointing into q: q must
+ * outlive the shmreg_register call. NULL arguments: nothing is done. */
+SHMREG_API void shmreg_cuda_region_registration(const shmreg_cuda_region_request *q, shmreg_registration *r);
+
+/* 1.3. Close the descriptors q holds (fd_count becomes 0). NULL is a no-op. */
+SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
+
 /* ------------------------------------------- remote regions through UCX (1.2) */
 
 /*

@@ -119,6 +119,9 @@ shmreg_err shmreg__cuda_fd_prepare(struct shmreg__open_args *a);
 shmreg_err shmreg__cuda_vmm_range_prepare(struct shmreg__open_args *a);
 shmreg_err shmreg__cuda_pool_prepare(struct shmreg__open_args *a);
 
+/* shmreg_send_cuda_region's arguments, checked in every build. */
+shmreg_err shmreg__cuda_send_args(int sock, const char *name, const void *ptr, size_t byte_size, unsigned flags);
+
 /* A GPU's UUID as text: "GPU-" or "MIG-", then 8-4-4-4-12 hex digits. */
 #define SHMREG__CUDA_UUID_TEXT 41 /* with its NUL */
 /* The 16 bytes of a UUID in that form; *mig: its prefix is "MIG-". -1 when

@@ -130,3 +130,14 @@ shmreg_err shmreg__cuda_pool_prepare(struct shmreg__open_args *a)
                             r->raw_handle == NULL ? " at NULL" : "");
     return check_common(r, "CUDA pool");
 }
+
+shmreg_err shmreg__cuda_send_args(int sock, const char *name, const void *ptr, size_t byte_size, unsigned flags)
+{
+    size_t name_len = name ? strnlen(name, 256) : 0;
+    if (sock < 0 || ptr == NULL || byte_size == 0 || name_len == 0 || name_len > 255 || (flags & ~SHMREG_READONLY))
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG,
+                            "shmreg_send_cuda_region: needs a socket (%d), a device pointer%s, byte_size > 0 (%zu), "
+                            "a name of 1..255 bytes and flags SHMREG_READONLY or 0 (0x%x)",
+                            sock, ptr == NULL ? " (NULL)" : "", byte_size, flags);
+    return SHMREG_OK;
+}

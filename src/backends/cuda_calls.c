@@ -86,6 +86,11 @@ static int resolve_driver(void)
         SHMREG_CU_ENTRY_(cuMemFree),
         SHMREG_CU_ENTRY_(cuMemPoolDestroy),
         SHMREG_CU_ENTRY_(cuPointerGetAttribute),
+        SHMREG_CU_ENTRY_(cuMemRetainAllocationHandle),
+        SHMREG_CU_ENTRY_(cuMemExportToShareableHandle),
+        SHMREG_CU_ENTRY_(cuMemPoolExportToShareableHandle),
+        SHMREG_CU_ENTRY_(cuMemPoolExportPointer),
+        SHMREG_CU_ENTRY_(cuIpcGetMemHandle),
         SHMREG_CU_ENTRY_(cuGetErrorName),
         SHMREG_CU_ENTRY_(cuGetErrorString),
 #undef SHMREG_CU_ENTRY_
@@ -231,6 +236,15 @@ shmreg_err shmreg__cuda_device_of(const char *what, const shmreg_registration *r
     shmreg__cuda_format_uuid(have, mig, uuid);
     *device_id = ordinal;
     return SHMREG_OK;
+}
+
+shmreg_err shmreg__cuda_device_uuid(const char *what, int ordinal, char uuid[SHMREG__CUDA_UUID_TEXT])
+{
+    unsigned char bytes[16];
+    shmreg_err rc = uuid_of(what, ordinal, bytes);
+    if (rc == SHMREG_OK)
+        shmreg__cuda_format_uuid(bytes, false, uuid);
+    return rc;
 }
 
 shmreg_err shmreg__cuda_wrong_device(const char *what, int device_id, const char *uuid, int actual)

@@ -55,6 +55,14 @@ struct shmreg__cuda {
     CUresult (*cuMemFree)(CUdeviceptr ptr);
     CUresult (*cuMemPoolDestroy)(CUmemoryPool pool);
     CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+    /* 1.3, the client half (shmreg_send_cuda_region): exporting what holds a pointer */
+    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *handle, void *addr);
+    CUresult (*cuMemExportToShareableHandle)(void *os_handle, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType type, unsigned long long flags);
+    CUresult (*cuMemPoolExportToShareableHandle)(void *os_handle, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                                 unsigned long long flags);
+    CUresult (*cuMemPoolExportPointer)(CUmemPoolPtrExportData *data, CUdeviceptr ptr);
+    CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *handle, CUdeviceptr ptr);
     CUresult (*cuGetErrorName)(CUresult err, const char **name);
     CUresult (*cuGetErrorString)(CUresult err, const char **str);
 };
@@ -80,6 +88,9 @@ shmreg_err shmreg__cuda_require_device(const char *what, int device_id);
  * one). UNSUPPORTED without a usable driver and device. */
 shmreg_err shmreg__cuda_device_of(const char *what, const shmreg_registration *r, int *device_id,
                                   char uuid[SHMREG__CUDA_UUID_TEXT]);
+
+/* The text of device `ordinal`'s UUID ("GPU-..."). */
+shmreg_err shmreg__cuda_device_uuid(const char *what, int ordinal, char uuid[SHMREG__CUDA_UUID_TEXT]);
 
 /* INVALID_ARG for memory that lives on device `actual` where the
  * registration named device_id (uuid its text), naming both. */

@@ -97,3 +97,12 @@ SHMREG_API unsigned shmreg_cuda_available(void)
 {
     return 0;
 }
+
+SHMREG_API shmreg_err shmreg_send_cuda_region(int sock, const char *name, const void *ptr, size_t byte_size,
+                                              unsigned flags)
+{
+    shmreg_err err = shmreg__cuda_send_args(sock, name, ptr, byte_size, flags);
+    if (err != SHMREG_OK)
+        return err;
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "shmreg_send_cuda_region '%s': %s", name, SHMREG_NO_CUDA_);
+}

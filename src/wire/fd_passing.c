@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "base/sys.h"
 #include "shmreg/shmreg.h"
+#include "wire/fd_passing.h"
 
 #define FRAME_MAGIC 0x46524853u /* "SHRF" in little-endian memory */
 
@@ -68,13 +69,16 @@ static shmreg_err send_with_rights(int sock, const void *frame, size_t len, cons
     } control;
     memset(&control, 0, sizeof control);
     struct iovec iov = {.iov_base = (void *)frame, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = CMSG_SPACE(sizeof(int) * count)};
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
-    memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (count > 0) { /* a frame may carry none (a CUDA IPC region request) */
+        msg.msg_control = control.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
+    }
     ssize_t n;
     do
         n = sendmsg(sock, &msg, MSG_NOSIGNAL);
@@ -408,24 +412,31 @@ union fds_control {
     char buf[CMSG_SPACE(sizeof(int) * SHMREG_FDS_MAX) + CMSG_SPACE(sizeof(struct ucred))];
 };
 
-SHMREG_API shmreg_err shmreg_send_fds(int sock, const int *fds, size_t count, const void *payload,
-                                      size_t payload_size)
+shmreg_err shmreg__send_fds_frame(int sock, const int *fds, size_t count, const void *payload, size_t payload_size,
+                                  const char *who)
 {
-    if (sock < 0 || fds == NULL || count == 0 || count > SHMREG_FDS_MAX)
+    if (sock < 0 || (fds == NULL && count > 0) || count > SHMREG_FDS_MAX)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                            "shmreg_send_fds: needs a socket and 1..%d descriptors, got socket %d and %zu%s",
+                            "%s: needs a socket and up to %d descriptors, got socket %d and %zu%s", who,
                             SHMREG_FDS_MAX, sock, count, fds == NULL ? " at NULL" : "");
     for (size_t i = 0; i < count; i++)
         if (fds[i] < 0)
-            return shmreg__fail(SHMREG_ERR_INVALID_ARG, "shmreg_send_fds: descriptor %zu is %d", i, fds[i]);
+            return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: descriptor %zu is %d", who, i, fds[i]);
     if (payload == NULL || payload_size == 0 || payload_size > SHMREG_FD_PAYLOAD_MAX)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "shmreg_send_fds: the payload must be 1..%d bytes, got %zu%s",
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the payload must be 1..%d bytes, got %zu%s", who,
                             SHMREG_FD_PAYLOAD_MAX, payload_size, payload == NULL ? " at NULL" : "");
     struct fds_frame f = {.h = {FDS_FRAME_MAGIC, (uint32_t)payload_size, (uint32_t)count, 0}};
     memcpy(f.payload, payload, payload_size);
-    size_t len = sizeof f.h + payload_size;
+    return send_with_rights(sock, &f, sizeof f.h + payload_size, fds, count, who);
+}
 
-    return send_with_rights(sock, &f, len, fds, count, "shmreg_send_fds");
+SHMREG_API shmreg_err shmreg_send_fds(int sock, const int *fds, size_t count, const void *payload,
+                                      size_t payload_size)
+{
+    if (count == 0)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG, "shmreg_send_fds: needs 1..%d descriptors, got 0",
+                            SHMREG_FDS_MAX);
+    return shmreg__send_fds_frame(sock, fds, count, payload, payload_size, "shmreg_send_fds");
 }
 
 /* Where the received descriptors go, and how many came. */
@@ -433,6 +444,7 @@ struct fds_out {
     int *fds;
     size_t cap;
     size_t count;
+    bool allow_none; /* a frame without descriptors is one */
 };
 
 static void close_taken(struct fds_out *o)
@@ -461,14 +473,15 @@ static shmreg_err take_fds(struct msghdr *msg, struct fds_out *o)
         why = "control data truncated (more descriptors sent than SHMREG_FDS_MAX)";
     else if (why == NULL && n > o->cap)
         why = "more descriptors than the caller has room for";
-    else if (why == NULL && n == 0)
+    else if (why == NULL && n == 0 && !o->allow_none)
         why = "the message carries no descriptor", code = SHMREG_ERR_NOT_FOUND;
     if (why != NULL) {
         close_received(msg);
         return shmreg__fail(code, "shmreg_recv_fds: %s (%zu received, room for %zu); the descriptors "
                                   "received were closed", why, n, o->cap);
     }
-    memcpy(o->fds, CMSG_DATA(rights), n * sizeof(int));
+    if (n > 0)
+        memcpy(o->fds, CMSG_DATA(rights), n * sizeof(int));
     o->count = n;
     return SHMREG_OK;
 }
@@ -554,22 +567,15 @@ static shmreg_err recv_fds_frame(int sock, bool stream, struct fds_frame *f, str
     return SHMREG_OK;
 }
 
-SHMREG_API shmreg_err shmreg_recv_fds(int sock, int *fds, size_t fd_cap, size_t *count, void *payload,
-                                      size_t cap, size_t *payload_size)
+shmreg_err shmreg__recv_fds_frame(int sock, int *fds, size_t fd_cap, size_t *count, void *payload, size_t cap,
+                                  size_t *payload_size, bool allow_none)
 {
-    if (count != NULL)
-        *count = 0;
-    if (sock < 0 || fds == NULL || fd_cap == 0 || count == NULL || payload == NULL || cap == 0 ||
-        payload_size == NULL)
-        return shmreg__fail(SHMREG_ERR_INVALID_ARG,
-                            "shmreg_recv_fds: needs a socket, room for at least one descriptor, count, a "
-                            "payload buffer of at least 1 byte and payload_size");
     int type = 0;
     socklen_t type_len = sizeof type;
     if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "shmreg_recv_fds: socket %d", sock);
     struct fds_frame f;
-    struct fds_out o = {.fds = fds, .cap = fd_cap};
+    struct fds_out o = {.fds = fds, .cap = fd_cap, .allow_none = allow_none};
     shmreg_err rc = recv_fds_frame(sock, type == SOCK_STREAM, &f, &o);
     if (rc != SHMREG_OK)
         return rc;
@@ -583,4 +589,17 @@ SHMREG_API shmreg_err shmreg_recv_fds(int sock, int *fds, size_t fd_cap, size_t 
     *payload_size = f.h.size;
     *count = o.count;
     return SHMREG_OK;
+}
+
+SHMREG_API shmreg_err shmreg_recv_fds(int sock, int *fds, size_t fd_cap, size_t *count, void *payload,
+                                      size_t cap, size_t *payload_size)
+{
+    if (count != NULL)
+        *count = 0;
+    if (sock < 0 || fds == NULL || fd_cap == 0 || count == NULL || payload == NULL || cap == 0 ||
+        payload_size == NULL)
+        return shmreg__fail(SHMREG_ERR_INVALID_ARG,
+                            "shmreg_recv_fds: needs a socket, room for at least one descriptor, count, a "
+                            "payload buffer of at least 1 byte and payload_size");
+    return shmreg__recv_fds_frame(sock, fds, fd_cap, count, payload, cap, payload_size, false);
 }

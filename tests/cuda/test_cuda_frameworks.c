@@ -298,6 +298,52 @@ static void test_register_by_uuid(void **state)
     assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
 }
 
+/* The client half: the exporter registers [offset, +len) of allocation id
+ * with shmreg_send_cuda_region from the pointer alone; this process is the
+ * server (receive, register, answer), then reads and writes the window. */
+static void sent_by_the_client(struct fixture *f, int id, size_t offset, size_t len, shmreg_source want)
+{
+    assert_int_equal(gt_exporter_send_begin(&exporter, id, offset, len), 0);
+    shmreg_cuda_region_request q;
+    assert_ok(shmreg_recv_cuda_region(exporter.sock, &q));
+    assert_int_equal(q.source, want);
+    char uuid[41];
+    gt_device_uuid(0, uuid);
+    assert_string_equal(q.device_uuid, uuid);
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    shmreg_cuda_region_registration(&q, &r);
+    shmreg_err err = shmreg_register(f->reg, &r);
+    assert_ok(shmreg_answer_region(exporter.sock, err, err == SHMREG_OK ? "" : shmreg_last_error()));
+    shmreg_cuda_region_request_close(&q);
+    assert_ok(err);
+    assert_int_equal(gt_exporter_send_end(&exporter), 0);
+    /* The window's offset in what was sent: within the first chunk of a
+     * range (offset < one chunk here), within the allocation otherwise. */
+    read_write_window(f->reg, "sent", id, offset, len);
+    assert_ok(shmreg_unregister(f->reg, "sent", SHMREG_KIND_CUDA));
+}
+
+static void test_client_sends_each_kind(void **state)
+{
+    struct fixture *f = *state;
+    struct gt_export ex;
+    assert_int_equal(gt_exporter_alloc_chunks(&exporter, CHUNKS, (size_t)2 << 20, SEED, &ex), 0);
+    sent_by_the_client(f, ex.id, ex.chunk_size / 2 + 4099, 2 * ex.chunk_size + ex.chunk_size / 4,
+                       SHMREG_SOURCE_CUDA_VMM_RANGE);
+    gt_export_close(&ex);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+
+    assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_POOL, (size_t)3 << 20, SEED, &ex), 0);
+    sent_by_the_client(f, ex.id, 4096 + 7, (size_t)1 << 20, SHMREG_SOURCE_CUDA_POOL);
+    gt_export_close(&ex);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+
+    assert_int_equal(gt_exporter_alloc(&exporter, GT_KIND_IPC, (size_t)8 << 20, SEED, &ex), 0);
+    sent_by_the_client(f, ex.id, ((size_t)3 << 20) + 5, (size_t)1 << 20, SHMREG_SOURCE_CUDA_IPC);
+    assert_int_equal(gt_exporter_free(&exporter, ex.id), 0);
+}
+
 /* What CUDA sets up once per process (contexts, IPC and pool bookkeeping)
  * is not counted against one test. */
 static int group_setup(void **state)
@@ -355,6 +401,7 @@ int main(void)
         TEST(test_pool_refusals),
         TEST(test_ipc_offset_into_block),
         TEST(test_register_by_uuid),
+        TEST(test_client_sends_each_kind),
     };
     int failed = cmocka_run_group_tests_name("cuda_frameworks", tests, group_setup, NULL);
     gt_exporter_stop(&exporter);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define IPC_HANDLE_SIZE 64
@@ -172,6 +173,26 @@ static void test_pool_and_window_arguments(void **state)
     assert_int_equal(ut_status_count(reg, SHMREG_KIND_ANY), 0);
 }
 
+/* The client half: its arguments everywhere, then UNSUPPORTED with the
+ * reason without a usable GPU. */
+static void test_send_cuda_region_without_a_gpu(void **state)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    char dev[16];
+    assert_fails_code(shmreg_send_cuda_region(-1, "t", dev, 16, 0), SHMREG_ERR_INVALID_ARG);
+    assert_fails_code(shmreg_send_cuda_region(sv[0], NULL, dev, 16, 0), SHMREG_ERR_INVALID_ARG);
+    assert_fails_code(shmreg_send_cuda_region(sv[0], "t", NULL, 16, 0), SHMREG_ERR_INVALID_ARG);
+    assert_fails_code(shmreg_send_cuda_region(sv[0], "t", dev, 0, 0), SHMREG_ERR_INVALID_ARG);
+    assert_fails_code(shmreg_send_cuda_region(sv[0], "t", dev, 16, SHMREG_PIN), SHMREG_ERR_INVALID_ARG);
+    if (!ut_cuda_usable()) {
+        const char *why = shmreg_cuda_available() & SHMREG_CUDA_BUILT ? "no CUDA" : "built without CUDA";
+        assert_fails_containing(shmreg_send_cuda_region(sv[0], "t", dev, 16, 0), SHMREG_ERR_UNSUPPORTED, why);
+    }
+    close(sv[0]);
+    close(sv[1]);
+}
+
 /* A UUID that is not one is refused by every CUDA source, in every build. */
 static void test_bad_uuid_strings(void **state)
 {
@@ -223,6 +244,7 @@ int main(void)
         UT_TEST(test_vmm_range_arguments),
         UT_TEST(test_pool_and_window_arguments),
         UT_TEST(test_bad_uuid_strings),
+        UT_TEST(test_send_cuda_region_without_a_gpu),
     };
     return cmocka_run_group_tests(tests, ut_group_setup, NULL);
 }

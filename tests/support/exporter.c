@@ -13,7 +13,7 @@
 #include "shmreg/shmreg.h"
 #include "testutil.h"
 
-enum op { OP_ALLOC = 1, OP_CHECK, OP_FREE, OP_QUIT };
+enum op { OP_ALLOC = 1, OP_CHECK, OP_FREE, OP_QUIT, OP_SEND };
 
 struct request {
     int op;
@@ -315,6 +315,15 @@ static void serve(int sock)
             serve_alloc(sock, &q);
         } else if (q.op == OP_CHECK) {
             serve_check(sock, &q);
+        } else if (q.op == OP_SEND) {
+            /* The client half under test: it finds the allocation's kind
+             * itself, from the pointer alone. */
+            struct reply r = {.status = -1, .id = q.id};
+            if (q.id >= 0 && q.id < MAX_ALLOCS && allocs[q.id].used) {
+                r.status = shmreg_send_cuda_region(sock, "sent", (char *)allocs[q.id].ptr + q.offset, q.len, 0);
+                snprintf(r.msg, sizeof r.msg, "%s", r.status ? shmreg_last_error() : "");
+            }
+            send(sock, &r, sizeof r, 0);
         } else if (q.op == OP_FREE) {
             struct reply r = {.status = -1, .id = q.id};
             if (q.id >= 0 && q.id < MAX_ALLOCS && allocs[q.id].used) {
@@ -450,4 +459,20 @@ void gt_exporter_stop(struct gt_exporter *ex)
     send(ex->sock, &q, sizeof q, 0);
     close(ex->sock);
     waitpid(ex->pid, NULL, 0);
+}
+
+int gt_exporter_send_begin(struct gt_exporter *ex, int id, size_t offset, size_t len)
+{
+    struct request q = {.op = OP_SEND, .id = id, .offset = offset, .len = len};
+    return send(ex->sock, &q, sizeof q, 0) == (ssize_t)sizeof q ? 0 : -1;
+}
+
+int gt_exporter_send_end(struct gt_exporter *ex)
+{
+    struct reply r;
+    if (recv(ex->sock, &r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -1;
+    if (r.status != 0)
+        fprintf(stderr, "exporter: shmreg_send_cuda_region: %s\n", r.msg);
+    return r.status;
 }

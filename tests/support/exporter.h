@@ -49,6 +49,15 @@ struct gt_export {
 int gt_exporter_alloc_chunks(struct gt_exporter *ex, size_t count, size_t chunk_size, uint8_t seed,
                              struct gt_export *out);
 
+/* Have the exporter register [offset, offset + len) of allocation id with
+ * this process through shmreg_send_cuda_region on the exporter's socket
+ * (name "sent"): _begin asks for it and returns at once (0 on success);
+ * this process then receives the request on ex->sock
+ * (shmreg_recv_cuda_region), registers it and answers; _end returns the
+ * code shmreg_send_cuda_region gave the exporter (or -1). */
+int gt_exporter_send_begin(struct gt_exporter *ex, int id, size_t offset, size_t len);
+int gt_exporter_send_end(struct gt_exporter *ex);
+
 /* Close the descriptors of out (fd and fds) this process holds. */
 void gt_export_close(struct gt_export *out);
 
