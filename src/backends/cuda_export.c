@@ -116,10 +116,15 @@ static shmreg_err export_ipc(const char *what, CUdeviceptr ptr, shmreg_cuda_regi
 /* Which kind holds ptr, and its export, with ptr's device current. */
 static shmreg_err export_memory(const char *what, CUdeviceptr ptr, size_t byte_size, shmreg_cuda_region_request *q)
 {
+    /* NULL for memory of no pool; a failure is the driver's, not an answer
+     * to guess the kind from. */
     CUmemoryPool pool = NULL;
-    if (shmreg__cuda.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr) == CUDA_SUCCESS &&
-        pool != NULL)
+    CUresult err = shmreg__cuda.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, ptr);
+    if (err != CUDA_SUCCESS)
+        return shmreg__cu_fail(err, "%s: cuPointerGetAttribute(MEMPOOL_HANDLE)", what);
+    if (pool != NULL)
         return export_pool(what, pool, ptr, q);
+    /* Memory that is not VMM's makes the retain fail: that is the answer. */
     CUmemGenericAllocationHandle h;
     if (shmreg__cuda.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr) == CUDA_SUCCESS) {
         (void)shmreg__cuda.cuMemRelease(h); /* only asked whether it is VMM memory */

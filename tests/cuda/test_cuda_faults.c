@@ -7,9 +7,12 @@
  * handles, reserved ranges, maps), which must be back to zero after each
  * failed registration, and after each successful one once it is undone. */
 #include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "backends/cuda_calls.h"
+#include "cuda_driver.h"
 #include "exporter.h"
 #include "gpu_test.h"
 
@@ -90,6 +93,19 @@ WRAP(CUresult, cuMemFree, CUDA_ERROR_UNKNOWN, (CUdeviceptr p), (p), balance[B_PO
 WRAP(CUresult, cuMemPoolDestroy, CUDA_ERROR_UNKNOWN, (CUmemoryPool p), (p), balance[B_POOL]--)
 WRAP(CUresult, cuPointerGetAttribute, CUDA_ERROR_UNKNOWN, (void *d, CUpointer_attribute a, CUdeviceptr p),
      (d, a, p), NOTHING)
+/* The client half's exports: each retain is an imported handle's worth of
+ * reference, released by cuMemRelease; the descriptors are counted by the
+ * host baseline. */
+WRAP(CUresult, cuMemRetainAllocationHandle, CUDA_ERROR_UNKNOWN, (CUmemGenericAllocationHandle *h, void *a),
+     (h, a), balance[B_IMPORT]++)
+WRAP(CUresult, cuMemExportToShareableHandle, CUDA_ERROR_UNKNOWN,
+     (void *os, CUmemGenericAllocationHandle h, CUmemAllocationHandleType t, unsigned long long f), (os, h, t, f),
+     NOTHING)
+WRAP(CUresult, cuMemPoolExportToShareableHandle, CUDA_ERROR_UNKNOWN,
+     (void *os, CUmemoryPool p, CUmemAllocationHandleType t, unsigned long long f), (os, p, t, f), NOTHING)
+WRAP(CUresult, cuMemPoolExportPointer, CUDA_ERROR_UNKNOWN, (CUmemPoolPtrExportData *d, CUdeviceptr p), (d, p),
+     NOTHING)
+WRAP(CUresult, cuIpcGetMemHandle, CUDA_ERROR_UNKNOWN, (CUipcMemHandle *h, CUdeviceptr p), (h, p), NOTHING)
 
 static void install_wrappers(void)
 {
@@ -119,6 +135,11 @@ static void install_wrappers(void)
     SET(cuMemFree);
     SET(cuMemPoolDestroy);
     SET(cuPointerGetAttribute);
+    SET(cuMemRetainAllocationHandle);
+    SET(cuMemExportToShareableHandle);
+    SET(cuMemPoolExportToShareableHandle);
+    SET(cuMemPoolExportPointer);
+    SET(cuIpcGetMemHandle);
 #undef SET
 }
 
@@ -335,6 +356,99 @@ static void test_vmm_range_and_pool_close_failures_are_logged(void **state)
     assert_int_equal(gt_exporter_free(&exporter, pool.id), 0);
 }
 
+/* The client half (shmreg_send_cuda_region) on memory this process owns:
+ * a cudaMalloc block, a POSIX-descriptor pool's allocation, and three VMM
+ * chunks mapped back to back, each sent to a socketpair whose answer is
+ * queued first. Every driver call failed in turn leaves no descriptor and
+ * no retained handle behind; a send that got through is received and its
+ * descriptors closed. */
+static void send_every_call_failed(const char *what, int sv[2], const void *ptr, size_t len)
+{
+    struct tu_baseline base = tu_take_baseline();
+    int n;
+    for (n = 1;; n++) {
+        assert_ok(shmreg_answer_region(sv[1], SHMREG_OK, ""));
+        calls = 0;
+        fail_at = n;
+        failed_call = NULL;
+        shmreg_err err = shmreg_send_cuda_region(sv[0], "c", ptr, len, 0);
+        int made = calls;
+        fail_at = 0;
+        if (err == SHMREG_OK) {
+            shmreg_cuda_region_request q;
+            assert_ok(shmreg_recv_cuda_region(sv[1], &q));
+            shmreg_cuda_region_request_close(&q);
+        } else {
+            char answer[64];
+            if (shmreg_last_error()[0] == '\0')
+                fail_msg("%s: call %d failed without a message", what, n);
+            assert_true(recv(sv[0], answer, sizeof answer, MSG_DONTWAIT) > 0); /* the unread answer */
+        }
+        /* A release that fails keeps the retain's reference in the driver:
+         * nothing a caller can do about it, and not the library's leak. */
+        if (failed_call != NULL && strcmp(failed_call, "cuMemRelease") == 0)
+            balance[B_IMPORT]--;
+        assert_balanced(what, n);
+        tu_check_baseline(base);
+        if (made < n) {
+            assert_int_equal(err, SHMREG_OK);
+            break;
+        }
+    }
+    print_message("%s: each of its %d CUDA calls failed in turn, all clean\n", what, n - 1);
+}
+
+static void test_client_send_failures(void **state)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    void *block = NULL;
+    gt_cuda_ok(cudaMalloc(&block, SIZE));
+    send_every_call_failed("send a cudaMalloc block's window", sv, (char *)block + 4096, SIZE / 2);
+    gt_cuda_ok(cudaFree(block));
+
+    struct cudaMemPoolProps props = {0};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    cudaMemPool_t pool;
+    void *p = NULL;
+    gt_cuda_ok(cudaMemPoolCreate(&pool, &props));
+    gt_cuda_ok(cudaMallocFromPoolAsync(&p, SIZE, pool, 0));
+    gt_cuda_ok(cudaStreamSynchronize(0));
+    send_every_call_failed("send a pool allocation's window", sv, (char *)p + 4096, SIZE / 2);
+    gt_cuda_ok(cudaFreeAsync(p, 0));
+    gt_cuda_ok(cudaStreamSynchronize(0));
+    gt_cuda_ok(cudaMemPoolDestroy(pool));
+
+    if (shmreg_cuda_available() & SHMREG_CUDA_VMM_FD) {
+        CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+        assert_int_equal(gt_driver_entry("cuMemCreate", (void **)&create), 0);
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+        size_t gran = 0;
+        assert_int_equal(real.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), 0);
+        CUmemGenericAllocationHandle h[3];
+        CUdeviceptr va = 0;
+        assert_int_equal(real.cuMemAddressReserve(&va, 3 * gran, gran, 0, 0), 0);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(create(&h[i], gran, &prop, 0), 0);
+            assert_int_equal(real.cuMemMap(va + i * gran, gran, 0, h[i], 0), 0);
+        }
+        CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        assert_int_equal(real.cuMemSetAccess(va, 3 * gran, &access, 1), 0);
+        send_every_call_failed("send a window of 3 VMM chunks", sv, (void *)(uintptr_t)(va + gran / 2), 2 * gran);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(real.cuMemUnmap(va + i * gran, gran), 0);
+            assert_int_equal(real.cuMemRelease(h[i]), 0);
+        }
+        assert_int_equal(real.cuMemAddressFree(va, 3 * gran), 0);
+    }
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static void test_pinned_register_failures(void **state)
 {
     char key[64];
@@ -402,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_ipc_close_failures_are_logged),
         cmocka_unit_test(test_pool_register_failures),
         cmocka_unit_test(test_vmm_range_and_pool_close_failures_are_logged),
+        cmocka_unit_test(test_client_send_failures),
     };
     int failed = cmocka_run_group_tests_name("cuda_faults", tests, NULL, NULL);
     shmreg__cuda = real;
