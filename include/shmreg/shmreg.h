@@ -443,7 +443,21 @@ typedef enum shmreg_source {
      * shmreg_remote_export: raw_handle and raw_handle_size carry the
      * descriptor, offset and byte_size the window of the exported range.
      * Kind REMOTE. See shmreg_register_remote. */
-    SHMREG_SOURCE_REMOTE = 4
+    SHMREG_SOURCE_REMOTE = 4,
+    /* 1.3: one contiguous window of several CUDA VMM allocations
+     * (cuMemCreate, each exported as a POSIX file descriptor), such as a
+     * tensor of PyTorch's expandable segments spanning several chunks:
+     * fds, chunk_sizes and chunk_count describe the chunks in address
+     * order, offset and byte_size the window in their concatenation. Kind
+     * CUDA. See shmreg_register_cuda_vmm_range. */
+    SHMREG_SOURCE_CUDA_VMM_RANGE = 5,
+    /* 1.3: an allocation of a stream-ordered pool (cudaMallocAsync /
+     * cudaMallocFromPoolAsync) of another process: fd is the pool's POSIX
+     * descriptor (cudaMemPoolExportToShareableHandle), raw_handle the 64
+     * bytes of the allocation's cudaMemPoolPtrExportData
+     * (cudaMemPoolExportPointer), offset and byte_size the window in the
+     * allocation. Kind CUDA. See shmreg_register_cuda_pool. */
+    SHMREG_SOURCE_CUDA_POOL = 6
 } shmreg_source;
 
 /*
@@ -474,13 +488,33 @@ typedef struct shmreg_registration {
     const char *tag;
     /* SHMREG_SOURCE_SHM */
     const char *key;       /* POSIX shm key; copied. Must be NULL for _FD */
-    size_t offset;         /* _SHM and _FD: of the window in the object; any value */
+    size_t offset;         /* _SHM and _FD: of the window in the object; any value.
+                              Since 1.3 every CUDA source too: where the window
+                              starts in the allocation (or range), checked
+                              against its size (OUT_OF_BOUNDS); 0 (default):
+                              at its start, as in 1.2 */
     /* SHMREG_SOURCE_CUDA_IPC and _CUDA_FD */
     int device_id;         /* default 0 */
     const void *raw_handle;   /* _CUDA_IPC: the handle's bytes; _REMOTE: the descriptor */
     size_t raw_handle_size;   /* _CUDA_IPC: must be 64; _REMOTE: the descriptor's size */
-    int fd;                /* _CUDA_FD and _FD: the caller keeps it; default -1 */
-    void *reserved_[8];    /* zero; room for later fields */
+    int fd;                /* _CUDA_FD, _FD and _CUDA_POOL: the caller keeps it; default -1 */
+    /* Since 1.3, each a pointer-sized slot carved from reserved_, so no 1.2
+     * offset moves on any ABI; NULL or 0 (what older programs pass) keeps
+     * 1.2's behaviour.
+     * _CUDA_VMM_RANGE: the chunks' descriptors (the caller keeps them) and
+     * their sizes, chunk_count of each (1..SHMREG_CUDA_CHUNKS_MAX). */
+    const int *fds;
+    const size_t *chunk_sizes;
+    size_t chunk_count;
+    /* Every CUDA source: the GPU that holds the memory, by its UUID, "GPU-"
+     * or "MIG-" followed by the 36 characters of the UUID (as nvidia-smi -L
+     * prints it), instead of device_id, which is then ignored. Resolved to
+     * this process's own numbering, so CUDA_VISIBLE_DEVICES may differ
+     * between the client and the server; VMM chunks and pool allocations
+     * found on another GPU are refused naming both. NULL (default):
+     * device_id. Read during the call only. */
+    const char *device_uuid;
+    void *reserved_[4];    /* zero; room for later fields */
 } shmreg_registration;
 
 /* Fill r with the defaults (SHM source, device 0, fd -1, everything else
@@ -564,7 +598,11 @@ SHMREG_API shmreg_err shmreg_register_system_fd(shmreg_registry *reg, const char
  * as it was; byte_size must not exceed the allocation. The same handle may be
  * registered under several names; each registration holds its own open. The
  * exporting process must keep the allocation alive while it is registered.
- * The same as shmreg_register with SHMREG_SOURCE_CUDA_IPC and no tag.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_IPC and no tag; with
+ * shmreg_register (1.3) the window may start at an offset of the
+ * allocation (a tensor inside a caching allocator's block: the handle
+ * names the block's start), offset + byte_size within its size, and the
+ * GPU may be named by UUID.
  *
  * Errors: as shmreg_register; CUDA when the driver rejected the handle (its
  * error name and string are in the message), UNSUPPORTED with no CUDA in this
@@ -584,13 +622,102 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * The whole allocation is mapped: byte_size, rounded up to the allocation
  * granularity, must be the allocation's size (the driver maps no other
  * length; OUT_OF_BOUNDS otherwise). The view covers byte_size bytes.
- * The same as shmreg_register with SHMREG_SOURCE_CUDA_FD and no tag.
+ * The same as shmreg_register with SHMREG_SOURCE_CUDA_FD and no tag; with
+ * shmreg_register (1.3) the window may start at an offset (offset +
+ * byte_size then rounds up to the allocation's size; for any window of an
+ * allocation, register it as a range of one chunk:
+ * shmreg_register_cuda_vmm_range), and the GPU may be named by UUID.
  *
  * Errors: as shmreg_register_cuda_ipc; a descriptor that is not a CUDA
  * shareable handle is CUDA (or INVALID_ARG when negative).
  */
 SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int fd,
                                               int device_id, size_t byte_size, unsigned flags);
+
+/* 1.3. The most chunks one VMM range may have: what one message of
+ * descriptors can carry (the kernel's SCM_MAX_FD). */
+#define SHMREG_CUDA_CHUNKS_MAX 253
+
+/*
+ * 1.3. Register a window of a range of CUDA VMM allocations: chunk_count
+ * allocations (cuMemCreate, each exported with
+ * cuMemExportToShareableHandle as a POSIX descriptor, fds[i]) of
+ * chunk_sizes[i] bytes each, which the exporter mapped back to back (as
+ * PyTorch's expandable segments do, in 2 MiB or 20 MiB chunks), and of
+ * their concatenation the window [offset, offset + byte_size). Every chunk
+ * is imported and mapped, in order, into one virtual range reserved here,
+ * made accessible from the device (read-only with SHMREG_READONLY): the
+ * view is one device pointer to byte `offset` of the range, so a tensor
+ * that spans chunks and starts in the middle of one reads as one buffer.
+ * One registration holds one reference to every chunk: each chunk, the
+ * mappings and the reservation are released on every error path and by
+ * the last release. The same as shmreg_register with
+ * SHMREG_SOURCE_CUDA_VMM_RANGE and no tag (use shmreg_register to name the
+ * GPU by UUID, or for a tag).
+ *
+ * Sizes: each chunk_sizes[i] must be the size of its allocation, a
+ * multiple of its granularity (the driver maps whole allocations only:
+ * OUT_OF_BOUNDS when it refuses one); the window must lie inside their
+ * sum, computed without overflow. Named by UUID (shmreg_register), the
+ * registration names the GPU that holds the chunks: a chunk on another one
+ * is INVALID_ARG naming both; by ordinal, a chunk on another device is
+ * mapped for device_id through peer access, as shmreg_register_cuda_fd
+ * does.
+ * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd;
+ * the arrays are read during the call only. The chunks travel from the
+ * client in one message: shmreg_send_fds / shmreg_recv_fds.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (fds or chunk_sizes NULL,
+ * chunk_count 0 or past SHMREG_CUDA_CHUNKS_MAX, a negative descriptor, a
+ * chunk of size 0, a chunk on another GPU than its UUID), OUT_OF_BOUNDS (sizes that
+ * overflow, a window past their sum, a size the driver will not map),
+ * CUDA (a descriptor that is not a VMM shareable handle: the message says
+ * which chunk), UNSUPPORTED (no CUDA in this build, no driver or device, a
+ * device that cannot import POSIX descriptors).
+ */
+SHMREG_API shmreg_err shmreg_register_cuda_vmm_range(shmreg_registry *reg, const char *name, const int *fds,
+                                                     const size_t *chunk_sizes, size_t chunk_count,
+                                                     size_t offset, size_t byte_size, int device_id,
+                                                     unsigned flags);
+
+/* 1.3. The size of a cudaMemPoolPtrExportData. */
+#define SHMREG_CUDA_POOL_EXPORT_SIZE 64
+
+/*
+ * 1.3. Register a window [offset, offset + byte_size) of an allocation of
+ * another process's stream-ordered pool: pool_fd is the pool's descriptor
+ * and export_data the allocation's 64 bytes (export_size must be 64). The
+ * pool is imported (cuMemPoolImportFromShareableHandle) and the allocation
+ * with it (cuMemPoolImportPointer) on the device, and checked to live on
+ * that device; the last release frees the import (cuMemFree) and the
+ * imported pool (cuMemPoolDestroy). The caller keeps pool_fd. The same as
+ * shmreg_register with SHMREG_SOURCE_CUDA_POOL and no tag.
+ *
+ * The exporter's contract:
+ *  - the pool is created with cudaMemPoolCreate and handleTypes =
+ *    cudaMemHandleTypePosixFileDescriptor: a device's default pool (what
+ *    plain cudaMallocAsync and PyTorch's backend:cudaMallocAsync allocate
+ *    from) has no shareable handle and cannot be exported; neither can a
+ *    pool of another handle type (this call then answers CUDA saying so);
+ *  - the allocation is complete before it is sent (synchronize its stream
+ *    or pass an IPC event): the server reads it at once;
+ *  - it frees the allocation (cudaFreeAsync) only after the server has
+ *    unregistered the region and its last reference is released (the
+ *    importer's free must come before the exporter's), and keeps its
+ *    process alive until then: an imported pool allocation is not kept
+ *    alive by the import.
+ * SHMREG_READONLY is recorded, not enforced: an imported pool allocation
+ * is mapped read-write.
+ *
+ * Errors: as shmreg_register; INVALID_ARG (pool_fd negative, export_data
+ * NULL or not 64 bytes, an allocation on another device, naming both),
+ * OUT_OF_BOUNDS (the window past the allocation: the message gives the
+ * sizes), CUDA (the pool or the pointer could not be imported: its error
+ * in the message), UNSUPPORTED.
+ */
+SHMREG_API shmreg_err shmreg_register_cuda_pool(shmreg_registry *reg, const char *name, int pool_fd,
+                                                const void *export_data, size_t export_size, size_t offset,
+                                                size_t byte_size, int device_id, unsigned flags);
 
 /* Bits of shmreg_cuda_available()'s answer. */
 #define SHMREG_CUDA_BUILT 0x1u   /* this library was built with the CUDA backends */
@@ -748,7 +875,12 @@ typedef struct shmreg_region_status {
     /* 1.3, REMOTE: the UCX transports its client's connection uses, as UCX
      * names them ("tcp", "posix,sysv"); NULL for every other kind. */
     const char *transports;
-    void *reserved_[3];     /* zero; room for later fields */
+    /* Since 1.3 (carved from reserved_): a CUDA region's GPU by UUID,
+     * "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" ("MIG-..." when it was
+     * registered by a MIG UUID: CUDA does not say whether a device it
+     * numbers is a MIG instance); NULL for other kinds. */
+    const char *device_uuid;
+    void *reserved_[2];     /* zero; room for later fields */
 } shmreg_region_status;
 
 /*
@@ -845,6 +977,38 @@ SHMREG_API shmreg_err shmreg_send_fd(int sock, int fd, const void *payload, size
  */
 SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_t cap,
                                      size_t *payload_size);
+
+/*
+ * 1.3. Several descriptors in one message: count descriptors
+ * (1..SHMREG_FDS_MAX) and a payload (1..SHMREG_FD_PAYLOAD_MAX bytes) in one
+ * frame, the descriptors in one SCM_RIGHTS message on its first byte, as
+ * the chunks of a VMM range travel (shmreg_register_cuda_vmm_range). The
+ * frame: an 8-byte header (uint32 0x53465253, uint32 payload size), a
+ * uint32 descriptor count and 4 zero bytes, then the payload; host byte
+ * order. The caller keeps its descriptors. Errors: INVALID_ARG (a negative
+ * socket or descriptor, a count or payload size out of range), SYSTEM.
+ */
+#define SHMREG_FDS_MAX 253
+SHMREG_API shmreg_err shmreg_send_fds(int sock, const int *fds, size_t count, const void *payload,
+                                      size_t payload_size);
+
+/*
+ * 1.3. Receive what shmreg_send_fds sent: fds[0..*count) become new
+ * descriptors (close-on-exec) the caller owns, in the order sent, and the
+ * payload lands in payload (*payload_size set). fd_cap is the room in fds;
+ * a message with more descriptors than fd_cap, or than its header says, is
+ * refused. On every failure no descriptor is left open: every one the
+ * message carried is closed, and *count is 0. On a stream socket a refused
+ * frame is read to its end, so that the next call reads the next message.
+ * Credentials beside the descriptors (SO_PASSCRED) are passed over.
+ * Errors: INVALID_ARG (NULL arguments, a negative socket, fd_cap or cap 0),
+ * OUT_OF_BOUNDS (more descriptors than fd_cap or than the header says,
+ * control data or payload truncated), NOT_FOUND (no descriptor), SYSTEM
+ * (recvmsg failed, the peer closed: "connection closed", a message that is
+ * not a shmreg_send_fds frame, fewer descriptors than the header says).
+ */
+SHMREG_API shmreg_err shmreg_recv_fds(int sock, int *fds, size_t fd_cap, size_t *count, void *payload,
+                                      size_t cap, size_t *payload_size);
 
 /* ------------------------------------ the memfd-region wire format (1.1) */
 
@@ -951,6 +1115,109 @@ SHMREG_API shmreg_err shmreg_recv_region(int sock, shmreg_region_request *out);
  * (send failed or took only part of the answer; errno's text in the message).
  */
 SHMREG_API shmreg_err shmreg_answer_region(int sock, shmreg_err code, const char *msg);
+
+/* ------------------------------- the CUDA-region wire format (1.3) */
+
+/*
+ * How a client asks a server over an AF_UNIX socket to register GPU memory
+ * it holds, whatever allocated it, and how the server reads the request.
+ * The client's half (shmreg_send_cuda_region) finds which kind of
+ * allocation holds a device pointer and sends what the server needs to
+ * open it; the server's (shmreg_recv_cuda_region) receives and checks it;
+ * the answer is the memfd-region format's (shmreg_answer_region). Host
+ * byte order: both ends are on one machine.
+ *
+ *   request: one shmreg_send_fds frame carrying the allocation's
+ *            descriptors (a VMM range: one per chunk, in address order; a
+ *            pool allocation: the pool's; legacy IPC: none, the one kind
+ *            of frame without a descriptor), whose payload is
+ *            SHMREG_CUDA_REGION_REQUEST_HEADER bytes: uint32
+ *            SHMREG_CUDA_REGION_REQUEST_MAGIC, uint32 flags
+ *            (SHMREG_READONLY or 0), uint32 source (SHMREG_SOURCE_CUDA_IPC,
+ *            _CUDA_VMM_RANGE or _CUDA_POOL), uint32 chunk count (a range:
+ *            1..SHMREG_CUDA_CHUNKS_MAX, the descriptors' count; else 0),
+ *            uint64 offset and uint64 byte_size of the window, the GPU's
+ *            UUID in 40 characters ("GPU-..." or "MIG-...", no NUL), uint32
+ *            name length (1..255), uint32 zero; then for legacy IPC the 64
+ *            bytes of the handle, for a pool the 64 bytes of the
+ *            allocation's export data, for a range one uint64 size per
+ *            chunk; then the name, not NUL-terminated.
+ *   answer:  as the memfd-region format's.
+ */
+#define SHMREG_CUDA_REGION_REQUEST_MAGIC 0x31435253u /* "SRC1" in little-endian memory */
+#define SHMREG_CUDA_REGION_REQUEST_HEADER 80
+
+/* A CUDA register request as shmreg_recv_cuda_region received it. */
+typedef struct shmreg_cuda_region_request {
+    shmreg_source source; /* SHMREG_SOURCE_CUDA_IPC, _CUDA_VMM_RANGE or _CUDA_POOL */
+    unsigned flags;       /* SHMREG_READONLY or 0 */
+    size_t offset;        /* the window in the allocation (or range), as sent */
+    size_t byte_size;     /* as sent (registering checks both) */
+    char device_uuid[41]; /* as sent, NUL-terminated (registering checks it) */
+    unsigned char handle[64]; /* legacy IPC: the handle; pool: the export data */
+    /* The descriptors that came with it, which the caller owns (close them
+     * with shmreg_cuda_region_request_close): a range's chunks, or a pool's
+     * one; fd_count 0 for legacy IPC. */
+    int fds[SHMREG_CUDA_CHUNKS_MAX];
+    size_t fd_count;
+    size_t chunk_sizes[SHMREG_CUDA_CHUNKS_MAX]; /* a range: one per chunk */
+    char name[256];     /* 1..255 bytes, NUL-terminated, no control characters */
+    void *reserved_[4]; /* zeroed; room for later fields */
+} shmreg_cuda_region_request;
+
+/*
+ * 1.3. The client side: register [ptr, ptr + byte_size) of this process's
+ * GPU memory with the server at the other end of `sock` (a connected
+ * AF_UNIX socket, SOCK_SEQPACKET as for shmreg_send_region) under `name`,
+ * and wait for the answer. The driver says which kind of allocation holds
+ * ptr: one of a stream-ordered pool (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+ * the pool's descriptor and the allocation's export data are sent; the
+ * pool must have a POSIX-descriptor handle type, else UNSUPPORTED naming
+ * the default pool), a VMM allocation (cuMemRetainAllocationHandle: the
+ * descriptor of every chunk the window touches, found by walking the
+ * address ranges from ptr's chunk, as PyTorch's expandable segments lay
+ * them out; each chunk must have been created with a POSIX-descriptor
+ * handle type), else legacy CUDA IPC (cuIpcGetMemHandle of the
+ * allocation's start, and ptr's offset in it). The GPU is named by UUID,
+ * so the server's CUDA_VISIBLE_DEVICES need not match this process's.
+ * flags: SHMREG_READONLY or 0. The descriptors this call exports are
+ * closed before it returns. The memory must stay allocated while the
+ * server holds the region (see shmreg_register_cuda_pool for a pool's
+ * contract). Blocks until the answer comes (SO_RCVTIMEO bounds it).
+ * Errors: INVALID_ARG (a negative socket, ptr NULL, byte_size 0, a bad name
+ * or flags, a pointer the driver does not know), UNSUPPORTED (no CUDA in
+ * this build or process, memory that cannot be shared this way: the
+ * message says why), CUDA (an export failed), SYSTEM (sending failed, no
+ * answer), and whatever the server answers.
+ */
+SHMREG_API shmreg_err shmreg_send_cuda_region(int sock, const char *name, const void *ptr, size_t byte_size,
+                                              unsigned flags);
+
+/*
+ * 1.3. The server side: receive one CUDA register request from `sock` and
+ * check its form: the frame (shmreg_recv_fds's rules), the payload's magic,
+ * flags, source, counts against the descriptors that came (a range: its
+ * chunk count; a pool: one; legacy IPC: none), the name. The memory is not
+ * touched: registering it (shmreg_cuda_region_registration, then
+ * shmreg_register) checks the rest. On failure no descriptor is left open
+ * and the message is what to answer the client. Blocks unless sock is
+ * non-blocking. Thread-safety: one receiver per socket at a time.
+ * Errors: INVALID_ARG (sock negative, out NULL, a payload that is not a
+ * request: the message says which field), OUT_OF_BOUNDS (more descriptors
+ * than a request has), NOT_FOUND (no descriptor where the kind needs them),
+ * SYSTEM (the peer closed: "connection closed", recvmsg failed, a message
+ * that is not a shmreg_send_fds frame).
+ */
+SHMREG_API shmreg_err shmreg_recv_cuda_region(int sock, shmreg_cuda_region_request *out);
+
+/* 1.3. Fill r (after shmreg_registration_init; its tag and anything else
+ * the server sets are left as they are) with the request's source, name,
+ * flags, window, UUID, handle and descriptors, pointing into q: q must
+ * outlive the shmreg_register call. NULL arguments: nothing is done. */
+SHMREG_API void shmreg_cuda_region_registration(const shmreg_cuda_region_request *q, shmreg_registration *r);
+
+/* 1.3. Close the descriptors q holds (fd_count becomes 0). NULL is a no-op. */
+SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
 
 /* ------------------------------------------- remote regions through UCX (1.2) */
 

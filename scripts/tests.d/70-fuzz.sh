@@ -17,7 +17,7 @@ build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 test_tier "$dir" -L 'fuzz|fault'
 
-for harness in ops names remote_descriptor remote_messages; do
+for harness in ops names remote_descriptor remote_messages fds_frame; do
   fuzzer=$dir/tests/fuzz/fuzz-$harness
   [ -x "$fuzzer" ] || { echo "70-fuzz: $fuzzer was not built (no libFuzzer?)"; exit 1; }
   scratch=$dir/corpus-$harness

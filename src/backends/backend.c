@@ -7,6 +7,8 @@ static const struct shmreg__backend *const backends[] = {
     [SHMREG_SOURCE_CUDA_FD] = &shmreg__backend_cuda_fd,
     [SHMREG_SOURCE_FD] = &shmreg__backend_system_fd,
     [SHMREG_SOURCE_REMOTE] = &shmreg__backend_remote,
+    [SHMREG_SOURCE_CUDA_VMM_RANGE] = &shmreg__backend_cuda_vmm_range,
+    [SHMREG_SOURCE_CUDA_POOL] = &shmreg__backend_cuda_pool,
 };
 
 const struct shmreg__backend *shmreg__backend_of(shmreg_source source)

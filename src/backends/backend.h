@@ -108,6 +108,8 @@ const struct shmreg__backend *shmreg__backend_of(shmreg_source source);
 extern const struct shmreg__backend shmreg__backend_system;
 extern const struct shmreg__backend shmreg__backend_cuda_ipc;
 extern const struct shmreg__backend shmreg__backend_cuda_fd;
+extern const struct shmreg__backend shmreg__backend_cuda_vmm_range; /* SHMREG_SOURCE_CUDA_VMM_RANGE */
+extern const struct shmreg__backend shmreg__backend_cuda_pool;      /* SHMREG_SOURCE_CUDA_POOL */
 extern const struct shmreg__backend shmreg__backend_system_fd; /* SHMREG_SOURCE_FD */
 /* SHMREG_SOURCE_REMOTE: remote/backend.c, or remote/stub.c in a
  * build without UCX. */
@@ -119,6 +121,19 @@ shmreg_err shmreg__remote_prepare(struct shmreg__open_args *a);
 /* The CUDA sources' prepare, the same in every build (cuda_args.c). */
 shmreg_err shmreg__cuda_ipc_prepare(struct shmreg__open_args *a);
 shmreg_err shmreg__cuda_fd_prepare(struct shmreg__open_args *a);
+shmreg_err shmreg__cuda_vmm_range_prepare(struct shmreg__open_args *a);
+shmreg_err shmreg__cuda_pool_prepare(struct shmreg__open_args *a);
+
+/* shmreg_send_cuda_region's arguments, checked in every build. */
+shmreg_err shmreg__cuda_send_args(int sock, const char *name, const void *ptr, size_t byte_size, unsigned flags);
+
+/* A GPU's UUID as text: "GPU-" or "MIG-", then 8-4-4-4-12 hex digits. */
+#define SHMREG__CUDA_UUID_TEXT 41 /* with its NUL */
+/* The 16 bytes of a UUID in that form; *mig: its prefix is "MIG-". -1 when
+ * the text is not one (cuda_args.c). */
+int shmreg__cuda_parse_uuid(const char *text, unsigned char bytes[16], bool *mig);
+/* The text of 16 bytes, with the prefix "MIG-" when mig, else "GPU-". */
+void shmreg__cuda_format_uuid(const unsigned char bytes[16], bool mig, char out[SHMREG__CUDA_UUID_TEXT]);
 
 /* What a backend opened; owned by the mapping (mapping.h) that holds it. */
 struct shmreg__opened {
@@ -131,6 +146,7 @@ struct shmreg__opened {
     void *base;       /* backend bookkeeping: start of what it mapped/reserved */
     size_t length;    /* backend bookkeeping: length of that */
     uint64_t priv[4]; /* backend bookkeeping: handles (CUDA allocation handle...) */
+    char device_uuid[SHMREG__CUDA_UUID_TEXT]; /* CUDA: the device's UUID; else "" */
 };
 
 /* ---- capabilities of the CUDA layer (cuda_calls.c, or backends/cuda_stub.c

@@ -80,6 +80,17 @@ static int resolve_driver(void)
         SHMREG_CU_ENTRY_(cuMemUnmap),
         SHMREG_CU_ENTRY_(cuMemSetAccess),
         SHMREG_CU_ENTRY_(cuMemRelease),
+        SHMREG_CU_ENTRY_(cuDeviceGetUuid),
+        SHMREG_CU_ENTRY_(cuMemPoolImportFromShareableHandle),
+        SHMREG_CU_ENTRY_(cuMemPoolImportPointer),
+        SHMREG_CU_ENTRY_(cuMemFree),
+        SHMREG_CU_ENTRY_(cuMemPoolDestroy),
+        SHMREG_CU_ENTRY_(cuPointerGetAttribute),
+        SHMREG_CU_ENTRY_(cuMemRetainAllocationHandle),
+        SHMREG_CU_ENTRY_(cuMemExportToShareableHandle),
+        SHMREG_CU_ENTRY_(cuMemPoolExportToShareableHandle),
+        SHMREG_CU_ENTRY_(cuMemPoolExportPointer),
+        SHMREG_CU_ENTRY_(cuIpcGetMemHandle),
         SHMREG_CU_ENTRY_(cuGetErrorName),
         SHMREG_CU_ENTRY_(cuGetErrorString),
 #undef SHMREG_CU_ENTRY_
@@ -165,6 +176,86 @@ shmreg_err shmreg__cuda_require_device(const char *what, int device_id)
                             "%s: CUDA device %d does not exist (%d visible)", what, device_id,
                             probe.device_count);
     return SHMREG_OK;
+}
+
+static shmreg_err uuid_of(const char *what, int ordinal, unsigned char out[16])
+{
+    CUdevice dev;
+    CUuuid uuid;
+    CUresult err = shmreg__cuda.cuDeviceGet(&dev, ordinal);
+    if (err == CUDA_SUCCESS)
+        err = shmreg__cuda.cuDeviceGetUuid(&uuid, dev);
+    if (err != CUDA_SUCCESS)
+        return shmreg__cu_fail(err, "%s: the UUID of CUDA device %d (cuDeviceGetUuid)", what, ordinal);
+    memcpy(out, uuid.bytes, 16);
+    return SHMREG_OK;
+}
+
+/* The ordinal of the device with UUID `want`, or INVALID_ARG listing the
+ * visible devices: the one place a client that counts GPUs differently
+ * (another CUDA_VISIBLE_DEVICES) learns what this process sees. */
+static shmreg_err find_uuid(const char *what, const char *text, const unsigned char want[16], int *out)
+{
+    char seen[400] = "";
+    size_t used = 0;
+    for (int i = 0; i < probe.device_count; i++) {
+        unsigned char have[16];
+        shmreg_err rc = uuid_of(what, i, have);
+        if (rc != SHMREG_OK)
+            return rc;
+        if (memcmp(have, want, 16) == 0) {
+            *out = i;
+            return SHMREG_OK;
+        }
+        char t[SHMREG__CUDA_UUID_TEXT];
+        shmreg__cuda_format_uuid(have, false, t);
+        if (used < sizeof seen) {
+            int n = snprintf(seen + used, sizeof seen - used, "%s%d: %s", i ? ", " : "", i, t);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    }
+    return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: no CUDA device of this process has UUID %s (visible: %s)",
+                        what, text, seen);
+}
+
+shmreg_err shmreg__cuda_device_of(const char *what, const shmreg_registration *r, int *device_id,
+                                  char uuid[SHMREG__CUDA_UUID_TEXT])
+{
+    unsigned char want[16], have[16];
+    bool mig = false;
+    int ordinal = r->device_id;
+    /* The text was checked by prepare (cuda_args.c) in every build. */
+    bool by_uuid = r->device_uuid != NULL && shmreg__cuda_parse_uuid(r->device_uuid, want, &mig) == 0;
+    shmreg_err rc = shmreg__cuda_require_device(what, by_uuid ? 0 : ordinal);
+    if (rc == SHMREG_OK && by_uuid)
+        rc = find_uuid(what, r->device_uuid, want, &ordinal);
+    if (rc == SHMREG_OK)
+        rc = uuid_of(what, ordinal, have);
+    if (rc != SHMREG_OK)
+        return rc;
+    shmreg__cuda_format_uuid(have, mig, uuid);
+    *device_id = ordinal;
+    return SHMREG_OK;
+}
+
+shmreg_err shmreg__cuda_device_uuid(const char *what, int ordinal, char uuid[SHMREG__CUDA_UUID_TEXT])
+{
+    unsigned char bytes[16];
+    shmreg_err rc = uuid_of(what, ordinal, bytes);
+    if (rc == SHMREG_OK)
+        shmreg__cuda_format_uuid(bytes, false, uuid);
+    return rc;
+}
+
+shmreg_err shmreg__cuda_wrong_device(const char *what, int device_id, const char *uuid, int actual)
+{
+    unsigned char bytes[16];
+    char actual_uuid[SHMREG__CUDA_UUID_TEXT] = "unknown UUID";
+    if (uuid_of(what, actual, bytes) == SHMREG_OK)
+        shmreg__cuda_format_uuid(bytes, false, actual_uuid);
+    return shmreg__fail(SHMREG_ERR_INVALID_ARG,
+                        "%s: the memory lives on CUDA device %d (%s), not on device %d (%s) that the registration "
+                        "names", what, actual, actual_uuid, device_id, uuid);
 }
 
 static shmreg_err fail_with(const char *err_name, const char *err_string, const char *fmt,

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 #include <stdarg.h>
 
+#include "backends/backend.h"
 #include "shmreg/shmreg.h"
 
 struct shmreg__cuda {
@@ -46,6 +47,22 @@ struct shmreg__cuda {
     CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
     CUresult (*cuMemRelease)(CUmemGenericAllocationHandle handle);
+    /* 1.3: devices by UUID, stream-ordered pool imports */
+    CUresult (*cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev);
+    CUresult (*cuMemPoolImportFromShareableHandle)(CUmemoryPool *pool, void *os_handle,
+                                                   CUmemAllocationHandleType type, unsigned long long flags);
+    CUresult (*cuMemPoolImportPointer)(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPoolPtrExportData *data);
+    CUresult (*cuMemFree)(CUdeviceptr ptr);
+    CUresult (*cuMemPoolDestroy)(CUmemoryPool pool);
+    CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
+    /* 1.3, the client half (shmreg_send_cuda_region): exporting what holds a pointer */
+    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *handle, void *addr);
+    CUresult (*cuMemExportToShareableHandle)(void *os_handle, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType type, unsigned long long flags);
+    CUresult (*cuMemPoolExportToShareableHandle)(void *os_handle, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                                 unsigned long long flags);
+    CUresult (*cuMemPoolExportPointer)(CUmemPoolPtrExportData *data, CUdeviceptr ptr);
+    CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *handle, CUdeviceptr ptr);
     CUresult (*cuGetErrorName)(CUresult err, const char **name);
     CUresult (*cuGetErrorString)(CUresult err, const char **str);
 };
@@ -63,6 +80,21 @@ unsigned shmreg__cuda_load(void);
  * `device_id` names a visible device (INVALID_ARG when it names none). `what`
  * starts the message, e.g. "failed to register shared memory region 'x'". */
 shmreg_err shmreg__cuda_require_device(const char *what, int device_id);
+
+/* The device a CUDA registration names, in this process's numbering: by
+ * r->device_uuid when set (INVALID_ARG naming the UUID and the visible
+ * devices when none has it), else r->device_id (shmreg__cuda_require_device's
+ * rules); its UUID's text in uuid (prefix "MIG-" when the registration gave
+ * one). UNSUPPORTED without a usable driver and device. */
+shmreg_err shmreg__cuda_device_of(const char *what, const shmreg_registration *r, int *device_id,
+                                  char uuid[SHMREG__CUDA_UUID_TEXT]);
+
+/* The text of device `ordinal`'s UUID ("GPU-..."). */
+shmreg_err shmreg__cuda_device_uuid(const char *what, int ordinal, char uuid[SHMREG__CUDA_UUID_TEXT]);
+
+/* INVALID_ARG for memory that lives on device `actual` where the
+ * registration named device_id (uuid its text), naming both. */
+shmreg_err shmreg__cuda_wrong_device(const char *what, int device_id, const char *uuid, int actual);
 
 /* SHMREG_ERR_CUDA with "<context>: <cudaErrorX> (<string>)" as the message. */
 shmreg_err shmreg__cuda_fail(cudaError_t err, const char *fmt, ...)

@@ -36,14 +36,23 @@ _Static_assert(sizeof(cudaIpcMemHandle_t) == SHMREG_CUDA_IPC_HANDLE_SIZE,
 /* The memory is who the handle bytes and the device say; nothing to open
  * before the cache looks (the bounds against the allocation are checked
  * against the mapping's length on a reuse, by open on a miss: the same
- * message either way). */
+ * message either way). A device named by UUID is resolved here, so that a
+ * registration by UUID and one by ordinal of the same device share. */
 static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a)
 {
+    int device_id = a->r->device_id;
+    if (a->r->device_uuid != NULL) {
+        char what[320], uuid[SHMREG__CUDA_UUID_TEXT];
+        snprintf(what, sizeof what, "failed to register CUDA IPC region '%s'", a->r->name);
+        shmreg_err rc = shmreg__cuda_device_of(what, a->r, &device_id, uuid);
+        if (rc != SHMREG_OK)
+            return rc;
+    }
     a->fd = -1;
-    a->object_offset = 0;
+    a->object_offset = a->r->offset;
     a->id = (struct shmreg__identity){.valid = true};
     memcpy(a->id.words, a->r->raw_handle, SHMREG_CUDA_IPC_HANDLE_SIZE);
-    a->id.words[8] = (uint64_t)(int64_t)a->r->device_id;
+    a->id.words[8] = (uint64_t)(int64_t)device_id;
     a->id.words[9] = (a->r->flags & SHMREG_READONLY) != 0;
     return SHMREG_OK;
 }
@@ -67,7 +76,7 @@ static shmreg_err bytes_after(const char *what, void *ptr, size_t *out)
 /* Open the handle with the device already current, and check the window fits
  * the allocation; on any failure the handle is closed again. */
 static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemHandle_t handle,
-                                 size_t byte_size, void **out_ptr, size_t *out_available)
+                                 size_t offset, size_t byte_size, void **out_ptr, size_t *out_available)
 {
     void *ptr = NULL;
     /* Lazy peer access: the mapping is usable from other devices only if the
@@ -77,11 +86,18 @@ static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemH
         return shmreg__cuda_fail(err, "%s: cudaIpcOpenMemHandle", what);
     size_t available = 0;
     shmreg_err rc = bytes_after(what, ptr, &available);
-    if (rc == SHMREG_OK && byte_size > available)
+    /* The handle names the allocation's start: the window is an offset
+     * into it (a caching allocator's block holds many tensors). */
+    if (rc == SHMREG_OK && offset == 0 && byte_size > available)
         rc = shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
                           "failed to register shared memory region '%s': invalid args "
                           "(byte_size %zu is larger than the %zu-byte allocation)",
                           name, byte_size, available);
+    else if (rc == SHMREG_OK && (offset > available || byte_size > available - offset))
+        rc = shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                          "failed to register shared memory region '%s': invalid args "
+                          "(window [%zu, +%zu) is past the end of the %zu-byte allocation)",
+                          name, offset, byte_size, available);
     if (rc != SHMREG_OK) {
         (void)shmreg__cuda.IpcCloseMemHandle(ptr); /* the error above is the one to report */
         return rc;
@@ -94,11 +110,11 @@ static shmreg_err open_and_check(const char *what, const char *name, cudaIpcMemH
 static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const char *name = a->r->name;
-    int device_id = a->r->device_id;
+    int device_id = 0;
     size_t byte_size = a->r->byte_size;
-    char what[320];
+    char what[320], uuid[SHMREG__CUDA_UUID_TEXT];
     snprintf(what, sizeof what, "failed to register CUDA IPC region '%s'", name);
-    shmreg_err rc = shmreg__cuda_require_device(what, device_id);
+    shmreg_err rc = shmreg__cuda_device_of(what, a->r, &device_id, uuid);
     if (rc != SHMREG_OK)
         return rc;
 
@@ -110,7 +126,7 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
         return rc;
     void *ptr = NULL;
     size_t available = 0;
-    rc = open_and_check(what, name, handle, byte_size, &ptr, &available);
+    rc = open_and_check(what, name, handle, a->r->offset, byte_size, &ptr, &available);
     shmreg__cuda_device_leave(&guard);
     if (rc != SHMREG_OK)
         return rc;
@@ -119,13 +135,14 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
      * the region's flags and is the caller's promise, not enforced here. */
     *out = (struct shmreg__opened){
         .backend = &shmreg__backend_cuda_ipc,
-        .addr = ptr,
+        .addr = (char *)ptr + a->r->offset,
         .byte_size = byte_size,
         .device_id = device_id,
         .pinned = 0,
         .base = ptr,
         .length = available,
     };
+    snprintf(out->device_uuid, sizeof out->device_uuid, "%s", uuid);
     return SHMREG_OK;
 }
 

@@ -18,6 +18,18 @@ static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg
                         SHMREG_NO_CUDA_);
 }
 
+static shmreg_err cuda_vmm_range_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA VMM range '%s': %s", a->r->name,
+                        SHMREG_NO_CUDA_);
+}
+
+static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
+{
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "failed to register CUDA pool region '%s': %s", a->r->name,
+                        SHMREG_NO_CUDA_);
+}
+
 static shmreg_err nothing_to_close(struct shmreg__opened *m, const char *region_name)
 {
     /* Nothing can have been opened in this build. */
@@ -38,6 +50,22 @@ const struct shmreg__backend shmreg__backend_cuda_fd = {
     .kind = SHMREG_KIND_CUDA,
     .prepare = shmreg__cuda_fd_prepare,
     .open = cuda_vmm_open,
+    .close = nothing_to_close,
+};
+
+const struct shmreg__backend shmreg__backend_cuda_vmm_range = {
+    .name = "cuda_vmm_range",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_vmm_range_prepare,
+    .open = cuda_vmm_range_open,
+    .close = nothing_to_close,
+};
+
+const struct shmreg__backend shmreg__backend_cuda_pool = {
+    .name = "cuda_pool",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_pool_prepare,
+    .open = cuda_pool_open,
     .close = nothing_to_close,
 };
 
@@ -68,4 +96,13 @@ struct shmreg__host_pinning shmreg__host_pinning = {
 SHMREG_API unsigned shmreg_cuda_available(void)
 {
     return 0;
+}
+
+SHMREG_API shmreg_err shmreg_send_cuda_region(int sock, const char *name, const void *ptr, size_t byte_size,
+                                              unsigned flags)
+{
+    shmreg_err err = shmreg__cuda_send_args(sock, name, ptr, byte_size, flags);
+    if (err != SHMREG_OK)
+        return err;
+    return shmreg__fail(SHMREG_ERR_UNSUPPORTED, "shmreg_send_cuda_region '%s': %s", name, SHMREG_NO_CUDA_);
 }

@@ -1,16 +1,21 @@
-/* GPU memory allocated by another process with cuMemCreate and exported as a
- * POSIX file descriptor (cuMemExportToShareableHandle): imported, mapped at a
- * virtual range reserved here, and made accessible from the region's device.
- * The last release unmaps, frees the range and releases the imported handle.
+/* GPU memory allocated by another process with cuMemCreate and exported as
+ * POSIX file descriptors (cuMemExportToShareableHandle): one allocation
+ * (SHMREG_SOURCE_CUDA_FD) or a range of several mapped back to back
+ * (SHMREG_SOURCE_CUDA_VMM_RANGE, such as a tensor of PyTorch's expandable
+ * segments). Each chunk is imported and mapped, in order, at one virtual
+ * range reserved here, which is made accessible from the region's device.
+ * The last release unmaps every chunk, frees the range and releases every
+ * imported handle.
  *
- * The descriptor stays the caller's: the import does not consume it, and
- * nothing here closes it. */
+ * The descriptors stay the caller's: the import does not consume them, and
+ * nothing here closes them. */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "backends/backend.h"
 #include "backends/cuda_calls.h"
 #include "base/err.h"
+#include "base/sys.h"
 
 static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_name);
@@ -23,23 +28,60 @@ const struct shmreg__backend shmreg__backend_cuda_fd = {
     .close = cuda_vmm_close,
 };
 
-/* What one import holds while it is being built, for the unwinding. */
-struct vmm_import {
-    CUmemGenericAllocationHandle handle;
-    CUdeviceptr va;
-    size_t granularity; /* the allocation's minimum mapping granularity */
-    size_t length;      /* bytes reserved and mapped: byte_size rounded up to granularity */
-    int reserved, mapped;
+const struct shmreg__backend shmreg__backend_cuda_vmm_range = {
+    .name = "cuda_vmm_range",
+    .kind = SHMREG_KIND_CUDA,
+    .prepare = shmreg__cuda_vmm_range_prepare,
+    .open = cuda_vmm_open,
+    .close = cuda_vmm_close,
 };
 
-static void vmm_import_undo(struct vmm_import *imp)
+/* One imported chunk. */
+struct vmm_chunk {
+    CUmemGenericAllocationHandle handle;
+    size_t size; /* bytes mapped: the allocation's size */
+    int imported, mapped;
+};
+
+/* What a registration holds, kept by the mapping (priv[0]) until its close;
+ * also what a failed open unwinds. */
+struct vmm_range {
+    CUdeviceptr va;
+    size_t length; /* bytes reserved: the chunks' sizes, summed */
+    int reserved;
+    size_t count;
+    struct vmm_chunk chunk[];
+};
+
+/* Undo in reverse order, everything even past a failure (what is left
+ * would keep the exporter's memory alive for good). Returns the first
+ * failure, naming its call in *call. Frees r. */
+static CUresult vmm_range_undo(struct vmm_range *r, const char **call)
 {
-    /* Best effort in reverse order; the caller reports the first failure. */
-    if (imp->mapped)
-        (void)shmreg__cuda.cuMemUnmap(imp->va, imp->length);
-    if (imp->reserved)
-        (void)shmreg__cuda.cuMemAddressFree(imp->va, imp->length);
-    (void)shmreg__cuda.cuMemRelease(imp->handle);
+    CUresult first = CUDA_SUCCESS;
+    CUdeviceptr at = r->va;
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->chunk[i].mapped) {
+            CUresult e = shmreg__cuda.cuMemUnmap(at, r->chunk[i].size);
+            if (e != CUDA_SUCCESS && first == CUDA_SUCCESS)
+                first = e, *call = "cuMemUnmap";
+        }
+        at += r->chunk[i].size;
+    }
+    if (r->reserved) {
+        CUresult e = shmreg__cuda.cuMemAddressFree(r->va, r->length);
+        if (e != CUDA_SUCCESS && first == CUDA_SUCCESS)
+            first = e, *call = "cuMemAddressFree";
+    }
+    for (size_t i = 0; i < r->count; i++) {
+        if (!r->chunk[i].imported)
+            continue;
+        CUresult e = shmreg__cuda.cuMemRelease(r->chunk[i].handle);
+        if (e != CUDA_SUCCESS && first == CUDA_SUCCESS)
+            first = e, *call = "cuMemRelease";
+    }
+    shmreg__free(r);
+    return first;
 }
 
 static shmreg_err require_vmm_fd(const char *what, int device_id)
@@ -62,121 +104,181 @@ static shmreg_err require_vmm_fd(const char *what, int device_id)
     return SHMREG_OK;
 }
 
-/* The mapping length: byte_size rounded up to the allocation's granularity,
- * since cuMemMap works in whole granules. */
-static shmreg_err mapping_length(const char *what, struct vmm_import *imp, size_t byte_size)
+/* The registration as a list of chunks: its own for a range; for one
+ * descriptor, one chunk of the window's end rounded up to the granularity
+ * (its size is known once imported: see import_chunk). */
+struct vmm_request {
+    const char *what, *name;
+    const shmreg_registration *r;
+    int device_id;
+    const char *uuid;
+};
+
+static int chunk_fd(const struct vmm_request *q, size_t i)
 {
-    CUmemAllocationProp prop = {0};
-    size_t granularity = 0;
-    CUresult err = shmreg__cuda.cuMemGetAllocationPropertiesFromHandle(&prop, imp->handle);
-    if (err == CUDA_SUCCESS)
-        err = shmreg__cuda.cuMemGetAllocationGranularity(&granularity, &prop,
-                                                         CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return q->r->source == SHMREG_SOURCE_CUDA_VMM_RANGE ? q->r->fds[i] : q->r->fd;
+}
+
+/* Import chunk i, check it lives on the device, and take its size: given
+ * for a range (a multiple of the granularity, since cuMemMap maps whole
+ * granules), else the window's end rounded up. *granularity: its own. */
+static shmreg_err import_chunk(const struct vmm_request *q, struct vmm_range *r, size_t i, size_t *granularity)
+{
+    struct vmm_chunk *c = &r->chunk[i];
+    int fd = chunk_fd(q, i);
+    CUresult err = shmreg__cuda.cuMemImportFromShareableHandle(
+        &c->handle, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (err != CUDA_SUCCESS)
-        return shmreg__cu_fail(err, "%s: allocation granularity", what);
-    if (granularity == 0 || byte_size > SIZE_MAX - (granularity - 1))
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: byte_size %zu overflows", what,
-                            byte_size);
-    imp->granularity = granularity;
-    imp->length = (byte_size + granularity - 1) / granularity * granularity;
+        return shmreg__cu_fail(err,
+                               "%s: descriptor %d (chunk %zu) is not a CUDA VMM shareable handle "
+                               "(cuMemImportFromShareableHandle)", q->what, fd, i);
+    c->imported = 1;
+    CUmemAllocationProp prop = {0};
+    err = shmreg__cuda.cuMemGetAllocationPropertiesFromHandle(&prop, c->handle);
+    if (err == CUDA_SUCCESS)
+        err = shmreg__cuda.cuMemGetAllocationGranularity(granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (err != CUDA_SUCCESS)
+        return shmreg__cu_fail(err, "%s: allocation granularity of chunk %zu", q->what, i);
+    /* A client that names the GPU by UUID names the one that holds its
+     * memory: another one means the two processes disagree on which GPU
+     * that is. By ordinal, mapping a chunk for another device (peer
+     * access) stays what it was in 1.2. */
+    if (q->r->device_uuid != NULL && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        prop.location.id != q->device_id)
+        return shmreg__cuda_wrong_device(q->what, q->device_id, q->uuid, prop.location.id);
+    size_t g = *granularity;
+    if (q->r->source == SHMREG_SOURCE_CUDA_VMM_RANGE) {
+        c->size = q->r->chunk_sizes[i];
+        if (g == 0 || c->size % g != 0)
+            return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS,
+                                "%s: invalid args: chunk %zu's size %zu is not a multiple of its granularity %zu, so "
+                                "it is not its allocation's size", q->what, i, c->size, g);
+        return SHMREG_OK;
+    }
+    size_t end = q->r->offset + q->r->byte_size; /* checked in prepare */
+    if (g == 0 || end > SIZE_MAX - (g - 1))
+        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: byte_size %zu overflows", q->what, q->r->byte_size);
+    c->size = (end + g - 1) / g * g;
     return SHMREG_OK;
 }
 
 /* cuMemMap maps a whole allocation: on an H200 with driver 580 it refused,
  * with CUDA_ERROR_NOT_SUPPORTED, every length but the allocation's own (half
  * of it, a granule of it, or more than it), and no call tells an importer the
- * allocation's size. So byte_size, rounded up to the granularity, must be
- * that size; a refused length is the caller's bounds error. */
-static shmreg_err map_failure(const char *what, const char *name, struct vmm_import *imp,
-                              size_t byte_size, CUresult err)
+ * allocation's size. So the size the caller gave must be that size; a
+ * refused length is the caller's bounds error. */
+static shmreg_err map_failure(const struct vmm_request *q, size_t i, size_t size, CUresult err)
 {
     if (err != CUDA_ERROR_NOT_SUPPORTED && err != CUDA_ERROR_INVALID_VALUE)
-        return shmreg__cu_fail(err, "%s: cuMemMap(%zu)", what, imp->length);
+        return shmreg__cu_fail(err, "%s: cuMemMap(%zu) of chunk %zu", q->what, size, i);
     /* Keep the driver's error name and string in the message, not its code. */
-    (void)shmreg__cu_fail(err,
-                          "failed to register shared memory region '%s': invalid args: byte_size %zu "
-                          "rounds up to %zu bytes, not the size of the allocation, and a CUDA VMM "
-                          "region maps its whole allocation; cuMemMap",
-                          name, byte_size, imp->length);
+    if (q->r->source == SHMREG_SOURCE_CUDA_VMM_RANGE)
+        (void)shmreg__cu_fail(err,
+                              "failed to register shared memory region '%s': invalid args: chunk %zu's size %zu is "
+                              "not the size of its allocation, and a CUDA VMM chunk is mapped whole; cuMemMap",
+                              q->name, i, size);
+    else
+        (void)shmreg__cu_fail(err,
+                              "failed to register shared memory region '%s': invalid args: offset + byte_size %zu "
+                              "rounds up to %zu bytes, not the size of the allocation, and a CUDA VMM "
+                              "region maps its whole allocation; cuMemMap",
+                              q->name, q->r->offset + q->r->byte_size, size);
     return SHMREG_ERR_OUT_OF_BOUNDS;
 }
 
-/* Reserve a range, map the allocation into it and grant device_id access. */
-static shmreg_err map_import(const char *what, const char *name, struct vmm_import *imp,
-                             size_t byte_size, int device_id, unsigned flags)
+/* Reserve one range for every chunk (aligned to the largest granularity),
+ * map each in order and grant the device access to all of it. */
+static shmreg_err map_range(const struct vmm_request *q, struct vmm_range *r, size_t alignment)
 {
-    CUresult err = shmreg__cuda.cuMemAddressReserve(&imp->va, imp->length, 0, 0, 0);
+    CUresult err = shmreg__cuda.cuMemAddressReserve(&r->va, r->length, alignment, 0, 0);
     if (err != CUDA_SUCCESS)
-        return shmreg__cu_fail(err, "%s: cuMemAddressReserve(%zu)", what, imp->length);
-    imp->reserved = 1;
-    err = shmreg__cuda.cuMemMap(imp->va, imp->length, 0, imp->handle, 0);
-    if (err != CUDA_SUCCESS)
-        return map_failure(what, name, imp, byte_size, err);
-    imp->mapped = 1;
+        return shmreg__cu_fail(err, "%s: cuMemAddressReserve(%zu)", q->what, r->length);
+    r->reserved = 1;
+    CUdeviceptr at = r->va;
+    for (size_t i = 0; i < r->count; i++) {
+        err = shmreg__cuda.cuMemMap(at, r->chunk[i].size, 0, r->chunk[i].handle, 0);
+        if (err != CUDA_SUCCESS)
+            return map_failure(q, i, r->chunk[i].size, err);
+        r->chunk[i].mapped = 1;
+        at += r->chunk[i].size;
+    }
     CUmemAccessDesc access = {
-        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device_id},
-        .flags = (flags & SHMREG_READONLY) ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                           : CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = q->device_id},
+        .flags = (q->r->flags & SHMREG_READONLY) ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                                 : CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
     };
-    err = shmreg__cuda.cuMemSetAccess(imp->va, imp->length, &access, 1);
+    /* One call for the whole range: access may span several mappings. */
+    err = shmreg__cuda.cuMemSetAccess(r->va, r->length, &access, 1);
     if (err != CUDA_SUCCESS)
-        return shmreg__cu_fail(err, "%s: cuMemSetAccess", what);
+        return shmreg__cu_fail(err, "%s: cuMemSetAccess", q->what);
     return SHMREG_OK;
 }
 
-/* Everything after the checks, with the device current. */
-static shmreg_err import_and_map(const char *what, const char *name, int fd, int device_id,
-                                 size_t byte_size, unsigned flags, struct vmm_import *imp)
+/* Everything after the checks, with the device current; on failure all of
+ * it undone. */
+static shmreg_err import_and_map(const struct vmm_request *q, struct vmm_range *r)
 {
-    CUresult err = shmreg__cuda.cuMemImportFromShareableHandle(
-        &imp->handle, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    if (err != CUDA_SUCCESS)
-        return shmreg__cu_fail(err,
-                               "%s: descriptor %d is not a CUDA VMM shareable handle "
-                               "(cuMemImportFromShareableHandle)",
-                               what, fd);
-    shmreg_err rc = mapping_length(what, imp, byte_size);
+    size_t alignment = 0;
+    shmreg_err rc = SHMREG_OK;
+    for (size_t i = 0; i < r->count && rc == SHMREG_OK; i++) {
+        size_t g = 0;
+        rc = import_chunk(q, r, i, &g);
+        if (rc == SHMREG_OK && r->chunk[i].size > SIZE_MAX - r->length)
+            rc = shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "%s: the chunks' sizes overflow", q->what);
+        if (rc == SHMREG_OK) {
+            r->length += r->chunk[i].size;
+            alignment = g > alignment ? g : alignment;
+        }
+    }
     if (rc == SHMREG_OK)
-        rc = map_import(what, name, imp, byte_size, device_id, flags);
-    if (rc != SHMREG_OK)
-        vmm_import_undo(imp);
+        rc = map_range(q, r, alignment);
     return rc;
 }
 
 static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
-    const char *name = a->r->name;
-    int fd = a->r->fd, device_id = a->r->device_id;
-    size_t byte_size = a->r->byte_size;
-    unsigned flags = a->r->flags;
-    char what[320];
-    snprintf(what, sizeof what, "failed to register CUDA VMM region '%s'", name);
-    shmreg_err rc = shmreg__cuda_require_device(what, device_id);
+    const shmreg_registration *reg = a->r;
+    bool range = reg->source == SHMREG_SOURCE_CUDA_VMM_RANGE;
+    char what[320], uuid[SHMREG__CUDA_UUID_TEXT];
+    snprintf(what, sizeof what, "failed to register CUDA VMM %s '%s'", range ? "range" : "region", reg->name);
+    struct vmm_request q = {.what = what, .name = reg->name, .r = reg, .uuid = uuid};
+    shmreg_err rc = shmreg__cuda_device_of(what, reg, &q.device_id, uuid);
     if (rc == SHMREG_OK)
-        rc = require_vmm_fd(what, device_id);
+        rc = require_vmm_fd(what, q.device_id);
     if (rc != SHMREG_OK)
         return rc;
+    size_t count = range ? reg->chunk_count : 1;
+    struct vmm_range *r = shmreg__calloc(1, sizeof *r + count * sizeof r->chunk[0]);
+    if (!r)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "%s: out of memory for %zu chunks", what, count);
+    r->count = count;
 
     struct shmreg__cuda_device_guard guard;
-    rc = shmreg__cuda_device_enter(&guard, device_id, what);
-    if (rc != SHMREG_OK)
-        return rc;
-    struct vmm_import imp = {0};
-    rc = import_and_map(what, name, fd, device_id, byte_size, flags, &imp);
-    shmreg__cuda_device_leave(&guard);
+    rc = shmreg__cuda_device_enter(&guard, q.device_id, what);
+    if (rc == SHMREG_OK) {
+        rc = import_and_map(&q, r);
+        if (rc != SHMREG_OK) {
+            const char *ignored;
+            (void)vmm_range_undo(r, &ignored); /* the failure above is the one to report */
+        }
+        shmreg__cuda_device_leave(&guard);
+    } else {
+        shmreg__free(r);
+    }
     if (rc != SHMREG_OK)
         return rc;
 
     *out = (struct shmreg__opened){
-        .backend = &shmreg__backend_cuda_fd,
-        .addr = (void *)(uintptr_t)imp.va,
-        .byte_size = byte_size,
-        .device_id = device_id,
+        .backend = range ? &shmreg__backend_cuda_vmm_range : &shmreg__backend_cuda_fd,
+        .addr = (void *)(uintptr_t)(r->va + reg->offset),
+        .byte_size = reg->byte_size,
+        .device_id = q.device_id,
         .pinned = 0,
-        .base = (void *)(uintptr_t)imp.va,
-        .length = imp.length,
-        .priv = {imp.handle},
+        .base = (void *)(uintptr_t)r->va,
+        .length = r->length,
+        .priv = {(uint64_t)(uintptr_t)r},
     };
+    snprintf(out->device_uuid, sizeof out->device_uuid, "%s", uuid);
     return SHMREG_OK;
 }
 
@@ -184,20 +286,14 @@ static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_na
 {
     char what[320];
     snprintf(what, sizeof what, "failed to close CUDA VMM region '%s'", region_name);
-    CUdeviceptr va = (CUdeviceptr)(uintptr_t)m->base;
-    /* Unmap, free and release all three even if one fails, so that a failure
-     * leaks as little as possible; report the first. */
+    /* Unmap, free and release everything even if one call fails, so that a
+     * failure leaks as little as possible; report the first. */
     struct shmreg__cuda_device_guard guard;
     shmreg_err rc = shmreg__cuda_device_enter(&guard, m->device_id, what);
-    CUresult unmap = shmreg__cuda.cuMemUnmap(va, m->length);
-    CUresult free_va = shmreg__cuda.cuMemAddressFree(va, m->length);
-    CUresult release = shmreg__cuda.cuMemRelease((CUmemGenericAllocationHandle)m->priv[0]);
+    const char *call = NULL;
+    CUresult err = vmm_range_undo((struct vmm_range *)(uintptr_t)m->priv[0], &call);
     shmreg__cuda_device_leave(&guard);
-    if (unmap != CUDA_SUCCESS)
-        return shmreg__cu_fail(unmap, "%s: cuMemUnmap", what);
-    if (free_va != CUDA_SUCCESS)
-        return shmreg__cu_fail(free_va, "%s: cuMemAddressFree", what);
-    if (release != CUDA_SUCCESS)
-        return shmreg__cu_fail(release, "%s: cuMemRelease", what);
+    if (err != CUDA_SUCCESS)
+        return shmreg__cu_fail(err, "%s: %s", what, call);
     return rc;
 }

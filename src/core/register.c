@@ -226,7 +226,8 @@ static void abandon(struct shmreg__table *t, struct pending_registration *p)
 static shmreg_err publish(struct shmreg__table *t, struct pending_registration *p)
 {
     const shmreg_registration *reg = p->open.r;
-    size_t window_offset = p->backend->kind == SHMREG_KIND_SYSTEM ? reg->offset : 0;
+    /* A remote region has no address here: its window is reached by offset. */
+    size_t window_offset = p->backend->kind != SHMREG_KIND_REMOTE ? reg->offset : 0;
     struct shmreg_region *r;
     shmreg_err err = shmreg__region_new(t, &p->args, p->mapping, window_offset, reg->byte_size, &r);
     if (err != SHMREG_OK) {
@@ -346,10 +347,9 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         return err;
 
     bool system = p.backend->kind == SHMREG_KIND_SYSTEM;
-    bool windowed = system || p.backend->kind == SHMREG_KIND_REMOTE;
     p.args = (struct shmreg__region_args){
         .name = r->name, .key = system ? r->key : NULL, .tag = r->tag,
-        .offset = windowed ? r->offset : 0, .flags = r->flags,
+        .offset = r->offset, .flags = r->flags,
         .charged = {1, r->byte_size, p.open.pinned_bytes},
     };
     /* Before the first region exists: its last release may need the thread. */
@@ -434,6 +434,32 @@ shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *name, int f
 {
     shmreg_registration r = plain(SHMREG_SOURCE_CUDA_FD, name, byte_size, flags);
     r.fd = fd;
+    r.device_id = device_id;
+    return shmreg_register(reg, &r);
+}
+
+shmreg_err shmreg_register_cuda_vmm_range(shmreg_registry *reg, const char *name, const int *fds,
+                                          const size_t *chunk_sizes, size_t chunk_count, size_t offset,
+                                          size_t byte_size, int device_id, unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_VMM_RANGE, name, byte_size, flags);
+    r.fds = fds;
+    r.chunk_sizes = chunk_sizes;
+    r.chunk_count = chunk_count;
+    r.offset = offset;
+    r.device_id = device_id;
+    return shmreg_register(reg, &r);
+}
+
+shmreg_err shmreg_register_cuda_pool(shmreg_registry *reg, const char *name, int pool_fd, const void *export_data,
+                                     size_t export_size, size_t offset, size_t byte_size, int device_id,
+                                     unsigned flags)
+{
+    shmreg_registration r = plain(SHMREG_SOURCE_CUDA_POOL, name, byte_size, flags);
+    r.fd = pool_fd;
+    r.raw_handle = export_data;
+    r.raw_handle_size = export_size;
+    r.offset = offset;
     r.device_id = device_id;
     return shmreg_register(reg, &r);
 }

@@ -19,7 +19,10 @@ static shmreg_err fill_status(struct shmreg_region *r, shmreg_region_status *st)
     const struct shmreg__opened *o = &r->mapping->opened;
     const char *transports = o->backend->transports ? o->backend->transports(o) : NULL;
     st->transports = transports ? shmreg__strdup(transports) : NULL;
-    if (!st->name || (r->key && !st->key) || (r->tag && !st->tag) || (transports && !st->transports))
+    const char *uuid = o->device_uuid;
+    st->device_uuid = uuid[0] ? shmreg__strdup(uuid) : NULL;
+    if (!st->name || (r->key && !st->key) || (r->tag && !st->tag) || (transports && !st->transports) ||
+        (uuid[0] && !st->device_uuid))
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory reporting the status of region '%s'", r->name);
     st->kind = shmreg__region_kind(r);
     st->offset = r->offset;
@@ -130,6 +133,7 @@ void shmreg_status_free(shmreg_region_status *st, size_t count)
         shmreg__free((char *)st[i].key);
         shmreg__free((char *)st[i].tag);
         shmreg__free((char *)st[i].transports);
+        shmreg__free((char *)st[i].device_uuid);
     }
     shmreg__free(st);
 }

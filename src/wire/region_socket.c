@@ -19,6 +19,7 @@
 #include "base/err.h"
 #include "base/names.h"
 #include "shmreg/shmreg.h"
+#include "wire/region_socket.h"
 
 /* memfd_create refuses names past 249 bytes (NAME_MAX minus "memfd:"). */
 #define MEMFD_NAME_MAX 249
@@ -86,8 +87,7 @@ static int code_of(const char *answer, size_t name_len)
     return -1;
 }
 
-/* Read one answer record and turn it into a code with the server's message. */
-static shmreg_err read_answer(int sock, const char *name)
+shmreg_err shmreg__read_answer(int sock, const char *name, const char *who)
 {
     char answer[SHMREG_REGION_ANSWER_MAX + 1];
     ssize_t n;
@@ -96,19 +96,18 @@ static shmreg_err read_answer(int sock, const char *name)
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
-                                  "shmreg_send_region: waiting for the answer about region '%s'", name);
+                                  "%s: waiting for the answer about region '%s'", who, name);
     if (n == 0)
         return shmreg__fail(SHMREG_ERR_SYSTEM,
-                            "shmreg_send_region: the server closed the connection without answering about "
-                            "region '%s'",
+                            "%s: the server closed the connection without answering about region '%s'", who,
                             name);
     answer[n] = 0;
     const char *space = memchr(answer, ' ', (size_t)n);
     int code = code_of(answer, space ? (size_t)(space - answer) : (size_t)n);
     if (code < 0)
-        return shmreg__fail(SHMREG_ERR_SYSTEM, "shmreg_send_region: the server's answer about region '%s' is "
-                                               "not in the format of shmreg.h: '%.80s'",
-                            name, answer);
+        return shmreg__fail(SHMREG_ERR_SYSTEM, "%s: the server's answer about region '%s' is not in the format "
+                                               "of shmreg.h: '%.80s'",
+                            who, name, answer);
     if (code == SHMREG_OK)
         return SHMREG_OK;
     /* The server's own words name the region and the cause. */
@@ -131,7 +130,7 @@ SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, siz
         shmreg__error_prefix("shmreg_send_region '%s'", name);
         return err;
     }
-    return read_answer(sock, name);
+    return shmreg__read_answer(sock, name, "shmreg_send_region");
 }
 
 /* --------------------------------------------------------- server half */

@@ -98,3 +98,12 @@ void gt_check_baseline(struct gt_baseline b, size_t slack)
     tu_check_baseline(b.host);
     gt_check_device_free(b.device_free, slack);
 }
+
+void gt_device_uuid(int d, char out[41])
+{
+    struct cudaDeviceProp prop;
+    gt_cuda_ok(cudaGetDeviceProperties(&prop, d));
+    const unsigned char *b = (const unsigned char *)prop.uuid.bytes;
+    snprintf(out, 41, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}

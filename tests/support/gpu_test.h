@@ -57,6 +57,10 @@ void gt_assert_device_pattern(const void *dev, size_t n, uint8_t seed, size_t fi
  * wait until the device has them. */
 void gt_write_device_pattern(void *dev, size_t n, uint8_t seed, size_t first);
 
+/* Device d's UUID as nvidia-smi -L prints it ("GPU-" and 36 characters),
+ * from the runtime, for the registrations that name a GPU by UUID. */
+void gt_device_uuid(int d, char out[41]);
+
 /* Free device memory of device 0, in bytes. */
 size_t gt_device_free(void);
 
