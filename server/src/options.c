@@ -194,7 +194,10 @@ static const flag flags[] = {
     {.name = "delay-ms", .arg = "N", UINT(delay_ms, 0, 600000),
      .help = "sleep of the simple_delayed model (default 1000)"},
     {.name = "max-body-mb", .arg = "N", MIB(max_body, 1, 4096),
-     .help = "largest request body in MiB (default 256)"},
+     .help = "largest request in MiB: an HTTP body, a gRPC message (gRPC's\n"
+             "receive limit: past it RESOURCE_EXHAUSTED); also the\n"
+             "largest tensor copied out of shared memory and HTTP\n"
+             "response (default 256)"},
     {.name = "drain-s", .arg = "N", UINT(drain_s, 0, 3600),
      .help = "shutdown waits this long for in-flight requests (default 30)"},
     {.name = "pin", .arg = "P", CHOICE(pin_policy, pin_policies),
@@ -279,13 +282,19 @@ static const flag flags[] = {
     {.name = "tenants", .arg = "FILE", ACCESS(ACCESS_TENANTS),
      .help = "bearer tokens -> tenants, each with its own regions"},
     {.name = "max-buffered-mb", .arg = "N", MIB(max_buffered, 1, 65536),
-     .help = "request bodies (HTTP) and messages (gRPC, apart) held at\n"
-             "once, all connections together, in MiB; past it a request\n"
-             "gets 503 (gRPC: RESOURCE_EXHAUSTED) (default 256, at least\n"
-             "--max-body-mb)"},
+     .help = "request bytes held at once, all connections together, in\n"
+             "MiB, each protocol its own N (default 256, at least\n"
+             "--max-body-mb). HTTP: bodies as they arrive, until their\n"
+             "request is done; past it 503. gRPC: ModelInfer messages\n"
+             "from their first byte (gRPC's memory quota: N plus\n"
+             "--max-body-mb, at least 64, for gRPC's read buffers, less\n"
+             "the messages held) until their call is done; past it\n"
+             "RESOURCE_EXHAUSTED, calls still arriving cancelled at\n"
+             "random. Not the models' outputs or responses"},
     {.name = "max-client-connections", .arg = "N", UINT(max_client_connections, 0, 65536),
-     .help = "connections from one IP address at once, on each port,\n"
-             "0 = no limit (default 64)"},
+     .help = "connections from one IP address at once, on each port\n"
+             "(HTTP and gRPC: refused past it; gRPC calls on one\n"
+             "connection are not limited), 0 = no limit (default 64)"},
     {.name = "request-timeout-s", .arg = "N", UINT(request_timeout_s, 1, 3600),
      .help = "close a connection idle this long: a request whose headers\n"
              "or body stall, or an unused kept-alive one (default 10)"},

@@ -26,7 +26,8 @@ typedef struct grpc_config {
     unsigned port;                   /* --grpc-port (not 0 here) */
     unsigned threads;                /* --threads: inference workers at work at once */
     unsigned spare_threads;          /* more for calls whose worker waits for a GPU run */
-    size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes */
+    size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes;
+                                        also the memory quota's room for gRPC's read buffers */
     unsigned drain_s;                /* --drain-s: how long the stop waits for calls */
     unsigned request_timeout_s;      /* --request-timeout-s: an idle connection is closed */
     unsigned max_client_connections; /* --max-client-connections: per IP address; 0: no limit */
@@ -39,8 +40,9 @@ typedef struct grpc_frontend grpc_frontend;
 /* Listen on cfg->host:cfg->port (which must not be 0). Each
  * ModelInfer message is charged to held (the bytes of gRPC requests the
  * server holds, --max-buffered-mb) until its call is done; one that does
- * not fit is answered RESOURCE_EXHAUSTED at once. NULL with a message on stderr when
- * the port cannot be bound. */
+ * not fit is answered RESOURCE_EXHAUSTED at once. While they arrive, gRPC's
+ * memory quota bounds them, as the cap less what held holds (service.cc's
+ * Budget). NULL with a message on stderr when the port cannot be bound. */
 grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
                                    byte_budget *held);
 /* The port actually bound. */

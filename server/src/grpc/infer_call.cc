@@ -5,15 +5,60 @@
  */
 #include "grpc/infer_call.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "common/datatype.h"
 
 namespace grpc_service {
 
-InferCall::InferCall(CallOwner *s, const region_scope &scope, const pb::ModelInferRequest *req,
-                     pb::ModelInferResponse *resp, size_t charged)
-    : service_(s), req_(req), resp_(resp), charged_(charged)
+/* The buffer is the call's own (gRPC passes it const only to say that it
+ * stays gRPC's to destroy). */
+void release_message(const grpc::ByteBuffer *wire)
+{
+    const_cast<grpc::ByteBuffer *>(wire)->Clear();
+}
+
+/* From one contiguous copy, so that each bytes field is allocated once at
+ * its size: parsed from gRPC's many slices, protobuf grows a field past
+ * 50 MB by doubling (a 60 MiB input took 143 MiB while it was parsed). The
+ * slices are freed first. */
+bool parse_request(const grpc::ByteBuffer *wire, pb::ModelInferRequest *req)
+{
+    grpc::Slice flat;
+    bool copied = wire->DumpToSingleSlice(&flat).ok();
+    release_message(wire);
+    return copied && flat.size() <= INT32_MAX &&
+           req->ParseFromArray(flat.begin(), static_cast<int>(flat.size()));
+}
+
+namespace {
+
+/* Serialize resp into out as one slice of its exact size (gRPC's own
+ * serializer writes 1 MiB slices); false when it is too large to send. */
+bool serialize_response(const pb::ModelInferResponse &resp, grpc::ByteBuffer *out)
+{
+    size_t size = resp.ByteSizeLong();
+    if (size > INT32_MAX)
+        return false;
+    void *buf = std::malloc(size ? size : 1);
+    if (!buf)
+        return false;
+    resp.SerializeWithCachedSizesToArray(static_cast<uint8_t *>(buf));
+    grpc::Slice slice(buf, size, std::free); /* owns buf from here on */
+    grpc::ByteBuffer bytes(&slice, 1);
+    out->Swap(&bytes);
+    return true;
+}
+
+} // namespace
+
+InferCall::InferCall(CallOwner *s, const region_scope &scope,
+                     std::unique_ptr<pb::ModelInferRequest> req, grpc::ByteBuffer *reply,
+                     size_t charged)
+    : service_(s), req_(std::move(req)), resp_(std::make_unique<pb::ModelInferResponse>()),
+      reply_(reply), id_(req_->id()), charged_(charged)
 {
     c_.scope = scope;
     service_->call_started();
@@ -35,7 +80,8 @@ void InferCall::OnDone()
     /* The response has been sent (or the call failed or was cancelled):
      * nothing reads or writes the call's regions any more. */
     refs_release_all(&held_);
-    byte_budget_give(service_->held(), charged_); /* gRPC frees the request message now */
+    req_.reset(); /* when run did not: the call was cancelled or refused early */
+    service_->give_back(charged_);
     CallOwner *s = service_;
     delete this;
     s->call_done();
@@ -98,7 +144,7 @@ unsigned InferCall::parse_inputs()
         const std::string &raw = req.raw_input_contents(raw_used++);
         if ((st = infer_check_input_size(c, t, raw.size())) != 0)
             return st;
-        /* The request message outlives the call's work (gRPC frees it after OnDone). */
+        /* The request outlives the model's run (run frees it after). */
         t->data = const_cast<char *>(raw.data());
         t->byte_size = raw.size();
     }
@@ -146,8 +192,8 @@ void InferCall::build_response()
     infer_ctx *c = &c_;
     resp_->set_model_name(model_name(c->m));
     resp_->set_model_version("1");
-    if (!req_->id().empty())
-        resp_->set_id(req_->id());
+    if (!id_.empty())
+        resp_->set_id(id_);
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         if (c->out_place[i] == PLACE_NONE)
             continue;
@@ -167,7 +213,7 @@ void InferCall::run()
 {
     infer_ctx *c = &c_;
     c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
-    c->request_id = req_->id().c_str();
+    c->request_id = id_.c_str();
     if (!c->m) {
         Finish(unknown_model(req_->model_name(), req_->model_version()));
         return;
@@ -184,9 +230,14 @@ void InferCall::run()
     unsigned st;
     if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
         !(st = infer_compute(c, ordered)))
-        build_response();
+        build_response(); /* before the request goes: the tensors may point into it */
     grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
     infer_finish(c, st, &started_);
+    req_.reset(); /* freed before the response is serialized, which takes as much again */
+    if (status.ok() && !serialize_response(*resp_, reply_))
+        status = grpc::Status(grpc::StatusCode::INTERNAL,
+                              "the response is larger than gRPC can send (2 GiB)");
+    resp_.reset(); /* serialized: gRPC sends its copy */
     Finish(status); /* the last touch of *this: OnDone may run at once */
 }
 

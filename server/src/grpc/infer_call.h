@@ -1,13 +1,17 @@
 /*
  * One ModelInfer call of the gRPC service: the twin of http/infer.c over
- * the same inference path (infer_core.h). service.cc makes an InferCall for
- * each ModelInfer and queues it to its workers.
+ * the same inference path (infer_core.h). ModelInfer is a raw method: the
+ * service charges each message by its length before it is parsed, parses it
+ * (parse_request), makes an InferCall for it and queues it to its workers;
+ * the call serializes its own response.
  *
  * A call's life:
- *   ModelInfer (a gRPC thread)  -> an InferCall reactor, queued to a worker
- *   InferCall::run (a worker)   -> parse, acquire the regions the call names
+ *   ModelInfer (a gRPC thread)  -> charge the message to the budget, parse
+ *                                  it, an InferCall reactor queued to a worker
+ *   InferCall::run (a worker)   -> acquire the regions the call names
  *                                  (refs_hold), run the model, build the
- *                                  response, Finish
+ *                                  response, free the request, serialize
+ *                                  the response, Finish
  *   InferCall::OnDone (gRPC)    -> after the response has been sent, or the
  *                                  call failed or was cancelled: releases
  *                                  every reference the call took
@@ -19,10 +23,11 @@
 
 #include <cstddef>
 #include <ctime>
+#include <memory>
+#include <string>
 
 #include <shmreg/shmreg.h>
 
-#include "common/byte_budget.h"
 #include "core/infer_core.h"
 #include "core/refs.h"
 #include "core/region_scope.h"
@@ -34,8 +39,9 @@ namespace grpc_service {
 class CallOwner {
   public:
     virtual shmreg_registry *registry() const = 0;
-    /* The bytes of gRPC requests the server holds (--max-buffered-mb). */
-    virtual byte_budget *held() const = 0;
+    /* Give back bytes the service charged for a call's request to what the
+     * server holds of gRPC requests (--max-buffered-mb). */
+    virtual void give_back(size_t bytes) = 0;
     /* A call between its construction and its OnDone: the service's stop
      * waits until there is none. */
     virtual void call_started() = 0;
@@ -45,14 +51,25 @@ class CallOwner {
     ~CallOwner() = default;
 };
 
+/* Free what a received message's buffer holds now, rather than when gRPC
+ * destroys the call: its slices are charged to gRPC's resource quota until
+ * then. wire is not read again. */
+void release_message(const grpc::ByteBuffer *wire);
+
+/* Parse a received ModelInferRequest into req, freeing wire's slices
+ * (release_message) on the way; false when it is not one. */
+bool parse_request(const grpc::ByteBuffer *wire, pb::ModelInferRequest *req);
+
 /* One ModelInfer call, made by the service for each. Owned by gRPC from ModelInfer's return until OnDone,
  * which deletes it. */
 class InferCall final : public grpc::ServerUnaryReactor {
   public:
-    /* charged: the bytes of req taken from the service's budget, given
-     * back in OnDone. */
-    InferCall(CallOwner *s, const region_scope &scope, const pb::ModelInferRequest *req,
-              pb::ModelInferResponse *resp, size_t charged);
+    /* charged: the bytes of req taken from the service's budget, given back
+     * in OnDone: run frees req once the response is built, and the charge
+     * then stands for the response. reply: the call's response buffer,
+     * gRPC's, filled before Finish. */
+    InferCall(CallOwner *s, const region_scope &scope, std::unique_ptr<pb::ModelInferRequest> req,
+              grpc::ByteBuffer *reply, size_t charged);
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
@@ -66,8 +83,10 @@ class InferCall final : public grpc::ServerUnaryReactor {
     void build_response();
 
     CallOwner *service_;
-    const pb::ModelInferRequest *req_;
-    pb::ModelInferResponse *resp_;
+    std::unique_ptr<pb::ModelInferRequest> req_;
+    std::unique_ptr<pb::ModelInferResponse> resp_;
+    grpc::ByteBuffer *reply_;
+    std::string id_; /* the request's id, which outlives the request */
     refs held_{}; /* released in OnDone, after the response has been sent */
     infer_ctx c_{};
     struct timespec started_ {};

@@ -3,8 +3,16 @@
  * the same models, the same inference path (infer_core.h) and the same
  * shared-memory calls as the HTTP endpoints.
  *
- * ModelInfer (a gRPC thread) makes an InferCall (infer_call.cc, whose
- * header tells the rest of its life) and queues it to the service's workers.
+ * ModelInfer (a gRPC thread, a raw method) charges the message to the
+ * budget, has it parsed, makes an InferCall (infer_call.cc, whose header
+ * tells the rest of its life) and queues it to the service's workers.
+ *
+ * Memory (--max-buffered-mb, Budget below): gRPC's resource quota bounds
+ * what its transport holds for messages still being received; a message
+ * handed to ModelInfer moves from the quota to the budget, which shrinks
+ * the quota by as much, so that the two together stay within the cap and
+ * the quota's headroom.
+ *
  * The quick calls (health, metadata, config, statistics, shared-memory control)
  * answer on the gRPC thread at once, as HTTP answers them on its own thread.
  *
@@ -26,6 +34,7 @@
 #include <grpcpp/grpcpp.h>
 #include <shmreg/shmreg.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,15 +68,90 @@ struct status_list {
     ~status_list() { shmreg_status_free(st, n); }
 };
 
+/* ------------------------------------------------------------------ budget */
+
+/* --max-buffered-mb for gRPC: the bytes of ModelInfer messages handed over
+ * (held, main.c's budget: refused past it) and gRPC's resource quota (what
+ * its transport holds for messages still arriving) as one cap. The quota is
+ * the cap less the messages held, plus headroom, so a message counts once:
+ * in the quota while it arrives, in held from ModelInfer until its call is
+ * done. The quota is gRPC's soft limit: past it gRPC cancels calls still
+ * arriving, picked at random (RST_STREAM ENHANCE_YOUR_CALM, which clients
+ * read as RESOURCE_EXHAUSTED), and closes connections that have no call
+ * (GOAWAY, likewise).
+ *
+ * headroom: what gRPC counts beyond the message bytes themselves. While a
+ * message arrives gRPC counts its read buffers whole, filled or not, up to
+ * about twice the message; with a headroom of 16 MiB a lone call of 63 MiB
+ * against a cap of 64 was cancelled in one try out of three, with the
+ * largest message's size (--max-body-mb) about one in thirty. Never less
+ * than kMinHeadroom: small messages arriving together, each under the cap,
+ * are the budget's to refuse, in its words. */
+class Budget {
+  public:
+    Budget(byte_budget *held, size_t headroom)
+        : held_(held), cap_(byte_budget_cap(held)), headroom_(std::max(headroom, kMinHeadroom))
+    {
+        quota_.Resize(quota_size());
+    }
+    Budget(const Budget &) = delete;
+    Budget &operator=(const Budget &) = delete;
+
+    const grpc::ResourceQuota &quota() const { return quota_; }
+    size_t cap() const { return cap_; }
+
+    /* Charge a message of len bytes, still in gRPC's buffers: false
+     * (nothing charged) past the cap. Once those buffers are freed, settle
+     * takes its bytes off the quota: before, the quota would count them
+     * twice and cancel a call for it, perhaps this one. */
+    bool take(size_t len)
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!byte_budget_take(held_, len))
+            return false;
+        taken_ += len;
+        return true;
+    }
+    void settle()
+    {
+        std::lock_guard<std::mutex> lock(mu_); /* so that resizes follow the counts' order */
+        quota_.Resize(quota_size());
+    }
+    void give(size_t len)
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        byte_budget_give(held_, len);
+        taken_ -= len;
+        quota_.Resize(quota_size());
+    }
+
+    static constexpr size_t kMinHeadroom = size_t(64) << 20;
+
+  private:
+    size_t quota_size() const { return cap_ - taken_ + headroom_; }
+
+    byte_budget *held_;
+    size_t cap_;
+    size_t headroom_;
+    grpc::ResourceQuota quota_{"grpc-messages"};
+    std::mutex mu_;
+    size_t taken_ = 0; /* under mu_ */
+};
+
 
 /* ----------------------------------------------------------------- service */
 
-class Service final : public pb::GRPCInferenceService::CallbackService, public CallOwner {
+/* ModelInfer raw (its messages as bytes: parse_request), the rest typed. */
+using ServiceBase = pb::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+    pb::GRPCInferenceService::CallbackService>;
+
+class Service final : public ServiceBase, public CallOwner {
   public:
     /* reg stays main.c's: adopted here for shmreg.hpp's calls, given back
-     * (disowned, not destroyed) when the service goes. */
+     * (disowned, not destroyed) when the service goes. The quota's headroom
+     * is the largest message (Budget). */
     Service(shmreg_registry *reg, const grpc_config *cfg, byte_budget *held)
-        : reg_(reg), cfg_(*cfg), held_(held)
+        : reg_(reg), cfg_(*cfg), budget_(held, cfg->max_body)
     {
     }
     ~Service() { reg_.disown(); }
@@ -98,7 +182,10 @@ class Service final : public pb::GRPCInferenceService::CallbackService, public C
 
     /* CallOwner: what each InferCall needs of the service (infer_call.h). */
     shmreg_registry *registry() const override { return reg_.handle(); }
-    byte_budget *held() const override { return held_; }
+    void give_back(size_t bytes) override { budget_.give(bytes); }
+
+    /* What gRPC's transport may hold for messages arriving (Budget). */
+    const grpc::ResourceQuota &quota() const { return budget_.quota(); }
 
     void call_started() override
     {
@@ -191,25 +278,38 @@ class Service final : public pb::GRPCInferenceService::CallbackService, public C
 
     /* ---------------------------------------------------------- inference */
 
+    using ServiceBase::ModelInfer; /* the typed one, never called: the raw one is served */
+
     grpc::ServerUnaryReactor *ModelInfer(grpc::CallbackServerContext *ctx,
-                                         const pb::ModelInferRequest *req,
-                                         pb::ModelInferResponse *resp) override
+                                         const grpc::ByteBuffer *wire,
+                                         grpc::ByteBuffer *reply) override
     {
-        /* The message is in memory already (gRPC read it whole, up to
-         * --max-body-mb); while it waits for a worker it counts against
-         * --max-buffered-mb (gRPC's own budget). Past that it is refused at
-         * once, which frees it, instead of queueing without bound. */
-        size_t bytes = req->ByteSizeLong();
-        if (!byte_budget_take(held_, bytes)) {
+        /* The message has arrived whole (up to --max-body-mb), charged to
+         * gRPC's quota; from here until its call is done it counts against
+         * the budget instead (Budget). Past that it is refused at once, and
+         * freed, instead of queueing without bound. */
+        size_t bytes = wire->Length();
+        if (!budget_.take(bytes)) {
+            release_message(wire);
             char why[160];
             std::snprintf(why, sizeof why,
                           "the server holds %zu bytes of requests already (--max-buffered-mb); "
                           "retry later",
-                          byte_budget_cap(held_));
+                          budget_.cap());
             return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
         }
+        auto req = std::make_unique<pb::ModelInferRequest>();
+        bool parsed = parse_request(wire, req.get()); /* frees gRPC's buffers */
+        budget_.settle();
+        if (!parsed) {
+            budget_.give(bytes);
+            /* gRPC's own answer to a message it cannot parse, with words */
+            return answer(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
+                                            "the request is not a valid ModelInferRequest"));
+        }
         /* deleted by its OnDone, which gives the bytes back */
-        auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, req, resp, bytes);
+        auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, std::move(req),
+                                   reply, bytes);
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -387,7 +487,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService, public C
 
     shmreg::registry reg_;
     const grpc_config cfg_;
-    byte_budget *held_; /* main.c's */
+    Budget budget_; /* over main.c's held */
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
@@ -423,6 +523,8 @@ extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_reg
     builder.SetMaxReceiveMessageSize(cfg->max_body > INT32_MAX ? INT32_MAX
                                                                : static_cast<int>(cfg->max_body));
     builder.SetMaxSendMessageSize(INT32_MAX);
+    /* What the transport holds for messages arriving (Budget). */
+    builder.SetResourceQuota(g->service->quota());
     /* --request-timeout-s, as HTTP closes an idle connection: a connection
      * with no call for that long is sent GOAWAY and closed (a client's
      * channel reconnects on its next call). */

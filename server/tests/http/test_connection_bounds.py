@@ -6,11 +6,12 @@ digits only. Raw sockets: the attacks are malformed or unfinished HTTP.
 
 The C frontend only (the Python one is uvicorn's to bound)."""
 import json
-import os
 import socket
 import time
 
 import pytest
+
+from server_process import under_asan
 
 pytestmark = pytest.mark.frontends("c")
 
@@ -56,11 +57,6 @@ def closed_by_server(s, within):
         return True
     except socket.timeout:
         return False
-
-
-def under_asan():
-    # The ASan build keeps freed memory in its quarantine: RSS says little there.
-    return "ASAN_OPTIONS" in os.environ
 
 
 def test_idle_half_open_requests_of_one_client_do_not_lock_out_others(start_frontend):

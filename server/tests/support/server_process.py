@@ -31,6 +31,12 @@ PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                "examples", "python-frontend", "server.py")
 
 
+def under_asan():
+    """Whether the server under test is the ASan build, which keeps freed
+    memory in its quarantine: its resident size says little there."""
+    return "ASAN_OPTIONS" in os.environ
+
+
 def frontend_command(frontend):
     """The program that starts a frontend: "c" or "python"."""
     if frontend == "python":
