@@ -222,12 +222,16 @@ def main() -> int:
     floors = args.floors or os.path.dirname(os.path.abspath(args.server))
 
     grpc_port = free_port()
+    # The HTTP client holds one connection per request in flight, all from
+    # 127.0.0.1: the server's per-address bound (64 by default) must let them in.
+    connections = str(max(64, args.concurrency + 8))
     targets = [  # (name, protocol, argv, the addresses it prints)
         ("bare", "grpc", [os.path.join(floors, "shmreg-bare-grpc"), str(free_port())], ("grpc",)),
         ("server", "grpc", [args.server, "--host", "127.0.0.1", "--port", "0",
                             "--grpc-port", str(grpc_port)], ("http", "grpc")),
         ("bare", "http", [os.path.join(floors, "shmreg-bare-http"), "0"], ("http",)),
-        ("server", "http", [args.server, "--host", "127.0.0.1", "--port", "0"], ("http",)),
+        ("server", "http", [args.server, "--host", "127.0.0.1", "--port", "0",
+                            "--max-client-connections", connections], ("http",)),
     ]
     rounds: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for _ in range(args.repeat):
