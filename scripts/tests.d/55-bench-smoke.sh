@@ -30,3 +30,21 @@ copy=$dir/bench/shmreg-bench-copy
 "$copy" --rounds 1 --csv "$dir/copy.csv" | tee "$dir/copy.txt"
 [ "$(grep -c '^guarded_copy,' "$dir/copy.csv")" -eq 6 ] || { echo "bench-smoke: expected 6 guarded-copy rows"; exit 1; }
 echo "bench-smoke: guarded copies ok (figures not judged)"
+
+# The server against its transport floors (server/bench/bench_request_cost.py):
+# the server built as a user builds it, with the bare gRPC and HTTP servers
+# beside it, a second per cell and four requests in flight. Fails when a
+# request fails, a server does not start or stop cleanly, or a row or ratio
+# is missing; the figures themselves are not judged.
+build_server "$dir/server" -DFRONTEND_BUILD_BENCH=ON
+venv=$dir/venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q 'tritonclient[http,grpc]' numpy
+"$venv/bin/python" server/bench/bench_request_cost.py --server "$dir/server/app/shmreg-server" \
+  --seconds 1 --warmup 0.2 --concurrency 4 --csv "$dir/request_cost.csv" | tee "$dir/request_cost.txt"
+for row in 'bare,grpc,' 'server,grpc,' 'bare,http,' 'server,http,'; do
+  grep -q "^$row" "$dir/request_cost.csv" || { echo "bench-smoke: request-cost row $row missing"; exit 1; }
+done
+[ "$(grep -c 'server / bare = .*: \(met\|missed\)$' "$dir/request_cost.txt")" -eq 4 ] \
+  || { echo "bench-smoke: expected 4 request-cost ratios"; exit 1; }
+echo "bench-smoke: request cost against the floors ok (figures not judged)"

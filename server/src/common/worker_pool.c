@@ -3,12 +3,26 @@
 #include "common/worker_pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct node {
     struct node *next;
     void *item;
+    uint64_t queued_ns; /* when it was submitted (CLOCK_MONOTONIC) */
 } node;
+
+/* worker_pool_queue_totals; relaxed: counters, nothing is published
+ * through them. */
+static _Atomic uint64_t queue_items, queue_wait_ns;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 struct worker_pool {
     pthread_mutex_t lock;
@@ -49,6 +63,8 @@ static void *worker_main(void *arg)
             p->tail = NULL;
         p->working++;
         pthread_mutex_unlock(&p->lock);
+        atomic_fetch_add_explicit(&queue_items, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&queue_wait_ns, now_ns() - n->queued_ns, memory_order_relaxed);
         p->run(p->ctx, n->item);
         free(n);
         pthread_mutex_lock(&p->lock);
@@ -84,7 +100,7 @@ int worker_pool_submit(worker_pool *p, void *item)
     node *n = malloc(sizeof *n);
     if (!n)
         return -1;
-    *n = (node){.item = item};
+    *n = (node){.item = item, .queued_ns = now_ns()};
     pthread_mutex_lock(&p->lock);
     int stopping = p->stopping;
     if (!stopping) {
@@ -122,6 +138,12 @@ void worker_pool_wait_end(void)
     pthread_mutex_lock(&p->lock);
     p->working++;
     pthread_mutex_unlock(&p->lock);
+}
+
+void worker_pool_queue_totals(uint64_t *items, uint64_t *wait_ns)
+{
+    *items = atomic_load_explicit(&queue_items, memory_order_relaxed);
+    *wait_ns = atomic_load_explicit(&queue_wait_ns, memory_order_relaxed);
 }
 
 void worker_pool_stop(worker_pool *p, worker_fn cancel)

@@ -10,6 +10,8 @@
 #ifndef SERVER_WORKER_POOL_H
 #define SERVER_WORKER_POOL_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,6 +35,12 @@ void worker_pool_stop(worker_pool *p, worker_fn cancel);
  * thread that is not a pool's (the UDS server's, a test's). */
 void worker_pool_wait_begin(void);
 void worker_pool_wait_end(void);
+
+/* Items every pool of the process has taken from its queue, and the time
+ * they waited there, from worker_pool_submit until a thread took them
+ * (monotonic nanoseconds). Process-wide rather than per pool: /metrics,
+ * served by the HTTP adapter, reports the gRPC pool's queue too. */
+void worker_pool_queue_totals(uint64_t *items, uint64_t *wait_ns);
 
 #ifdef __cplusplus
 }

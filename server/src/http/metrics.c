@@ -3,11 +3,14 @@
  * written as HELP, TYPE and sample lines. */
 #include "http/metrics.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/json_io.h"
+#include "common/worker_pool.h"
 #include "core/tensor_paths.h"
 #include "models/gpu_instances.h"
 #include "models/models.h"
@@ -192,6 +195,35 @@ static void write_copy_batches(jbuf *b)
     }
 }
 
+/* The inference requests' wait for a worker thread (common/worker_pool.h),
+ * HTTP and gRPC together: the queue no model's statistics see, since it
+ * comes before a request reaches its model. The wait for a model's own
+ * instance is each model's nv_inference_queue_duration_us. Seconds, with
+ * the nanoseconds as decimals, as Prometheus wants durations. */
+static void write_request_queue(jbuf *b)
+{
+    uint64_t items, wait_ns;
+    worker_pool_queue_totals(&items, &wait_ns);
+    static const char count[] = "shmreg_queued_requests_total",
+                      wait[] = "shmreg_request_queue_seconds_total";
+    write_header(b, count, COUNTER,
+                 "Inference requests (HTTP and gRPC) taken from the queue of the server's worker "
+                 "threads.");
+    jbuf_lit(b, count);
+    jbuf_lit(b, " ");
+    jbuf_u64(b, items);
+    jbuf_lit(b, "\n");
+    write_header(b, wait, COUNTER,
+                 "Time those requests waited in that queue for a thread, in seconds; a model's "
+                 "own queue is nv_inference_queue_duration_us.");
+    char seconds[32]; /* 20 digits, a point, 9 decimals, a newline */
+    snprintf(seconds, sizeof seconds, "%" PRIu64 ".%09" PRIu64 "\n", wait_ns / 1000000000u,
+             wait_ns % 1000000000u);
+    jbuf_lit(b, wait);
+    jbuf_lit(b, " ");
+    jbuf_lit(b, seconds);
+}
+
 /* The number at path in a model's statistics; 0 where the tree lacks it
  * (an allocation failed while it was built). */
 static uint64_t stat_at(json_object *j, const char *const path[3])
@@ -317,6 +349,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     write_registry(&b, &s);
     write_paths(&b);
     write_copy_batches(&b);
+    write_request_queue(&b);
     if (write_models(&b) != 0)
         b.failed = 1;
     reply_text(out, &b); /* 500 with no body when the buffer failed */

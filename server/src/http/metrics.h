@@ -17,7 +17,8 @@ extern "C" {
 
 /* 200 with every field of shmreg_registry_stats (shmreg_...) and each
  * model's /v2/models/stats figures under Triton's metric names
- * (nv_inference_...); 500 when the stats cannot be read or memory runs out.
+ * (nv_inference_...), with the tensor paths, the GPU model's copy batches and
+ * the worker threads' queue (shmreg_...); 500 when the stats cannot be read or memory runs out.
  * The text is a fixed set of lines: its size does not grow with clients,
  * regions or requests. With --tenants (scope->per_tenant) the caller must
  * send a known token (401 otherwise) and sees its own tenant's figures

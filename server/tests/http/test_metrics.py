@@ -8,8 +8,10 @@ The C frontend only, but for the first test: the Python frontend serves the
 registry's families too (shmreg.kserve.metrics_router)."""
 import subprocess
 import threading
+import time
 from multiprocessing import shared_memory
 
+import numpy as np
 import pytest
 
 from server_process import binary
@@ -47,6 +49,8 @@ PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
 # The GPU model's batches of copies and the runs in them
 # (src/models/gpu_instances.h), one sample each.
 BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
+# The inference requests' wait for a worker thread, HTTP and gRPC together.
+QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total")
 
 # Triton's per-model metrics, each with the /v2/models/stats figure it is:
 # (path in the model's statistics, divisor from nanoseconds to microseconds).
@@ -133,11 +137,12 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
         for path in PATHS:
             for direction in ("input", "output"):
                 assert metrics.value(name, path=path, direction=direction) == 0
-    for name in BATCH_FAMILIES:
+    for name in (*BATCH_FAMILIES, *QUEUE_FAMILIES):
         assert metrics.type[name] == "counter" and metrics.help[name], name
         assert metrics.value(name) == 0, name
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
-    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES, *BATCH_FAMILIES])
+    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES, *BATCH_FAMILIES,
+                                           *QUEUE_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -168,6 +173,36 @@ def test_model_metrics_are_the_statistics_extension_figures(start_frontend, shm)
             for key in path:
                 figure = figure[key]
             assert metrics.value(name, model=model, version="1") == figure // divisor, (name, model)
+
+
+def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_frontend):
+    """Every inference, over HTTP and over gRPC, passes through the worker
+    threads' queue once: the count moves by one per request, the wait by a
+    positive time that cannot exceed the requests' own time. Requests that
+    need no model (status, /metrics itself) do not queue."""
+    import tritonclient.grpc as grpcclient
+    from grpc_support import with_grpc, free_port
+
+    server = with_grpc(start_frontend("--grpc-port", str(free_port()), "--threads", "1"))
+    body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
+                       for n in ("INPUT0", "INPUT1")]}
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    inputs = []
+    for name in ("INPUT0", "INPUT1"):
+        inputs.append(grpcclient.InferInput(name, [1, 16], "INT32"))
+        inputs[-1].set_data_from_numpy(np.arange(16, dtype=np.int32).reshape(1, 16))
+    start = time.monotonic()
+    for _ in range(3):
+        assert server.json("POST", "/v2/models/simple/infer", body)[0] == 200
+        client.infer("simple", inputs)
+    elapsed = time.monotonic() - start
+    client.close()
+    server.json("GET", "/v2/health/ready")
+    _, first = scrape(server)
+    _, second = scrape(server)
+    for metrics in (first, second):
+        assert metrics.value("shmreg_queued_requests_total") == 6
+        assert 0 < metrics.value("shmreg_request_queue_seconds_total") < elapsed
 
 
 def test_metrics_page_stays_the_same_size_whatever_is_registered(start_frontend, shm):
@@ -398,7 +433,8 @@ def test_registry_families_on_every_frontend(frontend, start_frontend, shm_key):
         # The tensor paths are the C server's (its GPU model has several); the
         # Python example's model runs in the process and has one.
         expected = [*REGISTRY_METRICS,
-                    *((*PATH_FAMILIES, *BATCH_FAMILIES) if frontend == "c" else ())]
+                    *((*PATH_FAMILIES, *BATCH_FAMILIES, *QUEUE_FAMILIES)
+                      if frontend == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
         assert page.value("shmreg_mapped_bytes") == 4096
