@@ -9,7 +9,7 @@ packages=(
   liburcu-dev libxxhash-dev libcmocka-dev
   clang libclang-rt-14-dev llvm valgrind
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
-  libmicrohttpd-dev libjson-c-dev  # json-c: the frontend's JSON, unsigned 64-bit integers included
+  libmicrohttpd-dev libjson-c-dev  # json-c: the server's JSON, unsigned 64-bit integers included
   libb64-0d  # tritonclient 2.48.0's perf_analyzer, which runs on glibc 2.36 (tier 60)
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl

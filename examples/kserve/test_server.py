@@ -83,7 +83,7 @@ def key():
 def test_readme_snippet_runs_unchanged(server):
     _, url = server
     text = README.read_text()
-    block = text[text.index("<!-- frontend:begin -->"):text.index("<!-- frontend:end -->")]
+    block = text[text.index("<!-- server:begin -->"):text.index("<!-- server:end -->")]
     code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
     assert '"127.0.0.1:8000"' in code
     printed = io.StringIO()

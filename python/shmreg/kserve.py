@@ -5,7 +5,7 @@ Two parts, usable apart:
 - ``shared_memory_router(registry)``: an ``APIRouter`` with Triton's system and
   CUDA shared-memory endpoints (``/v2/systemsharedmemory/...`` and
   ``/v2/cudasharedmemory/...``: register, unregister, status), answering with
-  Triton's status codes and the library's messages, as the C example frontend
+  Triton's status codes and the library's messages, as the C example server
   (``server/``) does.
 - ``metrics_router(registry)``: ``GET /metrics`` with the registry's counters
   under the C server's ``shmreg_*`` names (prometheus_client).
@@ -146,7 +146,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _int64(text: str) -> int:
     value = int(text)
     if not _INT64_MIN <= value <= _INT64_MAX:
-        # The C frontend's words for an integer it cannot hold (it reads all
+        # The C server's words for an integer it cannot hold (it reads all
         # of uint64 since it moved to json-c; this module stops at int64).
         raise ValueError("too big integer")
     return value
@@ -157,7 +157,7 @@ def _no_constant(name: str) -> Any:
 
 
 def parse_json(data: bytes | str) -> Any:
-    """Parse a request body as the C frontend does: integers must fit int64
+    """Parse a request body as the C server does: integers must fit int64
     (a bigger one is "too big integer", so 2**64 - 32 never reaches the
     registry), NaN and Infinity are not JSON. Raises InferError(400)."""
     try:
@@ -335,7 +335,7 @@ class RequestRegions:
     acquires a window for an output and returns the ``shmreg.Region``; the
     output's bytes are written into it by ``encode_response``, guarded too.
     Each acquired Region is held until ``release()``, so the count shown by
-    status is one per tensor for the whole request, as for the C frontend.
+    status is one per tensor for the whole request, as for the C server.
     ``release()`` drops them all; idempotent; also the context manager's
     exit."""
 
@@ -722,7 +722,7 @@ def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor]
         else:
             place = PLACE_JSON
         slots[name] = _slot(by_name[name], place, regions, window)
-    # In the model's order, as the C frontend answers.
+    # In the model's order, as the C server answers.
     return [slots[t.name] for t in described if t.name in slots]
 
 

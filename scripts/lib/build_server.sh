@@ -7,7 +7,9 @@
 #
 # Environment read by build_server:
 #   SERVER_WERROR=OFF        build both without -Werror (default ON: the CI's
-#                            compilers are the ones the code is held to)
+#                            compilers are the ones the code is held to); it
+#                            sets the CMake options SHMREG_WERROR of the
+#                            library and SERVER_WERROR of the server
 #   SERVER_LIB_CMAKE_ARGS    more cmake arguments for the library, e.g.
 #                            "-DSHMREG_WITH_CUDA=ON"
 
@@ -25,7 +27,7 @@ build_server() {
     ${SERVER_LIB_CMAKE_ARGS:-} || return 1
   rm -rf "$dir/prefix"
   cmake --install "$dir/lib" >/dev/null || return 1
-  server_cmake server "$dir/app" -DFRONTEND_WERROR="$werror" \
+  server_cmake server "$dir/app" -DSERVER_WERROR="$werror" \
     -DCMAKE_PREFIX_PATH="$dir/prefix${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}" "$@"
 }
 

@@ -26,7 +26,7 @@ unpack_carried() {
   sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$pc"/*.pc
   # libmicrohttpd's .pc requires gnutls's .pc for static links only; the GPU
   # machine has the gnutls library (libgnutls.so.30) but not its .pc, and the
-  # frontend links libmicrohttpd as a shared library.
+  # server links libmicrohttpd as a shared library.
   [ ! -f "$pc/libmicrohttpd.pc" ] || sed -i '/^Requires.private:/d' "$pc/libmicrohttpd.pc"
   export PKG_CONFIG_PATH=$pc
   export CMAKE_PREFIX_PATH=$prefix/usr

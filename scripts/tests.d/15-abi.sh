@@ -105,10 +105,10 @@ for flavour in cuda-on cuda-off; do
   cmake --install "$dir" --prefix "$PWD/$dir/prefix" >/dev/null
   for p in $standalone; do
     out=$dir/standalone/${p//\//-}
-    # FRONTEND_BUILD_BENCH: the server's benches (its transport floors) are
+    # SERVER_BUILD_BENCH: the server's benches (its transport floors) are
     # sources too; the other projects ignore the variable.
     cmake -S "$p" -B "$out" -DCMAKE_PREFIX_PATH="$PWD/$dir/prefix" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-      -DFRONTEND_BUILD_BENCH=ON "${hide[@]}" >"$out.configure.log" 2>&1 || {
+      -DSERVER_BUILD_BENCH=ON "${hide[@]}" >"$out.configure.log" 2>&1 || {
       cat "$out.configure.log"; fail "$flavour: $p does not configure against the installed package"
       unconfigured+=("$p/"); continue; }
     databases+=("$out/compile_commands.json")

@@ -36,7 +36,7 @@ echo "bench-smoke: guarded copies ok (figures not judged)"
 # beside it, a second per cell and four requests in flight. Fails when a
 # request fails, a server does not start or stop cleanly, or a row or ratio
 # is missing; the figures themselves are not judged.
-build_server "$dir/server" -DFRONTEND_BUILD_BENCH=ON
+build_server "$dir/server" -DSERVER_BUILD_BENCH=ON
 venv=$dir/venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q 'tritonclient[http,grpc]' numpy

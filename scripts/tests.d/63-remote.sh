@@ -5,7 +5,7 @@
 #     and in the ASan+UBSan tier's (build/asan, likewise tier 30's);
 #  2. the server's remote_memory extension over HTTP and gRPC
 #     (server/tests/remote), against the server of tier 60's build
-#     (build/frontend-ci, incremental), with python/shmreg/remote.py as the
+#     (build/server-ci, incremental), with python/shmreg/remote.py as the
 #     client, in processes of their own. Tier 60 leaves it here.
 # About a minute once the builds exist.
 source "$(dirname "$0")/lib.sh"
@@ -21,14 +21,14 @@ build_tier build/asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCM
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   test_tier build/asan -L remote
 
-dir=build/frontend-ci
+dir=build/server-ci
 build_server "$dir"
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/python" -c 'import numpy, pytest, tritonclient.grpc, tritonclient.http' 2>/dev/null \
   || "$dir/venv/bin/pip" install -q numpy pytest 'tritonclient[http,grpc]'
-export FRONTEND_BIN=$PWD/$dir/app/shmreg-server SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
+export SERVER_BIN=$PWD/$dir/app/shmreg-server SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
 for tls in tcp posix,sysv,cma; do
   echo "--- remote_memory over HTTP and gRPC, UCX_TLS=$tls"
-  UCX_TLS=$tls "$dir/venv/bin/python" -m pytest -rs -q -p no:cacheprovider server/tests/remote --frontend c \
+  UCX_TLS=$tls "$dir/venv/bin/python" -m pytest -rs -q -p no:cacheprovider server/tests/remote --server c \
     || exit 1
 done

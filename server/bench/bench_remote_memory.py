@@ -14,7 +14,7 @@ tcp, which the shared-memory transports cannot); all its clients are one
 tenant, whose connection and copy limits are raised past the highest
 concurrency.
 
-    FRONTEND_BIN=.../shmreg-server SHMREG_LIBRARY=.../libshmreg.so.1 \\
+    SERVER_BIN=.../shmreg-server SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
 
 Needs numpy. Checks that every request succeeded and the bytes came back.
@@ -138,7 +138,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     args = ap.parse_args()
-    server = subprocess.Popen([os.environ["FRONTEND_BIN"], "--host", "127.0.0.1", "--port", "0",
+    server = subprocess.Popen([os.environ["SERVER_BIN"], "--host", "127.0.0.1", "--port", "0",
                                "--allow-client-shm=true", "--threads", "16",
                                "--remote-max-connections", str(4 * max(args.concurrency)),
                                "--remote-max-copies", str(2 * max(args.concurrency))],

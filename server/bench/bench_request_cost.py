@@ -22,7 +22,7 @@ or did not stop cleanly.
         [--thread-table] [--csv FILE]
 
 --floors defaults to the server binary's folder (the build with
--DFRONTEND_BUILD_BENCH=ON puts shmreg-bare-grpc and shmreg-bare-http
+-DSERVER_BUILD_BENCH=ON puts shmreg-bare-grpc and shmreg-bare-http
 there). --thread-table adds the server's CPU by thread name at concurrency
 N (from /proc/PID/task/*/stat). Needs tritonclient[http,grpc] and numpy.
 """
@@ -205,8 +205,8 @@ async def load(protocol: str, url: str, concurrency: int, seconds: float, warmup
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--server", default=os.environ.get("FRONTEND_BIN"),
-                    help="the shmreg-server binary (default $FRONTEND_BIN)")
+    ap.add_argument("--server", default=os.environ.get("SERVER_BIN"),
+                    help="the shmreg-server binary (default $SERVER_BIN)")
     ap.add_argument("--floors", help="folder of shmreg-bare-grpc and shmreg-bare-http "
                     "(default: the server's folder)")
     ap.add_argument("--seconds", type=float, default=5.0, help="measured window per cell")
@@ -218,7 +218,7 @@ def main() -> int:
     ap.add_argument("--csv", help="write the rows here too")
     args = ap.parse_args()
     if not args.server or not os.access(args.server, os.X_OK):
-        ap.error("--server (or $FRONTEND_BIN) must name the built shmreg-server")
+        ap.error("--server (or $SERVER_BIN) must name the built shmreg-server")
     floors = args.floors or os.path.dirname(os.path.abspath(args.server))
 
     grpc_port = free_port()

@@ -5,21 +5,21 @@
 # and 16, over HTTP. Afterwards the server must report zero failed requests
 # and no region in use, and must shut down with nothing left mapped.
 #
-# Usage: FRONTEND_BIN=... PERF_ANALYZER=... server/bench/perf_table.sh [OUTDIR]
+# Usage: SERVER_BIN=... PERF_ANALYZER=... server/bench/perf_table.sh [OUTDIR]
 # Needs python3 (parses perf_analyzer's CSV and the server's JSON).
 set -euo pipefail
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
-: "${FRONTEND_BIN:?set FRONTEND_BIN to the built shmreg-server}"
+: "${SERVER_BIN:?set SERVER_BIN to the built shmreg-server}"
 pa=${PERF_ANALYZER:-perf_analyzer}
 bytes=$((3 * 384 * 640 * 2))
 
-"$FRONTEND_BIN" --port 0 --allow-client-shm=true --threads "${FRONTEND_THREADS:-16}" >"$out/frontend.out" 2>"$out/frontend.err" &
+"$SERVER_BIN" --port 0 --allow-client-shm=true --threads "${SERVER_THREADS:-16}" >"$out/server.out" 2>"$out/server.err" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q listening "$out/frontend.out" && break; sleep 0.1; done
-url=$(sed -n 's/^listening on \([0-9.]*:[0-9]*\).*/\1/p' "$out/frontend.out")
-[ -n "$url" ] || { cat "$out/frontend.err"; exit 1; }
+for _ in $(seq 100); do grep -q listening "$out/server.out" && break; sleep 0.1; done
+url=$(sed -n 's/^listening on \([0-9.]*:[0-9]*\).*/\1/p' "$out/server.out")
+[ -n "$url" ] || { cat "$out/server.err"; exit 1; }
 
 for mode in system none; do
   for c in 1 4 16; do
@@ -57,4 +57,4 @@ PY
 kill -TERM "$server"
 wait "$server"
 trap - EXIT
-grep 'shm mappings left: 0, shm descriptors left: 0' "$out/frontend.err"
+grep 'shm mappings left: 0, shm descriptors left: 0' "$out/server.err"

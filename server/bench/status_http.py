@@ -1,4 +1,4 @@
-"""How many status-of-all calls per second the C frontend answers over HTTP
+"""How many status-of-all calls per second the C server answers over HTTP
 with many regions registered (issue 13 section 4: 500 regions). A bench that
 prints figures, not a test.
 
@@ -32,7 +32,7 @@ def start(binary, extra):
     match = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
     if not match:
         proc.kill()
-        sys.exit(f"the frontend did not start: {line!r}")
+        sys.exit(f"the server did not start: {line!r}")
     return proc, int(match.group(1))
 
 
@@ -69,7 +69,7 @@ def main():
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--clients", type=int, default=1)
     p.add_argument("--server-arg", action="append", default=[],
-                   help="an option for the frontend, e.g. --server-arg=--allow-client-shm=true")
+                   help="an option for the server, e.g. --server-arg=--allow-client-shm=true")
     a = p.parse_args()
     shm = shared_memory.SharedMemory(create=True, size=max(64 * a.regions, 4096))
     proc, port = start(a.binary, a.server_arg)

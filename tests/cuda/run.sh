@@ -77,7 +77,7 @@ fi
 
 say "server: GPU tests and seed benchmark (server/tests/gpu/run.sh)"
 bash server/tests/gpu/run.sh
-fe_rc=$?
+server_rc=$?
 
-say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc, frontend-gpu rc=$fe_rc"
-[ "$gpu_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$rest_rc" -eq 0 ] && [ "$fe_rc" -eq 0 ]
+say "summary: gpu tests rc=$gpu_rc, other tests rc=$rest_rc, bench-gpu rc=$bench_rc, bench-core rc=$core_rc, server-gpu rc=$server_rc"
+[ "$gpu_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$rest_rc" -eq 0 ] && [ "$server_rc" -eq 0 ]

@@ -73,7 +73,7 @@ def test_inputs_are_copies_and_the_request_holds_one_reference_per_tensor(regist
         assert not np.shares_memory(t.data, np.frombuffer(mem.buf, np.uint8))
         described = [kserve.Tensor("OUTPUT0", "INT32", [16], byte_size=64)]
         (slot,) = kserve.place_outputs(request, "m", described, regions)
-        assert in_use(registry, "r") == 2  # one per tensor, as in the C frontend
+        assert in_use(registry, "r") == 2  # one per tensor, as in the C server
         np.multiply(t.data, 2, out=slot.array)
         assert bytes(mem.buf[64:128]) == bytes(64)  # written by encode_response only
         kserve.encode_response("m", request, [slot])

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Issue 10's frontend row: a tritonclient-style client that registers,
+"""Issue 10's server row: a tritonclient-style client that registers,
 infers and unregisters per request, on one pinned 16 MiB region, against the
-example frontend with the registration cache off and on (target: >= 5x
+example server with the registration cache off and on (target: >= 5x
 infer/s with the cache on).
 
-The frontend is started twice, `--pin always --cache-bytes 0`, then
+The server is started twice, `--pin always --cache-bytes 0`, then
 `--pin always --cache-bytes 1073741824`; each run loops for --seconds:
 register the region (the same shm key every time), infer `simple` with its
 inputs and outputs in the region, unregister. Pinning needs a CUDA device: a
@@ -20,7 +20,7 @@ one kept-alive connection), and the output names which. Prints a Markdown
 table (infer/s, each run's /metrics cache hits and misses) and the ratio;
 writes it to $OUT/register-per-request.md (default build/gpu-out).
 
-Usage: FRONTEND_BIN=build/.../shmreg-server python3 register_per_request.py
+Usage: SERVER_BIN=build/.../shmreg-server python3 register_per_request.py
          [--seconds 10] [--size-mib 16] [--cache-bytes 1073741824]
 Exit 0 when both runs completed every request; the ratio is reported, not
 enforced (on a CPU machine an unpinned register costs too little to gain 5x).
@@ -35,7 +35,7 @@ from multiprocessing import shared_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
-from server_process import Frontend  # noqa: E402
+from server_process import Server  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -105,8 +105,8 @@ def make_client(url):
 
 
 def pinning_works(key, size):
-    """Whether a frontend with --pin always can register the region."""
-    server = Frontend("--pin", "always")
+    """Whether a server with --pin always can register the region."""
+    server = Server("--pin", "always")
     try:
         status, body = server.json("POST", f"/v2/systemsharedmemory/region/{NAME}/register",
                                    {"key": key, "byte_size": size})
@@ -118,8 +118,8 @@ def pinning_works(key, size):
 
 
 def run(pin, cache_bytes, key, size, seconds):
-    """One frontend, one client loop: (infer/s, cycles, the page's figures)."""
-    server = Frontend("--pin", pin, "--cache-bytes", str(cache_bytes))
+    """One server, one client loop: (infer/s, cycles, the page's figures)."""
+    server = Server("--pin", pin, "--cache-bytes", str(cache_bytes))
     client = make_client(server.url)
     try:
         client.cycle(key, size)  # warm-up: connection, first mapping (a miss)
@@ -133,7 +133,7 @@ def run(pin, cache_bytes, key, size, seconds):
         client.close()
         rc, err = server.stop()
     if rc != 0:
-        raise RuntimeError(f"frontend exited {rc}: {err[-2000:]}")
+        raise RuntimeError(f"server exited {rc}: {err[-2000:]}")
     figures = {n: int(metrics.value(f"shmreg_{n}")) for n in
                ("cache_hits_total", "cache_misses_total", "registrations_total")}
     return cycles / elapsed, cycles, figures, client.label

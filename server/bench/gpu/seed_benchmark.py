@@ -10,12 +10,12 @@ Runs the seed's own perf_analyzer command,
 at each concurrency of BENCH_CONCURRENCY (default 1,8,32,100; the tables
 are at 100, the seed's), for
 
-    system_pinned    system shared memory, the frontend's default --pin auto
+    system_pinned    system shared memory, the server's default --pin auto
     system_unpinned  system shared memory, --pin never
     cuda             CUDA shared memory
 
 with the model's default window (the kernel sets the pace) and with
---yolo-window 1 (the tensor's trip sets it). Before the frontends start it
+--yolo-window 1 (the tensor's trip sets it). Before the servers start it
 measures the link's pinned bandwidth (pcie_bandwidth.py: 1 GiB
 cudaMemcpyAsync, median of 7; H2D, D2H, both at once) and adds a
 "pcie_limit" row: the inferences a second the link allows for 1,474,560
@@ -23,13 +23,13 @@ bytes in and 846,720 out. It also runs copies_at_size.py --server-order for
 a "chain_limit" row: the inferences a second that copies of those sizes
 reach in the server's order (up, kernel, down on each instance's stream),
 one cudaMemcpyAsync each, from a registered POSIX shm object, with no
-frontend running; the copies' fixed costs and the kernel between them put
+server running; the copies' fixed costs and the kernel between them put
 it below pcie_limit, and the server, which copies the runs waiting for one
 instance as one batch (--copy-batch), can pass it (copies_batched.cu
 measures batches).
 
 For every row it prints, beside perf_analyzer's infer/s, latency and the
-server's compute input / infer / output: the frontend's CPU per inference
+server's compute input / infer / output: the server's CPU per inference
 (/proc/PID/stat over the run, divided by the requests the model's statistics
 counted), which path each tensor took (the deltas of /metrics'
 shmreg_tensor_path_total over the run: dma_in_place, staged_copy, cpu_copy),
@@ -40,7 +40,7 @@ pass is perf_analyzer --measurement-interval BENCH_INTERVAL_MS, --max-trials
 3 with --stability-percentage 999 (three windows, no retry). A row is one
 pass, except at the highest concurrency (the seed's, which the issue's
 targets read): BENCH_PASSES passes there, system and CUDA taking turns in
-the same frontend so that a machine that slows down mid-run slows both, and
+the same server so that a machine that slows down mid-run slows both, and
 the row is the pass of median infer/s (every pass's infer/s beside it).
 
 Writes $OUT/seed-benchmark.csv (one line per row; plot_seed_benchmark.py
@@ -48,17 +48,17 @@ draws it), $OUT/seed-benchmark.md (the tables and the issue's ratios) and
 each perf_analyzer's log and CSV under $OUT/seed-benchmark/ (OUT defaults to
 build/gpu-out).
 
-Environment: FRONTEND_BIN (the built frontend, required), PERF_ANALYZER (the
+Environment: SERVER_BIN (the built server, required), PERF_ANALYZER (the
 binary; default: perf_analyzer on PATH, or under /tmp/site),
 BENCH_QUICK=1 (concurrency 1 and 100 only, 1 s windows: the run fits beside
 the builds and tests in one device call), BENCH_CONCURRENCY ("1,8,32,100"),
 BENCH_WINDOWS ("default,1": the model's window and --yolo-window 1),
-BENCH_PINS ("auto,never": the frontends started, --pin auto for the
+BENCH_PINS ("auto,never": the servers started, --pin auto for the
 system_pinned and cuda rows, --pin never for system_unpinned),
 BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
 BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
 threads per GPU, default 12), BENCH_COPY_BATCH (--copy-batch, default the
-frontend's), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES (passes at the
+server's), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES (passes at the
 highest concurrency, default 3).
 
 What the GPU machine needs (it has no network; Python 3.12, NumPy, CuPy,
@@ -99,7 +99,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "support"))
-from server_process import START_TIMEOUT_S, Frontend  # noqa: E402
+from server_process import START_TIMEOUT_S, Server  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -110,10 +110,10 @@ SEED_ARGS = ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(OUTPUT_
              "--shape", "images:3,384,640"]
 PIN_NEVER_BEFORE = 10994  # issue 18: --pin never's infer/s at window 1 before the issue
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
-# What each row is, and the frontend's --pin for it.
+# What each row is, and the server's --pin for it.
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
         ("system_unpinned", "system", "never"))
-# The rows that are limits measured in the run, not frontends: their names
+# The rows that are limits measured in the run, not servers: their names
 # in the table, and the keys of their infer/s and of their error in
 # link_limit()'s answer.
 LIMITS = {"pcie_limit": ("PCIe limit", "limit_infer_s", "error"),
@@ -207,7 +207,7 @@ def get_json(server, path):
         return json.loads(r.read())
 
 
-def start_frontend(gpus, pin, window):
+def start_server(gpus, pin, window):
     instances = int(os.environ.get("BENCH_INSTANCES", "6"))
     threads = int(os.environ.get("BENCH_THREADS", "12")) * len(gpus)
     args = ["--gpus", ",".join(map(str, gpus)), "--instances-per-gpu", str(instances),
@@ -222,7 +222,7 @@ def start_frontend(gpus, pin, window):
     line = ""
     for _ in range(5):
         grpc_args = args + ["--grpc-port", str(free_port())]
-        server = Frontend(*grpc_args)
+        server = Server(*grpc_args)
         ready, _, _ = select.select([server.proc.stdout], [], [], START_TIMEOUT_S)
         line = server.proc.stdout.readline().decode() if ready else ""
         match = re.match(r"grpc listening on 127\.0\.0\.1:(\d+)", line)
@@ -231,7 +231,7 @@ def start_frontend(gpus, pin, window):
             server.args_text = " ".join(grpc_args)
             return server
         server.stop()
-    sys.exit(f"seed_benchmark: the frontend did not serve gRPC: {line!r}")
+    sys.exit(f"seed_benchmark: the server did not serve gRPC: {line!r}")
 
 
 def stats_totals(server):
@@ -333,7 +333,7 @@ def measure(row, server, pa, env, interval_ms):
 
 def script_json(script, args, error_key):
     """The last line of HERE/script's output, as JSON, run in a process of
-    its own (so that its CUDA context is gone before the frontends start);
+    its own (so that its CUDA context is gone before the servers start);
     {error_key: why} when it fails or prints no JSON."""
     cmd = [sys.executable, os.path.join(HERE, script), *args]
     try:
@@ -393,11 +393,11 @@ def main():
             continue
         for window in windows:
             for pin in pins:
-                server = start_frontend(list(range(g)), pin, window)
+                server = start_server(list(range(g)), pin, window)
                 try:
                     config = get_json(server, "v2/models/yolo/config")
                     shown = config["parameters"]["window"]["string_value"]
-                    log(f"--- frontend {server.args_text}: yolo window {shown}")
+                    log(f"--- server {server.args_text}: yolo window {shown}")
                     runs = [run for run, _, run_pin in RUNS if run_pin == pin]
                     for row in measure_runs(server, runs, g, window, concurrencies, pa, env,
                                             interval_ms, passes):
@@ -405,7 +405,7 @@ def main():
                         write_outputs(rows, link)  # a run cut short keeps its rows
                 finally:
                     rc, err = server.stop()
-                    with open(os.path.join(RUN_DIR, "frontends.log"), "a") as f:
+                    with open(os.path.join(RUN_DIR, "servers.log"), "a") as f:
                         f.write(f"=== {server.args_text}: exit {rc}\n{err}\n")
     table = write_outputs(rows, link)
     log("")
@@ -436,7 +436,7 @@ def median_pass(passes):
 
 
 def measure_runs(server, runs, g, window, concurrencies, pa, env, interval_ms, passes):
-    """The rows of one frontend: each of runs at each concurrency, taking
+    """The rows of one server: each of runs at each concurrency, taking
     turns for `passes` passes at the highest; yields each row once made."""
     for c in concurrencies:
         made = {run: [] for run in runs}
@@ -470,7 +470,7 @@ def write_outputs(rows, link):
         for r in rows:
             w.writerow({k: r.get(k, "") for k in CSV_FIELDS})
     lines = [f"perf_analyzer {' '.join(SEED_ARGS)} --shared-memory S -i grpc "
-             "--concurrency-range C; frontend --instances-per-gpu "
+             "--concurrency-range C; server --instances-per-gpu "
              f"{os.environ.get('BENCH_INSTANCES', '6')}, "
              f"{os.environ.get('BENCH_THREADS', '12')} threads per GPU", ""]
     if "error" in link:
@@ -489,7 +489,7 @@ def write_outputs(rows, link):
     lines += ["| GPUs | window | run | concurrency | infer/s | each pass | p50 (us) | p99 (us) "
               "| queue (us) "
               "| compute input (us) | compute infer (us) | compute output (us) "
-              "| frontend CPU (cores) | CPU per inference (us) | pinned bytes mid-run "
+              "| server CPU (cores) | CPU per inference (us) | pinned bytes mid-run "
               "| tensor paths over the run |",
               "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
               "| ---: | ---: | ---: | ---: | --- |"]
@@ -567,7 +567,7 @@ def write_outputs(rows, link):
               f"alone "
               f"| {ratio(quotient(at('system_pinned', '1'), link.get('chain_infer_s')))} "
               f"| (context) | |",
-              f"| window 1: frontend CPU per inference, system ÷ CUDA "
+              f"| window 1: server CPU per inference, system ÷ CUDA "
               f"| {ratio(cpu)} | ≤ 1.3 | {verdict(cpu, at_most=1.3)} |",
               f"| window 1: shmreg_pinned_bytes mid-run, default flags "
               f"| {fmt(pinned)} | both regions (≥ {INPUT_BYTES + OUTPUT_BYTES:,}) "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The shared-memory endpoints of a real Triton (tritonserver 2.51 from PyPI's
-nvidia-pytriton wheel) and of the example frontend, measured in one run on one
+nvidia-pytriton wheel) and of the example server, measured in one run on one
 machine with the same client:
 
 - register + unregister of one system region, cycles/s;
@@ -12,10 +12,10 @@ request at a time, for --seconds each, best of --repeat. The client reads
 each answer whole but does not parse it, so that it costs both servers the
 same. Prints a Markdown table (docs/performance.md, "Triton's
 shared-memory endpoints"). Run it through server/bench/triton_compare/run.sh, which
-builds the frontend and the venv; or directly:
+builds the server and the venv; or directly:
 
     build/triton-parity/venv/bin/python server/bench/triton_compare/compare.py \\
-        --frontend build/frontend-ci/app/shmreg-server
+        --server build/server-ci/app/shmreg-server
 """
 import argparse
 import http.client
@@ -142,15 +142,15 @@ def measure(client, keys, regions, seconds, repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frontend", default=os.environ.get("FRONTEND_BIN"),
-                    help="the shmreg-server binary (default: $FRONTEND_BIN)")
+    ap.add_argument("--server", default=os.environ.get("SERVER_BIN"),
+                    help="the shmreg-server binary (default: $SERVER_BIN)")
     ap.add_argument("--regions", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=2.0, help="per measurement")
     ap.add_argument("--repeat", type=int, default=3, help="measurements per cell; the best is kept")
     args = ap.parse_args()
-    if not args.frontend:
-        ap.error("--frontend or $FRONTEND_BIN is needed")
-    os.environ["FRONTEND_BIN"] = os.path.abspath(args.frontend)
+    if not args.server:
+        ap.error("--server or $SERVER_BIN is needed")
+    os.environ["SERVER_BIN"] = os.path.abspath(args.server)
 
     prefix = f"shmreg_tcmp_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     keys = make_objects(prefix, args.regions + 1)

@@ -242,7 +242,7 @@ static void remote_connect(shmreg_registry *reg, const region_scope *scope, repl
 
 /* One region's status, written as text (json_io.h: a tree per region was
  * most of the time of a status call). "in_use" is the key clients of this
- * frontend read; its value is the references callers hold (a request holds
+ * server read; its value is the references callers hold (a request holds
  * one per tensor it places in the region), which is what the library counts. */
 static void write_status_entry(jbuf *b, const region_scope *scope,
                                const shmreg_region_status *s)

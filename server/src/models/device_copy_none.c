@@ -1,4 +1,4 @@
-/* device_copy.h for a server built without CUDA (FRONTEND_WITH_CUDA OFF, or
+/* device_copy.h for a server built without CUDA (SERVER_WITH_CUDA OFF, or
  * AUTO without a toolkit): a tensor in a CUDA region is a clean 501. */
 #include "models/device_copy.h"
 
@@ -6,7 +6,7 @@
 
 static unsigned no_device_copy(int device_id, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "this frontend runs its models on the CPU and was built without CUDA, "
+    snprintf(err, errlen, "this server runs its models on the CPU and was built without CUDA, "
                           "so it cannot copy a tensor to or from device %d", device_id);
     return 501;
 }

@@ -27,7 +27,7 @@ static void set_why_cuda(const char *what, cudaError_t e)
 static int parse_devices(const char *gpus, int count)
 {
     if (strcmp(gpus, "none") == 0) {
-        snprintf(gpu_pool.why, sizeof gpu_pool.why, "the frontend was started with --gpus none");
+        snprintf(gpu_pool.why, sizeof gpu_pool.why, "the server was started with --gpus none");
         return -1;
     }
     if (strcmp(gpus, "all") == 0) {

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#define WHY "this frontend was built without CUDA (FRONTEND_WITH_CUDA=OFF, or no CUDA toolkit found)"
+#define WHY "this server was built without CUDA (SERVER_WITH_CUDA=OFF, or no CUDA toolkit found)"
 
 void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
                          unsigned time_every, unsigned copy_batch, const float *weights,

@@ -31,7 +31,7 @@ import grpc
 import numpy as np
 import pytest
 
-from grpc_support import call, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import call, proto_classes, start_grpc_server  # noqa: F401 (a fixture)
 from prometheus_text import parse
 
 TOKEN = "alice-token-0123456789abcdef"
@@ -48,7 +48,7 @@ def tenants_file(tmp_path):
 
 
 def infer_request(model, inputs):
-    """A ModelInferRequest of the frontend's own classes; inputs: (name,
+    """A ModelInferRequest of the server's own classes; inputs: (name,
     datatype, shape, raw bytes)."""
     req = proto_classes()["inference.ModelInferRequest"]()
     req.model_name = model
@@ -73,12 +73,12 @@ def simple_request(model="simple"):
 # ------------------------------------------------------ --max-buffered-mb
 
 
-@pytest.mark.frontends("c")
-def test_grpc_messages_waiting_are_bounded_by_max_buffered(start_grpc_frontend):
+@pytest.mark.servers("c")
+def test_grpc_messages_waiting_are_bounded_by_max_buffered(start_grpc_server):
     # One worker, busy for 3 s with simple_delayed; meanwhile six ModelInfer
     # messages of 3 MiB each (under --max-body-mb 4) arrive: 18 MiB waiting
     # against --max-buffered-mb 8. Two fit; the others are refused at once.
-    server = start_grpc_frontend("--threads", "1", "--delay-ms", "3000", "--max-body-mb", "4",
+    server = start_grpc_server("--threads", "1", "--delay-ms", "3000", "--max-body-mb", "4",
                                  "--max-buffered-mb", "8")
     slow = threading.Thread(target=model_infer, args=(server.grpc_url,
                                                       simple_request("simple_delayed")))
@@ -134,9 +134,9 @@ def closed_by_server(s, within):
     return False
 
 
-@pytest.mark.frontends("c")
-def test_grpc_connections_of_one_address_are_bounded(start_grpc_frontend):
-    server = start_grpc_frontend("--max-client-connections", "4")
+@pytest.mark.servers("c")
+def test_grpc_connections_of_one_address_are_bounded(start_grpc_server):
+    server = start_grpc_server("--max-client-connections", "4")
     held = [connect(server.grpc_port, "127.0.0.2") for _ in range(10)]
     try:
         closed = [closed_by_server(s, 1.0) for s in held]
@@ -157,10 +157,10 @@ def test_grpc_connections_of_one_address_are_bounded(start_grpc_frontend):
             s.close()
 
 
-@pytest.mark.frontends("c")
+@pytest.mark.servers("c")
 @pytest.mark.parametrize("sends", [b"", HTTP2_PREFACE], ids=["nothing", "preface"])
-def test_idle_grpc_connection_is_closed_after_request_timeout(start_grpc_frontend, sends):
-    server = start_grpc_frontend("--request-timeout-s", "2")
+def test_idle_grpc_connection_is_closed_after_request_timeout(start_grpc_server, sends):
+    server = start_grpc_server("--request-timeout-s", "2")
     s = connect(server.grpc_port)
     try:
         s.sendall(sends)
@@ -217,9 +217,9 @@ def assert_still_serves(server, headers=None, path="/v2/health/ready"):
     assert status == 200, (status, body)
 
 
-@pytest.mark.frontends("c")
-def test_bearer_token_followed_by_nul_is_refused(start_frontend, tmp_path):
-    server = start_frontend("--tenants", tenants_file(tmp_path))
+@pytest.mark.servers("c")
+def test_bearer_token_followed_by_nul_is_refused(start_server, tmp_path):
+    server = start_server("--tenants", tenants_file(tmp_path))
     alice = {"Authorization": f"Bearer {TOKEN}"}
     assert server.request("GET", STATUS, headers=alice)[0] == 200
     for junk in ("\0junk", "\0", "\0 " + TOKEN):
@@ -229,9 +229,9 @@ def test_bearer_token_followed_by_nul_is_refused(start_frontend, tmp_path):
         assert_still_serves(server, alice, STATUS)
 
 
-@pytest.mark.frontends("c")
-def test_restricted_header_followed_by_nul_is_refused(start_frontend):
-    server = start_frontend("--http-restricted-api", "shared-memory:admin-key=open-sesame")
+@pytest.mark.servers("c")
+def test_restricted_header_followed_by_nul_is_refused(start_server):
+    server = start_server("--http-restricted-api", "shared-memory:admin-key=open-sesame")
     assert server.request("GET", STATUS, headers={"admin-key": "open-sesame"})[0] == 200
     status, _, body = server.request("GET", STATUS, headers={"admin-key": "open-sesame\0junk"})
     assert_refused_naming(status, body, "admin-key")
@@ -247,21 +247,21 @@ NUL_PLACES = {
 
 
 @pytest.mark.parametrize("eol", [b"\r\n", b"\n"], ids=["crlf", "lf"])
-def test_nul_in_a_header_is_400_wherever_it_stands(start_frontend, frontend, eol):
-    server = start_frontend()
+def test_nul_in_a_header_is_400_wherever_it_stands(start_server, server_kind, eol):
+    server = start_server()
     for place, fields in NUL_PLACES.items():
         status, body = raw_request(server.port, request_bytes(*fields, eol=eol))
-        if frontend == "c":
+        if server_kind == "c":
             assert_refused_naming(status, body, "X-Nul")
         else:
             assert status == 400, (place, status, body)
         assert_still_serves(server)
 
 
-@pytest.mark.frontends("c")
+@pytest.mark.servers("c")
 @pytest.mark.parametrize("eol", [b"\r\n", b"\n"], ids=["crlf", "lf"])
-def test_folded_header_is_400(start_frontend, eol):
-    server = start_frontend()
+def test_folded_header_is_400(start_server, eol):
+    server = start_server()
     for fields in ([b"X-Folded: first", b"  continued", b"X-After: 2"],
                    [b"X-Before: 1", b"X-Folded: first", b"\tcontinued"]):
         status, body = raw_request(server.port, request_bytes(*fields, eol=eol))
@@ -282,8 +282,8 @@ ORDINARY = {
 
 
 @pytest.mark.parametrize("eol", [b"\r\n", b"\n"], ids=["crlf", "lf"])
-def test_ordinary_headers_are_served(start_frontend, eol):
-    server = start_frontend()
+def test_ordinary_headers_are_served(start_server, eol):
+    server = start_server()
     for what, fields in ORDINARY.items():
         status, body = raw_request(server.port, request_bytes(*fields, eol=eol))
         assert status == 200, (what, status, body)
@@ -292,11 +292,11 @@ def test_ordinary_headers_are_served(start_frontend, eol):
     assert status == 200, (status, body)
 
 
-@pytest.mark.frontends("c")
-def test_headers_read_in_many_parts_are_checked_alike(start_frontend):
+@pytest.mark.servers("c")
+def test_headers_read_in_many_parts_are_checked_alike(start_server):
     # libmicrohttpd parses each line as it arrives and grows its read buffer
     # as the block does; the check sees the same layout whatever the parts.
-    server = start_frontend()
+    server = start_server()
     many = [b"X-H%d: %s" % (i, b"v" * (i % 40)) for i in range(120)]
     status, body = raw_request(server.port, request_bytes(*many), piece=7)
     assert status == 200, (status, body)
@@ -357,9 +357,9 @@ def grpc_status_call_answers(port, authorization):
         s.close()
 
 
-@pytest.mark.frontends("c")
-def test_grpc_bearer_token_followed_by_nul_is_not_the_token(start_grpc_frontend, tmp_path):
-    server = start_grpc_frontend("--tenants", tenants_file(tmp_path))
+@pytest.mark.servers("c")
+def test_grpc_bearer_token_followed_by_nul_is_not_the_token(start_grpc_server, tmp_path):
+    server = start_grpc_server("--tenants", tenants_file(tmp_path))
     token = f"Bearer {TOKEN}".encode()
     assert grpc_status_call_answers(server.grpc_port, token)
     for junk in (b"\0junk", b"\0", b"\0 " + TOKEN.encode()):
@@ -370,8 +370,8 @@ def test_grpc_bearer_token_followed_by_nul_is_not_the_token(start_grpc_frontend,
 # ---------------------------------------------------------- overflowing shape
 
 
-def test_overflowing_shape_is_400_over_http(start_frontend):
-    server = start_frontend()
+def test_overflowing_shape_is_400_over_http(start_server):
+    server = start_server()
     body = {"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": HUGE_SHAPE,
                         "data": [1, 2]}]}
     status, reply = server.json("POST", "/v2/models/identity/infer", body)
@@ -384,9 +384,9 @@ def test_overflowing_shape_is_400_over_http(start_frontend):
     assert server.json("GET", "/v2/health/ready")[0] == 200
 
 
-@pytest.mark.frontends("c")
-def test_overflowing_shape_is_invalid_argument_over_grpc(start_grpc_frontend):
-    server = start_grpc_frontend()
+@pytest.mark.servers("c")
+def test_overflowing_shape_is_invalid_argument_over_grpc(start_grpc_server):
+    server = start_grpc_server()
     _, err = model_infer(server.grpc_url,
                          infer_request("identity", [("INPUT0", "UINT8", HUGE_SHAPE, b"\1\2")]))
     assert err is not None and err.code() == grpc.StatusCode.INVALID_ARGUMENT, err
@@ -427,10 +427,10 @@ def metrics_of(server, token):
     return {name: v for (name, _), v in parse(body.decode()).samples.items()}
 
 
-@pytest.mark.frontends("c")
-def test_metrics_under_tenants_want_a_token_and_show_only_the_tenants_own(start_frontend,
+@pytest.mark.servers("c")
+def test_metrics_under_tenants_want_a_token_and_show_only_the_tenants_own(start_server,
                                                                           tmp_path, shm):
-    server = start_frontend("--tenants", tenants_file(tmp_path), "--cache-bytes", str(1 << 20))
+    server = start_server("--tenants", tenants_file(tmp_path), "--cache-bytes", str(1 << 20))
     status, _, body = server.request("GET", "/metrics")
     assert status == 401, body
     assert server.request("GET", "/metrics", headers=bearer("not-a-known-token-at-all"))[0] == 401
@@ -452,9 +452,9 @@ def test_metrics_under_tenants_want_a_token_and_show_only_the_tenants_own(start_
     assert "nv_inference_request_success" in alices  # the models' figures stay
 
 
-@pytest.mark.frontends("c")
-def test_metrics_without_tenants_are_the_registrys(start_frontend):
-    server = start_frontend()
+@pytest.mark.servers("c")
+def test_metrics_without_tenants_are_the_registrys(start_server):
+    server = start_server()
     status, _, body = server.request("GET", "/metrics")
     assert status == 200
     names = {name for name, _ in parse(body.decode()).samples}
@@ -462,12 +462,12 @@ def test_metrics_without_tenants_are_the_registrys(start_frontend):
     assert not any(n.startswith("shmreg_tenant_") for n in names)
 
 
-@pytest.mark.frontends("c")
-def test_limit_refusal_quotes_no_other_tenants_usage(start_grpc_frontend, tmp_path, shm):
+@pytest.mark.servers("c")
+def test_limit_refusal_quotes_no_other_tenants_usage(start_grpc_server, tmp_path, shm):
     # Bob holds 300 KiB; Alice asks for 900 KiB of a 1 MiB limit: refused,
     # by her share or by the registry's limit, in words that do not quote
     # what Bob holds (main once answered "... (795648 in use)").
-    server = start_grpc_frontend("--tenants", tenants_file(tmp_path), "--max-mapped-bytes",
+    server = start_grpc_server("--tenants", tenants_file(tmp_path), "--max-mapped-bytes",
                                  str(1 << 20))
     bobs, alices = 300 * 1024, 900 * 1024
     assert register(server, BOB, "b", shm("quota_bob", bobs), bobs)[0] == 200

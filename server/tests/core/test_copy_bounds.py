@@ -5,13 +5,13 @@ built when it could pass that bound, and the mapped bytes of all regions are
 bounded by default (--max-mapped-bytes 1 TiB), while a window past its
 object still gets Triton's "invalid args", never the limit's answer.
 
-The C frontend only (the Python frontend has none of these flags)."""
+The C server only (the Python server has none of these flags)."""
 import json
 import os
 
 import pytest
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 MIB = 1 << 20
 SYS = "/v2/systemsharedmemory"
@@ -53,8 +53,8 @@ def identity_from_region(server, region, nbytes, outputs=None):
     return status, (json.loads(data) if status != 200 else None)
 
 
-def test_input_copied_from_a_region_is_bounded(start_frontend, shm_object):
-    server = start_frontend("--max-body-mb", "1")
+def test_input_copied_from_a_region_is_bounded(start_server, shm_object):
+    server = start_server("--max-body-mb", "1")
     key = shm_object("copy_in", 4 * MIB, written=4 * MIB)
     assert register(server, "big", key, 4 * MIB) == (200, None)
     status, body = identity_from_region(server, "big", 2 * MIB,
@@ -71,8 +71,8 @@ def test_input_copied_from_a_region_is_bounded(start_frontend, shm_object):
     assert status == 200
 
 
-def test_json_response_is_refused_before_it_is_built(start_frontend, shm_object):
-    server = start_frontend("--max-body-mb", "1")
+def test_json_response_is_refused_before_it_is_built(start_server, shm_object):
+    server = start_server("--max-body-mb", "1")
     key = shm_object("json_out", MIB, written=MIB)
     assert register(server, "in", key, MIB) == (200, None)
     # 256 KiB of UINT8 as JSON could take 7 bytes a byte: past 1 MiB.
@@ -88,10 +88,10 @@ def test_json_response_is_refused_before_it_is_built(start_frontend, shm_object)
     assert status == 200
 
 
-def test_mapped_bytes_are_bounded_by_default(start_frontend, shm_object):
+def test_mapped_bytes_are_bounded_by_default(start_server, shm_object):
     """Without the flag: 1 TiB of mappings at most. A sparse 768 GiB object
     maps once, not twice (it costs the client nothing to make)."""
-    server = start_frontend()
+    server = start_server()
     key = shm_object("sparse", 768 << 30)
     assert register(server, "a", key, 768 << 30) == (200, None)
     status, body = register(server, "b", key, 768 << 30)
@@ -100,9 +100,9 @@ def test_mapped_bytes_are_bounded_by_default(start_frontend, shm_object):
     assert server.json("POST", f"{SYS}/region/a/unregister") == (200, None)
 
 
-def test_window_past_its_object_is_invalid_args_above_the_limit(start_frontend, shm_object):
+def test_window_past_its_object_is_invalid_args_above_the_limit(start_server, shm_object):
     """The object's own checks answer before any limit: Triton's words."""
-    server = start_frontend("--max-mapped-bytes", "8192")
+    server = start_server("--max-mapped-bytes", "8192")
     key = shm_object("small", 4096, written=4096)
     status, body = register(server, "w", key, 1 << 41)
     assert status == 400, body

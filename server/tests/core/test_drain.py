@@ -15,9 +15,9 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 QUEUED = 8
 NBYTES = 64
@@ -47,9 +47,9 @@ def slow_request(mod, url, region, outcomes):
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_sigterm_stops_queued_requests_after_the_drain_time(start_grpc_frontend, shm_key,
+def test_sigterm_stops_queued_requests_after_the_drain_time(start_grpc_server, shm_key,
                                                             protocol):
-    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "1", "--drain-s", "1")
+    server = start_grpc_server("--delay-ms", "1000", "--threads", "1", "--drain-s", "1")
     mod, url = (httpclient, server.url) if protocol == "http" else (grpcclient, server.grpc_url)
     handle = shm.create_shared_memory_region("slow", shm_key("slow"), 3 * NBYTES)
     try:

@@ -9,7 +9,7 @@ from server_process import binary
 def test_readme_table_is_the_help():
     assert readme_table(README.read_text()) == table_of(binary()), (
         "server/README.md's options differ from --help: run "
-        "python server/tests/support/options_table.py $FRONTEND_BIN --write server/README.md")
+        "python server/tests/support/options_table.py $SERVER_BIN --write server/README.md")
 
 
 def test_help_parses_into_every_flag():

@@ -1,11 +1,11 @@
-"""The C frontend as a multi-tenant server, over HTTP and
+"""The C server as a multi-tenant server, over HTTP and
 gRPC: the flags of the library's protections (--allow-uid, --max-regions,
 --max-mapped-bytes, --max-pinned-bytes), Triton's --http-restricted-api and
 --grpc-restricted-protocol, and --tenants, with two tenants trying to list,
 read, write, unregister and probe each other's regions.
 
 Every refusal is checked for its status and message and for changing
-nothing. A test here fails on a frontend without the feature it names: the
+nothing. A test here fails on a server without the feature it names: the
 flags are refused at start, or the other tenant's region is seen.
 """
 import http.client
@@ -21,10 +21,10 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from server_process import binary
-from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 
-# The flags are the C frontend's (examples/python-frontend has none of them).
-pytestmark = pytest.mark.frontends("c")
+# The flags are the C server's (examples/python-frontend has none of them).
+pytestmark = pytest.mark.servers("c")
 
 NBYTES = 64  # one [1, 16] INT32 tensor
 ALICE = "alice-token-0123456789abcdef"
@@ -143,7 +143,7 @@ def grpc_infer_into(client, region, headers=None):
 
 
 def start_refused(*args):
-    """The frontend with args exits 2 at start: its stderr."""
+    """The server with args exits 2 at start: its stderr."""
     proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
                           timeout=20)
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
@@ -231,8 +231,8 @@ def test_tenants_file_that_is_a_directory_is_refused(tmp_path):
 
 
 @needs_root
-def test_allow_uid_defaults_to_the_servers_own_uid(start_grpc_frontend, shm):
-    server = start_grpc_frontend()
+def test_allow_uid_defaults_to_the_servers_own_uid(start_grpc_server, shm):
+    server = start_grpc_server()
     theirs = shm("other_owner")
     os.chown(f"/dev/shm/{theirs.lstrip('/')}", NOBODY, -1)
     status_code, body = register(server, "theirs", theirs)
@@ -250,23 +250,23 @@ def test_allow_uid_defaults_to_the_servers_own_uid(start_grpc_frontend, shm):
 
 
 @needs_root
-def test_allow_uid_list_and_any(start_frontend, shm):
-    listed = start_frontend("--allow-uid", str(NOBODY))
+def test_allow_uid_list_and_any(start_server, shm):
+    listed = start_server("--allow-uid", str(NOBODY))
     theirs, mine = shm("listed_owner"), shm("root_owner")
     os.chown(f"/dev/shm/{theirs.lstrip('/')}", NOBODY, -1)
     assert register(listed, "theirs", theirs) == (200, None)
     # An explicit list is the whole list: the server's own objects are out.
     status_code, body = register(listed, "mine", mine)
     assert status_code == 400 and "is owned by uid 0, which this registry" in body["error"]
-    anyone = start_frontend("--allow-uid", "any")
+    anyone = start_server("--allow-uid", "any")
     assert register(anyone, "theirs", theirs) == (200, None)
     assert register(anyone, "mine", mine) == (200, None)
     for server in (listed, anyone):
         assert unregister(server) == (200, None)
 
 
-def test_max_regions(start_grpc_frontend, shm):
-    server = start_grpc_frontend("--max-regions", "2")
+def test_max_regions(start_grpc_server, shm):
+    server = start_grpc_server("--max-regions", "2")
     key = shm("limit_regions")
     assert register(server, "r1", key) == (200, None)
     assert register(server, "r2", key) == (200, None)
@@ -284,8 +284,8 @@ def test_max_regions(start_grpc_frontend, shm):
     client.close()
 
 
-def test_max_mapped_bytes(start_frontend, shm):
-    server = start_frontend("--max-mapped-bytes", "8192")
+def test_max_mapped_bytes(start_server, shm):
+    server = start_server("--max-mapped-bytes", "8192")
     key = shm("limit_bytes", size=8192)
     assert register(server, "a", key, size=4096) == (200, None)
     assert register(server, "b", key, size=8192) == (429, {
@@ -295,9 +295,9 @@ def test_max_mapped_bytes(start_frontend, shm):
     assert unregister(server) == (200, None)
 
 
-def test_default_limits_are_in_force(start_frontend, shm):
+def test_default_limits_are_in_force(start_server, shm):
     """No flag: 4096 regions at most (the 4097th is refused)."""
-    server = start_frontend()
+    server = start_server()
     key = shm("default_limit")
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)  # one, kept alive
     for i in range(4096):
@@ -313,11 +313,11 @@ def test_default_limits_are_in_force(start_frontend, shm):
     assert unregister(server) == (200, None)
 
 
-def test_max_pinned_bytes(start_frontend, shm):
+def test_max_pinned_bytes(start_server, shm):
     """--pin always with a pinned-bytes limit: a registration past it is
-    refused. Pinning needs a usable CUDA device; without one the frontend
+    refused. Pinning needs a usable CUDA device; without one the server
     answers 501 to any pinning demand, and the limit cannot be reached."""
-    server = start_frontend("--pin", "always", "--max-pinned-bytes", "4096")
+    server = start_server("--pin", "always", "--max-pinned-bytes", "4096")
     key = shm("limit_pinned", size=8192)
     status_code, body = register(server, "small", key, size=4096)
     if status_code == 501:
@@ -332,8 +332,8 @@ def test_max_pinned_bytes(start_frontend, shm):
 # ------------------------------------------------ Triton's restricted API
 
 
-def test_http_restricted_api(start_grpc_frontend, shm):
-    server = start_grpc_frontend("--http-restricted-api", "shared-memory:admin-key=s3cret")
+def test_http_restricted_api(start_grpc_server, shm):
+    server = start_grpc_server("--http-restricted-api", "shared-memory:admin-key=s3cret")
     key = shm("restricted", list(range(16)) + [2] * 16)
     refused = (403, {"error": "This API is restricted, expecting header 'admin-key'"})
     for headers in (None, {"admin-key": "wrong"}, {"admin-key": "s3cret "}, {"other": "s3cret"}):
@@ -356,8 +356,8 @@ def test_http_restricted_api(start_grpc_frontend, shm):
     client.close()
 
 
-def test_grpc_restricted_protocol(start_grpc_frontend, shm):
-    server = start_grpc_frontend("--grpc-restricted-protocol", "shared-memory:admin-key=s3cret")
+def test_grpc_restricted_protocol(start_grpc_server, shm):
+    server = start_grpc_server("--grpc-restricted-protocol", "shared-memory:admin-key=s3cret")
     key = shm("grpc_restricted", list(range(16)) + [5] * 16)
     client = grpcclient.InferenceServerClient(server.grpc_url)
     refusal = "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"
@@ -383,8 +383,8 @@ def test_grpc_restricted_protocol(start_grpc_frontend, shm):
 
 
 @pytest.fixture
-def tenanted(start_grpc_frontend, tmp_path):
-    return start_grpc_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS))
+def tenanted(start_grpc_server, tmp_path):
+    return start_grpc_server("--tenants", tenants_file(tmp_path, TWO_TENANTS))
 
 
 def test_requests_without_a_known_token_are_refused(tenanted, shm):
@@ -520,9 +520,9 @@ def test_tenant_names_stay_inside_the_namespace(tenanted, shm):
     client.close()
 
 
-def test_tenants_and_restriction_together(start_grpc_frontend, tmp_path, shm):
+def test_tenants_and_restriction_together(start_grpc_server, tmp_path, shm):
     """Triton's header is checked first, then the tenant's token."""
-    server = start_grpc_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS),
+    server = start_grpc_server("--tenants", tenants_file(tmp_path, TWO_TENANTS),
                                  "--http-restricted-api", "shared-memory:admin-key=k")
     assert status(server, headers=bearer(ALICE))[0] == 403
     assert status(server, headers={"admin-key": "k"})[0] == 401
@@ -533,12 +533,12 @@ def test_tenants_and_restriction_together(start_grpc_frontend, tmp_path, shm):
 # ------------------------------------------------------ quotas per tenant
 
 
-def test_default_share_leaves_the_other_tenant_room(start_grpc_frontend, tmp_path, shm):
+def test_default_share_leaves_the_other_tenant_room(start_grpc_server, tmp_path, shm):
     """--max-regions 4 between two tenants is 2 each. Alice filling
     hers leaves Bob's registrations working over HTTP and gRPC, and her
     refusal quotes her own usage only (before: 429 for Bob once Alice held
     the registry's 4)."""
-    server = start_grpc_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--max-regions", "4")
+    server = start_grpc_server("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--max-regions", "4")
     a, b = bearer(ALICE), bearer(BOB)
     key = shm("share")
     assert register(server, "r1", key, headers=a) == (200, None)
@@ -559,12 +559,12 @@ def test_default_share_leaves_the_other_tenant_room(start_grpc_frontend, tmp_pat
     client.close()
 
 
-def test_own_quota_of_mapped_bytes(start_grpc_frontend, tmp_path, shm):
+def test_own_quota_of_mapped_bytes(start_grpc_server, tmp_path, shm):
     """A tenant's own quota from the tenants file; the other keeps the
     default share (what --max-mapped-bytes leaves). Alice's refusal quotes
     her bytes, never Bob's 7777."""
     text = f"{ALICE} alice max-mapped-bytes=8192\n{BOB} bob\n"
-    server = start_grpc_frontend("--tenants", tenants_file(tmp_path, text), "--max-mapped-bytes", "20000")
+    server = start_grpc_server("--tenants", tenants_file(tmp_path, text), "--max-mapped-bytes", "20000")
     a, b = bearer(ALICE), bearer(BOB)
     key = shm("own_quota", size=16384)
     assert register(server, "b", key, size=7777, headers=b) == (200, None)
@@ -586,11 +586,11 @@ def test_own_quota_of_mapped_bytes(start_grpc_frontend, tmp_path, shm):
     client.close()
 
 
-def test_pinned_quota_per_tenant(start_frontend, tmp_path, shm):
+def test_pinned_quota_per_tenant(start_server, tmp_path, shm):
     """--pin always: Alice's pinned bytes are bounded by her share of
     --max-pinned-bytes, and Bob still pins. Needs a usable CUDA device
     (pinning answers 501 elsewhere)."""
-    server = start_frontend("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--pin", "always",
+    server = start_server("--tenants", tenants_file(tmp_path, TWO_TENANTS), "--pin", "always",
                             "--max-pinned-bytes", "16384")
     a, b = bearer(ALICE), bearer(BOB)
     key = shm("pinned_quota", size=16384)

@@ -6,14 +6,14 @@ the one-copy staged path; a model on the CPU always copies (guarded for a
 system region, through the device for a CUDA one). And the counters add
 tensors and bytes per path and direction, and nothing for a tensor that is
 not in shared memory. Runs tests/support/tensor_path_table.c, built next to
-$FRONTEND_BIN. The C frontend only."""
+$SERVER_BIN. The C server only."""
 import subprocess
 
 import pytest
 
 from server_process import sibling_binary
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 EXPECTED = {
     # (model on the GPU, kind, pinned): path
@@ -37,12 +37,12 @@ def table():
     return decisions, totals
 
 
-def test_every_case_takes_its_path(frontend):
+def test_every_case_takes_its_path(server_kind):
     decisions, _ = table()
     assert decisions == EXPECTED
 
 
-def test_counters_add_tensors_and_bytes_per_path_and_direction(frontend):
+def test_counters_add_tensors_and_bytes_per_path_and_direction(server_kind):
     _, totals = table()
     assert totals.pop(("staged_copy", "input")) == (2, 2 * 1474560)
     assert totals.pop(("dma_in_place", "output")) == (1, 846720)

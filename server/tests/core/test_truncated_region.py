@@ -4,9 +4,9 @@ truncates it must get a 400 naming its region, never kill the server
 input read from the region and an output written into it, while another
 client's slow request runs beside it and succeeds.
 
-Over HTTP, the same against the Python frontend (examples/python-frontend),
+Over HTTP, the same against the Python server (examples/python-frontend),
 whose shmreg.kserve reads and writes regions with guarded copies; gRPC is
-the C frontend's only."""
+the C server's only."""
 import os
 import threading
 
@@ -17,9 +17,9 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 IN0 = np.arange(16, dtype=np.int32).reshape(1, 16)
 IN1 = np.full((1, 16), 5, dtype=np.int32)
@@ -114,16 +114,16 @@ def truncating_client_is_refused(server, mod, url, truncated, direction, expecte
 
 @pytest.mark.parametrize("direction", ["input", "output"])
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_frontend, truncated,
+def test_truncated_region_is_400_and_other_clients_go_on(start_grpc_server, truncated,
                                                          protocol, direction):
-    server = start_grpc_frontend("--delay-ms", "1000", "--threads", "4")
+    server = start_grpc_server("--delay-ms", "1000", "--threads", "4")
     expected = "400" if protocol == "http" else "StatusCode.INVALID_ARGUMENT"
     truncating_client_is_refused(server, PROTOCOLS[protocol], url_of(server, protocol),
                                  truncated, direction, expected)
 
 
-@pytest.mark.frontends("c", "python")
+@pytest.mark.servers("c", "python")
 @pytest.mark.parametrize("direction", ["input", "output"])
-def test_truncated_region_over_http_on_every_frontend(start_frontend, truncated, direction):
-    server = start_frontend("--delay-ms", "1000", "--threads", "4", "--allow-client-shm", "true")
+def test_truncated_region_over_http_on_every_server(start_server, truncated, direction):
+    server = start_server("--delay-ms", "1000", "--threads", "4", "--allow-client-shm", "true")
     truncating_client_is_refused(server, httpclient, server.url, truncated, direction, "400")

@@ -2,17 +2,17 @@
 (src/common/worker_pool.h): a waiting item lets the next one start on a
 spare thread, without a wait n bounds the items at work, and the spares
 bound how many may wait. Runs tests/support/worker_pool_waits.c, built next to
-$FRONTEND_BIN. The C frontend only."""
+$SERVER_BIN. The C server only."""
 import subprocess
 
 import pytest
 
 from server_process import sibling_binary
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 
-def test_waits_do_not_count_against_the_workers(frontend):
+def test_waits_do_not_count_against_the_workers(server_kind):
     run = subprocess.run([sibling_binary("shmreg-server-worker-pool-test")],
                          capture_output=True, text=True, timeout=60)
     lines = run.stdout.splitlines()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server on the GPU machine, in one call: build the library
 # (SHMREG_WITH_CUDA=ON), install it to a prefix and build server/ against it
-# with FRONTEND_WITH_CUDA=ON (scripts/lib/build_server.sh), run
+# with SERVER_WITH_CUDA=ON (scripts/lib/build_server.sh), run
 # server/tests/gpu/test_cuda_infer.py (the device copy), test_gpu_model.py
 # (the GPU model 'yolo') and test_tensor_paths.py (each data path of a
 # system region: DMA in place, the one-copy staged path, a truncating
@@ -11,7 +11,7 @@
 # and pytest are in its image; tritonclient and perf_analyzer are not: the
 # carried wheels in .whl/ are installed into /tmp/site and put on
 # PYTHONPATH first, scripts/lib/carry.sh). The kernel is built for every
-# major GPU architecture unless FRONTEND_CUDA_ARCHITECTURES says otherwise
+# major GPU architecture unless SERVER_CUDA_ARCHITECTURES says otherwise
 # (e.g. 90 for the H200 alone, which saves minutes).
 # Prints one summary line last; exit 0 only if at least one test passed and
 # none failed (everything skipped means no device was usable, which on this
@@ -20,7 +20,7 @@
 # The GPU machine has no network and lacks libmicrohttpd, json-c, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
 # $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
-# these added for the frontend (HTTP, then the gRPC service, which generates
+# these added for the server (HTTP, then the gRPC service, which generates
 # its code with protoc and grpc_cpp_plugin at build time):
 #   apt-get download libmicrohttpd12 libmicrohttpd-dev libjson-c5 libjson-c-dev \
 #     libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc \
@@ -28,33 +28,33 @@
 #     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
 #     libssl-dev zlib1g-dev
 # They are unpacked under build/, never into /. The whole log goes to
-# $OUT/frontend-gpu.log (default build/gpu-out): one file, since the GPU machine
+# $OUT/server-gpu.log (default build/gpu-out): one file, since the GPU machine
 # brings back few.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-build/gpu-out}
-BUILD=$(realpath -m "${FRONTEND_GPU_BUILD:-build/frontend-gpu}")
-LOG=$OUT/frontend-gpu.log
+BUILD=$(realpath -m "${SERVER_GPU_BUILD:-build/server-gpu}")
+LOG=$OUT/server-gpu.log
 export JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3} # the image's python3 holds CuPy, NumPy and pytest
 mkdir -p "$OUT" "$BUILD"
 : >"$LOG"
 
-summary() { echo "=== frontend-gpu summary: $*"; }
+summary() { echo "=== server-gpu summary: $*"; }
 
 source scripts/lib/carry.sh        # unpack_carried, install_carried_wheels
 source scripts/lib/build_server.sh # build_server
 
 # build: library (CUDA backends on) installed to $BUILD/prefix, then the
-# frontend (device copy and GPU model on) against it. Without -Werror: the
+# server (device copy and GPU model on) against it. Without -Werror: the
 # GPU machine's compilers are not the CI's.
 build() {
   SERVER_WERROR=OFF SERVER_LIB_CMAKE_ARGS=-DSHMREG_WITH_CUDA=ON build_server "$BUILD" \
-    -DFRONTEND_WITH_CUDA=ON \
-    ${FRONTEND_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$FRONTEND_CUDA_ARCHITECTURES}
+    -DSERVER_WITH_CUDA=ON \
+    ${SERVER_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$SERVER_CUDA_ARCHITECTURES}
 }
 
-echo "=== frontend-gpu: unpack carried packages, build library + frontend (CUDA) in $BUILD"
+echo "=== server-gpu: unpack carried packages, build library + server (CUDA) in $BUILD"
 rm -rf "$BUILD/lib" "$BUILD/app"
 # The carried packages go under $BUILD/debs, a prefix of its own, so that
 # neither this script nor tests/cuda/run.sh removes the other's.
@@ -69,16 +69,16 @@ BIN=$BUILD/app/shmreg-server
 # say which one here instead.
 if ldd "$BIN" | grep -q "not found"; then
   ldd "$BIN" | grep "not found" | tee -a "$LOG"
-  summary "FAILED: the frontend's libraries are not all found"
+  summary "FAILED: the server's libraries are not all found"
   exit 1
 fi
 
-echo "=== frontend-gpu: carried wheels into ${PYTHON_SITE:-/tmp/site}"
+echo "=== server-gpu: carried wheels into ${PYTHON_SITE:-/tmp/site}"
 install_carried_wheels "${PYTHON_SITE:-/tmp/site}" >>"$LOG" 2>&1 ||
-  echo "=== frontend-gpu: no carried wheels installed (log: $LOG): tritonclient tests skip"
+  echo "=== server-gpu: no carried wheels installed (log: $LOG): tritonclient tests skip"
 
-echo "=== frontend-gpu: server/tests/gpu/test_cuda_infer.py test_gpu_model.py test_tensor_paths.py"
-FRONTEND_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+echo "=== server-gpu: server/tests/gpu/test_cuda_infer.py test_gpu_model.py test_tensor_paths.py"
+SERVER_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
   "$PYTHON" -m pytest -p no:cacheprovider -rs -v server/tests/gpu/test_cuda_infer.py \
   server/tests/gpu/test_gpu_model.py server/tests/gpu/test_tensor_paths.py >>"$LOG" 2>&1
 rc=$?
@@ -95,8 +95,8 @@ fi
 
 # The register-per-request row, with this CUDA build: register, infer, unregister
 # per request, pinned 16 MiB, cache off then on (about 25 s).
-echo "=== frontend-gpu: server/bench/gpu/register_per_request.py (figures in $OUT/register-per-request.md)"
-FRONTEND_BIN=$BIN OUT=$OUT PYTHONDONTWRITEBYTECODE=1 timeout 60 \
+echo "=== server-gpu: server/bench/gpu/register_per_request.py (figures in $OUT/register-per-request.md)"
+SERVER_BIN=$BIN OUT=$OUT PYTHONDONTWRITEBYTECODE=1 timeout 60 \
   "$PYTHON" server/bench/gpu/register_per_request.py --seconds 10 >>"$LOG" 2>&1
 bench_rc=$?
 if [ "$bench_rc" -eq 0 ]; then
@@ -107,7 +107,7 @@ else
 fi
 seed_rc=skipped
 if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
-  FRONTEND_GPU_BUILD=$BUILD OUT=$OUT bash server/tests/gpu/seed_benchmark.sh
+  SERVER_GPU_BUILD=$BUILD OUT=$OUT bash server/tests/gpu/seed_benchmark.sh
   seed_rc=$?
   [ "$seed_rc" -eq 0 ] || rc=1
 fi

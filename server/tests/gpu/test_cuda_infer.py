@@ -1,12 +1,12 @@
 """The built-in models with tensors in CUDA regions, on a GPU machine.
 
 The test process allocates device buffers with CuPy and exports them as raw
-cudaIpcMemHandle bytes; the frontend (a separate process, as CUDA IPC
+cudaIpcMemHandle bytes; the server (a separate process, as CUDA IPC
 requires: the exporting process cannot open its own handle) registers them
 through v2/cudasharedmemory and copies through the device. Requests are plain
 urllib: tritonclient is not installed on the GPU machine.
 
-$FRONTEND_BIN names the binary (server/tests/gpu/run.sh sets it). Without
+$SERVER_BIN names the binary (server/tests/gpu/run.sh sets it). Without
 CuPy or a visible device every test is skipped.
 """
 import base64
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
-from server_process import Frontend, leftover_report  # noqa: E402
+from server_process import Server, leftover_report  # noqa: E402
 
 cp = pytest.importorskip("cupy", reason="CuPy is not installed")
 
@@ -75,17 +75,17 @@ def nothing_in_use(server, kind):
 
 @pytest.fixture
 def server():
-    s = Frontend("--threads", "4")
+    s = Server("--threads", "4")
     yield s
     rc, err = s.stop()
-    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert rc == 0, f"server exited {rc}:\n{err}"
     assert leftover_report(err) == (0, 0), err
 
 
 class DeviceRegion:
     """A cudaMalloc'ed buffer of its own (not from CuPy's pool, whose
     sub-allocations would not start at the IPC handle's base), registered
-    with the frontend as a CUDA region."""
+    with the server as a CUDA region."""
 
     def __init__(self, server, name, nbytes):
         self.name, self.nbytes = name, nbytes
@@ -157,7 +157,7 @@ def test_identity_cuda_in_cuda_out(server, cuda_region):
     expected = cp.arange(4000, dtype=cp.float32).reshape(shape) * 0.5 - 7
     src.array(cp.float32, shape)[...] = expected
     dst.array(cp.float32, shape)[...] = -1
-    cp.cuda.Device().synchronize()  # the frontend reads through its own context
+    cp.cuda.Device().synchronize()  # the server reads through its own context
 
     answer = infer(server, "identity",
                    [{"name": "INPUT0", "datatype": "FP32", "shape": list(shape),

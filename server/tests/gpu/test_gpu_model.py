@@ -10,7 +10,7 @@ test_cuda_infer.py), inline binary data, and mixes of them; then statistics,
 concurrency, a second GPU where there is one, and tritonclient where it can
 be imported.
 
-$FRONTEND_BIN names the binary (server/tests/gpu/run.sh sets it). Without
+$SERVER_BIN names the binary (server/tests/gpu/run.sh sets it). Without
 CuPy or a visible device every test is skipped.
 """
 import base64
@@ -30,7 +30,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))
 sys.path.insert(0, HERE)
-from server_process import Frontend, leftover_report  # noqa: E402
+from server_process import Server, leftover_report  # noqa: E402
 from prometheus_text import scrape  # noqa: E402
 from yolo_reference import ROWS, anchors, random_images, reference  # noqa: E402
 # Skips this module too where CuPy or a device is missing.
@@ -49,19 +49,19 @@ def device_count():
 
 
 def start(*args):
-    return Frontend("--threads", "8", "--yolo-window", str(WINDOW), *args)
+    return Server("--threads", "8", "--yolo-window", str(WINDOW), *args)
 
 
 def stop(server):
     """Stop server, check it exited cleanly with nothing left; its stderr."""
     rc, err = server.stop()
-    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert rc == 0, f"server exited {rc}:\n{err}"
     assert leftover_report(err) == (0, 0), err
     return err
 
 
 def startup_line(err):
-    """The GPU model's start-up line in a frontend's stderr."""
+    """The GPU model's start-up line in a server's stderr."""
     (line,) = [line for line in err.splitlines() if line.startswith("gpu model 'yolo': ")]
     return line
 
@@ -241,7 +241,7 @@ def test_cuda_in_and_out(server, regions):
     name_out, mem_out = regions.cuda_region("out", out_bytes)
     device_array(mem_in, images.shape)[...] = cp.asarray(images)
     device_array(mem_out, (ROWS, 5040))[...] = 7
-    cp.cuda.Device(0).synchronize()  # the frontend reads through its own stream
+    cp.cuda.Device(0).synchronize()  # the server reads through its own stream
     status, header, raw = infer_binary(server, images, shm_params(name_in, images.nbytes),
                                        shm_params(name_out, out_bytes))
     assert status == 200 and raw is None, header
@@ -421,7 +421,7 @@ def test_pin_never_stages_system_regions():
 ])
 def test_streams_and_hardware_queues(monkeypatch, instances, environ, said):
     """Each instance has two streams; past CUDA's default of 8 hardware
-    queues the frontend asks for 32 before its first CUDA call, so that no
+    queues the server asks for 32 before its first CUDA call, so that no
     two streams wait for each other's work. A value the user set is kept,
     and the start-up line says what each case got; the model answers in
     each."""
@@ -476,9 +476,9 @@ def test_phases_timed_on_one_run_in_n_count_on_every_run():
 
 
 def test_default_window_on_a_small_image():
-    """The frontend's default --yolo-window (the benchmark's): windows wider
+    """The server's default --yolo-window (the benchmark's): windows wider
     than the strides' cells, clamped at the borders."""
-    s = Frontend("--threads", "2")
+    s = Server("--threads", "2")
     try:
         window = int(ok(s, "GET", "v2/models/yolo/config")["parameters"]["window"]["string_value"])
         images = random_images((3, 64, 96), 7)

@@ -12,7 +12,7 @@
   region's pages are held by the pin, so its DMA stays safe.
 
 The output of every successful run is checked bit for bit against
-yolo_reference.py. $FRONTEND_BIN names the binary (server/tests/gpu/run.sh
+yolo_reference.py. $SERVER_BIN names the binary (server/tests/gpu/run.sh
 sets it). Without CuPy or a visible device every test is skipped.
 """
 import os

@@ -15,9 +15,9 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from server_process import Frontend
-from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
-    assert_clean_stop, call, proto_classes, region_status, start_grpc_frontend, start_with_grpc)
+from server_process import Server
+from grpc_support import (  # noqa: F401 (start_grpc_server: a fixture)
+    assert_clean_stop, call, proto_classes, region_status, start_grpc_server, start_with_grpc)
 
 IN0 = np.arange(16, dtype=np.int32).reshape(1, 16)
 IN1 = np.full((1, 16), 3, dtype=np.int32)
@@ -174,7 +174,7 @@ def test_inference_errors(server, client):
 
 
 def infer_request(region, params0, model="simple"):
-    """A ModelInferRequest of the frontend's own classes: INPUT0 with
+    """A ModelInferRequest of the server's own classes: INPUT0 with
     parameters params0 (name -> InferParameter field and value), INPUT1 in
     region at offset 64."""
     c = proto_classes()
@@ -323,16 +323,16 @@ def test_cuda_register_answers_the_librarys_code(client):
 # ---------------------------------------------------------------------- port
 
 
-def test_grpc_is_off_by_default(start_frontend):
+def test_grpc_is_off_by_default(start_server):
     """No --grpc-port: HTTP only, and the one line on stdout."""
-    server = start_frontend()
+    server = start_server()
     assert server.request("GET", "/v2/health/live")[0] == 200
     assert "--grpc-port" not in server.args
 
 
-def test_grpc_port_in_use_fails_to_start(start_grpc_frontend):
-    first = start_grpc_frontend()
-    second = Frontend("--grpc-port", str(first.grpc_port))
+def test_grpc_port_in_use_fails_to_start(start_grpc_server):
+    first = start_grpc_server()
+    second = Server("--grpc-port", str(first.grpc_port))
     rc, err = second.stop()
     assert rc == 1, err
     assert f"cannot listen for gRPC on 127.0.0.1:{first.grpc_port}" in err
@@ -360,11 +360,11 @@ def slow_shm_infer(mod, url, region_name, results, errors):
         client.close()
 
 
-def test_sigterm_drains_both_protocols_at_once(start_grpc_frontend, shm_key):
+def test_sigterm_drains_both_protocols_at_once(start_grpc_server, shm_key):
     """A slow request on each protocol when SIGTERM arrives: both complete
     with their results, a new gRPC call is refused meanwhile, and the server
     exits 0 with nothing mapped (the fixture checks its leftover report)."""
-    server = start_grpc_frontend("--delay-ms", "1500")
+    server = start_grpc_server("--delay-ms", "1500")
     handles = {}
     try:
         for name in ("via_http", "via_grpc"):

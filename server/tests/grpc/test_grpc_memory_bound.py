@@ -12,7 +12,7 @@ import time
 import grpc
 import pytest
 
-from grpc_support import SERVICE, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import SERVICE, proto_classes, start_grpc_server  # noqa: F401 (a fixture)
 from server_process import under_asan
 
 MIB = 1 << 20
@@ -37,9 +37,9 @@ def identity_request(size):
     return req.SerializeToString()
 
 
-@pytest.mark.frontends("c")
-def test_grpc_messages_arriving_are_bounded_by_max_buffered(start_grpc_frontend):
-    server = start_grpc_frontend("--max-body-mb", str(CAP_MIB),
+@pytest.mark.servers("c")
+def test_grpc_messages_arriving_are_bounded_by_max_buffered(start_grpc_server):
+    server = start_grpc_server("--max-body-mb", str(CAP_MIB),
                                  "--max-buffered-mb", str(CAP_MIB))
     big = identity_request(CALL_MIB * MIB)
     small = identity_request(4)

@@ -1,8 +1,8 @@
-"""The frontend's protos (server/proto/inference.proto and
+"""The server's protos (server/proto/inference.proto and
 model_config.proto, written for this project) are wire compatible with the
 ones Triton's clients were generated from: every service method, message,
 field and enum value they declare has the name, number, type and cardinality
-of tritonclient's own descriptors, except the fields this frontend adds
+of tritonclient's own descriptors, except the fields this server adds
 (numbers from 1000 up), which others skip."""
 import pytest
 from tritonclient.grpc import model_config_pb2, service_pb2

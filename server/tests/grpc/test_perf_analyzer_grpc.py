@@ -4,7 +4,7 @@ skip (with the loader's exact reason) where perf_analyzer cannot execute."""
 import os
 import sys
 
-from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 from grpc_support import region_status
 # Its HTTP twin, in ../http.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "http"))
@@ -12,9 +12,9 @@ from test_perf_analyzer import (CONCURRENCY, REQUESTS_PER_LEVEL, SHAPE, TENSOR_B
                                 identity_stats, perf_analyzer_path, run_level)
 
 
-def test_perf_analyzer_grpc_identity_system_shm(start_grpc_frontend):  # noqa: F811
+def test_perf_analyzer_grpc_identity_system_shm(start_grpc_server):  # noqa: F811
     pa = perf_analyzer_path()
-    server = start_grpc_frontend("--threads", "4")
+    server = start_grpc_server("--threads", "4")
     for level, concurrency in enumerate(CONCURRENCY, 1):
         cmd = [pa, "-m", "identity", "-u", server.grpc_url, "-i", "grpc", "--shared-memory",
                "system", "--output-shared-memory-size", str(TENSOR_BYTES), "--shape", SHAPE,

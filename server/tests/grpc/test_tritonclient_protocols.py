@@ -1,11 +1,11 @@
 """The scenarios of server/tests/http/test_tritonclient_shm.py (Triton's own
 system shared-memory tests, through the official client), run over each
 protocol: tritonclient.http against the HTTP port and tritonclient.grpc
-against the gRPC port of one frontend. Where the two protocols answer a
+against the gRPC port of one server. Where the two protocols answer a
 failure differently (a status number, a gRPC code), each expectation names
 both; the messages are the same.
 
-Region status over gRPC comes from the frontend's own proto (grpc_support),
+Region status over gRPC comes from the server's own proto (grpc_support),
 which carries the in_use and pending_unregister that tritonclient's does not.
 """
 import os
@@ -19,8 +19,8 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
-    assert_clean_stop, region_status, start_grpc_frontend, start_with_grpc)
+from grpc_support import (  # noqa: F401 (start_grpc_server: a fixture)
+    assert_clean_stop, region_status, start_grpc_server, start_with_grpc)
 # The HTTP suite's data and regions (../http); its Regions takes either protocol's client.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "http"))
 from test_tritonclient_shm import IN0, IN1, NBYTES, Regions, assert_outputs  # noqa: E402
@@ -29,7 +29,7 @@ PROTOCOLS = ["http", "grpc"]
 
 
 class Side:
-    """One protocol's view of a frontend: its tritonclient module and a client."""
+    """One protocol's view of a server: its tritonclient module and a client."""
 
     def __init__(self, protocol, server):
         self.protocol = protocol
@@ -75,7 +75,7 @@ def shm_request(side, model="simple", client=None):
 
 @pytest.fixture(scope="module")
 def grpc_server():
-    """A frontend serving both protocols, shared by the module."""
+    """A server serving both protocols, shared by the module."""
     s = start_with_grpc("--delay-ms", "1500", "--threads", "4")
     yield s
     assert_clean_stop(s)
@@ -102,13 +102,13 @@ def regions(side, shm_key):
 
 
 @pytest.fixture
-def own_server(start_grpc_frontend, protocol, shm_key):  # noqa: F811
-    """Factory: a frontend of its own with these options, its Side and its
+def own_server(start_grpc_server, protocol, shm_key):  # noqa: F811
+    """Factory: a server of its own with these options, its Side and its
     Regions; the client and regions are closed and destroyed afterwards."""
     made = []
 
     def make(*args):
-        side = Side(protocol, start_grpc_frontend(*args))
+        side = Side(protocol, start_grpc_server(*args))
         regions = Regions(side.client, shm_key)
         made.append((side, regions))
         return side, regions
@@ -345,7 +345,7 @@ def test_unregister_while_in_use_refuse(own_server, shm_key, n_requests):
     wait_in_use(side, "input1", n_requests)
     with pytest.raises(InferenceServerException) as e:
         side.client.unregister_system_shared_memory("input1")
-    # HTTP: 400, this frontend's choice; gRPC: INTERNAL, the code Triton gave
+    # HTTP: 400, this server's choice; gRPC: INTERNAL, the code Triton gave
     # its own refusal ("it is currently in use") when it refused.
     assert e.value.status() == side.code(400, "INTERNAL")
     references = f"{n_requests} reference{'s' if n_requests > 1 else ''}"

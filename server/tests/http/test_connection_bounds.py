@@ -4,7 +4,7 @@ buffered across all connections are capped, `Expect: 100-continue` over the
 limit is refused before the body, and the binary header length is decimal
 digits only. Raw sockets: the attacks are malformed or unfinished HTTP.
 
-The C frontend only (the Python one is uvicorn's to bound)."""
+The C server only (the Python one is uvicorn's to bound)."""
 import json
 import socket
 import time
@@ -13,7 +13,7 @@ import pytest
 
 from server_process import under_asan
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 MIB = 1 << 20
 
@@ -59,12 +59,12 @@ def closed_by_server(s, within):
         return False
 
 
-def test_idle_half_open_requests_of_one_client_do_not_lock_out_others(start_frontend):
+def test_idle_half_open_requests_of_one_client_do_not_lock_out_others(start_server):
     """1,100 connections from one address, each a request whose body never
     comes: before the fix libmicrohttpd's connection limit was full of them
     and a new client waited forever. Now past --max-client-connections
     (default 64) that address is refused, and another gets its answer."""
-    server = start_frontend()
+    server = start_server()
     hostile = []
     try:
         for _ in range(1100):
@@ -84,8 +84,8 @@ def test_idle_half_open_requests_of_one_client_do_not_lock_out_others(start_fron
             s.close()
 
 
-def test_stalled_request_is_closed_after_the_timeout(start_frontend):
-    server = start_frontend("--request-timeout-s", "1", "--delay-ms", "2500")
+def test_stalled_request_is_closed_after_the_timeout(start_server):
+    server = start_server("--request-timeout-s", "1", "--delay-ms", "2500")
     headers = connect(server)
     headers.sendall(b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n")  # no end
     body = connect(server)
@@ -101,11 +101,11 @@ def test_stalled_request_is_closed_after_the_timeout(start_frontend):
     body.close()
 
 
-def test_bodies_buffered_across_connections_are_capped(start_frontend):
+def test_bodies_buffered_across_connections_are_capped(start_server):
     """Eight uploads of 64 MiB that never finish: before the fix the server
     held all of them (518 MiB resident). Now it holds --max-buffered-mb
     (128 here) and answers a request that comes meanwhile 503."""
-    server = start_frontend("--max-body-mb", "64", "--max-buffered-mb", "128")
+    server = start_server("--max-body-mb", "64", "--max-buffered-mb", "128")
     base = server.memory_mib()
     uploads = []
     try:
@@ -127,8 +127,8 @@ def test_bodies_buffered_across_connections_are_capped(start_frontend):
                                              b" " * MIB)[0] == 400, what="budget released")
 
 
-def test_expect_100_continue_over_the_limit_is_refused_before_the_body(start_frontend):
-    server = start_frontend("--max-body-mb", "1", "--max-buffered-mb", "4")
+def test_expect_100_continue_over_the_limit_is_refused_before_the_body(start_server):
+    server = start_server("--max-body-mb", "1", "--max-buffered-mb", "4")
     for length, status, fragment in ((2 * MIB, 413, "larger than"),
                                      (1 * MIB, None, None)):
         s = connect(server)
@@ -146,8 +146,8 @@ def test_expect_100_continue_over_the_limit_is_refused_before_the_body(start_fro
             s.close()
 
 
-def test_expect_100_continue_over_the_budget_left_is_503(start_frontend):
-    server = start_frontend("--max-body-mb", "2", "--max-buffered-mb", "3")
+def test_expect_100_continue_over_the_budget_left_is_503(start_server):
+    server = start_server("--max-body-mb", "2", "--max-buffered-mb", "3")
     holder = connect(server)
     try:
         holder.sendall(post_head(2 * MIB) + b" " * (2 * MIB - 1))
@@ -162,8 +162,8 @@ def test_expect_100_continue_over_the_budget_left_is_503(start_frontend):
 
 
 @pytest.mark.parametrize("value", ["+{n}", "\x0b{n}", "{n} ", "0x10", "1e2", "-0", "{n}.0"])
-def test_binary_header_length_is_decimal_digits_only(start_frontend, value):
-    server = start_frontend()
+def test_binary_header_length_is_decimal_digits_only(start_server, value):
+    server = start_server()
     header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [4],
                                      "parameters": {"binary_data_size": 4}}]}).encode()
     s = connect(server)
@@ -179,12 +179,12 @@ def test_binary_header_length_is_decimal_digits_only(start_frontend, value):
         s.close()
 
 
-@pytest.mark.frontends("python")
-def test_chunked_body_over_the_limit_is_413(start_frontend):
+@pytest.mark.servers("python")
+def test_chunked_body_over_the_limit_is_413(start_server):
     # A chunked body has no length to judge before it comes: the Python
-    # frontend answers 413 once what came passes --max-body-mb (the C one
+    # server answers 413 once what came passes --max-body-mb (the C one
     # answers Triton's 400), and serves a smaller one as usual.
-    server = start_frontend("--max-body-mb", "1")
+    server = start_server("--max-body-mb", "1")
     for size, status in ((2 * MIB, 413), (MIB // 2, 400)):
         s = connect(server)
         try:

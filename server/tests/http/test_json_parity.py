@@ -1,4 +1,4 @@
-"""The C frontend's JSON against Triton's answers: unsigned 64-bit offsets, sizes and UINT64 data, malformed CUDA
+"""The C server's JSON against Triton's answers: unsigned 64-bit offsets, sizes and UINT64 data, malformed CUDA
 handles, declared output windows past a region's end, --allow-client-shm,
 NaN and Infinity outputs, output JSON without amplification, and region
 names that are not UTF-8. HTTP and, where the item has a gRPC side, gRPC.
@@ -16,10 +16,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from grpc_support import (  # noqa: F401 (start_grpc_frontend: a fixture)
-    SERVICE, region_status, start_grpc_frontend)
+from grpc_support import (  # noqa: F401 (start_grpc_server: a fixture)
+    SERVICE, region_status, start_grpc_server)
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 U64_MAX = 2**64 - 1
 DISABLED = ("Client shared memory is disabled. Start the server with "
@@ -166,8 +166,8 @@ def test_output_window_past_the_region_end_is_refused_over_http(server, region):
     assert regions[0]["in_use"] == 0  # the refused request released what it took
 
 
-def test_output_window_past_the_region_end_is_refused_over_grpc(start_grpc_frontend, shm_key):
-    server = start_grpc_frontend()
+def test_output_window_past_the_region_end_is_refused_over_grpc(start_grpc_server, shm_key):
+    server = start_grpc_server()
     client = grpcclient.InferenceServerClient(server.grpc_url)
     handle = shm.create_shared_memory_region("gjp", shm_key("gjp"), 256)
     try:
@@ -192,8 +192,8 @@ def test_output_window_past_the_region_end_is_refused_over_grpc(start_grpc_front
 # ------------------------------------------------------------ --allow-client-shm
 
 
-def test_client_shm_is_refused_without_the_flag(start_grpc_frontend, shm_key):
-    server = start_grpc_frontend("--allow-client-shm=false")
+def test_client_shm_is_refused_without_the_flag(start_grpc_server, shm_key):
+    server = start_grpc_server("--allow-client-shm=false")
     for kind, body in (("system", {"key": shm_key("off"), "byte_size": 8}),
                        ("cuda", {"raw_handle": {"b64": ""}, "device_id": 0, "byte_size": 8})):
         base = f"/v2/{kind}sharedmemory"
@@ -216,9 +216,9 @@ def test_client_shm_is_refused_without_the_flag(start_grpc_frontend, shm_key):
         client.close()
 
 
-def test_allow_client_shm_wants_true_or_false(start_frontend):
+def test_allow_client_shm_wants_true_or_false(start_server):
     with pytest.raises(RuntimeError, match="--allow-client-shm wants true or false, got 'yes'"):
-        start_frontend("--allow-client-shm=yes")
+        start_server("--allow-client-shm=yes")
 
 
 # ------------------------------------------------------ NaN and Infinity outputs
@@ -250,10 +250,10 @@ def peak_rss_mib(pid):
     raise AssertionError("no VmHWM")
 
 
-def test_large_json_output_keeps_server_memory_bounded(start_frontend):
+def test_large_json_output_keeps_server_memory_bounded(start_server):
     """A 16 MiB UINT8 input returned as JSON (~58 MiB of text): the reply
     once peaked at ~774 MiB of server memory (a JSON object per element)."""
-    server = start_frontend()
+    server = start_server()
     size = 16 << 20
     payload = np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8).tobytes()
     header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [size],
@@ -290,8 +290,8 @@ def raw_register(url, name: bytes, key: bytes, byte_size: int):
             return e.code(), e.details()
 
 
-def test_names_that_are_not_utf8_are_refused_at_register(start_grpc_frontend, shm_key):
-    server = start_grpc_frontend()
+def test_names_that_are_not_utf8_are_refused_at_register(start_grpc_server, shm_key):
+    server = start_grpc_server()
     key = shm_key("utf8")
     mem = shared_memory.SharedMemory(name=key.lstrip("/"), create=True, size=64)
     try:

@@ -1,10 +1,10 @@
-"""The C frontend's GET /metrics (Prometheus text 0.0.4)
+"""The C server's GET /metrics (Prometheus text 0.0.4)
 and its --reclaim and --cache-bytes flags. Each test reads the page with a
 strict parser (prometheus_text.py) and checks that the figures move as the
 registry's state does: a region registered, a slow request holding it, the
 unregister draining through the reclaim thread (or inline), a cache hit.
 
-The C frontend only, but for the first test: the Python frontend serves the
+The C server only, but for the first test: the Python server serves the
 registry's families too (shmreg.kserve.metrics_router)."""
 import subprocess
 import threading
@@ -17,7 +17,7 @@ import pytest
 from server_process import binary
 from prometheus_text import scrape
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 NBYTES = 64  # one [1, 16] INT32 tensor
 SYS = "/v2/systemsharedmemory"
@@ -124,8 +124,8 @@ def wait_for(server, what, predicate, timeout=10):
 # ---------------------------------------------------------------- the page
 
 
-def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
-    server = start_frontend()
+def test_metrics_page_is_prometheus_text_with_every_stats_field(start_server):
+    server = start_server()
     content_type, metrics = scrape(server)
     assert content_type.startswith("text/plain; version=0.0.4")
     for name, kind in REGISTRY_METRICS.items():
@@ -151,8 +151,8 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_frontend):
             assert metrics.value(name, model=model, version="1") == 0, (name, model)
 
 
-def test_model_metrics_are_the_statistics_extension_figures(start_frontend, shm):
-    server = start_frontend("--delay-ms", "20")
+def test_model_metrics_are_the_statistics_extension_figures(start_server, shm):
+    server = start_server("--delay-ms", "20")
     key = shm("io")
     assert register(server, "io", key, 4 * NBYTES)[0] == 200
     for model in ("simple", "simple", "simple_delayed"):
@@ -175,7 +175,7 @@ def test_model_metrics_are_the_statistics_extension_figures(start_frontend, shm)
             assert metrics.value(name, model=model, version="1") == figure // divisor, (name, model)
 
 
-def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_frontend):
+def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_server):
     """Every inference, over HTTP and over gRPC, passes through the worker
     threads' queue once: the count moves by one per request, the wait by a
     positive time that cannot exceed the requests' own time. Requests that
@@ -183,7 +183,7 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_fro
     import tritonclient.grpc as grpcclient
     from grpc_support import with_grpc, free_port
 
-    server = with_grpc(start_frontend("--grpc-port", str(free_port()), "--threads", "1"))
+    server = with_grpc(start_server("--grpc-port", str(free_port()), "--threads", "1"))
     body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
                        for n in ("INPUT0", "INPUT1")]}
     client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -205,10 +205,10 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_fro
         assert 0 < metrics.value("shmreg_request_queue_seconds_total") < elapsed
 
 
-def test_metrics_page_stays_the_same_size_whatever_is_registered(start_frontend, shm):
+def test_metrics_page_stays_the_same_size_whatever_is_registered(start_server, shm):
     """Bounded output: the page has one line per metric (and per model), not
     per region or per client."""
-    server = start_frontend()
+    server = start_server()
     before = server.request("GET", "/metrics")[2]
     for i in range(32):
         assert register(server, f"r{i}", shm(f"r{i}"), 4 * NBYTES)[0] == 200
@@ -224,12 +224,12 @@ def test_metrics_page_stays_the_same_size_whatever_is_registered(start_frontend,
 
 
 @pytest.mark.parametrize("reclaim", ["background", "inline"])
-def test_register_infer_unregister_move_the_gauges(start_frontend, shm, reclaim):
+def test_register_infer_unregister_move_the_gauges(start_server, shm, reclaim):
     """register: regions and mapped bytes up; a slow request: references held,
     then none; unregistered while in use: pending until the request ends,
     then nothing mapped and nothing waiting for reclaim."""
     size = 1 << 20
-    server = start_frontend("--reclaim", reclaim, "--delay-ms", "1500")
+    server = start_server("--reclaim", reclaim, "--delay-ms", "1500")
     key = shm("slow", size)
     assert register(server, "slow", key, size)[0] == 200
     now = registry(server)
@@ -263,8 +263,8 @@ def test_register_infer_unregister_move_the_gauges(start_frontend, shm, reclaim)
     assert drained["shmreg_registrations_total"] == 1
 
 
-def test_refused_registrations_are_counted(start_frontend, shm, shm_key):
-    server = start_frontend()
+def test_refused_registrations_are_counted(start_server, shm, shm_key):
+    server = start_server()
     assert register(server, "none", shm_key("absent"), NBYTES)[0] == 500  # no such object
     assert register(server, "past", shm("small", NBYTES), 2 * NBYTES)[0] == 400  # past its end
     now = registry(server)
@@ -297,12 +297,12 @@ def identity_in_shm(server, region, nbytes, out_size=None):
     return server.json("POST", "/v2/models/identity/infer", body)
 
 
-def test_a_model_on_the_cpu_takes_the_cpu_copy_path_once_per_tensor(start_frontend, shm):
+def test_a_model_on_the_cpu_takes_the_cpu_copy_path_once_per_tensor(start_server, shm):
     """identity runs on the CPU: its system-region input and output each
     cross by one guarded copy (cpu_copy), counted with their bytes; the
     GPU paths stay at zero on every build, and with -v each inference logs
     the path of each tensor."""
-    server = start_frontend("-v")
+    server = start_server("-v")
     nbytes = 2 * NBYTES
     key = shm("cpu", 2 * nbytes)
     assert register(server, "cpu", key, 2 * nbytes)[0] == 200
@@ -322,11 +322,11 @@ def test_a_model_on_the_cpu_takes_the_cpu_copy_path_once_per_tensor(start_fronte
                          f"output 'OUTPUT0' cpu_copy {nbytes} bytes")
 
 
-def test_only_successful_inferences_count_their_paths(start_frontend, shm):
+def test_only_successful_inferences_count_their_paths(start_server, shm):
     """A request refused after its input was acquired (its output window is
     too small) moves no counter; tensors outside shared memory are not
     counted either."""
-    server = start_frontend()
+    server = start_server()
     nbytes = 2 * NBYTES
     assert register(server, "r", shm("refused", 2 * nbytes), 2 * nbytes)[0] == 200
     status, _ = identity_in_shm(server, "r", nbytes, out_size=nbytes // 2)
@@ -338,10 +338,10 @@ def test_only_successful_inferences_count_their_paths(start_frontend, shm):
     unregister(server, "r")
 
 
-def test_the_gpu_model_without_a_device_counts_no_path(start_frontend, shm):
+def test_the_gpu_model_without_a_device_counts_no_path(start_server, shm):
     """On a machine without a GPU (the CPU CI), yolo is refused before any
     region is acquired: nothing is counted as staged or in place."""
-    server = start_frontend("--gpus", "none")
+    server = start_server("--gpus", "none")
     nbytes = 3 * 32 * 32 * 2
     assert register(server, "y", shm("yolo", nbytes), nbytes)[0] == 200
     body = {"inputs": [{"name": "images", "datatype": "FP16", "shape": [3, 32, 32],
@@ -357,9 +357,9 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_frontend, shm):
 # ------------------------------------------------------------ the cache flag
 
 
-def test_cache_keeps_the_mapping_and_a_second_registration_hits_it(start_frontend, shm):
+def test_cache_keeps_the_mapping_and_a_second_registration_hits_it(start_server, shm):
     size = 1 << 20
-    server = start_frontend("--cache-bytes", str(4 * size))
+    server = start_server("--cache-bytes", str(4 * size))
     key = shm("cached", size)
     assert register(server, "a", key, size)[0] == 200
     now = registry(server)
@@ -379,8 +379,8 @@ def test_cache_keeps_the_mapping_and_a_second_registration_hits_it(start_fronten
     unregister(server, "a")
 
 
-def test_without_cache_bytes_nothing_is_cached(start_frontend, shm):
-    server = start_frontend()
+def test_without_cache_bytes_nothing_is_cached(start_server, shm):
+    server = start_server()
     key = shm("uncached")
     for _ in range(2):
         assert register(server, "a", key, 4 * NBYTES)[0] == 200
@@ -390,10 +390,10 @@ def test_without_cache_bytes_nothing_is_cached(start_frontend, shm):
     assert now["shmreg_mapped_bytes"] == 0 and now["shmreg_registrations_total"] == 2
 
 
-def test_cache_bytes_bounds_what_stays_cached(start_frontend, shm):
+def test_cache_bytes_bounds_what_stays_cached(start_server, shm):
     """A mapping larger than --cache-bytes is unmapped, not kept."""
     size = 1 << 20
-    server = start_frontend("--cache-bytes", str(size // 2))
+    server = start_server("--cache-bytes", str(size // 2))
     assert register(server, "big", shm("big", size), size)[0] == 200
     unregister(server, "big")
     now = wait_for(server, "nothing mapped", lambda m: m["shmreg_mapped_regions"] == 0)
@@ -418,9 +418,9 @@ def test_bad_flag_values_are_refused_at_start(args, message):
     assert message in proc.stderr
 
 
-@pytest.mark.frontends("c", "python")
-def test_registry_families_on_every_frontend(frontend, start_frontend, shm_key):
-    server = start_frontend("--allow-client-shm", "true")
+@pytest.mark.servers("c", "python")
+def test_registry_families_on_every_server(server_kind, start_server, shm_key):
+    server = start_server("--allow-client-shm", "true")
     mem = shared_memory.SharedMemory(name=shm_key("m").lstrip("/"), create=True, size=4096)
     try:
         status, _ = server.json("POST", f"{SYS}/region/m/register",
@@ -434,7 +434,7 @@ def test_registry_families_on_every_frontend(frontend, start_frontend, shm_key):
         # Python example's model runs in the process and has one.
         expected = [*REGISTRY_METRICS,
                     *((*PATH_FAMILIES, *BATCH_FAMILIES, *QUEUE_FAMILIES)
-                      if frontend == "c" else ())]
+                      if server_kind == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
         assert page.value("shmreg_mapped_bytes") == 4096

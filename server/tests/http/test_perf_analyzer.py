@@ -95,10 +95,10 @@ def run_level(cmd, server, expect_answered, timeout=300):
                              "answered every request of the level: its own lost count)")
 
 
-@pytest.mark.frontends("c")
-def test_perf_analyzer_identity_system_shm(start_frontend):
+@pytest.mark.servers("c")
+def test_perf_analyzer_identity_system_shm(start_server):
     pa = perf_analyzer_path()
-    server = start_frontend("--threads", "4")
+    server = start_server("--threads", "4")
     for level, concurrency in enumerate(CONCURRENCY, 1):
         cmd = [pa, "-m", "identity", "-u", server.url, "-i", "http", "--shared-memory", "system",
                "--output-shared-memory-size", str(TENSOR_BYTES), "--shape", SHAPE,

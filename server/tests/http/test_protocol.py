@@ -237,8 +237,8 @@ def test_binary_section_errors(server):
     assert_serving(server)
 
 
-def test_body_over_the_limit_is_400_in_tritons_words(start_frontend):
-    small = start_frontend("--max-body-mb", "1")
+def test_body_over_the_limit_is_400_in_tritons_words(start_server):
+    small = start_server("--max-body-mb", "1")
     body = b"{" + b" " * (2 << 20) + b"}"
     assert_error(small.json("POST", "/v2/models/identity/infer", body), 400,
                  f"request JSON size of {len(body)} bytes exceeds the maximum allowed input size of "
@@ -411,8 +411,8 @@ def test_infer_shm_errors(server, shm):
     assert server.json("POST", "/v2/systemsharedmemory/unregister") == (200, None)
 
 
-def test_verbose_logs_one_line_per_request(start_frontend):
-    logged = start_frontend("-v")
+def test_verbose_logs_one_line_per_request(start_server):
+    logged = start_server("-v")
     assert logged.request("GET", "/v2/health/live")[0] == 200
     assert logged.request("GET", "/v2/models/a%0Aforged/ready")[0] == 404
     _, err = logged.stop()

@@ -1,4 +1,4 @@
-"""The tritonclient snippet in README.md, run as written against a frontend
+"""The tritonclient snippet in README.md, run as written against a server
 (only the address changes: the test server listens on a free port)."""
 import contextlib
 import io
@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def readme_snippet():
     text = README.read_text()
-    block = text[text.index("<!-- frontend:begin -->"):text.index("<!-- frontend:end -->")]
+    block = text[text.index("<!-- server:begin -->"):text.index("<!-- server:end -->")]
     return re.search(r"```python\n(.*?)```", block, re.S).group(1)
 
 

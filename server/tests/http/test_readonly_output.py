@@ -3,8 +3,8 @@ before the model runs, every reference is released, and the server goes on
 serving; reading inputs from that region still works.
 
 No HTTP request can register a region read-only (Triton's protocol has no
-such flag, and the frontend adds none), so the server here is
-shmreg-server-readonly-test, built next to the frontend: the frontend's
+such flag, and the server adds none), so the server here is
+shmreg-server-readonly-test, built next to the server: the server's
 own HTTP server and request path over a registry in which the test's region
 "ro" was registered with SHMREG_READONLY before it started listening
 (server/tests/support/readonly_server.c)."""
@@ -13,7 +13,7 @@ from multiprocessing import shared_memory
 
 import pytest
 
-from server_process import Frontend, sibling_binary
+from server_process import Server, sibling_binary
 
 IN0 = list(range(16))
 IN1 = [3] * 16
@@ -28,7 +28,7 @@ def readonly(shm_key):
     mem.buf[0:64] = struct.pack("<16i", *IN0)
     mem.buf[64:128] = struct.pack("<16i", *IN1)
     program = sibling_binary("shmreg-server-readonly-test")
-    server = Frontend("--threads", "2", command=[program, "ro", key, str(SIZE)])
+    server = Server("--threads", "2", command=[program, "ro", key, str(SIZE)])
     yield server, mem, key
     rc, err = server.stop()
     mem.close()

@@ -159,17 +159,17 @@ def test_infer_offset_and_size_out_of_bounds(client, regions):
         client.infer("simple", inputs)
 
 
-def test_integer_overflow_in_offset_plus_size(frontend, client, regions):
-    """offset + byte_size past 2**64: the C frontend (json-c) reads all of
+def test_integer_overflow_in_offset_plus_size(server_kind, client, regions):
+    """offset + byte_size past 2**64: the C server (json-c) reads all of
     uint64 and its registry's bounds check answers, as Triton's does; the
-    Python frontend still refuses numbers beyond int64 while parsing. Within
+    Python server still refuses numbers beyond int64 while parsing. Within
     int64 the registry's bounds check answers on both."""
     regions.register()
     inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
               httpclient.InferInput("INPUT1", [1, 16], "INT32")]
     inputs[1].set_shared_memory("input1", NBYTES)
     inputs[0].set_shared_memory("input0", NBYTES, offset=2**64 - 32)
-    past_int64 = ("Invalid offset for shared memory region: 'input0'" if frontend == "c"
+    past_int64 = ("Invalid offset for shared memory region: 'input0'" if server_kind == "c"
                   else "too big integer")
     with pytest.raises(InferenceServerException, match=past_int64) as e:
         client.infer("simple", inputs)
@@ -183,8 +183,8 @@ def test_integer_overflow_in_offset_plus_size(frontend, client, regions):
     assert sorted(status_by_name(client)) == ["input0", "input1", "output0", "output1"]
 
 
-def test_invalid_and_reserved_keys(start_frontend, shm_key):
-    server = start_frontend("--reserved-key-prefix", "triton_")
+def test_invalid_and_reserved_keys(start_server, shm_key):
+    server = start_server("--reserved-key-prefix", "triton_")
     client = httpclient.InferenceServerClient(server.url)
     handle = shm.create_shared_memory_region("r", "/triton_" + shm_key("reserved").lstrip("/"), 8)
     try:
@@ -233,8 +233,8 @@ def wait_in_use(server, client, name, n):
 
 
 @pytest.mark.parametrize("n_requests", [1, 2])
-def test_unregister_while_in_use_defer(start_frontend, shm_key, n_requests):
-    server = start_frontend("--busy-policy", "defer", "--delay-ms", "1500")
+def test_unregister_while_in_use_defer(start_server, shm_key, n_requests):
+    server = start_server("--busy-policy", "defer", "--delay-ms", "1500")
     client = httpclient.InferenceServerClient(server.url)
     regions = Regions(client, shm_key)
     try:
@@ -260,8 +260,8 @@ def test_unregister_while_in_use_defer(start_frontend, shm_key, n_requests):
 
 
 @pytest.mark.parametrize("n_requests", [1, 2])
-def test_unregister_while_in_use_detach(start_frontend, shm_key, n_requests):
-    server = start_frontend("--busy-policy", "detach", "--delay-ms", "1500")
+def test_unregister_while_in_use_detach(start_server, shm_key, n_requests):
+    server = start_server("--busy-policy", "detach", "--delay-ms", "1500")
     client = httpclient.InferenceServerClient(server.url)
     regions = Regions(client, shm_key)
     try:
@@ -287,8 +287,8 @@ def test_unregister_while_in_use_detach(start_frontend, shm_key, n_requests):
 
 
 @pytest.mark.parametrize("n_requests", [1, 2])
-def test_unregister_while_in_use_refuse(start_frontend, shm_key, n_requests):
-    server = start_frontend("--busy-policy", "refuse", "--delay-ms", "1500")
+def test_unregister_while_in_use_refuse(start_server, shm_key, n_requests):
+    server = start_server("--busy-policy", "refuse", "--delay-ms", "1500")
     client = httpclient.InferenceServerClient(server.url)
     regions = Regions(client, shm_key)
     try:
@@ -321,11 +321,11 @@ def test_unregister_while_in_use_refuse(start_frontend, shm_key, n_requests):
         client.close()
 
 
-def test_shutdown_finishes_in_flight_request(start_frontend, shm_key):
+def test_shutdown_finishes_in_flight_request(start_server, shm_key):
     """SIGTERM during a slow request: the request completes with its
     results, then the server destroys the registry and exits with nothing
     mapped (the fixture checks the server's own leftover report)."""
-    server = start_frontend("--delay-ms", "1500")
+    server = start_server("--delay-ms", "1500")
     client = httpclient.InferenceServerClient(server.url)
     regions = Regions(client, shm_key)
     try:

@@ -7,7 +7,7 @@ false and ModelInfer fails with UNAVAILABLE and the same message. Where a GPU
 is usable (the model is ready) this module is skipped:
 server/tests/gpu/test_gpu_model.py covers that case.
 
-The C frontend only: the Python frontend has no GPU model.
+The C server only: the Python server has no GPU model.
 """
 import json
 import subprocess
@@ -18,9 +18,9 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from server_process import binary
-from grpc_support import call, proto_classes, start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import call, proto_classes, start_grpc_server  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 UNAVAILABLE = "model 'yolo' is not available: "
 # The reasons gpu_instances_*.c give: no CUDA in the build, no device, or
@@ -78,7 +78,7 @@ def test_inference_is_refused_with_the_reason(server):
     assert server.request("GET", "/v2/health/live")[0] == 200
 
 
-def test_gpu_options_are_checked(start_frontend):
+def test_gpu_options_are_checked(start_server):
     # Bad values are refused at start-up (exit 2, before listening) ...
     for args in (["--gpus", "0,x"], ["--gpus", ""], ["--instances-per-gpu", "0"],
                  ["--pin", "sometimes"], ["--yolo-window", "0"], ["--time-phases-every", "0"],
@@ -87,16 +87,16 @@ def test_gpu_options_are_checked(start_frontend):
         assert proc.returncode == 2, (args, proc.stderr)
         assert b"error: --" in proc.stderr, (args, proc.stderr)
     # ... good ones start; --gpus none turns the model off with a reason.
-    server = start_frontend("--gpus", "none", "--pin", "never", "--instances-per-gpu", "3",
+    server = start_server("--gpus", "none", "--pin", "never", "--instances-per-gpu", "3",
                             "--yolo-window", "4", "--time-phases-every", "1", "--copy-batch", "12")
     status, body = server.json("GET", "/v2/models/yolo/ready")
     assert status == 400 and body["error"].startswith(UNAVAILABLE), body
     assert any(reason in body["error"] for reason in REASONS), body
 
 
-def test_grpc_not_ready_and_inference_refused(start_grpc_frontend):
+def test_grpc_not_ready_and_inference_refused(start_grpc_server):
     # --gpus none: unavailable on any machine, GPU or not.
-    server = start_grpc_frontend("--gpus", "none")
+    server = start_grpc_server("--gpus", "none")
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         assert not client.is_model_ready("yolo")

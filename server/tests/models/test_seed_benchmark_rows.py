@@ -80,7 +80,7 @@ def test_outputs_sorted_with_each_pass_and_ratios_pass_by_pass(monkeypatch, tmp_
     assert "| window 1: system ÷ CUDA, pass by pass | 0.800 / 0.800 / 0.800 |" in table
     assert "| window 1: system (default flags) ÷ PCIe limit | 0.747 | ≥ 0.75 | missed |" \
         in table
-    assert "| window 1: frontend CPU per inference, system ÷ CUDA | 1.000 | ≤ 1.3 | met |" \
+    assert "| window 1: server CPU per inference, system ÷ CUDA | 1.000 | ≤ 1.3 | met |" \
         in table
 
 

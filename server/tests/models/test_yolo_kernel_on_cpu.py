@@ -17,10 +17,10 @@ from yolo_reference import ROWS, anchors, one_output_by_hand, random_images, ref
 
 @pytest.fixture(scope="module")
 def kernel_on_cpu():
-    """The frontend's build puts it next to $FRONTEND_BIN where it has a C++20 compiler."""
+    """The server's build puts it next to $SERVER_BIN where it has a C++20 compiler."""
     path = os.path.join(os.path.dirname(binary()), "shmreg-server-yolo-kernel-host")
     if not os.access(path, os.X_OK):
-        pytest.skip("the frontend was built without a C++ compiler: no yolo-kernel-host")
+        pytest.skip("the server was built without a C++ compiler: no yolo-kernel-host")
     return path
 
 

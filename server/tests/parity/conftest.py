@@ -1,5 +1,5 @@
 """Fixtures of the parity tests: one real Triton (triton_process.Triton) and
-one example frontend (the C binary of $FRONTEND_BIN, HTTP and gRPC), each
+one example server (the C binary of $SERVER_BIN, HTTP and gRPC), each
 started once for the whole test run and stopped at its end; the example must then
 exit 0 with nothing left mapped or open, as in server/tests."""
 import os
@@ -24,9 +24,9 @@ MARKER = f"shmreg_parity_{os.getpid():07d}_{uuid.uuid4().hex[:6]}"
 MAX_BODY_MB = 1
 
 
-def frontend_args():
+def server_args():
     """The example's options: a 1 MiB body limit. Client shared memory is
-    allowed by server_process.Frontend, as for every test server (Triton
+    allowed by server_process.Server, as for every test server (Triton
     2.51 has no switch for it and always allows it)."""
     return ["--max-body-mb", str(MAX_BODY_MB)]
 
@@ -40,10 +40,10 @@ def triton():
 
 @pytest.fixture(scope="session")
 def ours():
-    server = start_with_grpc(*frontend_args())
+    server = start_with_grpc(*server_args())
     yield server
     rc, err = server.stop()
-    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert rc == 0, f"server exited {rc}:\n{err}"
     assert leftover_report(err) == (0, 0), err
 
 

@@ -15,7 +15,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "remote.md"
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 
 def documented_client():
@@ -26,14 +26,14 @@ def documented_client():
     return match.group(1)
 
 
-def test_documented_client_runs(start_frontend, tmp_path):
+def test_documented_client_runs(start_server, tmp_path):
     pytest.importorskip("tritonclient.http")
     tls = os.environ.get("UCX_TLS")
     if tls and "tcp" not in tls and "all" not in tls:
         pytest.skip("connections need a network transport (UCX_TLS has shared memory only)")
     code = documented_client()
     assert 'url = "localhost:8000"' in code
-    server = start_frontend()
+    server = start_server()
     script = tmp_path / "client.py"
     script.write_text(code.replace('url = "localhost:8000"', f'url = "{server.url}"'))
     # The package's remote module, from this checkout, over the library the

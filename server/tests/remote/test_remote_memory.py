@@ -65,7 +65,7 @@ if not remote.available():
     pytest.skip("no UCX in this process (libshmreg built without it, or UCX not installed)",
                 allow_module_level=True)
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 SHAPE = [3, 384, 640]  # 1,474,560 bytes of FP16
 NBYTES = 2 * 3 * 384 * 640
@@ -221,8 +221,8 @@ def client_with_io(agents, server, token=None, seed=1):
 # ------------------------------------------------------------ the identity model
 
 
-def test_connect_register_infer_unregister(start_frontend, agents):
-    server = start_frontend()
+def test_connect_register_infer_unregister(start_server, agents):
+    server = start_server()
     status_code, meta = server.json("GET", "/v2")
     assert status_code == 200 and "remote_memory" in meta["extensions"]
     agent, wx, wy = client_with_io(agents, server)
@@ -265,9 +265,9 @@ def test_grpc_inference_on_remote_regions(agents):
         assert_clean_stop(server)
 
 
-def test_allocated_memory(start_frontend, agents):
+def test_allocated_memory(start_server, agents):
     """remote.allocate: the library's memory, filled and read through numpy."""
-    server = start_frontend()
+    server = start_server()
     agent = agents()
     agent.connect(server)
     wx, dx = agent.export(NBYTES, seed=2, allocate=True)
@@ -283,8 +283,8 @@ def test_allocated_memory(start_frontend, agents):
     agent.call("close", window=wy)
 
 
-def test_window_and_bounds(start_frontend, agents):
-    server = start_frontend()
+def test_window_and_bounds(start_server, agents):
+    server = start_server()
     agent = agents()
     agent.connect(server)
     w, d = agent.export(4096, seed=3)
@@ -312,8 +312,8 @@ def b64(data):
     (b64(b"\x02" + bytes(39)), "no connection id"),
     ("A" * 70000, "got 70000 characters"),
 ])
-def test_bad_descriptors(start_frontend, descriptor, words):
-    server = start_frontend()
+def test_bad_descriptors(start_server, descriptor, words):
+    server = start_server()
     code, body = server.json("POST", f"{REMOTE}/region/bad/register",
                              {"descriptor": {"b64": descriptor}, "byte_size": 8})
     assert code == 400 and words in body["error"], body
@@ -322,8 +322,8 @@ def test_bad_descriptors(start_frontend, descriptor, words):
     assert status(server) == (200, [])
 
 
-def test_gated_like_client_shm(start_frontend):
-    server = start_frontend("--allow-client-shm=false")
+def test_gated_like_client_shm(start_server):
+    server = start_server("--allow-client-shm=false")
     code, body = invitation(server)
     assert code == 501 and "--allow-client-shm=true" in body["error"], body
     code, body = register(server, "r", b"\x02" + bytes(7) + b"\x01" * 32, 8)
@@ -332,11 +332,11 @@ def test_gated_like_client_shm(start_frontend):
 
 
 @pytest.mark.parametrize("policy", ["defer", "detach", "refuse"])
-def test_unregister_in_flight(start_frontend, agents, policy):
+def test_unregister_in_flight(start_server, agents, policy):
     """A request reads its inputs, then sleeps in the model (simple_delayed)
     while its output region is unregistered; its output is still written
     remotely."""
-    server = start_frontend("--busy-policy", policy, "--delay-ms", "600")
+    server = start_server("--busy-policy", policy, "--delay-ms", "600")
     agent = agents()
     agent.connect(server)
     wa, da = agent.export(64, seed=10)
@@ -374,12 +374,12 @@ def test_unregister_in_flight(start_frontend, agents, policy):
     server.wait_until(lambda: status(server) == (200, []), what="every region gone")
 
 
-def test_client_killed(start_frontend, agents):
+def test_client_killed(start_server, agents):
     """A client dies (SIGKILL) while requests use its regions: the request
     ends (an error or, where the transport still reached the pages, a
     result), never hangs; the server unregisters the client's regions by
     itself."""
-    server = start_frontend("--threads", "4", "--remote-timeout-ms", "2000")
+    server = start_server("--threads", "4", "--remote-timeout-ms", "2000")
     agent, _, _ = client_with_io(agents, server)
     results = []
 
@@ -411,10 +411,10 @@ def test_client_killed(start_frontend, agents):
     assert_serving(server)
 
 
-def test_client_disconnect_sweeps_its_regions(start_frontend, agents):
+def test_client_disconnect_sweeps_its_regions(start_server, agents):
     """remote.disconnect says goodbye: the server unregisters the
     connection's regions by itself."""
-    server = start_frontend()
+    server = start_server()
     agent = agents()
     agent.connect(server)
     w, d = agent.export(64, seed=4)
@@ -425,10 +425,10 @@ def test_client_disconnect_sweeps_its_regions(start_frontend, agents):
                       what="the regions of a client that said goodbye to go")
 
 
-def test_remote_transports(start_frontend, agents):
+def test_remote_transports(start_server, agents):
     """--remote-transports tcp: a client that can use tcp connects over it;
     one that has only the shared-memory transports cannot connect."""
-    server = start_frontend("--remote-transports", "tcp")
+    server = start_server("--remote-transports", "tcp")
     refused = agents(UCX_TLS="posix,sysv,cma").call("connect", refused=True, url=server.url)
     assert refused["code"].startswith("SHMREG_ERR_"), refused
     print(f"a client with only the shared-memory transports: {refused}")
@@ -441,10 +441,10 @@ def test_remote_transports(start_frontend, agents):
     assert unregister(server) == (200, None)
 
 
-def test_remote_port(start_frontend, agents):
+def test_remote_port(start_server, agents):
     from grpc_support import free_port
     port = free_port()
-    server = start_frontend("--remote-port", str(port))
+    server = start_server("--remote-port", str(port))
     code, body = invitation(server)
     assert code == 200 and body["address"] == f"127.0.0.1:{port}", body
     agents().call("join", address=body["address"], secret=body["secret"]["b64"])
@@ -477,8 +477,8 @@ def v1_descriptor(address, length=4096, target=0x10000):
             address + rkey)
 
 
-def test_descriptor_of_version_1_is_refused(start_frontend):
-    server = start_frontend()
+def test_descriptor_of_version_1_is_refused(start_server):
+    server = start_server()
     code, body = invitation(server)
     assert code == 200, body
     address = body["address"].encode()
@@ -489,11 +489,11 @@ def test_descriptor_of_version_1_is_refused(start_frontend):
     assert_serving(server)
 
 
-def test_connect_needs_a_known_token(start_frontend, tmp_path):
+def test_connect_needs_a_known_token(start_server, tmp_path):
     tenants = tmp_path / "tenants"
     tenants.write_text(TWO_TENANTS)
     tenants.chmod(0o600)
-    server = start_frontend("--tenants", str(tenants))
+    server = start_server("--tenants", str(tenants))
     for headers in ({}, bearer("not-a-known-token-at-all"), bearer(ALICE[:-1]),
                     {"Authorization": ALICE}):
         code, resp_headers, data = server.request("POST", f"{REMOTE}/connect", b"{}", headers)
@@ -506,8 +506,8 @@ def test_connect_needs_a_known_token(start_frontend, tmp_path):
     assert server.json("GET", f"{REMOTE}/connect")[0] == 405
 
 
-def test_connect_needs_the_restricted_header(start_frontend):
-    server = start_frontend("--http-restricted-api", "shared-memory:api-key=letmein")
+def test_connect_needs_the_restricted_header(start_server):
+    server = start_server("--http-restricted-api", "shared-memory:api-key=letmein")
     code, body = invitation(server)
     assert code == 403 and "api-key" in body["error"], body
     code, body = server.json("POST", f"{REMOTE}/connect", {}, {"api-key": "letmein"})
@@ -515,12 +515,12 @@ def test_connect_needs_the_restricted_header(start_frontend):
 
 
 @pytest.fixture
-def tenanted(start_frontend, tmp_path):
+def tenanted(start_server, tmp_path):
     """start(*args): a server with tenants alice and bob."""
     tenants = tmp_path / "tenants"
     tenants.write_text(TWO_TENANTS)
     tenants.chmod(0o600)
-    return lambda *args: start_frontend("--tenants", str(tenants), *args)
+    return lambda *args: start_server("--tenants", str(tenants), *args)
 
 
 def test_tenant_cannot_register_another_tenants_window(tenanted, agents):
@@ -571,8 +571,8 @@ def with_fields(descriptor, window=None, generation=None, connection=None):
     return bytes(d)
 
 
-def test_unannounced_stale_and_withdrawn_windows(start_frontend, agents):
-    server = start_frontend()
+def test_unannounced_stale_and_withdrawn_windows(start_server, agents):
+    server = start_server()
     agent = agents()
     agent.connect(server)
     w, d = agent.export(4096, seed=8)
@@ -603,8 +603,8 @@ def test_unannounced_stale_and_withdrawn_windows(start_frontend, agents):
     assert unregister(server) == (200, None)
 
 
-def test_secret_is_good_once(start_frontend, agents):
-    server = start_frontend()
+def test_secret_is_good_once(start_server, agents):
+    server = start_server()
     code, body = invitation(server)
     assert code == 200, body
     address, secret = body["address"], body["secret"]["b64"]

@@ -1,5 +1,5 @@
-"""The frontend's gRPC side, for the tests: start a frontend with --grpc-port,
-and the messages of the frontend's own proto (server/proto/
+"""The server's gRPC side, for the tests: start a server with --grpc-port,
+and the messages of the server's own proto (server/proto/
 inference.proto, compiled here with protoc) for what tritonclient's proto does
 not carry (the status's in_use and pending_unregister).
 
@@ -17,7 +17,7 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from server_process import START_TIMEOUT_S, Frontend, leftover_report
+from server_process import START_TIMEOUT_S, Server, leftover_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROTO_DIR = os.path.join(REPO, "server", "proto")
@@ -32,7 +32,7 @@ def free_port():
 
 
 def with_grpc(server):
-    """Read the "grpc listening on" line of a frontend started with
+    """Read the "grpc listening on" line of a server started with
     --grpc-port; sets server.grpc_port and server.grpc_url."""
     ready, _, _ = select.select([server.proc.stdout], [], [], START_TIMEOUT_S)
     line = server.proc.stdout.readline().decode() if ready else ""
@@ -45,10 +45,10 @@ def with_grpc(server):
 
 
 def start_with_grpc(*args, attempts=5):
-    """A Frontend(*args) serving gRPC too, on a free port; grpc_url is set."""
+    """A Server(*args) serving gRPC too, on a free port; grpc_url is set."""
     last = None
     for _ in range(attempts):
-        server = Frontend(*args, "--grpc-port", str(free_port()))
+        server = Server(*args, "--grpc-port", str(free_port()))
         try:
             return with_grpc(server)
         except RuntimeError as e:  # the port was taken meanwhile: that server exited
@@ -59,13 +59,13 @@ def start_with_grpc(*args, attempts=5):
 
 def assert_clean_stop(server):
     rc, err = server.stop()
-    assert rc == 0, f"frontend exited {rc}:\n{err}"
+    assert rc == 0, f"server exited {rc}:\n{err}"
     assert leftover_report(err) == (0, 0), err
 
 
 @pytest.fixture
-def start_grpc_frontend():
-    """Factory: start_grpc_frontend(*args) -> Frontend with grpc_url, stopped
+def start_grpc_server():
+    """Factory: start_grpc_server(*args) -> Server with grpc_url, stopped
     cleanly afterwards (exit 0, nothing left mapped or open)."""
     started = []
 
@@ -83,7 +83,7 @@ _classes = None
 
 
 def proto_classes():
-    """{message full name: class} of the frontend's protos (inference.proto
+    """{message full name: class} of the server's protos (inference.proto
     and what it imports), compiled by protoc."""
     global _classes
     if _classes is None:
@@ -106,7 +106,7 @@ def proto_classes():
 
 
 def call(url, method, request, response_type, timeout=30):
-    """One unary call with the frontend's own message classes:
+    """One unary call with the server's own message classes:
     (response, None) or (None, grpc.RpcError)."""
     with grpc.insecure_channel(url) as channel:
         stub = channel.unary_unary(f"/{SERVICE}/{method}",
@@ -120,7 +120,7 @@ def call(url, method, request, response_type, timeout=30):
 
 def region_status(url, kind="System"):
     """{name: RegionStatus} from {System,Cuda}SharedMemoryStatus, with this
-    frontend's in_use and pending_unregister."""
+    server's in_use and pending_unregister."""
     c = proto_classes()
     req = c[f"inference.{kind}SharedMemoryStatusRequest"]()
     resp, err = call(url, f"{kind}SharedMemoryStatus", req,

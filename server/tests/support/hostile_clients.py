@@ -1,4 +1,4 @@
-"""Hostile and honest clients against one C frontend, side by side.
+"""Hostile and honest clients against one C server, side by side.
 
 Honest clients register their tensors in POSIX shared memory once and then
 infer the `simple` model over and over, through the official tritonclient
@@ -13,7 +13,7 @@ server), the server's resident memory stayed under a bound, and after the
 run the server exits cleanly with no shared-memory mapping or descriptor
 left. Prints the figures docs/reliability.md quotes.
 
-usage: FRONTEND_BIN=... python server/tests/support/hostile_clients.py --seconds 300
+usage: SERVER_BIN=... python server/tests/support/hostile_clients.py --seconds 300
 """
 import argparse
 import collections
@@ -275,7 +275,7 @@ def parse_args():
                    help="fail when the server's RSS grows past this")
     p.add_argument("--server-arg", action="append",
                    default=["--allow-client-shm=true", "--max-body-mb=64", "--max-buffered-mb=128"],
-                   help="extra frontend option (repeatable), e.g. --server-arg=--max-regions=2000")
+                   help="extra server option (repeatable), e.g. --server-arg=--max-regions=2000")
     return p.parse_args()
 
 

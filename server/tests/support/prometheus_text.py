@@ -1,5 +1,5 @@
 """A strict reader of the Prometheus text exposition format (0.0.4), as
-much of it as the frontend's /metrics writes: `# HELP`, `# TYPE`, and
+much of it as the server's /metrics writes: `# HELP`, `# TYPE`, and
 samples `name{label="value",...} number`. Strict where a lenient reader
 would hide a mistake: a sample must follow its family's HELP and TYPE, a
 family appears once, and a name must be a Prometheus metric name."""
@@ -77,7 +77,7 @@ def parse(text):
 
 
 def scrape(server):
-    """GET /metrics of a frontend (server_process.Frontend): (Content-Type, Metrics)."""
+    """GET /metrics of a server (server_process.Server): (Content-Type, Metrics)."""
     status, headers, body = server.request("GET", "/metrics")
     if status != 200:
         raise AssertionError(f"/metrics answered {status}: {body[:200]!r}")

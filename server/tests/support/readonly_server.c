@@ -1,14 +1,14 @@
 /*
- * A test server: the frontend's own HTTP server and handlers, over a
+ * A test server: the server's own HTTP server and handlers, over a
  * registry in which one region was registered read-only (SHMREG_READONLY)
  * before the server started.
  *
- * The frontend registers what clients ask over HTTP, and Triton's protocol
+ * The server registers what clients ask over HTTP, and Triton's protocol
  * has no read-only registration, so no client of shmreg-server can make
  * it hold a read-only region. A server that embeds the library can, and its
  * inference path must then refuse an output placed there (view.writable is
  * 0) instead of faulting. This program is that server, so that
- * server/tests/http/test_readonly_output.py can drive the frontend's unchanged
+ * server/tests/http/test_readonly_output.py can drive the server's unchanged
  * request path over HTTP against such a region. It is not installed.
  *
  * usage: shmreg-server-readonly-test NAME KEY BYTE_SIZE [server options]

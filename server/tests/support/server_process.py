@@ -1,7 +1,7 @@
-"""Start and stop a frontend, and speak plain HTTP to it.
+"""Start and stop a server, and speak plain HTTP to it.
 
-Two frontends take the same options and give the same answers: the C
-binary shmreg-server, from $FRONTEND_BIN (scripts/tests.d/60-frontend.sh
+Two servers take the same options and give the same answers: the C
+binary shmreg-server, from $SERVER_BIN (scripts/tests.d/60-server.sh
 sets it), and the Python one, examples/python-frontend/server.py, run by this
 interpreter (which must have the shmreg package with its fastapi extra).
 Each server listens on a free loopback port (--port 0) and prints it first.
@@ -21,13 +21,13 @@ STOP_TIMEOUT_S = 30
 
 
 def binary():
-    path = os.environ.get("FRONTEND_BIN")
+    path = os.environ.get("SERVER_BIN")
     if not path or not os.access(path, os.X_OK):
-        raise RuntimeError("set FRONTEND_BIN to the built shmreg-server")
+        raise RuntimeError("set SERVER_BIN to the built shmreg-server")
     return path
 
 
-PYTHON_FRONTEND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+PYTHON_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                "examples", "python-frontend", "server.py")
 
 
@@ -37,32 +37,32 @@ def under_asan():
     return "ASAN_OPTIONS" in os.environ
 
 
-def frontend_command(frontend):
-    """The program that starts a frontend: "c" or "python"."""
-    if frontend == "python":
-        return [sys.executable, os.path.normpath(PYTHON_FRONTEND)]
-    if frontend == "c":
+def server_command(server_kind):
+    """The program that starts a server: "c" or "python"."""
+    if server_kind == "python":
+        return [sys.executable, os.path.normpath(PYTHON_SERVER)]
+    if server_kind == "c":
         return [binary()]
-    raise ValueError(f"unknown frontend {frontend!r}: c or python")
+    raise ValueError(f"unknown server {server_kind!r}: c or python")
 
 
 def sibling_binary(name):
-    """A program the frontend's build puts next to $FRONTEND_BIN."""
+    """A program the server's build puts next to $SERVER_BIN."""
     path = os.path.join(os.path.dirname(binary()), name)
     if not os.access(path, os.X_OK):
-        raise RuntimeError(f"{name} was not built next to $FRONTEND_BIN ({binary()})")
+        raise RuntimeError(f"{name} was not built next to $SERVER_BIN ({binary()})")
     return path
 
 
-# Both frontends refuse client shared memory unless told otherwise, as
+# Both servers refuse client shared memory unless told otherwise, as
 # Triton 2.73 does; the tests use it, so every server they start allows it
 # unless a test passes its own --allow-client-shm.
 ALLOW_SHM = "--allow-client-shm=true"
 
 
-class Frontend:
-    """One running frontend process. command: the program and its leading
-    arguments, when it is not the frontend itself; the frontend's options
+class Server:
+    """One running server process. command: the program and its leading
+    arguments, when it is not the server itself; the server's options
     (address, port, --allow-client-shm=true unless args say otherwise, then
     args) follow them."""
 
@@ -77,7 +77,7 @@ class Frontend:
         if not match:
             self.proc.kill()
             _, err = self.proc.communicate()
-            raise RuntimeError(f"frontend did not start: {line!r} {err.decode()!r}")
+            raise RuntimeError(f"server did not start: {line!r} {err.decode()!r}")
         self.port = int(match.group(1))
         self.url = f"127.0.0.1:{self.port}"
         self.stderr = None
@@ -113,7 +113,7 @@ class Frontend:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             _, err = self.proc.communicate()
-            raise AssertionError("frontend did not stop within %d s" % STOP_TIMEOUT_S)
+            raise AssertionError("server did not stop within %d s" % STOP_TIMEOUT_S)
         self.stderr = err.decode()
         return self.proc.returncode, self.stderr
 

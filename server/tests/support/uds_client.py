@@ -1,4 +1,4 @@
-"""A client of the frontend's --uds socket, run as its own process by
+"""A client of the server's --uds socket, run as its own process by
 test_uds_memfd.py (standard library only, like python/shmreg/memfd_client.py,
 which it loads by path: no compiled extension is needed).
 

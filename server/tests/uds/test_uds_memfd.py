@@ -25,10 +25,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from server_process import START_TIMEOUT_S, sibling_binary
-from grpc_support import start_grpc_frontend  # noqa: F401 (a fixture)
+from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 
-pytestmark = pytest.mark.frontends("c")
+pytestmark = pytest.mark.servers("c")
 
 mc = load_memfd_client()
 UDS_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "uds_client.py")
@@ -56,10 +56,10 @@ def wait_uds_line(server):
 
 
 @pytest.fixture
-def uds_server(start_frontend, sock_path):
-    """Factory: uds_server(*args) -> a frontend listening on sock_path."""
+def uds_server(start_server, sock_path):
+    """Factory: uds_server(*args) -> a server listening on sock_path."""
     def start(*args):
-        server = wait_uds_line(start_frontend("--uds", sock_path, *args))
+        server = wait_uds_line(start_server("--uds", sock_path, *args))
         server.sock_path = sock_path
         return server
     return start
@@ -148,8 +148,8 @@ def test_client_in_its_own_ipc_and_mount_namespace(uds_server, shm_key):
     server.wait_until(lambda: "ns_io" not in status(server), what="the exited client's region to go")
 
 
-def test_grpc_inference_with_a_uds_region(start_grpc_frontend, sock_path):
-    server = wait_uds_line(start_grpc_frontend("--uds", sock_path))
+def test_grpc_inference_with_a_uds_region(start_grpc_server, sock_path):
+    server = wait_uds_line(start_grpc_server("--uds", sock_path))
     sock, buf = register_region(sock_path, "grpc_uds")
     client = grpcclient.InferenceServerClient(server.grpc_url)
     try:
@@ -293,28 +293,28 @@ def test_bad_requests_get_clear_errors(uds_server):
     sock.close()
 
 
-def test_socket_file_is_made_safely(start_frontend, sock_path):
+def test_socket_file_is_made_safely(start_server, sock_path):
     # Never clobbers what is not a socket.
     with open(sock_path, "w") as f:
         f.write("precious")
     with pytest.raises(RuntimeError, match="exists and is not a socket; refusing to replace it"):
-        start_frontend("--uds", sock_path)
+        start_server("--uds", sock_path)
     with open(sock_path) as f:
         assert f.read() == "precious"
     os.unlink(sock_path)
     # Replaces a stale socket (a server that died), with the default mode.
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as stale:
         stale.bind(sock_path)
-    server = wait_uds_line(start_frontend("--uds", sock_path))
+    server = wait_uds_line(start_server("--uds", sock_path))
     assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
     assert stat.S_IMODE(os.lstat(sock_path).st_mode) == 0o600
     # Refuses a live one.
     with pytest.raises(RuntimeError, match="another server is listening on it"):
-        start_frontend("--uds", sock_path)
+        start_server("--uds", sock_path)
     rc, _ = server.stop()
     assert rc == 0
     assert not os.path.exists(sock_path), "the socket file outlived the server"
-    server = wait_uds_line(start_frontend("--uds", sock_path, "--uds-mode", "0660"))
+    server = wait_uds_line(start_server("--uds", sock_path, "--uds-mode", "0660"))
     assert stat.S_IMODE(os.lstat(sock_path).st_mode) == 0o660
 
 

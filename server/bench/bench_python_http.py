@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The identity model through the Python frontend (examples/python-frontend)
+"""The identity model through the Python server (examples/python-frontend)
 with seed 003's FP16 3x384x640 image (1474560 bytes in and out): inputs and
 outputs in system shared memory against inline binary tensor data, at a few
 concurrencies, over HTTP with the official tritonclient.
@@ -10,7 +10,7 @@ level is that many client processes (not threads: the client's own GIL would
 be measured), each sending requests back to back on its own connection and,
 for shared memory, its own registered input and output regions.
 
-    python server/bench/bench_frontend.py [--seconds S] [--concurrency 1 16]
+    python server/bench/bench_python_http.py [--seconds S] [--concurrency 1 16]
 
 Needs the installed package with its fastapi extra, uvicorn and
 tritonclient[http]. Starts the server itself (--threads 16), checks that no
@@ -130,7 +130,7 @@ def main() -> int:
         _, err = server.communicate(timeout=60)
 
     print(f"identity, FP16 {'x'.join(map(str, SHAPE))} ({NBYTES} bytes) in and out, "
-          f"Python frontend (--threads {args.threads}), {os.cpu_count()} CPUs, "
+          f"Python server (--threads {args.threads}), {os.cpu_count()} CPUs, "
           f"{args.seconds:g} s per level\n")
     print("| path | concurrency | throughput (infer/s) | p50 latency (ms) | p99 latency (ms) |")
     print("| --- | ---: | ---: | ---: | ---: |")

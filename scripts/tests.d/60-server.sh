@@ -1,23 +1,23 @@
-# The v2 frontends, consumed as a user would: install the library to a prefix
+# The v2 servers, consumed as a user would: install the library to a prefix
 # under build/, build server/ against it with find_package,
 # `pip install .[fastapi]` the Python package into a venv under build/ for
 # examples/python-frontend, then drive both with plain HTTP, the official
-# tritonclient (HTTP and gRPC; gRPC for the C frontend only) and perf_analyzer
-# from PyPI (the C frontend only). Exit 0 only if every test passed.
+# tritonclient (HTTP and gRPC; gRPC for the C server only) and perf_analyzer
+# from PyPI (the C server only). Exit 0 only if every test passed.
 source "$(dirname "$0")/lib.sh"
-dir=build/frontend-ci
+dir=build/server-ci
 prefix=$PWD/$dir/prefix
 
 build_server "$dir"
-# The same frontend under ASan+UBSan: a leak, an overflow or undefined
+# The same server under ASan+UBSan: a leak, an overflow or undefined
 # behaviour on any request path makes the server exit non-zero, which every
 # test's teardown checks.
-server_cmake server "$dir/app-asan" -DFRONTEND_WERROR=ON \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DFRONTEND_SANITIZE=address,undefined
+server_cmake server "$dir/app-asan" -DSERVER_WERROR=ON \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DSERVER_SANITIZE=address,undefined
 
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/pip" install -q 'tritonclient[http,grpc]' pytest perf-analyzer uvicorn httpx
-# The Python frontend's shmreg, built from this checkout as a user gets it.
+# The Python server's shmreg, built from this checkout as a user gets it.
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$dir/venv/bin/pip" install -q '.[fastapi]'
 
 # On a glibc older than 2.38 (Debian 12 has 2.36) pip resolves perf-analyzer
@@ -57,13 +57,13 @@ fi
 echo "--- perf_analyzer: ${PERF_ANALYZER:-none ($PERF_ANALYZER_MISSING)}"
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
-echo "--- release build of the C frontend, and the Python frontend"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote || exit 1
-echo "--- ASan+UBSan build of the C frontend (perf_analyzer left to the release build)"
-FRONTEND_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
+echo "--- release build of the C server, and the Python server"
+SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote || exit 1
+echo "--- ASan+UBSan build of the C server (perf_analyzer left to the release build)"
+SERVER_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --frontend c --deselect server/tests/http/test_perf_analyzer.py \
+  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --server c --deselect server/tests/http/test_perf_analyzer.py \
   --deselect server/tests/grpc/test_perf_analyzer_grpc.py || exit 1
 echo "--- hostile and honest clients side by side (server/tests/support/hostile_clients.py), 20 s"
-FRONTEND_BIN=$PWD/$dir/app/shmreg-server "$dir/venv/bin/python" server/tests/support/hostile_clients.py \
+SERVER_BIN=$PWD/$dir/app/shmreg-server "$dir/venv/bin/python" server/tests/support/hostile_clients.py \
   --seconds 20 || exit 1
