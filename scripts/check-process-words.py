@@ -85,8 +85,6 @@ def files(root):
     for d, dirs, names in os.walk(root):
         dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith(".")]
         rel = os.path.relpath(d, root)
-        if rel.startswith("bench/results"):
-            continue  # the dated logs of how the figures were reached
         for n in names:
             if EXTRA_NAME.match(n):
                 seen.add(os.path.normpath(os.path.join(rel, n)))
