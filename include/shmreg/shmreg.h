@@ -1234,8 +1234,9 @@ SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
  *   channel the server authenticated (shmreg_remote_invite). The endpoint
  *   is the server's own, made from the client's connection request; the
  *   server never dials an address a client sent, and no endpoint serves
- *   two connections. A connection that has not proven itself within
- *   5 s is closed, and at most 64 may wait at once.
+ *   two connections. At most 64 connections may wait to prove
+ *   themselves, each for 5 s; one past its time is heard no more and
+ *   is closed at the next invitation or sweep.
  * - Over its own connection, and only there, the client's library announces
  *   the windows of its own memory it exports (shmreg_remote_export): an
  *   address, a length, a window id and a generation.

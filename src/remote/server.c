@@ -672,6 +672,7 @@ static void conns_reap(void)
 {
     struct shmreg__rconn *dead = NULL;
     pthread_mutex_lock(&engine.lock);
+    (void)unproven_expire_locked(shmreg__ucx_now_ns()); /* and those that never proved themselves */
     for (struct shmreg__rconn **pp = &engine.conns; *pp;) {
         struct shmreg__rconn *c = *pp;
         if (!conn_failed(c) || c->refs != 1) {

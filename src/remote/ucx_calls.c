@@ -43,7 +43,6 @@ static void load(void)
         SHMREG_UCX_SYM_(worker_signal, ucp_worker_signal),
         SHMREG_UCX_SYM_(ep_create, ucp_ep_create),
         SHMREG_UCX_SYM_(ep_close_nbx, ucp_ep_close_nbx),
-        SHMREG_UCX_SYM_(ep_flush_nbx, ucp_ep_flush_nbx),
         SHMREG_UCX_SYM_(ep_print_info, ucp_ep_print_info),
         SHMREG_UCX_SYM_(config_modify, ucp_config_modify),
         SHMREG_UCX_SYM_(am_send_nbx, ucp_am_send_nbx),

@@ -25,7 +25,6 @@ struct shmreg__ucx {
     ucs_status_t (*worker_signal)(ucp_worker_h);
     ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
     ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
-    ucs_status_ptr_t (*ep_flush_nbx)(ucp_ep_h, const ucp_request_param_t *);
     void (*ep_print_info)(ucp_ep_h, FILE *);
     ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
     ucs_status_ptr_t (*am_send_nbx)(ucp_ep_h, unsigned, const void *, size_t, const void *, size_t,
