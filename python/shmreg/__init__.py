@@ -10,7 +10,9 @@ counted references and zero-copy views (buffer protocol, DLPack).
 
 docs/python.md has the whole API, the lifetime rule and the DLPack details.
 shmreg.remote (remote regions through UCX) is a module of its own:
-`from shmreg import remote`.
+`from shmreg import remote`; so are the clients of a server's Unix socket,
+shmreg.memfd_client (host memory) and shmreg.cuda_client (a framework's GPU
+tensor: `cuda_client.register_tensor(sock, name, tensor)`).
 """
 
 from typing import TYPE_CHECKING

@@ -77,4 +77,5 @@ NB_MODULE(_shmreg, m) {
 
     bind_region(m);
     bind_registry(m);
+    bind_cuda_client(m);
 }

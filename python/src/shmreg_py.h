@@ -1,7 +1,7 @@
-// Shared by the extension's three files: module.cpp (errors, module
-// functions), registry.cpp (shmreg.Registry), region.cpp (shmreg.Region: the
-// buffer protocol and DLPack). The C API is reached through the public header
-// alone.
+// Shared by the extension's files: module.cpp (errors, module functions),
+// registry.cpp (shmreg.Registry), region.cpp (shmreg.Region: the buffer
+// protocol and DLPack), cuda_client.cpp (sending GPU memory to a server).
+// The C API is reached through the public header alone.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -58,5 +58,6 @@ struct Region {
 
 void bind_registry(nb::module_ &m);
 void bind_region(nb::module_ &m);
+void bind_cuda_client(nb::module_ &m);
 
 } // namespace shmreg_py
