@@ -5,7 +5,11 @@
 # server/tests/gpu/test_cuda_infer.py (the device copy), test_gpu_model.py
 # (the GPU model 'yolo') and test_tensor_paths.py (each data path of a
 # system region: DMA in place, the one-copy staged path, a truncating
-# client), then the bench register_per_request.py (register per request), then the seed
+# client), then test_framework_tensors.py (PyTorch tensors of each allocator
+# registered over --uds by shmreg.cuda_client: the shmreg package is built
+# for the machine's Python into $BUILD/python-site, as tests/python/gpu/run.sh
+# builds it, and put on PYTHONPATH), then the bench register_per_request.py
+# (register per request), then the seed
 # 003's benchmark (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out,
 # BENCH_QUICK=1 shortens it). The machine's python3 runs them (CuPy, NumPy
 # and pytest are in its image; tritonclient and perf_analyzer are not: the
@@ -73,6 +77,17 @@ if ldd "$BIN" | grep -q "not found"; then
   exit 1
 fi
 
+echo "=== server-gpu: the shmreg package (CUDA on) into $BUILD/python-site"
+rm -rf "$BUILD/python-site"
+package_rc=0
+if CMAKE_ARGS="-DSHMREG_WITH_CUDA=ON" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+   "$PYTHON" -m pip install --no-build-isolation --no-deps --target "$BUILD/python-site" . >>"$LOG" 2>&1; then
+  export PYTHONPATH=$BUILD/python-site${PYTHONPATH:+:$PYTHONPATH}
+else
+  package_rc=1
+  echo "=== server-gpu: the shmreg package did not build (log: $LOG)"
+fi
+
 echo "=== server-gpu: carried wheels into ${PYTHON_SITE:-/tmp/site}"
 install_carried_wheels "${PYTHON_SITE:-/tmp/site}" >>"$LOG" 2>&1 ||
   echo "=== server-gpu: no carried wheels installed (log: $LOG): tritonclient tests skip"
@@ -93,6 +108,23 @@ elif ! grep -qE "[0-9]+ passed" <<<"$last"; then
   rc=1 # all skipped: no CuPy or no device where one is expected
 fi
 
+# PyTorch tensors over --uds: their own pytest run, their own summary line.
+echo "=== server-gpu: server/tests/gpu/test_framework_tensors.py"
+SERVER_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+  "$PYTHON" -m pytest -p no:cacheprovider -rs -v -s server/tests/gpu/test_framework_tensors.py \
+  >"$OUT/framework-tensors.log" 2>&1
+frameworks_rc=$?
+cat "$OUT/framework-tensors.log" >>"$LOG"
+grep -E "PASSED|FAILED|ERROR|SKIPPED|^  |^[a-z-]+: \{" "$OUT/framework-tensors.log" | head -80
+frameworks_last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" \
+  "$OUT/framework-tensors.log" | tail -1 | sed -E 's/^=+ //; s/ =+$//')
+if [ "$frameworks_rc" -ne 0 ]; then
+  grep -E -A30 "^(_{5,} test|E )" "$OUT/framework-tensors.log" | head -80
+  rc=1
+elif [ "$package_rc" -ne 0 ] || ! grep -qE "[0-9]+ passed" <<<"$frameworks_last"; then
+  rc=1 # all skipped: no package, no torch or no device, where all are expected
+fi
+
 # The register-per-request row, with this CUDA build: register, infer, unregister
 # per request, pinned 16 MiB, cache off then on (about 25 s).
 echo "=== server-gpu: server/bench/gpu/register_per_request.py (figures in $OUT/register-per-request.md)"
@@ -111,6 +143,6 @@ if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
   seed_rc=$?
   [ "$seed_rc" -eq 0 ] || rc=1
 fi
-summary "${last:-no pytest summary} (rc=$rc, register-per-request bench rc=$bench_rc," \
-  "seed benchmark rc=$seed_rc)"
+summary "${last:-no pytest summary}; framework tensors: ${frameworks_last:-no pytest summary}" \
+  "(rc=$rc, register-per-request bench rc=$bench_rc, seed benchmark rc=$seed_rc)"
 exit "$rc"
