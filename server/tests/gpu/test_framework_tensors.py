@@ -35,8 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -100,20 +98,8 @@ def server():
     assert leftover_report(err) == (0, 0), err
 
 
-def call(server, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{server.port}/{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            status, raw = resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        status, raw = err.code, err.read()
-    return status, (json.loads(raw) if raw else None)
-
-
 def ok(server, method, path, body=None):
-    status, answer = call(server, method, path, body)
+    status, answer = server.json(method, "/" + path, body)
     assert status == 200, f"{method} {path}: {status} {answer}"
     return answer
 
