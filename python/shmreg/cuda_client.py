@@ -116,9 +116,15 @@ def cuda_window(tensor):
     is none of these, ValueError for host memory, a non-CUDA device, a
     tensor that is not contiguous or one of no bytes."""
     what = f"the {type(tensor).__name__}"
-    # A CPU torch tensor raises AttributeError for the interface: it then
-    # answers as a DLPack producer on the CPU, refused by its device.
-    cai = getattr(tensor, "__cuda_array_interface__", None)
+    # PyTorch raises for the interface where it has none to give: a CPU
+    # tensor (AttributeError), a dtype the interface cannot name such as
+    # bfloat16 (TypeError), a tensor that requires grad (RuntimeError). DLPack
+    # answers then: with the CPU device, refused by it; with the tensor;
+    # or with PyTorch's own reason.
+    try:
+        cai = tensor.__cuda_array_interface__
+    except (AttributeError, TypeError, RuntimeError):
+        cai = None
     if cai is not None:
         ptr, nbytes, read_only = _cai_window(cai, what)
     elif hasattr(tensor, "__dlpack__") and hasattr(tensor, "__dlpack_device__"):

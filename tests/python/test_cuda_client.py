@@ -14,9 +14,10 @@ import shmreg
 from shmreg import _shmreg, cuda_client
 from dlpack_layout import DLDataType, DLDevice, DLManagedTensor, PyCapsule_New
 
-# An address no process here has as device memory: with CUDA the driver does
-# not know it, without CUDA the call ends before asking.
-FAKE_PTR = 0x7F00_0000_0000
+# An address in the page range Linux never maps (below mmap_min_addr), so
+# never device memory: with CUDA the driver does not know it, without CUDA
+# the call ends before asking.
+FAKE_PTR = 0x1000
 
 
 class FakeCAI:
@@ -110,6 +111,19 @@ def test_cpu_torch_tensor_is_refused(pair):
     with pytest.raises(ValueError, match=r"DLPack device of type 1 \(CPU\), not CUDA \(2\)"):
         cuda_client.register_tensor(client, "x", torch.zeros(16))
     assert nothing_sent(peer)
+
+
+def test_an_interface_that_raises_falls_back_to_dlpack():
+    # PyTorch raises for the interface of a bfloat16 tensor (TypeError) and
+    # of one that requires grad (RuntimeError); DLPack then speaks for it.
+    class Bfloat16Like(FakeDLPack):
+        @property
+        def __cuda_array_interface__(self):
+            raise TypeError("unsupported dtype")
+
+    fake = Bfloat16Like(2)
+    assert cuda_client.cuda_window(fake) == (FAKE_PTR, 12, False)
+    assert fake.capsules == 1
 
 
 @pytest.mark.parametrize("device,label", [(3, "CUDA host"), (13, "CUDA managed"), (10, "ROCm")])

@@ -115,7 +115,7 @@ SERVER_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
   >"$OUT/framework-tensors.log" 2>&1
 frameworks_rc=$?
 cat "$OUT/framework-tensors.log" >>"$LOG"
-grep -E "PASSED|FAILED|ERROR|SKIPPED|^  |^[a-z-]+: \{" "$OUT/framework-tensors.log" | head -80
+grep -E "PASSED|FAILED|ERROR|SKIPPED|^  |\{\"registered\"" "$OUT/framework-tensors.log" | head -80
 frameworks_last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" \
   "$OUT/framework-tensors.log" | tail -1 | sed -E 's/^=+ //; s/ =+$//')
 if [ "$frameworks_rc" -ne 0 ]; then
