@@ -33,6 +33,8 @@ The memory must stay allocated while the server holds the region: keep
 the tensor until the connection is closed.
 """
 
+from __future__ import annotations
+
 import re
 import socket
 import struct
@@ -109,7 +111,7 @@ def _dlpack_window(obj, what):
     return ptr, nbytes, False
 
 
-def cuda_window(tensor):
+def cuda_window(tensor: object) -> tuple[int, int, bool]:
     """(device pointer, byte size, read_only) of a compact GPU tensor: a
     PyTorch tensor, a CuPy array, an object with __cuda_array_interface__ or
     a DLPack producer on a CUDA device. Raises TypeError for an object that
@@ -137,7 +139,7 @@ def cuda_window(tensor):
     return ptr, nbytes, read_only
 
 
-def _send(sock, name, ptr, nbytes, readonly):
+def _send(sock: socket.socket | int, name: str, ptr: int, nbytes: int, readonly: bool) -> None:
     """shmreg_send_cuda_region on sock, a socket object (its timeout becomes
     SO_RCVTIMEO for the call: the library reads the answer with a blocking
     recv) or a descriptor in blocking mode."""
@@ -162,7 +164,7 @@ def _send(sock, name, ptr, nbytes, readonly):
         sock.settimeout(timeout)
 
 
-def register_tensor(sock, name, tensor, readonly=False):
+def register_tensor(sock: socket.socket | int, name: str, tensor: object, readonly: bool = False) -> int:
     """Ask the server at the other end of sock (from connect(), or the
     descriptor of a connected AF_UNIX SOCK_SEQPACKET socket in blocking mode)
     to register the bytes of tensor as CUDA region `name`, and wait for its

@@ -36,6 +36,7 @@ def test_typing_files_are_shipped():
     assert "def register_system_fd(self, name: str, fd: int, byte_size: int, offset: int = 0" in stub
     assert "def read_into(self, buffer: Buffer, offset: int = 0) -> None" in stub
     assert "def __dlpack__" in stub
+    assert "def send_cuda_region(sock: int, name: str, ptr: int, byte_size: int, readonly: bool = False) -> None" in stub
 
 
 def test_stub_imports_only_declared_packages():

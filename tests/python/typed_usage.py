@@ -4,7 +4,10 @@ py.typed. A stub that drifted from the API fails there."""
 
 from __future__ import annotations
 
+import socket
+
 import shmreg
+from shmreg import _shmreg, cuda_client
 
 
 def serve(reg: shmreg.Registry, key: str) -> list[int]:
@@ -43,6 +46,13 @@ def serve(reg: shmreg.Registry, key: str) -> list[int]:
     gpu: bool = shmreg.cuda_available()
     print(kind, version, gpu, pending)
     return [size, device[0], in_use, stats.references]
+
+
+def send_tensor(sock: socket.socket, tensor: object) -> int:
+    ptr, nbytes, read_only = cuda_client.cuda_window(tensor)
+    _shmreg.send_cuda_region(sock.fileno(), "t", ptr, nbytes, readonly=read_only)
+    sent: int = cuda_client.register_tensor(sock, "t", tensor, readonly=True)
+    return sent + cuda_client.register_tensor(sock.fileno(), "u", tensor)
 
 
 def main() -> None:
