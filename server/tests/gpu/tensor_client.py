@@ -66,6 +66,26 @@ class Driver:
             at = base + size
         return out
 
+    def handle_types(self, ptr):
+        """The handle types the VMM allocation holding ptr was created with
+        (CUmemAllocationProp.requestedHandleTypes: 1 POSIX descriptor, 8
+        fabric)."""
+
+        class AllocationProp(ctypes.Structure):  # CUmemAllocationProp, 32 bytes
+            _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                        ("location", ctypes.c_int * 2), ("win32HandleMetaData", ctypes.c_void_p),
+                        ("allocFlags", ctypes.c_ubyte * 8)]
+
+        handle, prop = ctypes.c_ulonglong(), AllocationProp()
+        self.ok(self.lib.cuMemRetainAllocationHandle(ctypes.byref(handle), ctypes.c_void_p(ptr)),
+                "cuMemRetainAllocationHandle")
+        try:
+            self.ok(self.lib.cuMemGetAllocationPropertiesFromHandle(ctypes.byref(prop), handle),
+                    "cuMemGetAllocationPropertiesFromHandle")
+        finally:
+            self.lib.cuMemRelease(handle)
+        return prop.requestedHandleTypes
+
     def pool_of(self, ptr):
         pool = ctypes.c_void_p()
         self.ok(self.lib.cuPointerGetAttribute(ctypes.byref(pool), self.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
@@ -106,7 +126,8 @@ def allocate(mode, torch, driver):
         t = big[3 * MIB + 4103:][:50 * MIB]
         chunks = driver.chunks(t.data_ptr(), t.numel())
         facts = {"chunks": [[b - t.data_ptr(), s] for b, s in chunks],
-                 "starts_mid_chunk": chunks[0][0] < t.data_ptr()}
+                 "starts_mid_chunk": chunks[0][0] < t.data_ptr(),
+                 "handle_types": driver.handle_types(t.data_ptr())}
         return t, [big], facts
     if mode == "pool":
         pool = driver.exportable_pool()
