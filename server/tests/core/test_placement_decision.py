@@ -80,7 +80,8 @@ def test_a_large_start_wraps(server_kind):
 
 
 def test_arguments_it_cannot_read_are_refused(server_kind):
-    for args in (["x", "0:0", "0"], ["0", "", "0"], ["0", "0:-1", "0"], ["0", "0:0"]):
+    for args in (["x", "0:0", "0"], ["0", "", "0"], ["0", "0:-1", "0"], ["0", "0", "0"],
+                 ["0", "0:0,1", "0"], ["0", "0:0", "-1"], ["0", "0:0"]):
         done = subprocess.run([sibling_binary("shmreg-server-placement-test"), *args],
                               capture_output=True, text=True, timeout=20)
         assert done.returncode == 2 and "usage" in done.stderr, args

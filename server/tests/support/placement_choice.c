@@ -70,9 +70,8 @@ static int read_instances(const char *s, instance *inst, unsigned *n)
     *n = 0;
     while (*s) {
         long d, load;
-        if (*n == MOST || number(&s, ":", &d) != 0 || d < 0)
+        if (*n == MOST || number(&s, ":", &d) != 0 || d < 0 || *s++ != ':')
             return -1;
-        s++;
         if (number(&s, ",", &load) != 0 || load < 0)
             return -1;
         inst[(*n)++] = (instance){(int)d, (unsigned)load};
