@@ -195,6 +195,29 @@ static void write_copy_batches(jbuf *b)
     }
 }
 
+/* Where the GPU model's requests ran (models/placement.h): on the device
+ * that holds their CUDA tensors, or on the least busy instance of all. */
+static void write_placements(jbuf *b)
+{
+    static const char name[] = "shmreg_gpu_requests_placed_total";
+    uint64_t placed[PLACEMENT_CASES];
+    gpu_instances_placed(placed);
+    write_header(b, name, COUNTER,
+                 "Requests given an instance of the GPU model, by placement: tensor_gpu, on the "
+                 "device that holds all their CUDA tensors; fallback, on the least busy instance "
+                 "of all since those tensors lie on several devices or on one with no instance; "
+                 "no_cuda_tensors, on the least busy instance of all since none is in a CUDA "
+                 "region.");
+    for (int c = 0; c < PLACEMENT_CASES; c++) {
+        jbuf_lit(b, name);
+        jbuf_lit(b, "{placement=\"");
+        jbuf_lit(b, placement_case_name((placement_case)c));
+        jbuf_lit(b, "\"} ");
+        jbuf_u64(b, placed[c]);
+        jbuf_lit(b, "\n");
+    }
+}
+
 /* The inference requests' wait for a worker thread (common/worker_pool.h),
  * HTTP and gRPC together: the queue no model's statistics see, since it
  * comes before a request reaches its model. The wait for a model's own
@@ -349,6 +372,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     write_registry(&b, &s);
     write_paths(&b);
     write_copy_batches(&b);
+    write_placements(&b);
     write_request_queue(&b);
     if (write_models(&b) != 0)
         b.failed = 1;

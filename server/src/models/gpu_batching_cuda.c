@@ -270,13 +270,19 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
     *runs = atomic_load_explicit(&gpu_pool.batched_runs, memory_order_relaxed);
 }
 
+void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
+{
+    for (int c = 0; c < PLACEMENT_CASES; c++)
+        placed[c] = atomic_load_explicit(&gpu_pool.placed[c], memory_order_relaxed);
+}
+
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
 {
     if (!gpu_pool.n)
         return gpu_instances_ready(err, errlen);
-    int prefer = job->in->on_device ? job->in->device_id
-                 : job->out->on_device ? job->out->device_id : -1;
-    gpu_instance *in = gpu_take_instance(prefer);
+    const int devices[] = {job->in->on_device ? job->in->device_id : PLACEMENT_HOST,
+                           job->out->on_device ? job->out->device_id : PLACEMENT_HOST};
+    gpu_instance *in = gpu_take_instance(devices, 2);
     int previous = -1;
     const char *what = "cudaGetDevice";
     int guard_failed = 0;

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 
 #include "models/gpu_instances.h"
+#include "models/placement.h"
 
 #define MAX_DEVICES 64
 /* Requests holding a run slot of one instance at once: two batches in
@@ -128,6 +129,7 @@ struct gpu_pool {
     atomic_uint next;            /* round robin among equally busy instances */
     /* relaxed counters, for /metrics */
     _Atomic uint64_t batches_queued, batched_runs;
+    _Atomic uint64_t placed[PLACEMENT_CASES]; /* requests per placement case */
     char why[400];               /* why there is no instance, when n == 0 */
 };
 /* The instances and what they share: gpu_devices_cuda.c's. */
@@ -137,7 +139,7 @@ extern struct gpu_pool gpu_pool;
 void gpu_batch_free_events(run_batch *b);
 cudaError_t gpu_batch_make(run_batch *b);
 void gpu_slot_free(run_slot *sl);
-gpu_instance *gpu_take_instance(int prefer_device);
+gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n);
 void gpu_give_back(gpu_instance *in);
 run_slot *gpu_slot_take(gpu_instance *in);
 void gpu_slot_give(gpu_instance *in, run_slot *sl);

@@ -5,8 +5,13 @@
  * buffers for tensors in pageable host memory), and CUDA events that mark
  * and time its batches.
  *
- * A request takes the least busy instance (ties: one on the device that
- * holds its CUDA tensors, then round robin) and one of its twelve run slots
+ * A request runs where its tensors are (placement.h): when every tensor
+ * of it in a CUDA region lies on one device that has instances, on the
+ * least busy of that device's instances, so that no copy crosses the peer
+ * link; otherwise (no CUDA tensor, or CUDA tensors on several devices or
+ * on one without an instance) on the least busy of all; ties go round
+ * robin, and /metrics counts each case. The request takes one of the
+ * instance's twelve run slots
  * (waiting for a slot is the "queue" phase; a slot keeps its buffers for the
  * next request up to 16 MiB each, and frees larger ones after their run). A
  * tensor in pageable host memory is copied into the slot's pinned staging
@@ -47,6 +52,7 @@
 #include <stdint.h>
 
 #include "models/model_ops.h"
+#include "models/placement.h"
 #include "common/tensor.h"
 
 #ifdef __cplusplus
@@ -81,6 +87,9 @@ unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices
 /* The batches queued on the instances' streams since start, and the runs
  * in them (relaxed counters, for /metrics). */
 void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs);
+/* The requests given an instance since start, per placement case
+ * (placement.h; relaxed counters, for /metrics). */
+void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);
 /* One request on one instance: 0, or an HTTP status with the message. */
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
 

@@ -35,6 +35,12 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
     *runs = 0;
 }
 
+void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
+{
+    for (int c = 0; c < PLACEMENT_CASES; c++)
+        placed[c] = 0;
+}
+
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
 {
     return gpu_instances_ready(err, errlen);

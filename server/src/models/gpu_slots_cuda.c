@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "common/worker_pool.h"
+#include "models/placement.h"
 
 void gpu_batch_free_events(run_batch *b)
 {
@@ -57,24 +58,28 @@ void gpu_slot_free(run_slot *sl)
     *sl = (run_slot){0};
 }
 
-/* The least busy instance (ties: on the preferred device, then the next in
- * round-robin order), counted busy from here until gpu_give_back. */
-gpu_instance *gpu_take_instance(int prefer_device)
+static int instance_device(const void *ctx, unsigned i)
+{
+    return ((const gpu_instance *)ctx)[i].device;
+}
+
+static unsigned instance_load(const void *ctx, unsigned i)
+{
+    /* relaxed: a hint for placement, nothing is published through it */
+    return atomic_load_explicit(&((const gpu_instance *)ctx)[i].load, memory_order_relaxed);
+}
+
+/* The instance for a request whose n tensors lie on tensor_devices
+ * (placement.h), counted busy from here until gpu_give_back. */
+gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n)
 {
     unsigned start = atomic_fetch_add_explicit(&gpu_pool.next, 1, memory_order_relaxed);
-    gpu_instance *best = NULL;
-    unsigned best_load = 0;
-    for (unsigned k = 0; k < gpu_pool.n; k++) {
-        gpu_instance *in = &gpu_pool.inst[(start + k) % gpu_pool.n];
-        /* relaxed: a hint for placement, nothing is published through it */
-        unsigned load = atomic_load_explicit(&in->load, memory_order_relaxed);
-        if (!best || load < best_load ||
-            (load == best_load && in->device == prefer_device && best->device != prefer_device)) {
-            best = in;
-            best_load = load;
-        }
-    }
+    placement_instances inst = {.n = gpu_pool.n, .device = instance_device,
+                                .load = instance_load, .ctx = gpu_pool.inst};
+    placement_case why;
+    gpu_instance *best = &gpu_pool.inst[placement_choose(tensor_devices, n, &inst, start, &why)];
     atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gpu_pool.placed[why], 1, memory_order_relaxed);
     return best;
 }
 

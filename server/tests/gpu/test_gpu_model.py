@@ -285,6 +285,51 @@ def test_mixed_paths(server, regions, placing):
     released(server)
 
 
+def placed(server):
+    """{placement: requests} of shmreg_gpu_requests_placed_total now."""
+    _, page = scrape(server)
+    return {p: page.value("shmreg_gpu_requests_placed_total", placement=p)
+            for p in ("tensor_gpu", "fallback", "no_cuda_tensors")}
+
+
+def placed_since(server, before):
+    return {p: n - before[p] for p, n in placed(server).items()}
+
+
+def test_requests_run_on_the_gpu_of_their_cuda_tensors(server, regions):
+    """CUDA input and output on GPU 0: each request counted as placed on
+    its tensors' GPU; a system input and output, or inline data: counted as
+    having no CUDA tensor. None falls back."""
+    h, w = 96, 160
+    images = random_images((3, h, w), 11)
+    out_bytes = ROWS * anchors(h, w) * 2
+    expected = reference(images, WINDOW)
+    cuda_in, mem_in = regions.cuda_region("in", images.nbytes)
+    cuda_out, mem_out = regions.cuda_region("out", out_bytes)
+    device_array(mem_in, images.shape)[...] = cp.asarray(images)
+    cp.cuda.Device(0).synchronize()
+    before = placed(server)
+    for _ in range(5):
+        status, header, _ = infer_binary(server, images, shm_params(cuda_in, images.nbytes),
+                                         shm_params(cuda_out, out_bytes))
+        assert status == 200, header
+    np.testing.assert_array_equal(cp.asnumpy(device_array(mem_out, (ROWS, anchors(h, w)))),
+                                  expected)
+    assert placed_since(server, before) == {"tensor_gpu": 5, "fallback": 0, "no_cuda_tensors": 0}
+
+    sys_in, sys_mem_in = regions.system_region("in", images.nbytes)
+    sys_out, _ = regions.system_region("out", out_bytes)
+    sys_mem_in.buf[:images.nbytes] = images.tobytes()
+    before = placed(server)
+    for _ in range(3):
+        status, header, _ = infer_binary(server, images, shm_params(sys_in, images.nbytes),
+                                         shm_params(sys_out, out_bytes))
+        assert status == 200, header
+    assert infer_binary(server, images)[0] == 200
+    assert placed_since(server, before) == {"tensor_gpu": 0, "fallback": 0, "no_cuda_tensors": 4}
+    released(server)
+
+
 def test_statistics_move(server):
     before = yolo_stats(server)
     images = random_images((3, 64, 64), 5)
@@ -504,14 +549,36 @@ def test_two_gpus_and_a_region_on_the_second():
             device_array(mem_in, images.shape)[...] = cp.asarray(images)
             cp.cuda.Device(1).synchronize()
         expected = reference(images, WINDOW)
-        # The input's device is preferred while instances are equally idle:
-        # the output crosses to device 0 (a peer copy where there is P2P).
+        # Input on device 1, output on device 0: no one device holds both,
+        # so each request falls back to the least busy instance, and one of
+        # its copies crosses between the devices (peer where there is P2P).
+        before = placed(s)
         for _ in range(4):
             status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
                                              shm_params(name_out, out_bytes))
             assert status == 200, header
             got = cp.asnumpy(device_array(mem_out, (ROWS, anchors(96, 128))))
             np.testing.assert_array_equal(got, expected)
+        assert placed_since(s, before) == {"tensor_gpu": 0, "fallback": 4, "no_cuda_tensors": 0}
+        # Both on device 1, with clients at once so that device 0's instance
+        # is the less busy one: every request still runs on device 1.
+        name_out1, mem_out1 = r.cuda_region("out1", out_bytes, device=1)
+        before = placed(s)
+        failures = []
+
+        def client(k):
+            for _ in range(3):
+                status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
+                                                 shm_params(name_out1, out_bytes))
+                if status != 200:
+                    failures.append((k, status, header))
+
+        run_clients(client, 4)
+        assert failures == []
+        with cp.cuda.Device(1):
+            got = cp.asnumpy(device_array(mem_out1, (ROWS, anchors(96, 128))))
+        np.testing.assert_array_equal(got, expected)
+        assert placed_since(s, before) == {"tensor_gpu": 12, "fallback": 0, "no_cuda_tensors": 0}
     finally:
         r.close()
         stop(s)

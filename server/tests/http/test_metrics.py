@@ -49,6 +49,9 @@ PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
 # The GPU model's batches of copies and the runs in them
 # (src/models/gpu_instances.h), one sample each.
 BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
+# The GPU model's requests by where they ran (src/models/placement.h).
+PLACED_FAMILY = "shmreg_gpu_requests_placed_total"
+PLACEMENTS = ("tensor_gpu", "fallback", "no_cuda_tensors")
 # The inference requests' wait for a worker thread, HTTP and gRPC together.
 QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total")
 
@@ -140,9 +143,12 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_server):
     for name in (*BATCH_FAMILIES, *QUEUE_FAMILIES):
         assert metrics.type[name] == "counter" and metrics.help[name], name
         assert metrics.value(name) == 0, name
+    assert metrics.type[PLACED_FAMILY] == "counter" and metrics.help[PLACED_FAMILY]
+    placed = {labels: v for (name, labels), v in metrics.samples.items() if name == PLACED_FAMILY}
+    assert placed == {(("placement", p),): 0 for p in PLACEMENTS}
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
     assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES, *BATCH_FAMILIES,
-                                           *QUEUE_FAMILIES])
+                                           PLACED_FAMILY, *QUEUE_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -351,6 +357,7 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_server, shm):
     assert set(paths(server).values()) == {(0, 0)}
     _, metrics = scrape(server)
     assert [metrics.value(name) for name in BATCH_FAMILIES] == [0, 0]
+    assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0]
     unregister(server, "y")
 
 
@@ -433,7 +440,7 @@ def test_registry_families_on_every_server(server_kind, start_server, shm_key):
         # The tensor paths are the C server's (its GPU model has several); the
         # Python example's model runs in the process and has one.
         expected = [*REGISTRY_METRICS,
-                    *((*PATH_FAMILIES, *BATCH_FAMILIES, *QUEUE_FAMILIES)
+                    *((*PATH_FAMILIES, *BATCH_FAMILIES, PLACED_FAMILY, *QUEUE_FAMILIES)
                       if server_kind == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
