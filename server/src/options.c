@@ -251,7 +251,8 @@ static const flag flags[] = {
     {.name = "uds", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(uds_path),
      .check = check_uds_path,
      .help = "also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
-             "register sealed memfds (shmreg_send_region); off by default"},
+             "register sealed memfds (shmreg_send_region) and GPU memory\n"
+             "(shmreg_send_cuda_region); off by default"},
     {.name = "uds-mode", .arg = "OCTAL", .kind = FLAG_OCTAL, .field = FIELD(uds_mode),
      .help = "permissions of the socket file (default 0600: the server's\n"
              "user only; e.g. 0660 for its group)"},

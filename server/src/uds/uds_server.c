@@ -1,5 +1,6 @@
 /*
- * --uds PATH: sealed memfd regions registered over a Unix socket.
+ * --uds PATH: sealed memfd regions and GPU memory registered over a Unix
+ * socket.
  *
  * One thread polls the listening socket and every connection, all
  * non-blocking, so a silent or slow client costs one slot and nothing else:
@@ -11,15 +12,17 @@
  * (one more is answered "too many" and closed), at most --uds-max-regions
  * regions per connection (counted by the registry under the connection's
  * tag, pending ones included), a share of --max-regions and
- * --max-mapped-bytes per peer uid when --allow-uid accepts several (issue
- * 21: one uid cannot make another's registrations fail), requests of a
- * fixed maximum size (the
- * library refuses longer ones and closes their descriptor), and every
- * received descriptor is closed once the registry has mapped it.
+ * --max-mapped-bytes per peer uid when --allow-uid accepts several (one
+ * uid cannot make another's registrations fail), requests of a fixed
+ * maximum size (the library refuses longer ones and closes their
+ * descriptors), and every received descriptor is closed once the registry
+ * has mapped or imported what it names.
  *
- * The wire format itself, reading and checking a request and sending an
- * answer, is the library's (shmreg_recv_region, shmreg_answer_region): this
- * file is policy only (connections, slots, tags, limits).
+ * Two request formats share the socket, both the library's (shmreg.h): a
+ * memfd region (shmreg_recv_region) and GPU memory (shmreg_recv_cuda_region:
+ * a VMM range, a pool allocation or a legacy IPC handle). Each is read,
+ * checked and answered (shmreg_answer_region) by the library; this file is
+ * policy only (connections, slots, tags, limits), the same for both.
  */
 #include "uds/uds_server.h"
 
@@ -180,14 +183,26 @@ static shmreg_err check_name_free(const uds_server *u, const struct slot *s, con
     return SHMREG_ERR_ALREADY_EXISTS;
 }
 
+/* The server's checks (the name, this connection's room, its uid's share),
+ * then the library's registration of r under the connection's tag. */
+static shmreg_err register_tagged(const uds_server *u, const struct slot *s, shmreg_registration *r, char *why,
+                                  size_t why_len)
+{
+    shmreg_err e = check_name_free(u, s, r->name, why, why_len);
+    if (e == SHMREG_OK)
+        e = check_room(u, s, r->byte_size, why, why_len);
+    if (e != SHMREG_OK)
+        return e;
+    r->tag = s->tag;
+    e = shmreg_register(u->reg, r);
+    if (e != SHMREG_OK)
+        snprintf(why, why_len, "%s", shmreg_last_error());
+    return e;
+}
+
 static shmreg_err register_window(const uds_server *u, const struct slot *s, const shmreg_region_request *rq,
                                   char *why, size_t why_len)
 {
-    shmreg_err e = check_name_free(u, s, rq->name, why, why_len);
-    if (e == SHMREG_OK)
-        e = check_room(u, s, rq->byte_size, why, why_len);
-    if (e != SHMREG_OK)
-        return e;
     shmreg_registration r;
     shmreg_registration_init(&r);
     r.source = SHMREG_SOURCE_FD;
@@ -196,18 +211,48 @@ static shmreg_err register_window(const uds_server *u, const struct slot *s, con
     r.offset = rq->offset;
     r.byte_size = rq->byte_size;
     r.flags = rq->flags;
-    r.tag = s->tag;
-    e = shmreg_register(u->reg, &r);
-    if (e != SHMREG_OK)
-        snprintf(why, why_len, "%s", shmreg_last_error());
-    else
+    shmreg_err e = register_tagged(u, s, &r, why, why_len);
+    if (e == SHMREG_OK)
         snprintf(why, why_len, "registered system shared memory region '%s' (%zu bytes of a sealed descriptor)",
                  rq->name, rq->byte_size);
     return e;
 }
 
-/* Read one request, register it, answer it. -1 when the client must go. */
-static int serve_request(const uds_server *u, const struct slot *s)
+static const char *gpu_memory_kind(const shmreg_cuda_region_request *q)
+{
+    switch (q->source) {
+    case SHMREG_SOURCE_CUDA_VMM_RANGE:
+        return "a range of CUDA VMM allocations";
+    case SHMREG_SOURCE_CUDA_POOL:
+        return "an allocation of a CUDA memory pool";
+    default:
+        return "a legacy CUDA IPC allocation";
+    }
+}
+
+static shmreg_err register_gpu_memory(const uds_server *u, const struct slot *s,
+                                      const shmreg_cuda_region_request *q, char *why, size_t why_len)
+{
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    shmreg_cuda_region_registration(q, &r); /* points into q, which outlives the call */
+    shmreg_err e = register_tagged(u, s, &r, why, why_len);
+    if (e == SHMREG_OK)
+        snprintf(why, why_len, "registered CUDA shared memory region '%s' (%zu bytes of %s on %s)", q->name,
+                 q->byte_size, gpu_memory_kind(q), q->device_uuid);
+    return e;
+}
+
+static int report(const uds_server *u, const struct slot *s, shmreg_err e, const char *why)
+{
+    if (u->cfg.verbose)
+        fprintf(stderr, "uds %s: %s %s\n", s->tag, shmreg_err_name(e), why);
+    return answer(s->fd, e, "%s", why);
+}
+
+/* Read one memfd-region request, register it, answer it. -1 when the
+ * client must go. */
+static int serve_memfd_request(const uds_server *u, const struct slot *s)
 {
     shmreg_region_request rq;
     shmreg_err e = shmreg_recv_region(s->fd, &rq);
@@ -216,9 +261,46 @@ static int serve_request(const uds_server *u, const struct slot *s)
     char why[SHMREG_REGION_ANSWER_MAX];
     e = register_window(u, s, &rq, why, sizeof why);
     close(rq.fd); /* the registry maps what it needs and keeps no descriptor */
-    if (u->cfg.verbose)
-        fprintf(stderr, "uds %s: %s %s\n", s->tag, shmreg_err_name(e), why);
-    return answer(s->fd, e, "%s", why);
+    return report(u, s, e, why);
+}
+
+/* The same for GPU memory. The descriptors that came (a range's chunks, a
+ * pool's) are closed whether the registration worked or not: the registry
+ * imports what it needs and keeps none. */
+static int serve_gpu_request(const uds_server *u, const struct slot *s)
+{
+    shmreg_cuda_region_request q;
+    shmreg_err e = shmreg_recv_cuda_region(s->fd, &q);
+    if (e != SHMREG_OK) /* the library closed every descriptor that came */
+        return answer(s->fd, e, "%s", shmreg_last_error());
+    char why[SHMREG_REGION_ANSWER_MAX];
+    e = register_gpu_memory(u, s, &q, why, sizeof why);
+    shmreg_cuda_region_request_close(&q);
+    return report(u, s, e, why);
+}
+
+/* The frames of shmreg.h that carry the two requests: a memfd region rides
+ * in shmreg_send_fd's frame, GPU memory in shmreg_send_fds's, each header
+ * starting with its own magic. */
+#define FDS_FRAME_MAGIC 0x53465253u /* shmreg_send_fds: "SRFS" in little-endian memory */
+
+/* Which receiver reads the next record, from its first bytes, peeked: a
+ * peek without room for control data installs none of the record's
+ * descriptors, and leaves the record whole for the receiver, which reads it
+ * and its descriptors once. A shmreg_send_fds frame goes to the GPU
+ * receiver, which names what is wrong with a payload that is not its
+ * request; anything else to the memfd one, which refuses it as before. */
+static bool is_gpu_request(int fd)
+{
+    uint32_t magic = 0;
+    ssize_t n = recv(fd, &magic, sizeof magic, MSG_PEEK | MSG_DONTWAIT);
+    return n == (ssize_t)sizeof magic && magic == FDS_FRAME_MAGIC;
+}
+
+/* Read one request, register it, answer it. -1 when the client must go. */
+static int serve_request(const uds_server *u, const struct slot *s)
+{
+    return is_gpu_request(s->fd) ? serve_gpu_request(u, s) : serve_memfd_request(u, s);
 }
 
 /* ------------------------------------------------------------ connections */
@@ -289,7 +371,8 @@ static void accept_connections(uds_server *u)
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
             !access_uid_allowed(u->cfg.access, cred.uid)) {
             /* The socket file's mode says who may connect; --allow-uid says
-             * whose memory the server maps, and a memfd's owner is its sender. */
+             * whose memory the server maps: a memfd's owner is its sender,
+             * and so is the owner of the GPU memory a request names. */
             (void)answer(fd, SHMREG_ERR_INVALID_ARG,
                          "uid %u is not accepted by this server (--allow-uid)", (unsigned)cred.uid);
             close(fd);

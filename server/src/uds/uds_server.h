@@ -1,13 +1,17 @@
-/* --uds PATH: clients register sealed memfds over a Unix socket.
+/* --uds PATH: clients register sealed memfds and GPU memory over a Unix
+ * socket.
  *
  * A client connects (AF_UNIX, SOCK_SEQPACKET), sends one request per region
- * in the format of shmreg.h (shmreg_send_region, or any language's
- * equivalent): a name, an offset, a size and a memfd carrying F_SEAL_SHRINK.
- * The server registers the window under an owner tag of that connection and
- * answers each request. When the connection closes (the client exited or
- * died) every region of its tag is unregistered under the registry's busy
- * policy: requests still using one finish first. HTTP and gRPC inference
- * then name the regions as usual. */
+ * in a format of shmreg.h, and is answered each time: a sealed memfd
+ * (shmreg_send_region: a name, an offset, a size and a memfd carrying
+ * F_SEAL_SHRINK), or GPU memory (shmreg_send_cuda_region: a range of VMM
+ * allocations with a descriptor per chunk, a pool allocation with the
+ * pool's descriptor and its export data, or a legacy IPC handle). The
+ * server registers the window under an owner tag of that connection. When
+ * the connection closes (the client exited or died) every region of its tag
+ * is unregistered under the registry's busy policy: requests still using
+ * one finish first. HTTP and gRPC inference then name the regions as
+ * usual. */
 #ifndef SERVER_UDS_SERVER_H
 #define SERVER_UDS_SERVER_H
 

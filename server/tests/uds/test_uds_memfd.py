@@ -15,7 +15,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -24,51 +23,15 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from server_process import START_TIMEOUT_S, sibling_binary
+from server_process import sibling_binary
 from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
+from uds_fixtures import open_fds, sock_path, status, uds_server, wait_uds_line  # noqa: F401 (fixtures)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 
 pytestmark = pytest.mark.servers("c")
 
 mc = load_memfd_client()
 UDS_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "uds_client.py")
-
-
-@pytest.fixture
-def sock_path():
-    """A socket path short enough for sun_path, in a folder of its own."""
-    folder = tempfile.mkdtemp(prefix="shmreg-uds-")
-    yield os.path.join(folder, "fe.sock")
-    shutil.rmtree(folder)
-
-
-def wait_uds_line(server):
-    """Read the "uds listening on PATH" line (after "listening on" and, with
-    --grpc-port, "grpc listening on"). Not with select: the line may already
-    sit in the pipe reader's buffer, read along with the one before."""
-    got = []
-    reader = threading.Thread(target=lambda: got.append(server.proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(START_TIMEOUT_S)
-    line = got[0].decode() if got else ""
-    assert re.match(r"uds listening on ", line), f"no uds listening line: {line!r}"
-    return server
-
-
-@pytest.fixture
-def uds_server(start_server, sock_path):
-    """Factory: uds_server(*args) -> a server listening on sock_path."""
-    def start(*args):
-        server = wait_uds_line(start_server("--uds", sock_path, *args))
-        server.sock_path = sock_path
-        return server
-    return start
-
-
-def status(server):
-    code, regions = server.json("GET", "/v2/systemsharedmemory/status")
-    assert code == 200, regions
-    return {r["name"]: r for r in regions}
 
 
 def memfd_mappings(server):
@@ -319,10 +282,6 @@ def test_socket_file_is_made_safely(start_server, sock_path):
 
 
 # ------------------------------------------------------------------- bounds
-
-
-def open_fds(server):
-    return len(os.listdir(f"/proc/{server.pid}/fd"))
 
 
 def test_connection_flood_is_bounded(uds_server):
