@@ -112,6 +112,17 @@ def verdict_line(what, r, target):
     return f"{what}: {r:.2f} (target <= {target}): {'met' if r <= target else 'missed'}"
 
 
+def short_error(text, width=100):
+    """A failed cell's reason on one line: what failed (before the first
+    colon of the first line) and the last line of what it printed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    if len(lines) == 1:
+        return lines[0][:width]
+    return f"{lines[0].split(':', 1)[0]}: {lines[-1]}"[:width]
+
+
 def fmt(v, digits=0):
     return "?" if v is None else f"{v:,.{digits}f}"
 
@@ -130,7 +141,7 @@ def table(fig, concurrency):
             one = fig.get((kind, shape, 1)) or {}
             top = fig.get((kind, shape, concurrency)) or {}
             if one.get("error") or top.get("error"):
-                why = (one.get("error") or top.get("error")).splitlines()[0][:80]
+                why = short_error(one.get("error") or top.get("error"), 80)
                 lines.append(f"| {shape} | {kind} (perf_analyzer) | failed: {why} | | | | |")
                 continue
             lines.append(f"| {shape} | {kind} (perf_analyzer) | {fmt(one.get('p50_us'))} "
@@ -166,10 +177,9 @@ def measure_transfer(shape, repeats):
     return got
 
 
-def measure_server(concurrency, interval_ms, fig):
+def measure_server(pa, concurrency, interval_ms, fig):
     """Every perf_analyzer cell of the server, one server for all of them."""
     import seed_benchmark as sb
-    pa = sb.perf_analyzer()
     env = dict(os.environ)
     cudart = sb.cudart_dir()
     if cudart:
@@ -215,6 +225,7 @@ def main():
         ap.error(f"no shmreg-bare-grpc in {floors}: build the server with -DSERVER_BUILD_BENCH=ON")
 
     import seed_benchmark as sb
+    pa = sb.perf_analyzer()  # exits with the reason when there is none
     fig = {"transfer_us": {}}
     errors = []
     for shape in SHAPES:  # before any server: each in a process of its own
@@ -226,10 +237,9 @@ def main():
             fig["transfer_us"][shape] = got["transfer_us"]
     fig["bare"] = measure_bare(floors, args.seconds, args.warmup, args.concurrency)
     sb.log(f"--- bare gRPC: {json.dumps(fig['bare'])}")
-    measure_server(args.concurrency, args.interval_ms, fig)
-    errors += [f"{kind} {shape} c={c}: {row['error'].splitlines()[0]}"
-               for (kind, shape, c), row in ((k, v) for k, v in fig.items() if isinstance(k, tuple))
-               if row.get("error")]
+    measure_server(pa, args.concurrency, args.interval_ms, fig)
+    errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
+               for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
 
     text = [f"The light model 'yolo' (FP16, default window), server --pin auto; "
             f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "

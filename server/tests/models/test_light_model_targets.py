@@ -3,8 +3,9 @@ ratio is computed from the right figures (the CUDA p50 over the bare p50
 plus the model's compute; the system path's extra latency over the
 tensors' transfer time; CPU per inference over the bare CPU per call), met
 exactly up to its bound, and a cell that failed or was never measured is
-said to be so and counts as missed rather than breaking the report. The
-skip without a GPU is exit 77 with a reason."""
+said to be so (with the last line its tool printed) and counts as missed
+rather than breaking the report. The skip without a GPU is exit 77 with a
+reason."""
 import os
 import subprocess
 import sys
@@ -56,7 +57,9 @@ def test_each_ratio_reads_its_own_figures_and_meets_its_bound_inclusively():
 
 def test_a_failed_or_missing_cell_is_not_measured_and_missed():
     fig = figures()
-    fig["cuda", SMALL, 1]["error"] = "perf_analyzer exit 1: cannot register"
+    # As measure() writes it: the command line, then what perf_analyzer printed.
+    fig["cuda", SMALL, 1]["error"] = ("perf_analyzer exit 1: perf_analyzer -m yolo -b 1\n\n"
+                                      "error: cannot register\n")
     del fig["system", LARGE, 100]
     fig["transfer_us"].pop(LARGE)
     v = by_name(fig)
@@ -67,7 +70,8 @@ def test_a_failed_or_missing_cell_is_not_measured_and_missed():
     assert v[f"{LARGE} cuda CPU per inference at c=100 / bare gRPC CPU per call"][0] is not None
     assert lm.verdict_line("x", None, 1.5) == "x: not measured (target <= 1.5): missed"
     text = lm.table(fig, 100)
-    assert f"| {SMALL} | cuda (perf_analyzer) | failed: perf_analyzer exit 1: cannot register |" in text
+    assert (f"| {SMALL} | cuda (perf_analyzer) | failed: perf_analyzer exit 1: error: cannot "
+            "register |") in text
     assert f"| {LARGE} | system (perf_analyzer) |" in text and "| ? |" in text
 
 
