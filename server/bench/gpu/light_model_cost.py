@@ -7,10 +7,13 @@ server of bench/floors and the link's own time for the same bytes.
 Measured, in one run:
 
 - bare gRPC: the floor of bench_request_cost.py (shmreg-bare-grpc, a fixed
-  answer), with that script's client: p50 at concurrency 1, and at
-  concurrency --concurrency the calls/s and its CPU per call (/proc/PID/stat
-  over the window). perf_analyzer cannot drive it: it answers no model
-  metadata or configuration, which perf_analyzer reads first;
+  answer), with perf_analyzer -m simple as the server's cells are: p50 at
+  concurrency 1, and at concurrency --concurrency the calls/s and its CPU
+  per call (/proc/PID/stat over the run over the calls at the rate
+  perf_analyzer measured: the bare server counts none). It answers no
+  model metadata; a perf_analyzer that will not run without (2.48 does)
+  leaves the floor to bench_request_cost.py's Python client, --seconds per
+  cell, which the table names;
 - the link: one inference's tensors copied up, then down, on one stream
   between page-locked host memory and the device (pcie_bandwidth.py
   --transfer, its own process), median of 50, per shape;
@@ -28,9 +31,7 @@ Then the targets, each printed as a ratio and met or missed:
 - server CPU per inference / bare gRPC CPU per call at c=N <= 1.5, for
   system and for CUDA.
 
-The two p50 floors come from different clients (tritonclient's Python
-gRPC client for the bare server, perf_analyzer for the server); the table
-says so. Judges nothing: exit 0 when every cell was measured, 1 when one
+Judges nothing: exit 0 when every cell was measured, 1 when one
 failed, 77 (skip) without a GPU.
 
     SERVER_BIN=build/server-gpu/app/shmreg-server \\
@@ -133,7 +134,7 @@ def table(fig, concurrency):
     lines = ["| shape | what | p50 at c=1 (µs) | compute infer (µs) | transfer (µs) "
              f"| infer/s at c={concurrency} | CPU per inference at c={concurrency} (µs) |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-             f"| - | bare gRPC (Python client) | {fmt(bare.get('p50_us'))} | - | - "
+             f"| - | bare gRPC ({bare.get('client', '?')}) | {fmt(bare.get('p50_us'))} | - | - "
              f"| {fmt(bare.get('calls_per_s'))} | {fmt(bare.get('cpu_us_per_call'), 1)} |"]
     for shape in SHAPES:
         transfer = (fig.get("transfer_us") or {}).get(shape)
@@ -151,20 +152,73 @@ def table(fig, concurrency):
     return "\n".join(lines)
 
 
-def measure_bare(floors, seconds, warmup, concurrency):
-    """The bare gRPC floor with bench_request_cost.py's client."""
+def perf_analyzer_env():
+    """The environment perf_analyzer runs in: libcudart.so, which it dlopens
+    for CUDA shared memory, on its library path."""
+    import seed_benchmark as sb
+    env = dict(os.environ)
+    cudart = sb.cudart_dir()
+    if cudart:
+        env["LD_LIBRARY_PATH"] = cudart + (":" + env["LD_LIBRARY_PATH"]
+                                           if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def perf_analyzer_floor(pa, env, server, concurrency, interval_ms):
+    """perf_analyzer -m simple against the bare server at concurrency:
+    ({"p50_us", "calls_per_s", "cpu_us_per_call"}, "") or (None, why).
+    The bare server counts no calls, so its CPU per call is its CPU over
+    perf_analyzer's whole run divided by the calls that run made at the
+    rate perf_analyzer measured."""
+    import csv
+    import time
+
+    import seed_benchmark as sb
+    path = os.path.join(sb.RUN_DIR, f"bare-grpc-c{concurrency}.csv")
+    cmd = [pa, "-m", "simple", "-b", "1", "-i", "grpc", "-u", server.urls["grpc"],
+           "--concurrency-range", str(concurrency), "--measurement-interval", str(interval_ms),
+           "--max-trials", "3", "--stability-percentage", "999", "-f", path]
+    cpu0, t0 = server.cpu_s(), time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    except subprocess.TimeoutExpired:
+        return None, "perf_analyzer: timed out"
+    cpu1, t1 = server.cpu_s(), time.monotonic()
+    if proc.returncode != 0 or not os.path.exists(path):
+        return None, short_error(f"perf_analyzer exit {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+    with open(path) as f:
+        row = next(csv.DictReader(f))
+    calls_per_s = float(row["Inferences/Second"])
+    return {"p50_us": float(row["p50 latency"]), "calls_per_s": calls_per_s,
+            "cpu_us_per_call": (cpu1 - cpu0) / (calls_per_s * (t1 - t0)) * 1e6}, ""
+
+
+def measure_bare(floors, pa, env, args):
+    """The bare gRPC floor, with perf_analyzer, the client of the server's
+    cells; where perf_analyzer cannot drive it (it reads no model metadata
+    there), with bench_request_cost.py's client, which says so."""
     import asyncio
 
     import bench_request_cost as brc
+    import seed_benchmark as sb
     server = brc.Server("bare (grpc)", [os.path.join(floors, "shmreg-bare-grpc"),
                                         str(brc.free_port())], ("grpc",))
     try:
+        one, why = perf_analyzer_floor(pa, env, server, 1, args.interval_ms)
+        top, why_top = perf_analyzer_floor(pa, env, server, args.concurrency, args.interval_ms) \
+            if one else (None, why)
+        if one and top:
+            return {"client": "perf_analyzer", "p50_us": one["p50_us"],
+                    "calls_per_s": top["calls_per_s"], "cpu_us_per_call": top["cpu_us_per_call"]}
+        sb.log(f"--- bare gRPC: perf_analyzer cannot drive it ({why or why_top}); "
+               "the Python client instead")
         url = server.urls["grpc"]
-        p50, _ = brc.latency_p50_us("grpc", url, seconds, warmup)
-        row = asyncio.run(brc.load("grpc", url, concurrency, seconds, warmup, server, False))
+        p50, _ = brc.latency_p50_us("grpc", url, args.seconds, args.warmup)
+        row = asyncio.run(brc.load("grpc", url, args.concurrency, args.seconds, args.warmup,
+                                   server, False))
     finally:
         server.stop()
-    return {"p50_us": p50, "calls_per_s": row["calls_per_s"],
+    return {"client": "Python client", "p50_us": p50, "calls_per_s": row["calls_per_s"],
             "cpu_us_per_call": row["cpu_us_per_call"]}
 
 
@@ -177,15 +231,9 @@ def measure_transfer(shape, repeats):
     return got
 
 
-def measure_server(pa, concurrency, interval_ms, fig):
+def measure_server(pa, env, concurrency, interval_ms, fig):
     """Every perf_analyzer cell of the server, one server for all of them."""
     import seed_benchmark as sb
-    env = dict(os.environ)
-    cudart = sb.cudart_dir()
-    if cudart:
-        env["LD_LIBRARY_PATH"] = cudart + (":" + env["LD_LIBRARY_PATH"]
-                                           if env.get("LD_LIBRARY_PATH") else "")
-    os.makedirs(sb.RUN_DIR, exist_ok=True)
     server = sb.start_server([0], "auto", "default")
     try:
         sb.log(f"--- server {server.args_text}")
@@ -206,7 +254,7 @@ def main():
     ap.add_argument("--server", default=os.environ.get("SERVER_BIN"),
                     help="the shmreg-server binary, built with CUDA (default $SERVER_BIN)")
     ap.add_argument("--floors", help="folder of shmreg-bare-grpc (default: the server's folder)")
-    ap.add_argument("--seconds", type=float, default=3.0, help="bare gRPC: measured window per cell")
+    ap.add_argument("--seconds", type=float, default=3.0, help="bare gRPC with the Python client: measured window per cell")
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--interval-ms", type=int, default=1000,
                     help="perf_analyzer's measurement interval (three of them per cell)")
@@ -235,16 +283,18 @@ def main():
             errors.append(f"transfer {shape}: {got['error']}")
         else:
             fig["transfer_us"][shape] = got["transfer_us"]
-    fig["bare"] = measure_bare(floors, args.seconds, args.warmup, args.concurrency)
+    env = perf_analyzer_env()
+    os.makedirs(sb.RUN_DIR, exist_ok=True)
+    fig["bare"] = measure_bare(floors, pa, env, args)
     sb.log(f"--- bare gRPC: {json.dumps(fig['bare'])}")
-    measure_server(pa, args.concurrency, args.interval_ms, fig)
+    measure_server(pa, env, args.concurrency, args.interval_ms, fig)
     errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
                for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
 
     text = [f"The light model 'yolo' (FP16, default window), server --pin auto; "
             f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "
-            f"windows; bare gRPC {args.seconds:g} s per cell. The bare p50 is the Python "
-            "client's, the server's perf_analyzer's.", "", table(fig, args.concurrency), ""]
+            f"windows; the bare gRPC server measured with "
+            f"{fig['bare']['client']}.", "", table(fig, args.concurrency), ""]
     text += [verdict_line(*v) for v in verdicts(fig, args.concurrency)]
     out = sb.OUT
     os.makedirs(out, exist_ok=True)

@@ -22,7 +22,8 @@ SMALL, LARGE = lm.SHAPES
 
 def figures():
     """Every cell measured, each ratio chosen to sit on one side of its bound."""
-    fig = {"bare": {"p50_us": 200.0, "calls_per_s": 20000.0, "cpu_us_per_call": 100.0},
+    fig = {"bare": {"client": "perf_analyzer", "p50_us": 200.0, "calls_per_s": 20000.0,
+                    "cpu_us_per_call": 100.0},
            "transfer_us": {SMALL: 100.0, LARGE: 200.0}}
     for shape, compute, cuda_p50, system_p50 in ((SMALL, 300.0, 625.0, 735.0),
                                                  (LARGE, 600.0, 1001.0, 1300.0)):
@@ -73,6 +74,7 @@ def test_a_failed_or_missing_cell_is_not_measured_and_missed():
     assert (f"| {SMALL} | cuda (perf_analyzer) | failed: perf_analyzer exit 1: error: cannot "
             "register |") in text
     assert f"| {LARGE} | system (perf_analyzer) |" in text and "| ? |" in text
+    assert "| - | bare gRPC (perf_analyzer) | 200 | - | - | 20,000 | 100.0 |" in text
 
 
 def test_without_a_gpu_it_skips_with_77_and_says_why():
