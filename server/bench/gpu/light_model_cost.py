@@ -50,25 +50,12 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import seed_benchmark as sb  # noqa: E402
 
 SHAPES = ("3,384,640", "3,640,640")
 KINDS = ("system", "cuda")
 P50_TARGET, SYSTEM_TARGET, CPU_TARGET = 1.25, 1.1, 1.5
 SKIP = 77
-
-
-def gpu_count():
-    """Devices this process may use: CUDA_VISIBLE_DEVICES when set, else
-    the ones nvidia-smi lists (0 without it)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return len([line for line in out.splitlines() if line.startswith("GPU ")])
 
 
 def ratio(num, den):
@@ -155,7 +142,6 @@ def table(fig, concurrency):
 def perf_analyzer_env():
     """The environment perf_analyzer runs in: libcudart.so, which it dlopens
     for CUDA shared memory, on its library path."""
-    import seed_benchmark as sb
     env = dict(os.environ)
     cudart = sb.cudart_dir()
     if cudart:
@@ -173,7 +159,6 @@ def perf_analyzer_floor(pa, env, server, concurrency, interval_ms):
     import csv
     import time
 
-    import seed_benchmark as sb
     path = os.path.join(sb.RUN_DIR, f"bare-grpc-c{concurrency}.csv")
     cmd = [pa, "-m", "simple", "-b", "1", "-i", "grpc", "-u", server.urls["grpc"],
            "--concurrency-range", str(concurrency), "--measurement-interval", str(interval_ms),
@@ -185,7 +170,8 @@ def perf_analyzer_floor(pa, env, server, concurrency, interval_ms):
         return None, "perf_analyzer: timed out"
     cpu1, t1 = server.cpu_s(), time.monotonic()
     if proc.returncode != 0 or not os.path.exists(path):
-        return None, short_error(f"perf_analyzer exit {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+        printed = proc.stdout + proc.stderr
+        return None, short_error(f"perf_analyzer exit {proc.returncode}:\n{printed}")
     with open(path) as f:
         row = next(csv.DictReader(f))
     calls_per_s = float(row["Inferences/Second"])
@@ -200,7 +186,6 @@ def measure_bare(floors, pa, env, args):
     import asyncio
 
     import bench_request_cost as brc
-    import seed_benchmark as sb
     server = brc.Server("bare (grpc)", [os.path.join(floors, "shmreg-bare-grpc"),
                                         str(brc.free_port())], ("grpc",))
     try:
@@ -223,7 +208,6 @@ def measure_bare(floors, pa, env, args):
 
 
 def measure_transfer(shape, repeats):
-    import seed_benchmark as sb
     in_bytes, out_bytes = sb.tensor_bytes(shape)
     got = sb.script_json("pcie_bandwidth.py", ["--transfer", "--input-bytes", str(in_bytes),
                                                "--output-bytes", str(out_bytes),
@@ -233,7 +217,6 @@ def measure_transfer(shape, repeats):
 
 def measure_server(pa, env, concurrency, interval_ms, fig):
     """Every perf_analyzer cell of the server, one server for all of them."""
-    import seed_benchmark as sb
     server = sb.start_server([0], "auto", "default")
     try:
         sb.log(f"--- server {server.args_text}")
@@ -254,14 +237,15 @@ def main():
     ap.add_argument("--server", default=os.environ.get("SERVER_BIN"),
                     help="the shmreg-server binary, built with CUDA (default $SERVER_BIN)")
     ap.add_argument("--floors", help="folder of shmreg-bare-grpc (default: the server's folder)")
-    ap.add_argument("--seconds", type=float, default=3.0, help="bare gRPC with the Python client: measured window per cell")
+    ap.add_argument("--seconds", type=float, default=3.0,
+                    help="bare gRPC with the Python client: measured window per cell")
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--interval-ms", type=int, default=1000,
                     help="perf_analyzer's measurement interval (three of them per cell)")
     ap.add_argument("--concurrency", type=int, default=100, help="N of the CPU cells")
     ap.add_argument("--repeats", type=int, default=50, help="timed copies per transfer figure")
     args = ap.parse_args()
-    if gpu_count() == 0:
+    if sb.device_count() == 0:
         print("light_model_cost: skipped: no GPU visible (nvidia-smi lists none, or "
               "CUDA_VISIBLE_DEVICES is empty); the light model runs on a GPU only")
         return SKIP
@@ -272,7 +256,6 @@ def main():
     if not os.access(os.path.join(floors, "shmreg-bare-grpc"), os.X_OK):
         ap.error(f"no shmreg-bare-grpc in {floors}: build the server with -DSERVER_BUILD_BENCH=ON")
 
-    import seed_benchmark as sb
     pa = sb.perf_analyzer()  # exits with the reason when there is none
     fig = {"transfer_us": {}}
     errors = []
@@ -293,15 +276,16 @@ def main():
 
     text = [f"The light model 'yolo' (FP16, default window), server --pin auto; "
             f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "
-            f"windows; the bare gRPC server measured with "
-            f"{fig['bare']['client']}.", "", table(fig, args.concurrency), ""]
+            f"windows; the bare gRPC server's client: {fig['bare']['client']}.", "",
+            table(fig, args.concurrency), ""]
     text += [verdict_line(*v) for v in verdicts(fig, args.concurrency)]
     out = sb.OUT
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "light-model.md"), "w") as f:
         f.write("\n".join(text) + "\n")
     print("\n".join(text))
-    print(f"=== light_model_cost summary: {'failed: ' + '; '.join(errors) if errors else 'every cell measured'}")
+    summary = "failed: " + "; ".join(errors) if errors else "every cell measured"
+    print(f"=== light_model_cost summary: {summary}")
     return 1 if errors else 0
 
 

@@ -98,7 +98,8 @@ def transfer(device, in_bytes, out_bytes, repeats):
         result = {}
         for name, copies in (("h2d_us", [up]), ("d2h_us", [down]), ("transfer_us", [up, down])):
             timed(cp, copies)
-            result[name] = round(statistics.median(timed(cp, copies) for _ in range(repeats)) * 1e6, 1)
+            seconds = statistics.median(timed(cp, copies) for _ in range(repeats))
+            result[name] = round(seconds * 1e6, 1)
         props = rt.getDeviceProperties(device)
         name = props["name"]
         result["device"] = name.decode() if isinstance(name, bytes) else str(name)
