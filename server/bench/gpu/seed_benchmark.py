@@ -105,9 +105,26 @@ from prometheus_text import scrape  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 OUT = os.environ.get("OUT", os.path.join(ROOT, "build", "gpu-out"))
 RUN_DIR = os.path.join(OUT, "seed-benchmark")
-INPUT_BYTES, OUTPUT_BYTES = 1474560, 846720  # FP16 [3,384,640] in, [84,5040] out
-SEED_ARGS = ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(OUTPUT_BYTES),
-             "--shape", "images:3,384,640"]
+SEED_SHAPE = "3,384,640"
+
+
+def tensor_bytes(shape):
+    """(input, output) bytes of one 'yolo' inference of FP16 input shape
+    "3,H,W": its output is [84, anchors], an anchor per cell at strides 8,
+    16 and 32 (server/src/models/model_yolo.c)."""
+    c, h, w = (int(x) for x in shape.split(","))
+    anchors = sum((h // s) * (w // s) for s in (8, 16, 32))
+    return c * h * w * 2, 84 * anchors * 2
+
+
+def model_args(shape):
+    """perf_analyzer's arguments for one 'yolo' request of input shape."""
+    return ["-m", "yolo", "-b", "1", "--output-shared-memory-size", str(tensor_bytes(shape)[1]),
+            "--shape", f"images:{shape}"]
+
+
+INPUT_BYTES, OUTPUT_BYTES = tensor_bytes(SEED_SHAPE)  # FP16 [3,384,640] in, [84,5040] out
+SEED_ARGS = model_args(SEED_SHAPE)
 PIN_NEVER_BEFORE = 10994  # issue 18: --pin never's infer/s at window 1 before the issue
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 # What each row is, and the server's --pin for it.
@@ -272,11 +289,15 @@ def paths_text(before, after):
 
 
 def measure(row, server, pa, env, interval_ms):
-    """One perf_analyzer pass at row["concurrency"]; fills row."""
+    """One perf_analyzer pass at row["concurrency"], of input shape
+    row["shape"] when the row has one (else the seed's); fills row."""
     tag = f"{row['gpus']}gpu-w{row['window']}-{row['run']}-c{row['concurrency']}"
+    shape = row.get("shape", SEED_SHAPE)
+    if shape != SEED_SHAPE:
+        tag += "-" + shape.replace(",", "x")
     csv_path = os.path.join(RUN_DIR, f"{tag}.csv")
     shm = "cuda" if row["run"] == "cuda" else "system"
-    cmd = [pa, *SEED_ARGS, "--shared-memory", shm, "--concurrency-range",
+    cmd = [pa, *model_args(shape), "--shared-memory", shm, "--concurrency-range",
            str(row["concurrency"]), "-i", "grpc", "-u", f"127.0.0.1:{server.grpc_port}",
            "--measurement-interval", str(interval_ms), "--max-trials", "3",
            "--stability-percentage", "999", "-f", csv_path]

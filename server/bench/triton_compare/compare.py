@@ -8,11 +8,17 @@ machine with the same client:
 - status of one region with --regions registered, calls/s;
 
 each over HTTP (one kept-alive connection) and gRPC (one channel), one
-request at a time, for --seconds each, best of --repeat. The client reads
-each answer whole but does not parse it, so that it costs both servers the
-same. Prints a Markdown table (docs/performance.md, "Triton's
-shared-memory endpoints"). Run it through server/bench/triton_compare/run.sh, which
-builds the server and the venv; or directly:
+request at a time, for --seconds each, best of --repeat. The two servers
+take turns within each cell (Triton, example, example, Triton, ...), so that
+a machine whose load changes during the run weighs on both alike rather
+than on whichever was measured last. Beside the rates, each server's CPU
+time per call (its process's user + system time from /proc over all of a
+cell's rounds): what the server itself spends, which depends far less than
+a rate on what else the machine runs. The client reads each answer whole
+but does not parse it, so that it costs both servers the same. Prints a
+Markdown table (docs/performance.md, "Triton's shared-memory endpoints").
+Run it through server/bench/triton_compare/run.sh, which builds the server
+and the venv; or directly:
 
     build/triton-parity/venv/bin/python server/bench/triton_compare/compare.py \\
         --server build/server-ci/app/shmreg-server
@@ -95,7 +101,7 @@ class Grpc:
 
 
 def rate(fn, seconds):
-    """Calls of fn per second, for about `seconds`."""
+    """(calls of fn, seconds they took), for about `seconds`."""
     n, start = 0, time.perf_counter()
     deadline = start + seconds
     while True:
@@ -104,7 +110,14 @@ def rate(fn, seconds):
         n += 16
         now = time.perf_counter()
         if now >= deadline:
-            return n / (now - start)
+            return n, now - start
+
+
+def cpu_seconds(pid):
+    """User + system time of process pid so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def make_objects(prefix, count):
@@ -118,26 +131,61 @@ def make_objects(prefix, count):
     return keys
 
 
-def measure(client, keys, regions, seconds, repeat):
-    """{operation: best calls/s} against one server over one protocol."""
-    out = {}
+class Cell:
+    """One operation against one server: the best rate of its rounds and
+    the server's CPU time over all of them."""
+
+    def __init__(self):
+        self.best = 0.0
+        self.calls = 0
+        self.cpu = 0.0
+
+    def round(self, fn, pid, seconds):
+        before = cpu_seconds(pid)
+        n, took = rate(fn, seconds)
+        self.cpu += cpu_seconds(pid) - before
+        self.calls += n
+        self.best = max(self.best, n / took)
+
+    def cpu_us(self):
+        return self.cpu / self.calls * 1e6
+
+
+def take_turns(ops, targets, seconds, repeat, cells):
+    """Each op's rounds, the servers taking turns: round i runs them in
+    order when i is even, reversed when odd, so that neither is always the
+    one measured just after the other. targets: {label: (pid, client)};
+    ops: {name: function of a client}."""
+    for op, fn in ops.items():
+        for i in range(repeat):
+            order = list(targets) if i % 2 == 0 else list(reversed(targets))
+            for label in order:
+                pid, client = targets[label]
+                cells.setdefault((label, op), Cell()).round(lambda: fn(client), pid, seconds)
+
+
+def measure(targets, keys, regions, seconds, repeat):
+    """{(label, operation): Cell} for every server over one protocol."""
+    cells = {}
     cycle_key = keys[-1]  # not among the status regions
 
-    def cycle():
+    def cycle(client):
         client.register("cycle", cycle_key)
         client.unregister("cycle")
-    out["register+unregister"] = max(rate(cycle, seconds) for _ in range(repeat))
-    for i in range(regions):
-        client.register(f"r{i:04d}", keys[i])
-    body = client.status()
-    if b"r0000" not in body or f"r{regions - 1:04d}".encode() not in body:
-        raise RuntimeError("status of all does not list the registered regions")
-    out[f"status, all {regions}"] = max(rate(client.status, seconds) for _ in range(repeat))
+    take_turns({"register+unregister": cycle}, targets, seconds, repeat, cells)
+    for _, client in targets.values():
+        for i in range(regions):
+            client.register(f"r{i:04d}", keys[i])
+        body = client.status()
+        if b"r0000" not in body or f"r{regions - 1:04d}".encode() not in body:
+            raise RuntimeError("status of all does not list the registered regions")
     one = f"r{regions // 2:04d}"
-    out["status, one"] = max(rate(lambda: client.status(one), seconds) for _ in range(repeat))
-    for i in range(regions):
-        client.unregister(f"r{i:04d}")
-    return out
+    take_turns({f"status, all {regions}": lambda c: c.status(),
+                "status, one": lambda c: c.status(one)}, targets, seconds, repeat, cells)
+    for _, client in targets.values():
+        for i in range(regions):
+            client.unregister(f"r{i:04d}")
+    return cells
 
 
 def main():
@@ -155,16 +203,19 @@ def main():
     prefix = f"shmreg_tcmp_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     keys = make_objects(prefix, args.regions + 1)
     servers = {}
+    results = {}
     try:
         servers["Triton 2.51"] = Triton()
         servers["example"] = start_with_grpc()
-        results = {}
-        for label, server in servers.items():
-            for proto, cls, url in (("HTTP", Http, server.url), ("gRPC", Grpc, server.grpc_url)):
-                client = cls(url)
-                try:
-                    results[label, proto] = measure(client, keys, args.regions, args.seconds, args.repeat)
-                finally:
+        for proto, cls, url in (("HTTP", Http, "url"), ("gRPC", Grpc, "grpc_url")):
+            targets = {label: (server.proc.pid, cls(getattr(server, url)))
+                       for label, server in servers.items()}
+            try:
+                for (label, op), cell in measure(targets, keys, args.regions, args.seconds,
+                                                 args.repeat).items():
+                    results[label, proto, op] = cell
+            finally:
+                for _, client in targets.values():
                     client.close()
     finally:
         for label, server in servers.items():
@@ -173,15 +224,18 @@ def main():
             os.unlink(f"/dev/shm{key}")
 
     print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; "
-          f"{args.regions} regions, best of {args.repeat} x {args.seconds:g} s, one client, "
-          f"one request at a time\n")
-    ops = list(next(iter(results.values())))
-    print("| operation | protocol | Triton 2.51, calls/s | example, calls/s | example / Triton |")
-    print("| --- | --- | --- | --- | --- |")
+          f"load average {os.getloadavg()[0]:.1f} at the end; "
+          f"{args.regions} regions, best of {args.repeat} x {args.seconds:g} s, the servers "
+          f"taking turns, one client, one request at a time\n")
+    print("| operation | protocol | Triton 2.51, calls/s | example, calls/s | example / Triton "
+          "| Triton, CPU us/call | example, CPU us/call |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    ops = list(dict.fromkeys(op for _, _, op in results))
     for op in ops:
         for proto in ("HTTP", "gRPC"):
-            t, e = results["Triton 2.51", proto][op], results["example", proto][op]
-            print(f"| {op} | {proto} | {t:,.0f} | {e:,.0f} | {e / t:.2f} |")
+            t, e = results["Triton 2.51", proto, op], results["example", proto, op]
+            print(f"| {op} | {proto} | {t.best:,.0f} | {e.best:,.0f} | {e.best / t.best:.2f} "
+                  f"| {t.cpu_us():.1f} | {e.cpu_us():.1f} |")
 
 
 if __name__ == "__main__":

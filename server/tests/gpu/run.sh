@@ -9,9 +9,10 @@
 # registered over --uds by shmreg.cuda_client: the shmreg package is built
 # for the machine's Python into $BUILD/python-site, as tests/python/gpu/run.sh
 # builds it, and put on PYTHONPATH), then the bench register_per_request.py
-# (register per request), then the seed
-# 003's benchmark (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out,
-# BENCH_QUICK=1 shortens it). The machine's python3 runs them (CuPy, NumPy
+# (register per request), then the light model's cells (light_model_cost.py,
+# about 2 minutes; SKIP_LIGHT_BENCH=1 leaves it out), then the GPU benchmark
+# (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out, BENCH_QUICK=1
+# shortens it). The machine's python3 runs them (CuPy, NumPy
 # and pytest are in its image; tritonclient and perf_analyzer are not: the
 # carried wheels in .whl/ are installed into /tmp/site and put on
 # PYTHONPATH first, scripts/lib/carry.sh). The kernel is built for every
@@ -50,11 +51,12 @@ source scripts/lib/carry.sh        # unpack_carried, install_carried_wheels
 source scripts/lib/build_server.sh # build_server
 
 # build: library (CUDA backends on) installed to $BUILD/prefix, then the
-# server (device copy and GPU model on) against it. Without -Werror: the
+# server (device copy and GPU model on, and the bare gRPC server that
+# light_model_cost.py measures beside it) against it. Without -Werror: the
 # GPU machine's compilers are not the CI's.
 build() {
   SERVER_WERROR=OFF SERVER_LIB_CMAKE_ARGS=-DSHMREG_WITH_CUDA=ON build_server "$BUILD" \
-    -DSERVER_WITH_CUDA=ON \
+    -DSERVER_WITH_CUDA=ON -DSERVER_BUILD_BENCH=ON \
     ${SERVER_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$SERVER_CUDA_ARCHITECTURES}
 }
 
@@ -137,6 +139,20 @@ else
   tail -20 "$LOG"
   rc=1
 fi
+# The light model's targets against the bare gRPC floor and the link, in
+# one server.
+light_rc=skipped
+if [ "${SKIP_LIGHT_BENCH:-0}" != 1 ]; then
+  echo "=== server-gpu: server/bench/gpu/light_model_cost.py (figures in $OUT/light-model.md)"
+  SERVER_BIN=$BIN OUT=$OUT PYTHONDONTWRITEBYTECODE=1 timeout 300 \
+    "$PYTHON" server/bench/gpu/light_model_cost.py >>"$LOG" 2>&1
+  light_rc=$?
+  [ ! -f "$OUT/light-model.md" ] || cat "$OUT/light-model.md"
+  if [ "$light_rc" -ne 0 ]; then
+    grep -E "light_model_cost" "$LOG" | tail -5
+    rc=1
+  fi
+fi
 seed_rc=skipped
 if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
   SERVER_GPU_BUILD=$BUILD OUT=$OUT bash server/tests/gpu/seed_benchmark.sh
@@ -144,5 +160,6 @@ if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
   [ "$seed_rc" -eq 0 ] || rc=1
 fi
 summary "${last:-no pytest summary}; framework tensors: ${frameworks_last:-no pytest summary}" \
-  "(rc=$rc, register-per-request bench rc=$bench_rc, seed benchmark rc=$seed_rc)"
+  "(rc=$rc, register-per-request bench rc=$bench_rc, light model bench rc=$light_rc," \
+  "seed benchmark rc=$seed_rc)"
 exit "$rc"

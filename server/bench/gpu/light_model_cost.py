@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""The light GPU model's cost per request, against floors measured in the
+same run: the server's GPU model 'yolo' (FP16 input [3,384,640] and
+[3,640,640]) through system and CUDA shared memory, beside the bare gRPC
+server of bench/floors and the link's own time for the same bytes.
+
+Measured, in one run:
+
+- bare gRPC: the floor of bench_request_cost.py (shmreg-bare-grpc, a fixed
+  answer), with perf_analyzer -m simple as the server's cells are: p50 at
+  concurrency 1, and at concurrency --concurrency the calls/s and its CPU
+  per call (/proc/PID/stat over the run over the calls at the rate
+  perf_analyzer measured: the bare server counts none). It answers no
+  model metadata; a perf_analyzer that will not run without (2.48 does)
+  leaves the floor to bench_request_cost.py's Python client, --seconds per
+  cell, which the table names;
+- the link: one inference's tensors copied up, then down, on one stream
+  between page-locked host memory and the device (pcie_bandwidth.py
+  --transfer, its own process), median of 50, per shape;
+- the server (seed_benchmark.py's start_server and measure: perf_analyzer
+  -m yolo -b 1 --shared-memory system|cuda -i grpc) per shape: p50 at
+  concurrency 1, the model's compute (compute_infer of
+  v2/models/yolo/stats over the pass, as perf_analyzer reports it), and at
+  --concurrency the infer/s and the server's CPU per inference.
+
+Then the targets, each printed as a ratio and met or missed:
+
+- CUDA p50 at c=1 / (bare gRPC p50 + the model's compute) <= 1.25;
+- (system p50 - CUDA p50) at c=1 / the tensors' transfer time <= 1.1, i.e.
+  system p50 <= CUDA p50 + 1.1 x transfer;
+- server CPU per inference / bare gRPC CPU per call at c=N <= 1.5, for
+  system and for CUDA.
+
+Judges nothing: exit 0 when every cell was measured, 1 when one
+failed, 77 (skip) without a GPU.
+
+    SERVER_BIN=build/server-gpu/app/shmreg-server \\
+        python3 server/bench/gpu/light_model_cost.py [--seconds 3] [--interval-ms 1000]
+
+Needs what seed_benchmark.py needs (perf_analyzer, CuPy, tritonclient[grpc]
+and NumPy: its header lists the wheels), and shmreg-bare-grpc beside the
+server (-DSERVER_BUILD_BENCH=ON). Writes $OUT/light-model.md (OUT defaults
+to build/gpu-out) and each perf_analyzer's log under $OUT/seed-benchmark/.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import seed_benchmark as sb  # noqa: E402
+
+SHAPES = ("3,384,640", "3,640,640")
+KINDS = ("system", "cuda")
+P50_TARGET, SYSTEM_TARGET, CPU_TARGET = 1.25, 1.1, 1.5
+SKIP = 77
+
+
+def ratio(num, den):
+    """num / den, or None when a figure is missing or den is not positive."""
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def verdicts(fig, concurrency):
+    """The target lines from the figures: [(what, ratio or None, target)].
+    fig: {"bare": {"p50_us", "cpu_us_per_call"}, "transfer_us": {shape: us},
+    (kind, shape, c): perf_analyzer row ({"p50_us", "infer_us",
+    "cpu_us_per_infer", ...}), a row with an "error" counting as missing}."""
+    def get(kind, shape, c, key):
+        row = fig.get((kind, shape, c)) or {}
+        return None if row.get("error") else row.get(key)
+
+    bare = fig.get("bare") or {}
+    out = []
+    for shape in SHAPES:
+        cuda_p50 = get("cuda", shape, 1, "p50_us")
+        compute = get("cuda", shape, 1, "infer_us")
+        floor = None if bare.get("p50_us") is None or compute is None \
+            else bare["p50_us"] + compute
+        out.append((f"{shape} CUDA p50 at c=1 / (bare gRPC p50 + compute)",
+                    ratio(cuda_p50, floor), P50_TARGET))
+        system_p50 = get("system", shape, 1, "p50_us")
+        extra = None if system_p50 is None or cuda_p50 is None else system_p50 - cuda_p50
+        out.append((f"{shape} (system p50 - CUDA p50) at c=1 / transfer",
+                    ratio(extra, (fig.get("transfer_us") or {}).get(shape)), SYSTEM_TARGET))
+        for kind in KINDS:
+            out.append((f"{shape} {kind} CPU per inference at c={concurrency} / bare gRPC CPU "
+                        "per call", ratio(get(kind, shape, concurrency, "cpu_us_per_infer"),
+                                          bare.get("cpu_us_per_call")), CPU_TARGET))
+    return out
+
+
+def verdict_line(what, r, target):
+    if r is None:
+        return f"{what}: not measured (target <= {target}): missed"
+    return f"{what}: {r:.2f} (target <= {target}): {'met' if r <= target else 'missed'}"
+
+
+def short_error(text, width=100):
+    """A failed cell's reason on one line: what failed (before the first
+    colon of the first line) and the last line of what it printed."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "failed"
+    if len(lines) == 1:
+        return lines[0][:width]
+    return f"{lines[0].split(':', 1)[0]}: {lines[-1]}"[:width]
+
+
+def fmt(v, digits=0):
+    return "?" if v is None else f"{v:,.{digits}f}"
+
+
+def table(fig, concurrency):
+    """The Markdown table of the figures."""
+    bare = fig.get("bare") or {}
+    lines = ["| shape | what | p50 at c=1 (µs) | compute infer (µs) | transfer (µs) "
+             f"| infer/s at c={concurrency} | CPU per inference at c={concurrency} (µs) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+             f"| - | bare gRPC ({bare.get('client', '?')}) | {fmt(bare.get('p50_us'))} | - | - "
+             f"| {fmt(bare.get('calls_per_s'))} | {fmt(bare.get('cpu_us_per_call'), 1)} |"]
+    for shape in SHAPES:
+        transfer = (fig.get("transfer_us") or {}).get(shape)
+        for kind in KINDS:
+            one = fig.get((kind, shape, 1)) or {}
+            top = fig.get((kind, shape, concurrency)) or {}
+            if one.get("error") or top.get("error"):
+                why = short_error(one.get("error") or top.get("error"), 80)
+                lines.append(f"| {shape} | {kind} (perf_analyzer) | failed: {why} | | | | |")
+                continue
+            lines.append(f"| {shape} | {kind} (perf_analyzer) | {fmt(one.get('p50_us'))} "
+                         f"| {fmt(one.get('infer_us'))} "
+                         f"| {fmt(transfer, 1) if kind == 'system' else '-'} "
+                         f"| {fmt(top.get('infer_s'))} | {fmt(top.get('cpu_us_per_infer'), 1)} |")
+    return "\n".join(lines)
+
+
+def perf_analyzer_env():
+    """The environment perf_analyzer runs in: libcudart.so, which it dlopens
+    for CUDA shared memory, on its library path."""
+    env = dict(os.environ)
+    cudart = sb.cudart_dir()
+    if cudart:
+        env["LD_LIBRARY_PATH"] = cudart + (":" + env["LD_LIBRARY_PATH"]
+                                           if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def perf_analyzer_floor(pa, env, server, concurrency, interval_ms):
+    """perf_analyzer -m simple against the bare server at concurrency:
+    ({"p50_us", "calls_per_s", "cpu_us_per_call"}, "") or (None, why).
+    The bare server counts no calls, so its CPU per call is its CPU over
+    perf_analyzer's whole run divided by the calls that run made at the
+    rate perf_analyzer measured."""
+    import csv
+    import time
+
+    path = os.path.join(sb.RUN_DIR, f"bare-grpc-c{concurrency}.csv")
+    cmd = [pa, "-m", "simple", "-b", "1", "-i", "grpc", "-u", server.urls["grpc"],
+           "--concurrency-range", str(concurrency), "--measurement-interval", str(interval_ms),
+           "--max-trials", "3", "--stability-percentage", "999", "-f", path]
+    cpu0, t0 = server.cpu_s(), time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    except subprocess.TimeoutExpired:
+        return None, "perf_analyzer: timed out"
+    cpu1, t1 = server.cpu_s(), time.monotonic()
+    if proc.returncode != 0 or not os.path.exists(path):
+        printed = proc.stdout + proc.stderr
+        return None, short_error(f"perf_analyzer exit {proc.returncode}:\n{printed}")
+    with open(path) as f:
+        row = next(csv.DictReader(f))
+    calls_per_s = float(row["Inferences/Second"])
+    return {"p50_us": float(row["p50 latency"]), "calls_per_s": calls_per_s,
+            "cpu_us_per_call": (cpu1 - cpu0) / (calls_per_s * (t1 - t0)) * 1e6}, ""
+
+
+def measure_bare(floors, pa, env, args):
+    """The bare gRPC floor, with perf_analyzer, the client of the server's
+    cells; where perf_analyzer cannot drive it (it reads no model metadata
+    there), with bench_request_cost.py's client, which says so."""
+    import asyncio
+
+    import bench_request_cost as brc
+    server = brc.Server("bare (grpc)", [os.path.join(floors, "shmreg-bare-grpc"),
+                                        str(brc.free_port())], ("grpc",))
+    try:
+        one, why = perf_analyzer_floor(pa, env, server, 1, args.interval_ms)
+        top, why_top = perf_analyzer_floor(pa, env, server, args.concurrency, args.interval_ms) \
+            if one else (None, why)
+        if one and top:
+            return {"client": "perf_analyzer", "p50_us": one["p50_us"],
+                    "calls_per_s": top["calls_per_s"], "cpu_us_per_call": top["cpu_us_per_call"]}
+        sb.log(f"--- bare gRPC: perf_analyzer cannot drive it ({why or why_top}); "
+               "the Python client instead")
+        url = server.urls["grpc"]
+        p50, _ = brc.latency_p50_us("grpc", url, args.seconds, args.warmup)
+        row = asyncio.run(brc.load("grpc", url, args.concurrency, args.seconds, args.warmup,
+                                   server, False))
+    finally:
+        server.stop()
+    return {"client": "Python client", "p50_us": p50, "calls_per_s": row["calls_per_s"],
+            "cpu_us_per_call": row["cpu_us_per_call"]}
+
+
+def measure_transfer(shape, repeats):
+    in_bytes, out_bytes = sb.tensor_bytes(shape)
+    got = sb.script_json("pcie_bandwidth.py", ["--transfer", "--input-bytes", str(in_bytes),
+                                               "--output-bytes", str(out_bytes),
+                                               "--repeats", str(repeats)], "error")
+    return got
+
+
+def measure_server(pa, env, concurrency, interval_ms, fig):
+    """Every perf_analyzer cell of the server, one server for all of them."""
+    server = sb.start_server([0], "auto", "default")
+    try:
+        sb.log(f"--- server {server.args_text}")
+        for c in (1, concurrency):
+            for shape in SHAPES:
+                for kind in KINDS:
+                    row = {"gpus": 1, "window": "default", "concurrency": c, "shape": shape,
+                           "run": "cuda" if kind == "cuda" else "system_pinned", "error": ""}
+                    sb.measure(row, server, pa, env, interval_ms)
+                    sb.log(f"    {shape} {kind} c={c}: {row['error'] or json.dumps(row)}")
+                    fig[kind, shape, c] = row
+    finally:
+        server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", default=os.environ.get("SERVER_BIN"),
+                    help="the shmreg-server binary, built with CUDA (default $SERVER_BIN)")
+    ap.add_argument("--floors", help="folder of shmreg-bare-grpc (default: the server's folder)")
+    ap.add_argument("--seconds", type=float, default=3.0,
+                    help="bare gRPC with the Python client: measured window per cell")
+    ap.add_argument("--warmup", type=float, default=0.5)
+    ap.add_argument("--interval-ms", type=int, default=1000,
+                    help="perf_analyzer's measurement interval (three of them per cell)")
+    ap.add_argument("--concurrency", type=int, default=100, help="N of the CPU cells")
+    ap.add_argument("--repeats", type=int, default=50, help="timed copies per transfer figure")
+    args = ap.parse_args()
+    if sb.device_count() == 0:
+        print("light_model_cost: skipped: no GPU visible (nvidia-smi lists none, or "
+              "CUDA_VISIBLE_DEVICES is empty); the light model runs on a GPU only")
+        return SKIP
+    if not args.server or not os.access(args.server, os.X_OK):
+        ap.error("--server (or $SERVER_BIN) must name the built shmreg-server")
+    os.environ["SERVER_BIN"] = os.path.abspath(args.server)
+    floors = args.floors or os.path.dirname(os.path.abspath(args.server))
+    if not os.access(os.path.join(floors, "shmreg-bare-grpc"), os.X_OK):
+        ap.error(f"no shmreg-bare-grpc in {floors}: build the server with -DSERVER_BUILD_BENCH=ON")
+
+    pa = sb.perf_analyzer()  # exits with the reason when there is none
+    fig = {"transfer_us": {}}
+    errors = []
+    for shape in SHAPES:  # before any server: each in a process of its own
+        got = measure_transfer(shape, args.repeats)
+        sb.log(f"--- transfer {shape}: {json.dumps(got)}")
+        if "error" in got:
+            errors.append(f"transfer {shape}: {got['error']}")
+        else:
+            fig["transfer_us"][shape] = got["transfer_us"]
+    env = perf_analyzer_env()
+    os.makedirs(sb.RUN_DIR, exist_ok=True)
+    fig["bare"] = measure_bare(floors, pa, env, args)
+    sb.log(f"--- bare gRPC: {json.dumps(fig['bare'])}")
+    measure_server(pa, env, args.concurrency, args.interval_ms, fig)
+    errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
+               for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
+
+    text = [f"The light model 'yolo' (FP16, default window), server --pin auto; "
+            f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "
+            f"windows; the bare gRPC server's client: {fig['bare']['client']}.", "",
+            table(fig, args.concurrency), ""]
+    text += [verdict_line(*v) for v in verdicts(fig, args.concurrency)]
+    out = sb.OUT
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "light-model.md"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    print("\n".join(text))
+    summary = "failed: " + "; ".join(errors) if errors else "every cell measured"
+    print(f"=== light_model_cost summary: {summary}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
