@@ -196,7 +196,8 @@ static void write_copy_batches(jbuf *b)
 }
 
 /* Where the GPU model's requests ran (models/placement.h): on the device
- * that holds their CUDA tensors, or on the least busy instance of all. */
+ * that holds their CUDA tensors, spilled to another device's free slot, or
+ * on the least busy instance of all. */
 static void write_placements(jbuf *b)
 {
     static const char name[] = "shmreg_gpu_requests_placed_total";
@@ -204,7 +205,9 @@ static void write_placements(jbuf *b)
     gpu_instances_placed(placed);
     write_header(b, name, COUNTER,
                  "Requests given an instance of the GPU model, by placement: tensor_gpu, on the "
-                 "device that holds all their CUDA tensors; fallback, on the least busy instance "
+                 "device that holds all their CUDA tensors; spilled, on another device's instance "
+                 "with a free run slot since every instance of that device had all its slots "
+                 "taken; fallback, on the least busy instance "
                  "of all since those tensors lie on several devices or on one with no instance; "
                  "no_cuda_tensors, on the least busy instance of all since none is in a CUDA "
                  "region.");

@@ -51,7 +51,7 @@ PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
 BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
 # The GPU model's requests by where they ran (src/models/placement.h).
 PLACED_FAMILY = "shmreg_gpu_requests_placed_total"
-PLACEMENTS = ("tensor_gpu", "fallback", "no_cuda_tensors")
+PLACEMENTS = ("tensor_gpu", "spilled", "fallback", "no_cuda_tensors")
 # The inference requests' wait for a worker thread, HTTP and gRPC together.
 QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total")
 
@@ -357,7 +357,7 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_server, shm):
     assert set(paths(server).values()) == {(0, 0)}
     _, metrics = scrape(server)
     assert [metrics.value(name) for name in BATCH_FAMILIES] == [0, 0]
-    assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0]
+    assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0, 0]
     unregister(server, "y")
 
 
