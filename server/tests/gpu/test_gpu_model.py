@@ -17,6 +17,8 @@ import base64
 import itertools
 import json
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import urllib.error
@@ -330,6 +332,51 @@ def test_requests_run_on_the_gpu_of_their_cuda_tensors(server, regions):
     assert placed_since(server, before) == {"tensor_gpu": 0, "spilled": 0, "fallback": 0,
                                             "no_cuda_tensors": 4}
     released(server)
+
+
+def gpu_uuid(device):
+    """The UUID nvidia-smi gives CUDA's device `device`, matched by PCI bus
+    id (nvidia-smi numbers the GPUs in its own order); None where it says
+    nothing."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,uuid", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=60)
+
+    def bus(text):  # "00000000:19:00.0" (nvidia-smi) and "0000:19:00.0" (CUDA) alike
+        domain, rest = text.strip().lower().split(":", 1)
+        return int(domain, 16), rest
+
+    want = bus(cp.cuda.Device(device).pci_bus_id)
+    for line in out.stdout.splitlines() if out.returncode == 0 else ():
+        bus_id, _, gpu = line.partition(",")
+        if bus(bus_id) == want and gpu.strip().startswith(("GPU-", "MIG-")):
+            return gpu.strip()
+    return None
+
+
+def cuda_regions_per_gpu(server):
+    """{device_uuid: (regions, bytes)} of /metrics' per-GPU families now."""
+    _, page = scrape(server)
+    return {dict(labels)["device_uuid"]: (n, page.value("shmreg_cuda_region_bytes", **dict(labels)))
+            for (name, labels), n in page.samples.items() if name == "shmreg_cuda_regions"}
+
+
+def test_metrics_count_cuda_regions_by_gpu_uuid(server):
+    """A CUDA region on GPU 0 shows on /metrics under GPU 0's UUID, with its
+    bytes; a system region beside it does not; unregistered, it leaves."""
+    gpu = gpu_uuid(0)
+    if gpu is None:
+        pytest.skip("nvidia-smi does not give GPU 0's UUID")
+    r = Regions(server)
+    try:
+        assert cuda_regions_per_gpu(server) == {}
+        r.system_region("sys", 4096)
+        r.cuda_region("by_uuid", 1 << 20)
+        assert cuda_regions_per_gpu(server) == {gpu: (1, 1 << 20)}
+    finally:
+        r.close()
+    assert cuda_regions_per_gpu(server) == {}
 
 
 def test_statistics_move(server):
