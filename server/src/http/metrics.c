@@ -1,14 +1,16 @@
-/* The /metrics page: one table of the registry's counters, the paths
- * shared-memory tensors took, and one table of the models' statistics, each
- * written as HELP, TYPE and sample lines. */
+/* The /metrics page: one table of the registry's counters, its CUDA
+ * regions per GPU, the paths shared-memory tensors took, and one table of
+ * the models' statistics, each written as HELP, TYPE and sample lines. */
 #include "http/metrics.h"
 
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/gpu_regions.h"
 #include "common/json_io.h"
 #include "common/worker_pool.h"
 #include "core/tensor_paths.h"
@@ -143,6 +145,41 @@ static void write_registry(jbuf *b, const shmreg_stats *s)
     }
 }
 
+/* The CUDA regions st lists (registered or pending, as shmreg_regions
+ * counts them) by their GPU's UUID: a sample per GPU, so the page stays
+ * bounded however many regions there are; a region whose GPU the library
+ * could not name is left out. No GPU, no sample: the families' HELP and
+ * TYPE lines alone. */
+static void write_cuda_regions(jbuf *b, const shmreg_region_status *st, size_t n)
+{
+    static const char *const family[2][2] = {
+        {"shmreg_cuda_regions",
+         "CUDA regions listed by status (registered or pending), by the UUID of the GPU that "
+         "holds them; regions whose GPU has no UUID are not counted."},
+        {"shmreg_cuda_region_bytes", "Bytes of those regions (their windows), by GPU UUID."},
+    };
+    gpu_regions *per_gpu = n ? calloc(n, sizeof *per_gpu) : NULL;
+    if (n && !per_gpu) {
+        b->failed = 1; /* the page is answered 500 */
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        per_gpu[i] = (gpu_regions){st[i].device_uuid, 1, st[i].byte_size};
+    size_t gpus = gpu_regions_fold(per_gpu, n);
+    for (int f = 0; f < 2; f++) {
+        write_header(b, family[f][0], GAUGE, family[f][1]);
+        for (size_t g = 0; g < gpus; g++) {
+            jbuf_lit(b, family[f][0]);
+            jbuf_lit(b, "{device_uuid=\"");
+            jbuf_lit(b, per_gpu[g].uuid); /* letters, digits and '-' (the fold's) */
+            jbuf_lit(b, "\"} ");
+            jbuf_u64(b, f == 0 ? per_gpu[g].regions : per_gpu[g].bytes);
+            jbuf_lit(b, "\n");
+        }
+    }
+    free(per_gpu);
+}
+
 /* Two counter families, tensors and their bytes, with a sample per path
  * and direction (core/tensor_paths.h), zeros included, so that a dashboard
  * sees a path that is never taken as well as one that is. */
@@ -196,7 +233,8 @@ static void write_copy_batches(jbuf *b)
 }
 
 /* Where the GPU model's requests ran (models/placement.h): on the device
- * that holds their CUDA tensors, or on the least busy instance of all. */
+ * that holds their CUDA tensors, spilled to another device's free slot, or
+ * on the least busy instance of all. */
 static void write_placements(jbuf *b)
 {
     static const char name[] = "shmreg_gpu_requests_placed_total";
@@ -204,7 +242,9 @@ static void write_placements(jbuf *b)
     gpu_instances_placed(placed);
     write_header(b, name, COUNTER,
                  "Requests given an instance of the GPU model, by placement: tensor_gpu, on the "
-                 "device that holds all their CUDA tensors; fallback, on the least busy instance "
+                 "device that holds all their CUDA tensors; spilled, on another device's instance "
+                 "with a free run slot since every instance of that device had all its slots "
+                 "taken; fallback, on the least busy instance "
                  "of all since those tensors lie on several devices or on one with no instance; "
                  "no_cuda_tensors, on the least busy instance of all since none is in a CUDA "
                  "region.");
@@ -362,7 +402,11 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
         return;
     }
     shmreg_stats s;
-    if (shmreg_registry_stats(reg, &s) != SHMREG_OK) {
+    shmreg_region_status *cuda = NULL;
+    size_t n_cuda = 0;
+    /* The CUDA regions alone: the walk copies no system region's strings. */
+    if (shmreg_registry_stats(reg, &s) != SHMREG_OK ||
+        shmreg_status(reg, NULL, SHMREG_KIND_CUDA, &cuda, &n_cuda) != SHMREG_OK) {
         reply_error(out, 500, "%s", shmreg_last_error());
         return;
     }
@@ -370,6 +414,8 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     /* About 130 bytes a line and 80 lines: one allocation in the usual case. */
     jbuf_reserve(&b, 12288);
     write_registry(&b, &s);
+    write_cuda_regions(&b, cuda, n_cuda);
+    shmreg_status_free(cuda, n_cuda);
     write_paths(&b);
     write_copy_batches(&b);
     write_placements(&b);

@@ -8,10 +8,11 @@
  * A request runs where its tensors are (placement.h): when every tensor
  * of it in a CUDA region lies on one device that has instances, on the
  * least busy of that device's instances, so that no copy crosses the peer
- * link; otherwise (no CUDA tensor, or CUDA tensors on several devices or
- * on one without an instance) on the least busy of all; ties go round
- * robin, and /metrics counts each case. The request takes one of the
- * instance's twelve run slots
+ * link, unless all their slots are taken and another device's instance
+ * has one free (the request spills there); otherwise (no CUDA tensor, or
+ * CUDA tensors on several devices or on one without an instance) on the
+ * least busy of all; ties go round robin, and /metrics counts each case.
+ * The request takes one of the instance's twelve run slots
  * (waiting for a slot is the "queue" phase; a slot keeps its buffers for the
  * next request up to 16 MiB each, and frees larger ones after their run). A
  * tensor in pageable host memory is copied into the slot's pinned staging

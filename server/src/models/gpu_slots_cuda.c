@@ -70,12 +70,16 @@ static unsigned instance_load(const void *ctx, unsigned i)
 }
 
 /* The instance for a request whose n tensors lie on tensor_devices
- * (placement.h), counted busy from here until gpu_give_back. */
+ * (placement.h), counted busy from here until gpu_give_back. Its load thus
+ * counts each request from before it takes a slot (gpu_slot_take) until
+ * after it gives the slot back: those holding one and those waiting, as
+ * the rule compares it with the slots. */
 gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n)
 {
     unsigned start = atomic_fetch_add_explicit(&gpu_pool.next, 1, memory_order_relaxed);
-    placement_instances inst = {.n = gpu_pool.n, .device = instance_device,
-                                .load = instance_load, .ctx = gpu_pool.inst};
+    placement_instances inst = {.n = gpu_pool.n, .slots = SLOTS_PER_INSTANCE,
+                                .device = instance_device, .load = instance_load,
+                                .ctx = gpu_pool.inst};
     placement_case why;
     gpu_instance *best = &gpu_pool.inst[placement_choose(tensor_devices, n, &inst, start, &why)];
     atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);

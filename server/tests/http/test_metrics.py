@@ -51,7 +51,10 @@ PATH_FAMILIES = ("shmreg_tensor_path_total", "shmreg_tensor_path_bytes_total")
 BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
 # The GPU model's requests by where they ran (src/models/placement.h).
 PLACED_FAMILY = "shmreg_gpu_requests_placed_total"
-PLACEMENTS = ("tensor_gpu", "fallback", "no_cuda_tensors")
+PLACEMENTS = ("tensor_gpu", "spilled", "fallback", "no_cuda_tensors")
+# The CUDA regions and their bytes per GPU, labelled device_uuid: a sample
+# per GPU that holds one, none on a machine without CUDA regions.
+CUDA_FAMILIES = ("shmreg_cuda_regions", "shmreg_cuda_region_bytes")
 # The inference requests' wait for a worker thread, HTTP and gRPC together.
 QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total")
 
@@ -146,9 +149,12 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_server):
     assert metrics.type[PLACED_FAMILY] == "counter" and metrics.help[PLACED_FAMILY]
     placed = {labels: v for (name, labels), v in metrics.samples.items() if name == PLACED_FAMILY}
     assert placed == {(("placement", p),): 0 for p in PLACEMENTS}
+    for name in CUDA_FAMILIES:
+        assert metrics.type[name] == "gauge" and metrics.help[name], name
+    assert cuda_samples(metrics) == {}
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
-    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *PATH_FAMILIES, *BATCH_FAMILIES,
-                                           PLACED_FAMILY, *QUEUE_FAMILIES])
+    assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *CUDA_FAMILIES, *PATH_FAMILIES,
+                                           *BATCH_FAMILIES, PLACED_FAMILY, *QUEUE_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -209,6 +215,24 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
     for metrics in (first, second):
         assert metrics.value("shmreg_queued_requests_total") == 6
         assert 0 < metrics.value("shmreg_request_queue_seconds_total") < elapsed
+
+
+def cuda_samples(metrics):
+    """{(name, labels): value} of the CUDA regions' families."""
+    return {key: v for key, v in metrics.samples.items() if key[0] in CUDA_FAMILIES}
+
+
+def test_system_regions_are_not_counted_per_gpu(start_server, shm):
+    """A system region has no GPU: registered, it moves shmreg_regions and
+    leaves the per-GPU families without a sample."""
+    server = start_server()
+    assert register(server, "sys", shm("sys"), 4 * NBYTES)[0] == 200
+    _, metrics = scrape(server)
+    assert metrics.value("shmreg_regions") == 1
+    for name in CUDA_FAMILIES:
+        assert metrics.type[name] == "gauge", name
+    assert cuda_samples(metrics) == {}
+    unregister(server, "sys")
 
 
 def test_metrics_page_stays_the_same_size_whatever_is_registered(start_server, shm):
@@ -357,7 +381,7 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_server, shm):
     assert set(paths(server).values()) == {(0, 0)}
     _, metrics = scrape(server)
     assert [metrics.value(name) for name in BATCH_FAMILIES] == [0, 0]
-    assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0]
+    assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0, 0]
     unregister(server, "y")
 
 
@@ -440,7 +464,8 @@ def test_registry_families_on_every_server(server_kind, start_server, shm_key):
         # The tensor paths are the C server's (its GPU model has several); the
         # Python example's model runs in the process and has one.
         expected = [*REGISTRY_METRICS,
-                    *((*PATH_FAMILIES, *BATCH_FAMILIES, PLACED_FAMILY, *QUEUE_FAMILIES)
+                    *((*CUDA_FAMILIES, *PATH_FAMILIES, *BATCH_FAMILIES, PLACED_FAMILY,
+                       *QUEUE_FAMILIES)
                       if server_kind == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1

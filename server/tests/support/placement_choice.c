@@ -2,12 +2,13 @@
  * The GPU model's placement rule (src/models/placement.h) on one case given
  * on the command line, for server/tests/core/test_placement_decision.py:
  *
- *   shmreg-server-placement-test TENSORS INSTANCES START
+ *   shmreg-server-placement-test TENSORS INSTANCES START SLOTS
  *
  * TENSORS: the request's tensors' devices, comma-separated, "host" for one
  * not in a CUDA region ("" for none); INSTANCES: DEVICE:LOAD of each
- * instance in order, comma-separated; START: where the round robin begins.
- * Prints "<instance index> <case>"; exit 2 on arguments it cannot read.
+ * instance in order, comma-separated; START: where the round robin begins;
+ * SLOTS: the run slots of each instance. Prints "<instance index> <case>";
+ * exit 2 on arguments it cannot read.
  * Not installed.
  */
 #include <errno.h>
@@ -86,15 +87,16 @@ int main(int argc, char **argv)
     int devices[MOST];
     instance inst[MOST];
     unsigned n_tensors, n_inst;
-    const char *start_arg = argc == 4 ? argv[3] : "";
-    long start;
-    if (argc != 4 || read_tensors(argv[1], devices, &n_tensors) != 0 ||
+    const char *start_arg = argc == 5 ? argv[3] : "", *slots_arg = argc == 5 ? argv[4] : "";
+    long start, slots;
+    if (argc != 5 || read_tensors(argv[1], devices, &n_tensors) != 0 ||
         read_instances(argv[2], inst, &n_inst) != 0 || number(&start_arg, "", &start) != 0 ||
-        start < 0) {
-        fprintf(stderr, "usage: %s TENSORS INSTANCES START (see the source)\n", argv[0]);
+        start < 0 || number(&slots_arg, "", &slots) != 0 || slots < 0) {
+        fprintf(stderr, "usage: %s TENSORS INSTANCES START SLOTS (see the source)\n", argv[0]);
         return 2;
     }
-    placement_instances in = {.n = n_inst, .device = device_of, .load = load_of, .ctx = inst};
+    placement_instances in = {.n = n_inst, .slots = (unsigned)slots, .device = device_of,
+                              .load = load_of, .ctx = inst};
     placement_case why;
     unsigned i = placement_choose(devices, n_tensors, &in, (unsigned)start, &why);
     printf("%u %s\n", i, placement_case_name(why));
