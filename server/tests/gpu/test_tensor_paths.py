@@ -1,5 +1,5 @@
-"""The data path of each system-region tensor of the GPU model 'yolo' (issue
-18), on a GPU machine, told by /metrics' shmreg_tensor_path_total and by -v:
+"""The data path of each system-region tensor of the GPU model 'yolo', on a
+GPU machine, told by /metrics' shmreg_tensor_path_total and by -v:
 
 - a pinned region is read and written by DMA where it lies (dma_in_place),
   including an output region its client never wrote (holes: pinned all the
