@@ -211,6 +211,30 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
         assert metrics.value("shmreg_inline_requests_total") == 4
 
 
+def test_a_short_request_that_names_a_region_or_is_large_goes_to_the_workers(start_server, shm):
+    """`simple` runs on the thread that received it only while it is short
+    in every way: one that names a shared-memory region (whose copy may wait
+    on a device or the network) or whose body passes 16 KiB is run by a
+    worker, from the start. Where a request runs changes neither its answer
+    nor the model's statistics: each request counts once."""
+    server = start_server()
+    assert register(server, "r", shm("r"), 4 * NBYTES)[0] == 200
+    status, answer = infer_from(server, "simple", "r")
+    assert status == 200 and answer["outputs"][0]["data"] == [0] * 16
+    body = {"id": "x" * (16 * 1024), "inputs": [
+        {"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
+        for n in ("INPUT0", "INPUT1")]}
+    status, answer = server.json("POST", "/v2/models/simple/infer", body)
+    assert status == 200 and answer["outputs"][0]["data"] == list(range(0, 32, 2))
+    body["id"] = "short"
+    assert server.json("POST", "/v2/models/simple/infer", body)[0] == 200
+    _, metrics = scrape(server)
+    assert metrics.value("shmreg_queued_requests_total") == 2
+    assert metrics.value("shmreg_inline_requests_total") == 1
+    assert metrics.value("nv_inference_request_success", model="simple", version="1") == 3
+    assert metrics.value("shmreg_tensor_path_total", path="cpu_copy", direction="input") == 2
+
+
 def test_metrics_page_stays_the_same_size_whatever_is_registered(start_server, shm):
     """Bounded output: the page has one line per metric (and per model), not
     per region or per client."""
