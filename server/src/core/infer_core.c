@@ -2,6 +2,7 @@
 #include "core/infer_core.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +34,8 @@ static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
                                shmreg_region **ref)
 {
+    if (c->on_transport)
+        return INFER_DEFERRED;
     if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
         return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
     shmreg_err e = scope_acquire(c->reg, &c->scope, w->region, w->offset, w->byte_size, ref, view);
@@ -93,6 +96,29 @@ static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const
 {
     return infer_fail(c, status, "tensor '%s' in CUDA shared memory region '%s': %s", name, region,
                       why);
+}
+
+/* 16 KiB: every valid request for a short model fits with room to spare
+ * (`simple` at its largest batch, 2 x 8 x 16 INT32 elements written as JSON
+ * numbers, is about 3.5 KiB), and json-c parses that much in well under a
+ * millisecond; a larger body is a request the transport's thread, which also
+ * serves status and register, does not parse. */
+int infer_runs_inline(const model *m, size_t request_bytes)
+{
+    return m && request_bytes <= INFER_INLINE_MAX_BYTES && model_runs_short(m);
+}
+
+/* Relaxed: a counter, nothing is published through it. */
+static _Atomic uint64_t inline_runs;
+
+void infer_count_inline(void)
+{
+    atomic_fetch_add_explicit(&inline_runs, 1, memory_order_relaxed);
+}
+
+uint64_t infer_inline_total(void)
+{
+    return atomic_load_explicit(&inline_runs, memory_order_relaxed);
 }
 
 unsigned infer_ready(infer_ctx *c)
@@ -346,6 +372,8 @@ void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)
         tensor_free(&c->in[i]);
     for (size_t i = 0; i < MODEL_MAX_OUTPUTS; i++)
         tensor_free(&c->out[i]);
+    if (st == INFER_DEFERRED)
+        return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     model_record(c->m, st == 0,

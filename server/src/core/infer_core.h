@@ -30,6 +30,7 @@
 #define SERVER_INFER_CORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include <shmreg/shmreg.h>
@@ -62,6 +63,9 @@ typedef struct shm_window {
 
 typedef struct infer_ctx {
     shmreg_registry *reg;
+    /* 1: running on the transport's thread (infer_runs_inline): a request
+     * that names a region stops with INFER_DEFERRED, before acquiring it. */
+    int on_transport;
     refs *held;                  /* the request's references: released after its response */
     region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
     const model *m;
@@ -86,6 +90,27 @@ typedef struct infer_ctx {
     tensor_path out_path[MODEL_MAX_OUTPUTS];
     char err[1024];
 } infer_ctx;
+
+/* Not an HTTP status: the request names a shared-memory region and ran on
+ * the transport's thread (c->on_transport). Nothing was acquired; the
+ * protocol queues the request to its workers, which run it from the start,
+ * so that where it runs never changes its answer. */
+#define INFER_DEFERRED 1u
+
+/* The largest request (bytes on the wire) that may run on the transport's
+ * thread that received it; infer_core.c says why this size. */
+#define INFER_INLINE_MAX_BYTES (16u * 1024u)
+
+/* 1 when a request of request_bytes for m may run on the transport's thread
+ * instead of a worker's: m's run is short and needs only the CPU
+ * (model_runs_short), and the request is small enough that parsing it is
+ * short too. Such a run still stops at any shared-memory region
+ * (INFER_DEFERRED): a region's copy may wait on a device or the network. */
+int infer_runs_inline(const model *m, size_t request_bytes);
+/* Count a request that ran on the transport's thread to its end (not one
+ * deferred); and the total so far, process-wide (/metrics). */
+void infer_count_inline(void);
+uint64_t infer_inline_total(void);
 
 /* A failure: its HTTP status, with the message in c->err. */
 unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
@@ -127,7 +152,8 @@ unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
 void infer_log_paths(int on);
 /* Free the tensors' buffers and count the request (st == 0: a success) in
  * the model's statistics; a success counts its tensors' paths
- * (tensor_paths.h). The references stay in c->held. */
+ * (tensor_paths.h). The references stay in c->held. A request deferred
+ * (INFER_DEFERRED) is not counted: its run on a worker is. */
 void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started);
 
 #ifdef __cplusplus

@@ -211,12 +211,26 @@ void InferCall::build_response()
 
 void InferCall::run()
 {
+    run_here(false);
+}
+
+bool InferCall::run_inline()
+{
+    if (!run_here(true))
+        return false;
+    infer_count_inline();
+    return true;
+}
+
+bool InferCall::run_here(bool on_transport)
+{
     infer_ctx *c = &c_;
+    c->on_transport = on_transport;
     c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
     c->request_id = id_.c_str();
     if (!c->m) {
         Finish(unknown_model(req_->model_name(), req_->model_version()));
-        return;
+        return true;
     }
     /* A model that cannot run now is refused before anything is parsed or
      * acquired. HTTP says 400, as Triton does for a model that is not ready;
@@ -224,21 +238,30 @@ void InferCall::run()
     if (unsigned st = infer_ready(c)) {
         infer_finish(c, st, &started_);
         Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
-        return;
+        return true;
     }
     const tensor *ordered[INFER_MAX_INPUTS];
     unsigned st;
     if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
         !(st = infer_compute(c, ordered)))
         build_response(); /* before the request goes: the tensors may point into it */
-    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
     infer_finish(c, st, &started_);
+    if (st == INFER_DEFERRED) { /* back to the state the constructor left, for a worker */
+        region_scope scope = c_.scope;
+        c_ = infer_ctx{};
+        c_.scope = scope;
+        c_.reg = service_->registry();
+        c_.held = &held_;
+        return false;
+    }
+    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
     req_.reset(); /* freed before the response is serialized, which takes as much again */
     if (status.ok() && !serialize_response(*resp_, reply_))
         status = grpc::Status(grpc::StatusCode::INTERNAL,
                               "the response is larger than gRPC can send (2 GiB)");
     resp_.reset(); /* serialized: gRPC sends its copy */
     Finish(status); /* the last touch of *this: OnDone may run at once */
+    return true;
 }
 
 } // namespace grpc_service

@@ -7,7 +7,9 @@
  *
  * A call's life:
  *   ModelInfer (a gRPC thread)  -> charge the message to the budget, parse
- *                                  it, an InferCall reactor queued to a worker
+ *                                  it, an InferCall reactor run at once
+ *                                  (run_inline: a short model's call that
+ *                                  names no region) or queued to a worker
  *   InferCall::run (a worker)   -> acquire the regions the call names
  *                                  (refs_hold), run the model, build the
  *                                  response, free the request, serialize
@@ -73,11 +75,17 @@ class InferCall final : public grpc::ServerUnaryReactor {
     /* On a worker: everything up to Finish. After Finish the call belongs to
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
+    /* run on the gRPC thread that received the call, for a call
+     * infer_runs_inline allows: true when it ran (Finish called); false when
+     * it names a shared-memory region (INFER_DEFERRED): nothing was held or
+     * counted, and the call is as it was, for run on a worker. */
+    bool run_inline();
     /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
     void cancel();
     void OnDone() override;
 
   private:
+    bool run_here(bool on_transport);
     unsigned parse_inputs();
     unsigned parse_outputs();
     void build_response();

@@ -5,7 +5,8 @@
  *
  * ModelInfer (a gRPC thread, a raw method) charges the message to the
  * budget, has it parsed, makes an InferCall (infer_call.cc, whose header
- * tells the rest of its life) and queues it to the service's workers.
+ * tells the rest of its life) and runs it there when it is short
+ * (infer_runs_inline), or queues it to the service's workers.
  *
  * Memory (--max-buffered-mb, Budget below): gRPC's resource quota bounds
  * what its transport holds for messages still being received; a message
@@ -307,9 +308,17 @@ class Service final : public ServiceBase, public CallOwner {
             return answer(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
                                             "the request is not a valid ModelInferRequest"));
         }
+        const model *m = model_find_version(req->model_name().c_str(),
+                                            req->model_version().c_str());
+        bool short_run = infer_runs_inline(m, bytes);
         /* deleted by its OnDone, which gives the bytes back */
         auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, std::move(req),
                                    reply, bytes);
+        /* A short call runs here: queued, it would cost two thread wake-ups
+         * more than its run. One that may be slow goes to a worker, so that
+         * gRPC's threads stay free for the quick calls. */
+        if (short_run && accepting() && call->run_inline())
+            return call;
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
         return call;
@@ -411,6 +420,15 @@ class Service final : public ServiceBase, public CallOwner {
     {
         std::lock_guard<std::mutex> lock(mu_);
         return workers_ && worker_pool_submit(workers_, call) == 0;
+    }
+
+    /* A call may still start: false once stop_workers has taken the
+     * workers, as submit would refuse it. A call started here is counted
+     * (call_started) and stop_workers waits for its OnDone. */
+    bool accepting()
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        return workers_ != nullptr;
     }
 
     static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }

@@ -423,18 +423,34 @@ static unsigned run(http_infer *h, reply *out)
     return build_response(h, out);
 }
 
-void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply *out,
+                       int on_transport)
 {
     http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
+                          .on_transport = on_transport,
                           .m = model_find_version(rt->model, rt->version)},
                     .rq = rq};
     if (!h.c.m) {
         reply_unknown_model(out, rt);
-        return;
+        return 0;
     }
     unsigned st = run(&h, out);
-    if (st)
+    if (st && st != INFER_DEFERRED)
         reply_error(out, st, "%s", h.c.err);
     infer_finish(&h.c, st, &rq->started);
     json_object_put(h.root);
+    return st == INFER_DEFERRED ? st : 0;
+}
+
+void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+{
+    handle(reg, rq, rt, out, 0);
+}
+
+unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+{
+    unsigned st = handle(reg, rq, rt, out, 1);
+    if (st == 0)
+        infer_count_inline();
+    return st;
 }

@@ -13,6 +13,7 @@
 #include "common/gpu_regions.h"
 #include "common/json_io.h"
 #include "common/worker_pool.h"
+#include "core/infer_core.h"
 #include "core/tensor_paths.h"
 #include "models/gpu_instances.h"
 #include "models/models.h"
@@ -285,6 +286,14 @@ static void write_request_queue(jbuf *b)
     jbuf_lit(b, wait);
     jbuf_lit(b, " ");
     jbuf_lit(b, seconds);
+    static const char here[] = "shmreg_inline_requests_total";
+    write_header(b, here, COUNTER,
+                 "Inference requests (HTTP and gRPC) run on the thread that received them, "
+                 "short enough not to queue for a worker thread.");
+    jbuf_lit(b, here);
+    jbuf_lit(b, " ");
+    jbuf_u64(b, infer_inline_total());
+    jbuf_lit(b, "\n");
 }
 
 /* The number at path in a model's statistics; 0 where the tree lacks it

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/infer_core.h"
 #include "http/endpoints.h"
 #include "http/header_block.h"
 #include "http/infer.h"
@@ -91,7 +92,7 @@ static void reply_too_large(reply *out, const request *rq, size_t max_body)
 }
 
 /* Answer what can be answered at once into out and return 0; return 1 for
- * an inference, which goes to a worker. */
+ * an inference, which runs here (run_inline) or goes to a worker. */
 static int triage(http_server *s, request *rq, reply *out)
 {
     if (atomic_load(&s->draining)) {
@@ -115,6 +116,18 @@ static int triage(http_server *s, request *rq, reply *out)
         dispatch(s, rq, out);
     }
     return 0;
+}
+
+/* An inference short enough for this thread (infer_runs_inline) runs here:
+ * 0 with the answer in out. 1: it goes to a worker, as one that may be slow
+ * does (a GPU model, a delay, a large body, a shared-memory region), so
+ * that the thread serving status and register never waits on a model. */
+static int run_inline(http_server *s, request *rq, reply *out)
+{
+    const model *m = model_find_version(rq->rt.model, rq->rt.version);
+    if (!infer_runs_inline(m, rq->body_len))
+        return 1;
+    return infer_handle_inline(s->registry, rq, &rq->rt, out) != 0;
 }
 
 /* Worker thread: run the inference, then wake the connection so that
@@ -255,7 +268,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     rq->dispatched = 1;
     atomic_fetch_add(&s->in_flight, 1);
     reply r;
-    if (triage(s, rq, &r) == 0)
+    if (triage(s, rq, &r) == 0 || run_inline(s, rq, &r) == 0)
         return queue_reply(conn, rq, &r);
     rq->connection = conn;
     MHD_suspend_connection(conn); /* before submit: the worker may resume at once */
@@ -329,8 +342,8 @@ int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *r
         fprintf(stderr, "error: cannot start %u worker threads\n", cfg->threads);
         return -1;
     }
-    /* One HTTP thread moves bytes and answers the quick endpoints; the
-     * workers run inferences. Connections are bounded: per client address,
+    /* One HTTP thread moves bytes, answers the quick endpoints and runs the
+     * short inferences (run_inline); the workers run the others. Connections are bounded: per client address,
      * so that one client's idle half-open requests cannot take every
      * connection libmicrohttpd allows, and in time, so that stalled ones go
      * (a suspended connection, whose request a worker runs, is not idle). */

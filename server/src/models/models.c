@@ -397,6 +397,17 @@ int model_device_tensors(const model *m)
     return m->ops != NULL;
 }
 
+int model_runs_short(const model *m)
+{
+    if (m->ops || m->delayed || m->any_input || m->max_batch_size <= 0)
+        return 0;
+    for (size_t i = 0; i < m->n_inputs; i++)
+        for (int d = 0; d < m->inputs[i].ndims; d++)
+            if (m->inputs[i].dims[d] < 0)
+                return 0;
+    return 1;
+}
+
 unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen)
 {
     if (m->ops) {

@@ -55,6 +55,10 @@ unsigned model_ready(const model *m, char *err, size_t errlen);
  * pointers, tensor.on_device) and places outputs there itself; 0: they are
  * staged through host buffers for it. */
 int model_device_tensors(const model *m);
+/* 1: a run needs only the CPU and its work has a small fixed bound (every
+ * tensor's shape is fixed up to a bounded batch) and no delay: `simple`.
+ * Not the GPU model, identity (a tensor of any size) or simple_delayed. */
+int model_runs_short(const model *m);
 /* Compute the outputs into out[i].data (each out[i].byte_size bytes).
  * Returns 0, or an HTTP status with the message in err. */
 unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);

@@ -56,7 +56,8 @@ PLACEMENTS = ("tensor_gpu", "spilled", "fallback", "no_cuda_tensors")
 # per GPU that holds one, none on a machine without CUDA regions.
 CUDA_FAMILIES = ("shmreg_cuda_regions", "shmreg_cuda_region_bytes")
 # The inference requests' wait for a worker thread, HTTP and gRPC together.
-QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total")
+QUEUE_FAMILIES = ("shmreg_queued_requests_total", "shmreg_request_queue_seconds_total",
+                  "shmreg_inline_requests_total")
 
 # Triton's per-model metrics, each with the /v2/models/stats figure it is:
 # (path in the model's statistics, divisor from nanoseconds to microseconds).
@@ -188,14 +189,18 @@ def test_model_metrics_are_the_statistics_extension_figures(start_server, shm):
 
 
 def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_server):
-    """Every inference, over HTTP and over gRPC, passes through the worker
-    threads' queue once: the count moves by one per request, the wait by a
-    positive time that cannot exceed the requests' own time. Requests that
-    need no model (status, /metrics itself) do not queue."""
+    """Every inference, over HTTP and over gRPC, either passes through the
+    worker threads' queue once or runs on the thread that received it, and
+    is counted by one of the two: `simple_delayed` (a model that may be
+    slow) queues, the count moving by one per request and the wait by a
+    positive time that cannot exceed the requests' own time; `simple` (short,
+    CPU only) runs where it arrived and moves only the inline count.
+    Requests that need no model (status, /metrics itself) do neither."""
     import tritonclient.grpc as grpcclient
     from grpc_support import with_grpc, free_port
 
-    server = with_grpc(start_server("--grpc-port", str(free_port()), "--threads", "1"))
+    server = with_grpc(start_server("--grpc-port", str(free_port()), "--threads", "1",
+                                    "--delay-ms", "1"))
     body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
                        for n in ("INPUT0", "INPUT1")]}
     client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -204,9 +209,9 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
         inputs.append(grpcclient.InferInput(name, [1, 16], "INT32"))
         inputs[-1].set_data_from_numpy(np.arange(16, dtype=np.int32).reshape(1, 16))
     start = time.monotonic()
-    for _ in range(3):
-        assert server.json("POST", "/v2/models/simple/infer", body)[0] == 200
-        client.infer("simple", inputs)
+    for model in ("simple_delayed", "simple_delayed", "simple_delayed", "simple", "simple"):
+        assert server.json("POST", f"/v2/models/{model}/infer", body)[0] == 200
+        client.infer(model, inputs)
     elapsed = time.monotonic() - start
     client.close()
     server.json("GET", "/v2/health/ready")
@@ -215,6 +220,31 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
     for metrics in (first, second):
         assert metrics.value("shmreg_queued_requests_total") == 6
         assert 0 < metrics.value("shmreg_request_queue_seconds_total") < elapsed
+        assert metrics.value("shmreg_inline_requests_total") == 4
+
+
+def test_a_short_request_that_names_a_region_or_is_large_goes_to_the_workers(start_server, shm):
+    """`simple` runs on the thread that received it only while it is short
+    in every way: one that names a shared-memory region (whose copy may wait
+    on a device or the network) or whose body passes 16 KiB is run by a
+    worker, from the start. Where a request runs changes neither its answer
+    nor the model's statistics: each request counts once."""
+    server = start_server()
+    assert register(server, "r", shm("r"), 4 * NBYTES)[0] == 200
+    status, answer = infer_from(server, "simple", "r")
+    assert status == 200 and answer["outputs"][0]["data"] == [0] * 16
+    body = {"id": "x" * (16 * 1024), "inputs": [
+        {"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
+        for n in ("INPUT0", "INPUT1")]}
+    status, answer = server.json("POST", "/v2/models/simple/infer", body)
+    assert status == 200 and answer["outputs"][0]["data"] == list(range(0, 32, 2))
+    body["id"] = "short"
+    assert server.json("POST", "/v2/models/simple/infer", body)[0] == 200
+    _, metrics = scrape(server)
+    assert metrics.value("shmreg_queued_requests_total") == 2
+    assert metrics.value("shmreg_inline_requests_total") == 1
+    assert metrics.value("nv_inference_request_success", model="simple", version="1") == 3
+    assert metrics.value("shmreg_tensor_path_total", path="cpu_copy", direction="input") == 2
 
 
 def cuda_samples(metrics):
