@@ -983,12 +983,13 @@ SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_
  * (1..SHMREG_FDS_MAX) and a payload (1..SHMREG_FD_PAYLOAD_MAX bytes) in one
  * frame, the descriptors in one SCM_RIGHTS message on its first byte, as
  * the chunks of a VMM range travel (shmreg_register_cuda_vmm_range). The
- * frame: an 8-byte header (uint32 0x53465253, uint32 payload size), a
+ * frame: an 8-byte header (uint32 SHMREG_FDS_FRAME_MAGIC, uint32 payload size), a
  * uint32 descriptor count and 4 zero bytes, then the payload; host byte
  * order. The caller keeps its descriptors. Errors: INVALID_ARG (a negative
  * socket or descriptor, a count or payload size out of range), SYSTEM.
  */
 #define SHMREG_FDS_MAX 253
+#define SHMREG_FDS_FRAME_MAGIC 0x53465253u /* "SRFS" in little-endian memory */
 SHMREG_API shmreg_err shmreg_send_fds(int sock, const int *fds, size_t count, const void *payload,
                                       size_t payload_size);
 

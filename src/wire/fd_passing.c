@@ -393,7 +393,6 @@ SHMREG_API shmreg_err shmreg_recv_fd(int sock, int *fd_out, void *payload, size_
  * receiver mistakes the other's frame for its own, and the descriptor count,
  * so that the receiver tells a message the kernel cut short (SCM_MAX_FD,
  * RLIMIT_NOFILE) from a whole one. */
-#define FDS_FRAME_MAGIC 0x53465253u /* "SRFS" in little-endian memory */
 
 struct fds_header {
     uint32_t magic;
@@ -425,7 +424,7 @@ shmreg_err shmreg__send_fds_frame(int sock, const int *fds, size_t count, const 
     if (payload == NULL || payload_size == 0 || payload_size > SHMREG_FD_PAYLOAD_MAX)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "%s: the payload must be 1..%d bytes, got %zu%s", who,
                             SHMREG_FD_PAYLOAD_MAX, payload_size, payload == NULL ? " at NULL" : "");
-    struct fds_frame f = {.h = {FDS_FRAME_MAGIC, (uint32_t)payload_size, (uint32_t)count, 0}};
+    struct fds_frame f = {.h = {SHMREG_FDS_FRAME_MAGIC, (uint32_t)payload_size, (uint32_t)count, 0}};
     memcpy(f.payload, payload, payload_size);
     return send_with_rights(sock, &f, sizeof f.h + payload_size, fds, count, who);
 }
@@ -505,7 +504,7 @@ static shmreg_err receive_with_fds(int sock, void *buf, size_t len, int flags, s
  * it promises against the descriptors that arrived. */
 static const char *fds_header_fault(const struct fds_header *h, size_t received)
 {
-    if (h->magic != FDS_FRAME_MAGIC || h->zero != 0)
+    if (h->magic != SHMREG_FDS_FRAME_MAGIC || h->zero != 0)
         return "bad header";
     if (h->size == 0 || h->size > SHMREG_FD_PAYLOAD_MAX)
         return "payload size out of range";
@@ -526,7 +525,7 @@ static shmreg_err fds_malformed(struct fds_out *o, const char *why)
  * too when the header is one, so the next message is read whole. */
 static shmreg_err fds_drop_rest(int sock, struct fds_frame *f, size_t got, shmreg_err refused)
 {
-    if (got < sizeof f->h || f->h.magic != FDS_FRAME_MAGIC || f->h.size == 0 ||
+    if (got < sizeof f->h || f->h.magic != SHMREG_FDS_FRAME_MAGIC || f->h.size == 0 ||
         f->h.size > SHMREG_FD_PAYLOAD_MAX)
         return refused;
     char why[256];

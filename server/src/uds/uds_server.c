@@ -282,7 +282,6 @@ static int serve_gpu_request(const uds_server *u, const struct slot *s)
 /* The frames of shmreg.h that carry the two requests: a memfd region rides
  * in shmreg_send_fd's frame, GPU memory in shmreg_send_fds's, each header
  * starting with its own magic. */
-#define FDS_FRAME_MAGIC 0x53465253u /* shmreg_send_fds: "SRFS" in little-endian memory */
 
 /* Which receiver reads the next record, from its first bytes, peeked: a
  * peek without room for control data installs none of the record's
@@ -294,7 +293,7 @@ static bool is_gpu_request(int fd)
 {
     uint32_t magic = 0;
     ssize_t n = recv(fd, &magic, sizeof magic, MSG_PEEK | MSG_DONTWAIT);
-    return n == (ssize_t)sizeof magic && magic == FDS_FRAME_MAGIC;
+    return n == (ssize_t)sizeof magic && magic == SHMREG_FDS_FRAME_MAGIC;
 }
 
 /* Read one request, register it, answer it. -1 when the client must go. */
