@@ -14,7 +14,7 @@ static const struct { const char *name; tag tag; int size; } types[] = {
     {"FP64", T_F64, 8},   {"BYTES", T_BYTES, 0},
 };
 
-static int find(const char *name)
+int datatype_find(const char *name)
 {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (name && strcmp(types[i].name, name) == 0)
@@ -22,16 +22,30 @@ static int find(const char *name)
     return -1;
 }
 
+static int known(int type)
+{
+    return type >= 0 && (size_t)type < sizeof types / sizeof types[0];
+}
+
+int datatype_type_size(int type)
+{
+    return known(type) ? types[type].size : -1;
+}
+
+int datatype_type_has_json(int type)
+{
+    return known(type) && types[type].tag != T_F16 && types[type].tag != T_BF16 &&
+           types[type].tag != T_BYTES;
+}
+
 int datatype_size(const char *name)
 {
-    int i = find(name);
-    return i < 0 ? -1 : types[i].size;
+    return datatype_type_size(datatype_find(name));
 }
 
 int datatype_has_json(const char *name)
 {
-    int i = find(name);
-    return i >= 0 && types[i].tag != T_F16 && types[i].tag != T_BF16 && types[i].tag != T_BYTES;
+    return datatype_type_has_json(datatype_find(name));
 }
 
 /* v as a signed 64-bit integer: json-c reads an integer above INT64_MAX
@@ -79,10 +93,9 @@ static int is_number(const json_object *v)
     return json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
 }
 
-int datatype_from_json(const char *name, const json_object *v, void *buf, size_t i)
+int datatype_from_json(int t, const json_object *v, void *buf, size_t i)
 {
-    int t = find(name);
-    if (t < 0)
+    if (!known(t))
         return -1;
     switch (types[t].tag) {
     case T_BOOL:
@@ -176,7 +189,7 @@ static void write_element(jbuf *b, tag t, const void *buf, size_t e)
 
 int datatype_write_json(jbuf *b, const char *name, const void *buf, size_t n)
 {
-    int t = find(name);
+    int t = datatype_find(name);
     if (t < 0 || json_width(types[t].tag) == 0)
         return -1;
     /* Reserved, not touched: pages the text does not reach cost nothing. */

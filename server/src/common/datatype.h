@@ -18,9 +18,18 @@ int datatype_size(const char *name);
  * (FP16, BF16 and BYTES need the binary extension or shared memory here). */
 int datatype_has_json(const char *name);
 
-/* Store the JSON element v as element i of buf (of datatype name).
- * Returns 0, or -1 when v has the wrong type or is out of range. */
-int datatype_from_json(const char *name, const json_object *v, void *buf, size_t i);
+/* The datatype named name, looked up once for all of a tensor's elements;
+ * -1 for a name that is not a v2 datatype. */
+int datatype_find(const char *name);
+
+/* datatype_size and datatype_has_json of a datatype_find result. */
+int datatype_type_size(int type);
+int datatype_type_has_json(int type);
+
+/* Store the JSON element v as element i of buf (of datatype type, from
+ * datatype_find). Returns 0, or -1 when v has the wrong type or is out of
+ * range. */
+int datatype_from_json(int type, const json_object *v, void *buf, size_t i);
 
 /* The n elements at buf (of datatype name) as a flat JSON array, into b:
  * integers exactly (UINT64 past 2^63 too), floats as jbuf_double writes them.

@@ -64,11 +64,28 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* Whether some run of digits in the text, strings included, is long enough
+ * that it might not fit 64 bits: 18 digits always fit, signed or not. Most
+ * requests have none, and this is cheaper than telling strings and
+ * fractions apart. */
+static int has_long_digit_run(const char *s, size_t len)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < len; i++) {
+        run = is_digit(s[i]) ? run + 1 : 0;
+        if (run > 18)
+            return 1;
+    }
+    return 0;
+}
+
 /* Whether every integer in the (already parsed, so well-formed) text fits 64
  * bits: json-c clamps larger ones silently. A number with a fraction or an
  * exponent is a double and may be anything. */
 static int integers_fit(const char *s, size_t len, char *err, size_t errlen)
 {
+    if (!has_long_digit_run(s, len))
+        return 1;
     for (size_t i = 0; i < len;) {
         if (s[i] == '"') {
             i = skip_string(s, len, i);
@@ -99,30 +116,34 @@ static int integers_fit(const char *s, size_t len, char *err, size_t errlen)
     return 1;
 }
 
-json_object *json_parse(const char *text, size_t len, char *err, size_t errlen)
+json_object *json_parse_reusing(struct json_tokener **tok, const char *text, size_t len,
+                                char *err, size_t errlen)
 {
     if (len > INT_MAX) { /* json-c reads at most INT_MAX bytes at once */
         snprintf(err, errlen, "request JSON size of %zu bytes is more than the JSON parser "
                               "takes (%d)", len, INT_MAX);
         return NULL;
     }
-    struct json_tokener *tok = json_tokener_new();
-    if (!tok) {
+    if (!*tok && (*tok = json_tokener_new()) != NULL)
+        json_tokener_set_flags(*tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    if (!*tok) {
         snprintf(err, errlen, "out of memory parsing the request JSON buffer");
         return NULL;
     }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    json_object *j = json_tokener_parse_ex(tok, text, (int)len);
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
+    json_object *j = json_tokener_parse_ex(*tok, text, (int)len);
+    enum json_tokener_error e = json_tokener_get_error(*tok);
+    size_t end = json_tokener_get_parse_end(*tok);
     if (!j || e != json_tokener_success) {
         /* continue: the text ended inside a value (json-c waits for more) */
         snprintf(err, errlen, "failed to parse the request JSON buffer: %s at %zu",
                  e == json_tokener_continue ? "unexpected end of the text"
                                             : json_tokener_error_desc(e), end);
         json_object_put(j);
-        j = NULL;
-    } else if (end < len) {
+        json_parse_tokener_free(tok);
+        return NULL;
+    }
+    json_tokener_reset(*tok);
+    if (end < len) {
         snprintf(err, errlen, "failed to parse the request JSON buffer: the document root must "
                               "not be followed by other values at %zu", end);
         json_object_put(j);
@@ -131,7 +152,21 @@ json_object *json_parse(const char *text, size_t len, char *err, size_t errlen)
         json_object_put(j);
         j = NULL;
     }
-    json_tokener_free(tok);
+    return j;
+}
+
+void json_parse_tokener_free(struct json_tokener **tok)
+{
+    if (*tok)
+        json_tokener_free(*tok);
+    *tok = NULL;
+}
+
+json_object *json_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    struct json_tokener *tok = NULL;
+    json_object *j = json_parse_reusing(&tok, text, len, err, errlen);
+    json_parse_tokener_free(&tok);
     return j;
 }
 

@@ -29,6 +29,17 @@ extern "C" {
  * NULL with Triton's "failed to parse the request JSON buffer: ..." in err. */
 json_object *json_parse(const char *text, size_t len, char *err, size_t errlen);
 
+/* json_parse with a tokener kept in *tok from one call to the next, so that
+ * a thread that parses request after request does not allocate one each
+ * time: made on first use, reset after a text that parsed, and freed (*tok
+ * NULL) after one that did not, since json-c's reset does not clear all of
+ * a half-read string's state. Not for two threads at once. */
+json_object *json_parse_reusing(struct json_tokener **tok, const char *text, size_t len,
+                                char *err, size_t errlen);
+
+/* Free *tok (NULL is a no-op) and set it to NULL. */
+void json_parse_tokener_free(struct json_tokener **tok);
+
 /* v as an unsigned 64-bit integer: 0, -1 when v is not an integer (or
  * absent), -2 when it is negative. */
 int json_get_u64(const json_object *v, uint64_t *out);

@@ -33,7 +33,8 @@ typedef struct tensor {
     int64_t shape[TENSOR_MAX_DIMS];
     int ndims;
     size_t byte_size;     /* bytes at data */
-    void *data;           /* in a shared-memory view, the request body, or owned */
+    void *data;           /* in a shared-memory view, the request body, owned, or the
+                           * request's own small buffer (http/infer.c) */
     void *owned;          /* malloc'ed buffer behind data, or NULL */
     /* Where data lies, for a model that runs on a GPU (model_yolo.c); zero
      * for the request body and owned buffers. */

@@ -23,6 +23,7 @@
  */
 #include "http/infer.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@
 #include "core/infer_core.h"
 #include "models/models.h"
 #include "common/tensor.h"
+
+/* The inputs of a short inference, as JSON, fit here without an allocation
+ * of their own: `simple` at its largest batch takes 1 KiB. */
+#define HTTP_SMALL_INPUT_BYTES 1024
 
 /* infer_fail (infer_core.h), under the short name the parsers below use. */
 #define fail infer_fail
@@ -75,7 +80,24 @@ typedef struct http_infer {
     json_object *root;                /* the request's JSON header */
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
+    struct json_tokener **tok;   /* the thread's, reused (json_parse_reusing); NULL: none */
+    /* Small inputs sent as JSON are stored here rather than each in its own
+     * allocation (a short inference's inputs are a few hundred bytes). */
+    _Alignas(max_align_t) unsigned char small[HTTP_SMALL_INPUT_BYTES];
+    size_t small_used;
 } http_infer;
+
+/* n bytes of h->small, aligned for any element type, or NULL when they do
+ * not fit (the caller allocates). */
+static void *small_take(http_infer *h, size_t n)
+{
+    size_t align = _Alignof(max_align_t);
+    size_t at = (h->small_used + align - 1) / align * align;
+    if (n == 0 || at > sizeof h->small || n > sizeof h->small - at)
+        return NULL;
+    h->small_used = at + n;
+    return h->small + at;
+}
 
 /* ---------------------------------------------------- shared-memory tensors */
 
@@ -118,16 +140,17 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, 
 
 /* ------------------------------------------------------------------ inputs */
 
-/* Copy nested JSON arrays of elements into buf, row-major. */
-static int flatten(const json_object *v, const char *datatype, void *buf, size_t cap, size_t *n)
+/* Copy nested JSON arrays of elements into buf, row-major. type is
+ * datatype_find's, looked up once rather than per element. */
+static int flatten(const json_object *v, int type, void *buf, size_t cap, size_t *n)
 {
     if (is_array(v)) {
         for (size_t i = 0; i < json_object_array_length(v); i++)
-            if (flatten(json_object_array_get_idx(v, i), datatype, buf, cap, n) != 0)
+            if (flatten(json_object_array_get_idx(v, i), type, buf, cap, n) != 0)
                 return -1;
         return 0;
     }
-    if (*n == cap || datatype_from_json(datatype, v, buf, *n) != 0)
+    if (*n == cap || datatype_from_json(type, v, buf, *n) != 0)
         return -1;
     (*n)++;
     return 0;
@@ -145,26 +168,30 @@ static size_t leaf_count(const json_object *v)
     return n;
 }
 
-static unsigned input_from_json_data(infer_ctx *c, tensor *t, const json_object *data)
+/* type: t's datatype, from datatype_find. */
+static unsigned input_from_json_data(http_infer *h, tensor *t, int type, const json_object *data)
 {
-    if (!datatype_has_json(t->datatype))
+    infer_ctx *c = &h->c;
+    if (!datatype_type_has_json(type))
         return fail(c, 400, "input '%s': %s tensors must be sent as binary data or in shared "
                             "memory, not as JSON", t->name, t->datatype);
     size_t expected;
     if (tensor_expected_size(t, &expected) != 0)
         return fail(c, 400, "input '%s': shape too large", t->name);
-    size_t elems = expected / (size_t)datatype_size(t->datatype), n = 0;
+    size_t elems = expected / (size_t)datatype_type_size(type), n = 0;
     /* A shape that the data does not fill is the client's error, found
      * before the shape's bytes are asked of malloc (a huge shape with a
      * short 'data' was a 500 "out of memory"). */
     if (leaf_count(data) != elems)
         goto mismatch;
-    t->owned = malloc(expected ? expected : 1);
-    if (!t->owned)
+    void *buf = small_take(h, expected);
+    if (!buf)
+        buf = t->owned = malloc(expected ? expected : 1);
+    if (!buf)
         return fail(c, 500, "out of memory for input '%s'", t->name);
-    if (flatten(data, t->datatype, t->owned, elems, &n) != 0 || n != elems)
+    if (flatten(data, type, buf, elems, &n) != 0 || n != elems)
         goto mismatch;
-    t->data = t->owned;
+    t->data = buf;
     t->byte_size = expected;
     return 0;
 mismatch:
@@ -181,7 +208,8 @@ static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
         return fail(c, 400, "each input needs a string 'name', a string 'datatype' and a 'shape'");
     t->name = str(name);
     t->datatype = str(dt);
-    if (datatype_size(t->datatype) < 0)
+    int type = datatype_find(t->datatype);
+    if (type < 0)
         return fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
     if (tensor_shape_from_json(get(j, "shape"), t, c->err, sizeof c->err) != 0)
         return 400;
@@ -201,7 +229,7 @@ static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
                     data ? " 'data'" : "", binary_size ? " 'binary_data_size'" : "",
                     w.region ? " 'shared_memory_region'" : "");
     if (data)
-        return input_from_json_data(c, t, data);
+        return input_from_json_data(h, t, type, data);
     if (w.region) { /* the window's bounds first, then its size: Triton's order */
         if ((st = infer_input_from_window(c, t, &w)) != 0)
             return st;
@@ -345,6 +373,9 @@ static unsigned check_response_size(infer_ctx *c)
                         "binary data rather than JSON", total, max);
 }
 
+/* Room for the JSON header of an answer with a few outputs. */
+#define RESPONSE_HEADER_HINT 512
+
 static unsigned build_response(http_infer *h, reply *out)
 {
     infer_ctx *c = &h->c;
@@ -352,6 +383,13 @@ static unsigned build_response(http_infer *h, reply *out)
     if (st)
         return st;
     jbuf b = {0};
+    /* One allocation for most answers: the header's JSON of a few outputs
+     * and the binary outputs after it (a JSON output reserves its own). */
+    size_t binary_bytes = 0;
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (c->out_place[i] == PLACE_BINARY)
+            binary_bytes += c->out[i].byte_size;
+    jbuf_reserve(&b, RESPONSE_HEADER_HINT + binary_bytes);
     const json_object *id = get(h->root, "id");
     jbuf_lit(&b, "{\"model_name\":");
     jbuf_str(&b, model_name(c->m));
@@ -361,15 +399,13 @@ static unsigned build_response(http_infer *h, reply *out)
         jbuf_str(&b, str(id));
     }
     jbuf_lit(&b, ",\"outputs\":[");
-    size_t binary = 0, listed = 0;
+    size_t listed = 0;
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         if (c->out_place[i] == PLACE_NONE)
             continue;
         if (listed++)
             jbuf_lit(&b, ",");
         write_output(&b, c, i);
-        if (c->out_place[i] == PLACE_BINARY)
-            binary += c->out[i].byte_size;
     }
     jbuf_lit(&b, "]}");
     size_t header_len = b.len;
@@ -380,7 +416,8 @@ static unsigned build_response(http_infer *h, reply *out)
     char *body = jbuf_take(&b, &len);
     if (!body)
         return fail(c, 500, "out of memory building the response");
-    *out = (reply){.status = 200, .body = body, .len = len, .json_len = binary ? header_len : 0};
+    *out = (reply){.status = 200, .body = body, .len = len,
+                   .json_len = binary_bytes ? header_len : 0};
     return 0;
 }
 
@@ -397,7 +434,10 @@ static unsigned locate_header(http_infer *h)
                                 "of %zu bytes", (long long)rq->header_length, rq->body_len);
         header_len = (size_t)rq->header_length;
     }
-    h->root = json_parse(rq->body ? rq->body : "", header_len, c->err, sizeof c->err);
+    struct json_tokener *once = NULL;
+    h->root = json_parse_reusing(h->tok ? h->tok : &once, rq->body ? rq->body : "", header_len,
+                                 c->err, sizeof c->err);
+    json_parse_tokener_free(&once);
     if (!h->root)
         return 400;
     if (!is_object(h->root))
@@ -424,12 +464,12 @@ static unsigned run(http_infer *h, reply *out)
 }
 
 static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply *out,
-                       int on_transport)
+                       int on_transport, struct json_tokener **tok)
 {
     http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
                           .on_transport = on_transport,
                           .m = model_find_version(rt->model, rt->version)},
-                    .rq = rq};
+                    .rq = rq, .tok = tok};
     if (!h.c.m) {
         reply_unknown_model(out, rt);
         return 0;
@@ -444,12 +484,13 @@ static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply
 
 void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
 {
-    handle(reg, rq, rt, out, 0);
+    handle(reg, rq, rt, out, 0, NULL);
 }
 
-unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out,
+                             struct json_tokener **tok)
 {
-    unsigned st = handle(reg, rq, rt, out, 1);
+    unsigned st = handle(reg, rq, rt, out, 1, tok);
     if (st == 0)
         infer_count_inline();
     return st;

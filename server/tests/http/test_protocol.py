@@ -215,6 +215,36 @@ def test_bad_infer_requests_are_400_and_server_keeps_serving(server, body, fragm
     assert_serving(server)
 
 
+@pytest.mark.servers("c")
+@pytest.mark.parametrize("broken", [
+    '{"id": "\\ud800\\uZZZZ", "inputs": []}',  # a surrogate pair cut by a bad escape
+    '{"id": "\\ud800',                         # the text ends inside a surrogate pair
+])
+def test_a_request_cut_inside_a_string_leaves_the_next_ones_alone(server, broken):
+    """The HTTP thread keeps its JSON tokener from one `simple` request to
+    the next: what a broken request left half-read must not reach the
+    strings of the requests that follow it."""
+    assert_error(server.json("POST", "/v2/models/simple/infer", broken), 400,
+                 "failed to parse the request JSON")
+    req = dict(simple_json_request(), id="\u00e9\ud83d\ude00")
+    status, body = server.json("POST", "/v2/models/simple/infer", json.dumps(req))
+    assert status == 200, body
+    assert body["id"] == "\u00e9\U0001f600"
+
+
+@pytest.mark.servers("c")
+def test_long_digit_runs_in_strings_are_not_integers(server):
+    """Only a number past 64 bits is refused: the same digits in a string are
+    an id like any other."""
+    digits = "123456789012345678901234567890"
+    status, body = server.json("POST", "/v2/models/simple/infer",
+                               dict(simple_json_request(), id=digits))
+    assert (status, body.get("id")) == (200, digits), body
+    req = json.dumps(simple_json_request()).replace("[1, 1, 1", "[" + digits + ", 1, 1", 1)
+    assert_error(server.json("POST", "/v2/models/simple/infer", req), 400,
+                 f"too big integer {digits[:24]}...")
+
+
 def test_binary_section_errors(server):
     header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [8],
                                      "parameters": {"binary_data_size": 8}}]}).encode()
