@@ -25,7 +25,7 @@ import tempfile
 # Where the words must not appear: prefixes relative to the root.
 SCOPE = [
     "README.md", "CHANGELOG.md", "docs/", "include/", "src/", "python/",
-    "server/src/", "server/README.md", "server/tests/", "scripts/",
+    "server/src/", "server/README.md", "server/tests/", "server/bench/", "scripts/",
     "examples/", "tests/",
 ]
 # Every README below the root is in scope too, wherever it lives.

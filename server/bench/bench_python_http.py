@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The identity model through the Python server (examples/python-frontend)
-with seed 003's FP16 3x384x640 image (1474560 bytes in and out): inputs and
+with the benchmark detector's FP16 3x384x640 image (1474560 bytes in and out): inputs and
 outputs in system shared memory against inline binary tensor data, at a few
 concurrencies, over HTTP with the official tritonclient.
 

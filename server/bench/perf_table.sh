@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The perf_analyzer table of docs/performance.md, in one run: the identity
-# model with seed 003's FP16 3x384x640 input (1474560 bytes), through system
+# model with the benchmark detector's FP16 3x384x640 input (1474560 bytes), through system
 # shared memory and through inline binary tensor data, at concurrency 1, 4
 # and 16, over HTTP. Afterwards the server must report zero failed requests
 # and no region in use, and must shut down with nothing left mapped.

@@ -1,5 +1,5 @@
 """How many status-of-all calls per second the C server answers over HTTP
-with many regions registered (issue 13 section 4: 500 regions). A bench that
+with many regions registered (500 regions, as Triton is compared with). A bench that
 prints figures, not a test.
 
     python3 server/bench/status_http.py BINARY [--regions 500] [--seconds 5]

@@ -1,4 +1,4 @@
-// Copies of seed 003's tensor sizes (1,474,560 bytes up, 846,720 down) from
+// Copies of the benchmark detector's tensor sizes (1,474,560 bytes up, 846,720 down) from
 // pinned host memory, one cudaMemcpyAsync per tensor against
 // cudaMemcpyBatchAsync of g tensors and against one copy of g tensors'
 // bytes: what the GPU model's batches of copies (server/src/models/

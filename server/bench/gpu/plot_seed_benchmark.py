@@ -80,7 +80,7 @@ def main():
                      else f"yolo, --yolo-window {window}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle("Seed 003 on one GPU: -b 1, images 3x384x640 FP16 in, 84x5040 FP16 out, gRPC")
+    fig.suptitle("System vs CUDA shared memory on one GPU: -b 1, images 3x384x640 FP16 in, 84x5040 FP16 out, gRPC")
     fig.tight_layout()
     fig.savefig(args.output, dpi=120)
     print(f"wrote {args.output}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed 003's benchmark: system against CUDA shared memory with the server's
+"""The starting benchmark: system against CUDA shared memory with the server's
 GPU model 'yolo', against the limit of the host<->device link.
 
 Runs the seed's own perf_analyzer command,
@@ -51,7 +51,7 @@ build/gpu-out).
 Environment: SERVER_BIN (the built server, required), PERF_ANALYZER (the
 binary; default: perf_analyzer on PATH, or under /tmp/site),
 BENCH_QUICK=1 (concurrency 1 and 100 only, 1 s windows: the run fits beside
-the builds and tests in one device call), BENCH_CONCURRENCY ("1,8,32,100"),
+the builds and tests in one run of tests/cuda/run.sh), BENCH_CONCURRENCY ("1,8,32,100"),
 BENCH_WINDOWS ("default,1": the model's window and --yolo-window 1),
 BENCH_PINS ("auto,never": the servers started, --pin auto for the
 system_pinned and cuda rows, --pin never for system_unpinned),
@@ -125,7 +125,7 @@ def model_args(shape):
 
 INPUT_BYTES, OUTPUT_BYTES = tensor_bytes(SEED_SHAPE)  # FP16 [3,384,640] in, [84,5040] out
 SEED_ARGS = model_args(SEED_SHAPE)
-PIN_NEVER_BEFORE = 10994  # issue 18: --pin never's infer/s at window 1 before the issue
+PIN_NEVER_BEFORE = 10994  # --pin never's infer/s at window 1 before the system-region paths' rework
 PATHS = ("dma_in_place", "staged_copy", "cpu_copy", "device_copy", "remote_copy")
 # What each row is, and the server's --pin for it.
 RUNS = (("system_pinned", "system", "auto"), ("cuda", "cuda", "auto"),
@@ -573,7 +573,7 @@ def write_outputs(rows, link):
     pinned = at("system_pinned", "1", "pinned_bytes_mid")
     never = at("system_unpinned", "1")
     default = quotient(at("system_pinned", "default"), at("cuda", "default"))
-    lines += ["", f"| measure (issue 18), 1 GPU, concurrency {top} | value | target | |",
+    lines += ["", f"| measure (system-region data paths), 1 GPU, concurrency {top} | value | target | |",
               "| --- | --- | --- | --- |",
               f"| window 1: system (default flags) ÷ CUDA infer/s "
               f"| {ratio(sys_cuda)} | ≥ 0.80 | {verdict(sys_cuda, 0.80)} |",
@@ -593,7 +593,7 @@ def write_outputs(rows, link):
               f"| window 1: shmreg_pinned_bytes mid-run, default flags "
               f"| {fmt(pinned)} | both regions (≥ {INPUT_BYTES + OUTPUT_BYTES:,}) "
               f"| {verdict(pinned, INPUT_BYTES + OUTPUT_BYTES)} |",
-              f"| window 1: --pin never infer/s (issue: {PIN_NEVER_BEFORE:,} before) "
+              f"| window 1: --pin never infer/s ({PIN_NEVER_BEFORE:,} before the rework) "
               f"| {fmt(never, 1)} | ≥ 2x | {verdict(never, 2 * PIN_NEVER_BEFORE)} |",
               f"| default window: system ÷ CUDA infer/s "
               f"| {ratio(default)} | ≥ 0.95 | {verdict(default, 0.95)} |"]
