@@ -6,9 +6,7 @@ refused with a clear message and bounded in connections and regions.
 The clients are python/shmreg/memfd_client.py, loaded by path (standard
 library only), in this process or in their own (uds_client.py)."""
 import contextlib
-import io
 import os
-import re
 import shutil
 import signal
 import socket
@@ -17,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +24,7 @@ from server_process import sibling_binary
 from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 from uds_fixtures import open_fds, sock_path, status, uds_server, wait_uds_line  # noqa: F401 (fixtures)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
+from readme_snippets import blocks, numbers, run_block
 
 pytestmark = pytest.mark.servers("c")
 
@@ -368,19 +366,11 @@ def test_c_client_registers_with_shmreg_send_region(uds_server, tmp_path):
 
 def test_readme_memfd_snippet_runs_as_written(uds_server):
     """README's memfd block, with the test server's socket and port."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme[readme.index("<!-- memfd:begin -->"):readme.index("<!-- memfd:end -->")]
-    code = re.search(r"```python\n(.*?)```", block, re.S).group(1)
     server = uds_server()
-    assert '"/tmp/shmreg.sock"' in code and '"127.0.0.1:8000"' in code
-    code = code.replace('"/tmp/shmreg.sock"', repr(server.sock_path)).replace('"127.0.0.1:8000"',
-                                                                             f'"{server.url}"')
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md", "exec"), {})
-    out = printed.getvalue()
-    numbers = [int(x) for x in re.findall(r"-?\d+", out[out.index("sum"):])]
-    assert numbers == list(np.arange(16) + 10) + list(np.arange(16) - 10), out
+    out = run_block(blocks("memfd")[0], {'"/tmp/shmreg.sock"': repr(server.sock_path),
+                                         '"127.0.0.1:8000"': f'"{server.url}"'})
+    printed = numbers(out[out.index("sum"):])
+    assert printed == list(np.arange(16) + 10) + list(np.arange(16) - 10), out
     server.wait_until(lambda: "memfd_io" not in status(server), what="the snippet's region to go")
 
 
