@@ -70,7 +70,11 @@ class Server:
         allow = [] if any(str(a).startswith("--allow-client-shm") for a in args) else [ALLOW_SHM]
         self.args = [*(command or [binary()]), "--host", "127.0.0.1", "--port", "0", *allow,
                      *args]
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Unbuffered: its lines are waited for with select on the pipe, and a
+        # buffered reader would take the server's next line ("grpc listening
+        # on ...") off the pipe with this one, where select no longer sees it.
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     bufsize=0)
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""
         match = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
