@@ -434,12 +434,17 @@ static unsigned locate_header(http_infer *h)
                                 "of %zu bytes", (long long)rq->header_length, rq->body_len);
         header_len = (size_t)rq->header_length;
     }
-    struct json_tokener *once = NULL;
-    h->root = json_parse_reusing(h->tok ? h->tok : &once, rq->body ? rq->body : "", header_len,
-                                 c->err, sizeof c->err);
-    json_parse_tokener_free(&once);
-    if (!h->root)
-        return 400;
+    if (rq->parsed_header) { /* parsed on the transport's thread, which deferred it */
+        h->root = rq->parsed_header;
+        rq->parsed_header = NULL;
+    } else {
+        struct json_tokener *once = NULL;
+        h->root = json_parse_reusing(h->tok ? h->tok : &once, rq->body ? rq->body : "", header_len,
+                                     c->err, sizeof c->err);
+        json_parse_tokener_free(&once);
+        if (!h->root)
+            return 400;
+    }
     if (!is_object(h->root))
         return fail(c, 400, "the inference request must be a JSON object");
     const json_object *id = get(h->root, "id");
@@ -478,6 +483,10 @@ static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply
     if (st && st != INFER_DEFERRED)
         reply_error(out, st, "%s", h.c.err);
     infer_finish(&h.c, st, &rq->started);
+    if (st == INFER_DEFERRED) { /* the worker starts from this parse */
+        rq->parsed_header = h.root;
+        h.root = NULL;
+    }
     json_object_put(h.root);
     return st == INFER_DEFERRED ? st : 0;
 }

@@ -24,6 +24,8 @@
 #include "http/reply.h"
 #include "http/router.h"
 
+struct json_object;
+
 
 typedef struct request {
     char *body;            /* the bytes uploaded so far (not NUL-terminated) */
@@ -44,6 +46,10 @@ typedef struct request {
     int answered;          /* answer is ready to be queued */
     void *connection;      /* the MHD connection, while suspended */
     caller who;            /* what its headers allow (access.h), read with them */
+    /* The JSON header of an inference that the transport's thread parsed and
+     * then handed to a worker (it names a region): the worker starts from it
+     * instead of parsing the body again. Owned; NULL otherwise. */
+    struct json_object *parsed_header;
 } request;
 
 request *request_new(const char *method, const char *url, byte_budget *budget);
