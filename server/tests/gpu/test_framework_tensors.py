@@ -12,7 +12,8 @@ into it), and reads a small window back in a response (the bytes the server
 read, checked here). Closing the client's connection unregisters the region.
 
 Cases: PyTorch's expandable segments (a window starting mid-chunk across at
-least three cuMemCreate chunks, from a client in its own PID namespace), a
+least three cuMemCreate chunks, from a client in the server's PID namespace
+and from one in its own, where /proc is remounted for it), a
 stream-ordered pool with a POSIX-descriptor handle type under torch's
 backend:cudaMallocAsync (the default pool refused with the library's
 reason), a slice inside a block of the caching allocator (legacy IPC with an
@@ -243,23 +244,40 @@ def registered(server, c):
 
 # ----------------------------------------------------------------- cases ---
 
+# The CUDA driver starts only where /proc is the namespace's own (with the
+# host's /proc, its own pid names another process), so --mount-proc first.
+UNSHARE_PREFIXES = (
+    ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"],
+    ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc"],
+    ["unshare", "--pid", "--fork", "--kill-child"],
+)
+CUINIT = "import ctypes; print(ctypes.CDLL('libcuda.so.1').cuInit(0))"
+
+
 def _unshare_prefix():
-    """A prefix that runs the client in a PID namespace of its own, or None."""
+    """(prefix, None): a prefix under which a client in a PID namespace of its
+    own starts the CUDA driver; (None, why) when none here does."""
     if not shutil.which("unshare"):
-        return None
-    for prefix in (["unshare", "--pid", "--fork", "--kill-child"],
-                   ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"]):
-        if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
-            return prefix
-    return None
+        return None, "no unshare here"
+    tried = []
+    for prefix in UNSHARE_PREFIXES:
+        got = subprocess.run([*prefix, sys.executable, "-c", CUINIT], capture_output=True, text=True)
+        if got.returncode == 0 and got.stdout.strip() == "0":
+            return prefix, None
+        tried.append(f"{' '.join(prefix[1:])}: exit {got.returncode}, "
+                     f"cuInit {got.stdout.strip() or '-'} {got.stderr.strip()[-120:]}")
+    return None, "; ".join(tried)
 
 
-def test_expandable_segments_window_across_chunks_from_another_pid_namespace(server, client):
-    prefix = _unshare_prefix()
-    if prefix is None:
-        pytest.skip("unshare --pid (and with --user --map-root-user) is refused here")
-    c = client("expandable", "expandable", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-               prefix=prefix)
+@pytest.mark.parametrize("namespace", ["same", "own"], ids=["same-pid-namespace", "own-pid-namespace"])
+def test_expandable_segments_window_across_chunks(server, client, namespace):
+    prefix = []
+    if namespace == "own":
+        prefix, why = _unshare_prefix()
+        if prefix is None:
+            pytest.skip(f"no client in a PID namespace of its own starts CUDA here: {why}")
+    c = client("expandable", f"expandable_{namespace}",
+               env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, prefix=prefix)
     facts = c.ready
     if not facts["registered"] and not facts["handle_types"] & 1:
         # PyTorch creates the chunks with fabric handles first where the
@@ -268,10 +286,11 @@ def test_expandable_segments_window_across_chunks_from_another_pid_namespace(ser
                     f"(handle types {facts['handle_types']:#x}): {facts['message']}")
     registered(server, c)
     chunks = facts["chunks"]  # [offset of the chunk's start from the tensor's, chunk bytes]
-    assert facts["pid_ns"] != os.readlink("/proc/self/ns/pid"), "the client shares this PID namespace"
+    if namespace == "own":
+        assert facts["pid_ns"] != os.readlink("/proc/self/ns/pid"), "the client shares this PID namespace"
     assert facts["starts_mid_chunk"] and chunks[0][0] < 0, chunks
     assert len(chunks) >= 3, f"the tensor spans {len(chunks)} chunks: {chunks}"
-    print(f"  {' '.join(prefix)}: client pid {facts['pid']} in {facts['pid_ns']}; "
+    print(f"  {' '.join(prefix) or 'same namespace'}: client pid {facts['pid']} in {facts['pid_ns']}; "
           f"{facts['nbytes']} bytes from {-chunks[0][0]} bytes into chunk 0, over {len(chunks)} chunks of "
           f"{sorted({size for _, size in chunks})} bytes")
     second, third = chunks[1][0], chunks[2][0]
