@@ -56,6 +56,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def threads_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds of process pid by thread name (threads of one name summed,
+    digits at a name's end read N)."""
+    out: dict[str, float] = defaultdict(float)
+    task = f"/proc/{pid}/task"
+    for tid in os.listdir(task):
+        try:
+            with open(f"{task}/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[re.sub(r"[0-9]+$", "N", name)] += (int(fields[11]) + int(fields[12])) * TICK_S
+    return out
+
+
 class Server:
     """A started server process and its HTTP and gRPC addresses (either may
     be None: each floor speaks one protocol)."""
@@ -87,19 +104,7 @@ class Server:
         return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
 
     def threads_cpu_s(self) -> dict[str, float]:
-        """CPU seconds by thread name (threads of one name summed)."""
-        out: dict[str, float] = defaultdict(float)
-        task = f"/proc/{self.proc.pid}/task"
-        for tid in os.listdir(task):
-            try:
-                with open(f"{task}/{tid}/stat") as f:
-                    text = f.read()
-            except OSError:
-                continue  # the thread ended meanwhile
-            name = text[text.index("(") + 1:text.rindex(")")]
-            fields = text.rsplit(")", 1)[1].split()
-            out[re.sub(r"[0-9]+$", "N", name)] += (int(fields[11]) + int(fields[12])) * TICK_S
-        return out
+        return threads_cpu_s(self.proc.pid)
 
     def stop(self) -> str:
         """SIGTERM and wait; the stderr. Raises when it exits non-zero."""

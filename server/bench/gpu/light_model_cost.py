@@ -18,7 +18,8 @@ Measured, in one run:
   between page-locked host memory and the device (pcie_bandwidth.py
   --transfer, its own process), median of 50, per shape;
 - the server (seed_benchmark.py's start_server and measure: perf_analyzer
-  -m yolo -b 1 --shared-memory system|cuda -i grpc) per shape: p50 at
+  -m yolo -b 1 --shared-memory system|cuda -i grpc; the server with
+  --yolo-window 1 unless --window says otherwise) per shape: p50 at
   concurrency 1, the model's compute (compute_infer of
   v2/models/yolo/stats over the pass, as perf_analyzer reports it), and at
   --concurrency the infer/s and the server's CPU per inference.
@@ -47,10 +48,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import seed_benchmark as sb  # noqa: E402
+from bench_request_cost import threads_cpu_s  # noqa: E402
 
 SHAPES = ("3,384,640", "3,640,640")
 KINDS = ("system", "cuda")
@@ -139,6 +142,27 @@ def table(fig, concurrency):
     return "\n".join(lines)
 
 
+def thread_table(fig, concurrency):
+    """The server's CPU by thread name (cores over each perf_analyzer run at
+    concurrency N, start and warm-up included), one column per cell."""
+    cells = [(kind, shape) for shape in SHAPES for kind in KINDS if ("threads", kind, shape) in fig]
+    if not cells:
+        return ""
+    names = {name for cell in cells for name in fig["threads", *cell]}
+    def cores(name, cell):
+        return fig["threads", *cell].get(name, 0.0)
+    shown = sorted((n for n in names if max(cores(n, c) for c in cells) >= 0.01),
+                   key=lambda n: -max(cores(n, c) for c in cells))
+    lines = [f"The server's CPU by thread name at c={concurrency} (cores; digits at a name's "
+             "end read N)", "",
+             "| thread | " + " | ".join(f"{shape} {kind}" for kind, shape in cells) + " |",
+             "| --- |" + " ---: |" * len(cells)]
+    for name in shown + ["all"]:
+        row = [sum(fig["threads", *c].values()) if name == "all" else cores(name, c) for c in cells]
+        lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+    return "\n".join(lines)
+
+
 def perf_analyzer_env():
     """The environment perf_analyzer runs in: libcudart.so, which it dlopens
     for CUDA shared memory, on its library path."""
@@ -215,17 +239,22 @@ def measure_transfer(shape, repeats):
     return got
 
 
-def measure_server(pa, env, concurrency, interval_ms, fig):
+def measure_server(pa, env, concurrency, interval_ms, window, fig):
     """Every perf_analyzer cell of the server, one server for all of them."""
-    server = sb.start_server([0], "auto", "default")
+    server = sb.start_server([0], "auto", window)
     try:
         sb.log(f"--- server {server.args_text}")
         for c in (1, concurrency):
             for shape in SHAPES:
                 for kind in KINDS:
-                    row = {"gpus": 1, "window": "default", "concurrency": c, "shape": shape,
+                    row = {"gpus": 1, "window": window, "concurrency": c, "shape": shape,
                            "run": "cuda" if kind == "cuda" else "system_pinned", "error": ""}
+                    before, t0 = threads_cpu_s(server.pid), time.monotonic()
                     sb.measure(row, server, pa, env, interval_ms)
+                    if c == concurrency:
+                        spent, elapsed = threads_cpu_s(server.pid), time.monotonic() - t0
+                        fig["threads", kind, shape] = {
+                            name: (cpu - before.get(name, 0.0)) / elapsed for name, cpu in spent.items()}
                     sb.log(f"    {shape} {kind} c={c}: {row['error'] or json.dumps(row)}")
                     fig[kind, shape, c] = row
     finally:
@@ -244,6 +273,9 @@ def main():
                     help="perf_analyzer's measurement interval (three of them per cell)")
     ap.add_argument("--concurrency", type=int, default=100, help="N of the CPU cells")
     ap.add_argument("--repeats", type=int, default=50, help="timed copies per transfer figure")
+    ap.add_argument("--window", default="1",
+                    help="the server's --yolo-window: 1 (default) makes the model's compute a few "
+                         "microseconds, so the server's own cost shows; 'default' is the model's own")
     args = ap.parse_args()
     if sb.device_count() == 0:
         print("light_model_cost: skipped: no GPU visible (nvidia-smi lists none, or "
@@ -270,14 +302,14 @@ def main():
     os.makedirs(sb.RUN_DIR, exist_ok=True)
     fig["bare"] = measure_bare(floors, pa, env, args)
     sb.log(f"--- bare gRPC: {json.dumps(fig['bare'])}")
-    measure_server(pa, env, args.concurrency, args.interval_ms, fig)
+    measure_server(pa, env, args.concurrency, args.interval_ms, args.window, fig)
     errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
                for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
 
-    text = [f"The light model 'yolo' (FP16, default window), server --pin auto; "
+    text = [f"The light model 'yolo' (FP16, window {args.window}), server --pin auto; "
             f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "
             f"windows; the bare gRPC server's client: {fig['bare']['client']}.", "",
-            table(fig, args.concurrency), ""]
+            table(fig, args.concurrency), "", thread_table(fig, args.concurrency), ""]
     text += [verdict_line(*v) for v in verdicts(fig, args.concurrency)]
     out = sb.OUT
     os.makedirs(out, exist_ok=True)
