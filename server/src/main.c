@@ -20,9 +20,11 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/worker_pool.h"
 #include "grpc/grpc_frontend.h"
 #include "core/infer_core.h"
 #include "core/remote_sweep.h"
+#include "models/gpu_instances.h"
 #include "models/model_yolo.h"
 #include "models/models.h"
 #include "options.h"
@@ -160,6 +162,8 @@ int main(int argc, char **argv)
         return 1;
     }
     models_set_delay(opts.delay_ms);
+    worker_pool_set_spin_ns((uint64_t)opts.spin_us * 1000);
+    gpu_instances_set_wait_spin_ns((uint64_t)opts.spin_us * 1000);
     yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window, opts.time_phases_every,
                opts.copy_batch);
     shmreg_registry *reg = create_registry(&opts);

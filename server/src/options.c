@@ -191,6 +191,11 @@ static const flag flags[] = {
     {.name = "threads", .arg = "N", UINT(threads, 1, 256),
      .help = "inference worker threads at work (default 4; 3N more\n"
              "stand by for requests that wait for a GPU run)"},
+    {.name = "spin-us", .arg = "N", UINT(spin_us, 0, 1000),
+     .help = "one worker that finished a request polls for the next\n"
+             "one, and a lone 'yolo' run polls for its end, up to N us\n"
+             "before sleeping: a lower latency when requests come one\n"
+             "at a time, for CPU (default 0: sleep at once)"},
     {.name = "delay-ms", .arg = "N", UINT(delay_ms, 0, 600000),
      .help = "sleep of the simple_delayed model (default 1000)"},
     {.name = "max-body-mb", .arg = "N", MIB(max_body, 1, 4096),

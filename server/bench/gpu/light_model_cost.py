@@ -244,6 +244,7 @@ def measure_server(pa, env, concurrency, interval_ms, window, fig):
     server = sb.start_server([0], "auto", window)
     try:
         sb.log(f"--- server {server.args_text}")
+        fig["server_args"] = server.args_text
         for c in (1, concurrency):
             for shape in SHAPES:
                 for kind in KINDS:
@@ -306,7 +307,8 @@ def main():
     errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
                for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
 
-    text = [f"The light model 'yolo' (FP16, window {args.window}), server --pin auto; "
+    text = [f"The light model 'yolo' (FP16, window {args.window}), server "
+            f"{fig.get('server_args', '?')}; "
             f"{os.cpu_count()} CPUs; perf_analyzer -b 1 -i grpc, {args.interval_ms} ms "
             f"windows; the bare gRPC server's client: {fig['bare']['client']}.", "",
             table(fig, args.concurrency), "", thread_table(fig, args.concurrency), ""]

@@ -58,7 +58,8 @@ system_pinned and cuda rows, --pin never for system_unpinned),
 BENCH_GPUS ("1"; "1,2" adds 2-GPU rows where two are visible),
 BENCH_INSTANCES (--instances-per-gpu, default 6), BENCH_THREADS (worker
 threads per GPU, default 12), BENCH_COPY_BATCH (--copy-batch, default the
-server's), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES (passes at the
+server's), BENCH_SERVER_ARGS (more of the server's flags, e.g. "--spin-us
+200"), BENCH_INTERVAL_MS (default 1500), BENCH_PASSES (passes at the
 highest concurrency, default 3).
 
 What the GPU machine needs (it has no network; Python 3.12, NumPy, CuPy,
@@ -233,6 +234,7 @@ def start_server(gpus, pin, window):
         args += ["--yolo-window", window]
     if os.environ.get("BENCH_COPY_BATCH"):
         args += ["--copy-batch", os.environ["BENCH_COPY_BATCH"]]
+    args += os.environ.get("BENCH_SERVER_ARGS", "").split()
     # gRPC on a free port, taken once its "grpc listening on" line is read
     # (perf_analyzer must not connect before); a start that lost the port to
     # another process in between is retried.

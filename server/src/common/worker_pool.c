@@ -1,5 +1,10 @@
 /* Mutex + condition variable queue; plain and sufficient for a few dozen
- * threads that each spend tens of microseconds or more per item. */
+ * threads that each spend tens of microseconds or more per item. With a
+ * spin set (worker_pool_set_spin_ns), a thread that has just finished an
+ * item polls the queue's length for that long before it sleeps, and a
+ * submitter that sees such a thread wakes nobody: on a virtual machine a
+ * sleeping thread's wake-up costs tens of microseconds, which a request
+ * arriving alone pays in full. */
 #include "common/worker_pool.h"
 
 #include <pthread.h>
@@ -16,6 +21,9 @@ typedef struct node {
 /* worker_pool_queue_totals; relaxed: counters, nothing is published
  * through them. */
 static _Atomic uint64_t queue_items, queue_wait_ns;
+
+/* worker_pool_set_spin_ns; 0 = sleep at once. */
+static _Atomic uint64_t spin_ns;
 
 static uint64_t now_ns(void)
 {
@@ -34,17 +42,50 @@ struct worker_pool {
     unsigned working;     /* threads running an item, less those waiting */
     unsigned max_working; /* n of worker_pool_start */
     unsigned n_threads;
+    unsigned spinners;       /* threads polling `queued` instead of sleeping */
+    _Atomic unsigned queued; /* items in the list; written under lock */
     pthread_t threads[];
 };
 
 /* The pool whose item this thread runs, for worker_pool_wait_*. */
 static _Thread_local worker_pool *current;
 
-/* Under p->lock: wake a thread if an item is queued and one may start. */
+/* In a polling loop: let the core's other hyperthread run. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Under p->lock: wake a thread if an item is queued that no polling
+ * thread will take, and one may start. */
 static void hand_on(worker_pool *p)
 {
-    if (p->head && p->working < p->max_working)
+    if (p->head && p->working < p->max_working &&
+        atomic_load_explicit(&p->queued, memory_order_relaxed) > p->spinners)
         pthread_cond_signal(&p->ready);
+}
+
+/* Under p->lock, which it drops while it polls: a thread that finished an
+ * item looks for the next one for up to spin_ns before it sleeps. One
+ * thread of a pool polls at a time: one is all a lone request needs, and
+ * under load, when the queue empties often, more would only burn cores. */
+static void poll_for_work(worker_pool *p)
+{
+    uint64_t spin = atomic_load_explicit(&spin_ns, memory_order_relaxed);
+    if (!spin || p->stopping || p->spinners)
+        return;
+    p->spinners++;
+    pthread_mutex_unlock(&p->lock);
+    uint64_t until = now_ns() + spin;
+    while (!atomic_load_explicit(&p->queued, memory_order_relaxed) &&
+           !__atomic_load_n(&p->stopping, __ATOMIC_RELAXED) && now_ns() < until)
+        cpu_relax();
+    pthread_mutex_lock(&p->lock);
+    p->spinners--;
 }
 
 static void *worker_main(void *arg)
@@ -52,7 +93,11 @@ static void *worker_main(void *arg)
     worker_pool *p = arg;
     current = p;
     pthread_mutex_lock(&p->lock);
+    int finished_one = 0;
     for (;;) {
+        if (finished_one && !p->head)
+            poll_for_work(p);
+        finished_one = 0;
         while ((!p->head && !p->stopping) || (p->head && p->working >= p->max_working))
             pthread_cond_wait(&p->ready, &p->lock);
         node *n = p->head;
@@ -61,6 +106,7 @@ static void *worker_main(void *arg)
         p->head = n->next;
         if (!p->head)
             p->tail = NULL;
+        atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
         p->working++;
         pthread_mutex_unlock(&p->lock);
         atomic_fetch_add_explicit(&queue_items, 1, memory_order_relaxed);
@@ -69,6 +115,7 @@ static void *worker_main(void *arg)
         free(n);
         pthread_mutex_lock(&p->lock);
         p->working--; /* this thread takes the next item itself */
+        finished_one = 1;
     }
     pthread_cond_broadcast(&p->ready); /* the others may be waiting to stop too */
     pthread_mutex_unlock(&p->lock);
@@ -109,6 +156,7 @@ int worker_pool_submit(worker_pool *p, void *item)
         else
             p->head = n;
         p->tail = n;
+        atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
         hand_on(p);
     }
     pthread_mutex_unlock(&p->lock);
@@ -140,6 +188,11 @@ void worker_pool_wait_end(void)
     pthread_mutex_unlock(&p->lock);
 }
 
+void worker_pool_set_spin_ns(uint64_t ns)
+{
+    atomic_store_explicit(&spin_ns, ns, memory_order_relaxed);
+}
+
 void worker_pool_queue_totals(uint64_t *items, uint64_t *wait_ns)
 {
     *items = atomic_load_explicit(&queue_items, memory_order_relaxed);
@@ -151,10 +204,12 @@ void worker_pool_stop(worker_pool *p, worker_fn cancel)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    p->stopping = 1;
+    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELAXED); /* polling threads read it unlocked */
     node *queued = cancel ? p->head : NULL;
-    if (cancel)
+    if (cancel) {
         p->head = p->tail = NULL; /* the workers see an empty queue and exit */
+        atomic_store_explicit(&p->queued, 0, memory_order_relaxed);
+    }
     pthread_cond_broadcast(&p->ready);
     pthread_mutex_unlock(&p->lock);
     while (queued) {

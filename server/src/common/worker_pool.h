@@ -36,6 +36,11 @@ void worker_pool_stop(worker_pool *p, worker_fn cancel);
 void worker_pool_wait_begin(void);
 void worker_pool_wait_end(void);
 
+/* Process-wide: a thread that finished an item polls its queue for up to
+ * ns before it sleeps (0, the default: sleeps at once). Trades CPU at low
+ * load for the wake-up a lone request would wait for. Set before start. */
+void worker_pool_set_spin_ns(uint64_t ns);
+
 /* Items every pool of the process has taken from its queue, and the time
  * they waited there, from worker_pool_submit until a thread took them
  * (monotonic nanoseconds). Process-wide rather than per pool: /metrics,

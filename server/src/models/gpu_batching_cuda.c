@@ -16,6 +16,37 @@
 #include "common/worker_pool.h"
 #include "models/yolo_kernel.h"
 
+/* gpu_instances_set_wait_spin_ns, and the runs waiting for their batch's
+ * end on every instance. */
+static _Atomic uint64_t wait_spin_ns;
+static _Atomic unsigned runs_waiting;
+
+void gpu_instances_set_wait_spin_ns(uint64_t ns)
+{
+    atomic_store_explicit(&wait_spin_ns, ns, memory_order_relaxed);
+}
+
+/* The end of a run's batch. A run that waits alone polls the event for up
+ * to wait_spin_ns first: woken from cudaEventSynchronize, a thread on a
+ * virtual machine starts tens of microseconds after the device is done,
+ * more than the whole run of a light model. With others waiting the server
+ * is busy, its cores are better spent on them, and it sleeps at once. */
+static cudaError_t wait_for_batch(cudaEvent_t done)
+{
+    uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
+    unsigned others = atomic_fetch_add_explicit(&runs_waiting, 1, memory_order_relaxed);
+    cudaError_t e = cudaErrorNotReady;
+    if (spin && !others) {
+        uint64_t until = gpu_now_ns() + spin;
+        while ((e = cudaEventQuery(done)) == cudaErrorNotReady && gpu_now_ns() < until)
+            ;
+    }
+    if (e == cudaErrorNotReady)
+        e = cudaEventSynchronize(done);
+    atomic_fetch_sub_explicit(&runs_waiting, 1, memory_order_relaxed);
+    return e;
+}
+
 /* A tensor in an unpinned system region (tensor.window) crosses the CPU
  * once: the library's guarded copy between the window and the slot's pinned
  * staging buffer, which DMA then reads or filled. A truncated object fails
@@ -247,7 +278,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     /* The reply must not say the output is there before it is. */
     *what = "cudaEventSynchronize (the run)";
     worker_pool_wait_begin();
-    e = cudaEventSynchronize(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done);
+    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done);
     worker_pool_wait_end();
     t0 = gpu_now_ns();
     uint64_t gpu[GPU_PHASES];

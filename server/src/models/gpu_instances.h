@@ -91,6 +91,9 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs);
 /* The requests given an instance since start, per placement case
  * (placement.h; relaxed counters, for /metrics). */
 void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);
+/* Process-wide: a run that is the only one waiting for the device polls its
+ * end for up to ns before it sleeps (0, the default: sleeps at once). */
+void gpu_instances_set_wait_spin_ns(uint64_t ns);
 /* One request on one instance: 0, or an HTTP status with the message. */
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
 

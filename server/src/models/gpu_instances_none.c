@@ -41,6 +41,10 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
         placed[c] = 0;
 }
 
+void gpu_instances_set_wait_spin_ns(uint64_t ns)
+{
+}
+
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
 {
     return gpu_instances_ready(err, errlen);

@@ -188,10 +188,12 @@ def test_model_metrics_are_the_statistics_extension_figures(start_server, shm):
             assert metrics.value(name, model=model, version="1") == figure // divisor, (name, model)
 
 
-def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_server):
+@pytest.mark.parametrize("spin", [[], ["--spin-us", "1000"]], ids=["sleeping-workers", "polling-workers"])
+def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_server, spin):
     """Every inference, over HTTP and over gRPC, either passes through the
     worker threads' queue once or runs on the thread that received it, and
-    is counted by one of the two: `simple_delayed` (a model that may be
+    is counted by one of the two, whether the workers sleep at once or poll
+    for the next request first (--spin-us): `simple_delayed` (a model that may be
     slow) queues, the count moving by one per request and the wait by a
     positive time that cannot exceed the requests' own time; `simple` (short,
     CPU only) runs where it arrived and moves only the inline count.
@@ -200,7 +202,7 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
     from grpc_support import with_grpc, free_port
 
     server = with_grpc(start_server("--grpc-port", str(free_port()), "--threads", "1",
-                                    "--delay-ms", "1"))
+                                    "--delay-ms", "1", *spin))
     body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
                        for n in ("INPUT0", "INPUT1")]}
     client = grpcclient.InferenceServerClient(server.grpc_url)

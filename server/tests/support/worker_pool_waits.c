@@ -1,7 +1,10 @@
 /*
  * The worker pool's accounting of waits (src/common/worker_pool.h): n bounds
  * the items at work, an item between worker_pool_wait_begin and _end does
- * not count, and the spare threads bound how many may wait. Printed as
+ * not count, and the spare threads bound how many may wait; all of it again
+ * with threads polling for work (worker_pool_set_spin_ns), where an item
+ * queued while a thread polls runs on that thread, and a stop does not wait
+ * for the polls to end. Printed as
  * "ok NAME" or "FAIL NAME: why" lines for server/tests/core/test_worker_pool.py;
  * exit 1 on any failure. Not installed.
  */
@@ -134,12 +137,69 @@ static void spares_bound_waits(void)
           "a third item started with both threads waiting, or never ran");
 }
 
+static pthread_t ran_on[2];
+static int done[2];
+
+/* An item that says which thread ran it, and that it is done. */
+static void note_thread(void *ctx, void *arg)
+{
+    int id = (int)(long)arg;
+    pthread_mutex_lock(&lock);
+    ran_on[id] = pthread_self();
+    done[id] = 1;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Four threads, polling for 10 s after an item: the next item, queued
+ * 50 ms after the first ended, runs on the thread that ran the first (the
+ * three others sleep and nobody wakes them), and a stop then returns long
+ * before the 10 s poll would end. */
+static void polling_thread_takes_the_next_item(void)
+{
+    worker_pool_set_spin_ns(10ull * 1000 * 1000 * 1000);
+    done[0] = done[1] = 0;
+    worker_pool *p = worker_pool_start(2, 2, note_thread, NULL);
+    usleep(100 * 1000); /* every thread asleep in the queue's wait */
+    worker_pool_submit(p, (void *)0L);
+    pthread_mutex_lock(&lock);
+    int first = wait_for(&done[0], 5);
+    pthread_mutex_unlock(&lock);
+    usleep(50 * 1000);
+    worker_pool_submit(p, (void *)1L);
+    pthread_mutex_lock(&lock);
+    int second = wait_for(&done[1], 5);
+    pthread_mutex_unlock(&lock);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    worker_pool_stop(p, NULL);
+    double stop_s = seconds_since(&t0);
+    worker_pool_set_spin_ns(0);
+    check(first && second && pthread_equal(ran_on[0], ran_on[1]),
+          "an item queued while a thread polls runs on that thread",
+          "the second item ran on another thread, or an item never ran");
+    check(stop_s < 5.0, "a stop does not wait for the polls to end",
+          "worker_pool_stop waited for a thread's poll");
+}
+
 int main(void)
 {
     worker_pool_wait_begin(); /* not a pool's thread: no-ops */
     worker_pool_wait_end();
-    one_at_work(0);
-    one_at_work(1);
-    spares_bound_waits();
+    for (int spin = 0; spin <= 1; spin++) {
+        /* 1 ms a poll: each rule holds with threads that poll before they sleep */
+        worker_pool_set_spin_ns(spin ? 1000 * 1000 : 0);
+        one_at_work(0);
+        one_at_work(1);
+        spares_bound_waits();
+    }
+    polling_thread_takes_the_next_item();
     return failures ? 1 : 0;
 }
