@@ -46,6 +46,7 @@ to build/gpu-out) and each perf_analyzer's log under $OUT/seed-benchmark/.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -244,7 +245,7 @@ def measure_server(pa, env, concurrency, interval_ms, window, fig):
     server = sb.start_server([0], "auto", window)
     try:
         sb.log(f"--- server {server.args_text}")
-        fig["server_args"] = server.args_text
+        fig["server_args"] = re.sub(r" --grpc-port \d+", "", server.args_text)
         for c in (1, concurrency):
             for shape in SHAPES:
                 for kind in KINDS:
