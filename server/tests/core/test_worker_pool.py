@@ -19,5 +19,5 @@ def test_waits_do_not_count_against_the_workers(server_kind):
                          capture_output=True, text=True, timeout=60)
     lines = run.stdout.splitlines()
     assert [line for line in lines if not line.startswith("ok ")] == [], run.stdout + run.stderr
-    assert len(lines) == 8, run.stdout
+    assert len(lines) == 9, run.stdout
     assert run.returncode == 0

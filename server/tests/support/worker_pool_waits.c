@@ -9,7 +9,10 @@
  * exit 1 on any failure. Not installed.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -189,6 +192,48 @@ static void polling_thread_takes_the_next_item(void)
           "worker_pool_stop waited for a thread's poll");
 }
 
+static atomic_int counted;
+
+static void count_item(void *ctx, void *arg)
+{
+    atomic_fetch_add(&counted, 1);
+}
+
+enum { SUBMITTERS = 3, PER_SUBMITTER = 2000 };
+
+/* Items queued at gaps of 0-100 us, around the end of the threads' polls. */
+static void *submit_with_gaps(void *pool)
+{
+    unsigned seed = (unsigned)(uintptr_t)&seed;
+    for (int i = 0; i < PER_SUBMITTER; i++) {
+        while (worker_pool_submit(pool, NULL) != 0)
+            usleep(10);
+        usleep((unsigned)(rand_r(&seed) % 100));
+    }
+    return NULL;
+}
+
+/* With 50 us polls, items from three threads at random gaps: each runs
+ * once, none waits for a wake-up that never comes. */
+static void polls_lose_no_item(void)
+{
+    worker_pool_set_spin_ns(50 * 1000);
+    atomic_store(&counted, 0);
+    worker_pool *p = worker_pool_start(2, 2, count_item, NULL);
+    pthread_t t[SUBMITTERS];
+    for (int i = 0; i < SUBMITTERS; i++)
+        pthread_create(&t[i], NULL, submit_with_gaps, p);
+    for (int i = 0; i < SUBMITTERS; i++)
+        pthread_join(t[i], NULL);
+    for (int waited = 0; atomic_load(&counted) < SUBMITTERS * PER_SUBMITTER && waited < 500; waited++)
+        usleep(10 * 1000); /* at most 5 s for the last items */
+    int ran = atomic_load(&counted);
+    worker_pool_stop(p, NULL);
+    worker_pool_set_spin_ns(0);
+    check(ran == SUBMITTERS * PER_SUBMITTER, "items queued around the polls all run, each once",
+          "an item was lost or ran twice while threads polled");
+}
+
 int main(void)
 {
     worker_pool_wait_begin(); /* not a pool's thread: no-ops */
@@ -201,5 +246,6 @@ int main(void)
         spares_bound_waits();
     }
     polling_thread_takes_the_next_item();
+    polls_lose_no_item();
     return failures ? 1 : 0;
 }
