@@ -31,18 +31,21 @@ void gpu_instances_set_wait_spin_ns(uint64_t ns)
  * virtual machine starts tens of microseconds after the device is done,
  * more than the whole run of a light model. With others waiting the server
  * is busy, its cores are better spent on them, and it sleeps at once. */
-static cudaError_t wait_for_batch(cudaEvent_t done)
+static cudaError_t wait_for_batch(cudaEvent_t done, const char **what)
 {
     uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
     unsigned others = atomic_fetch_add_explicit(&runs_waiting, 1, memory_order_relaxed);
     cudaError_t e = cudaErrorNotReady;
     if (spin && !others) {
+        *what = "cudaEventQuery (the run)";
         uint64_t until = gpu_now_ns() + spin;
         while ((e = cudaEventQuery(done)) == cudaErrorNotReady && gpu_now_ns() < until)
             ;
     }
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+        *what = "cudaEventSynchronize (the run)";
         e = cudaEventSynchronize(done);
+    }
     atomic_fetch_sub_explicit(&runs_waiting, 1, memory_order_relaxed);
     return e;
 }
@@ -276,9 +279,8 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
         return e;
     }
     /* The reply must not say the output is there before it is. */
-    *what = "cudaEventSynchronize (the run)";
     worker_pool_wait_begin();
-    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done);
+    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done, what);
     worker_pool_wait_end();
     t0 = gpu_now_ns();
     uint64_t gpu[GPU_PHASES];
