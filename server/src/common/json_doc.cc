@@ -3,6 +3,8 @@
 #include "common/json_doc.h"
 
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 
@@ -42,14 +44,17 @@ public:
 };
 
 using pool = rapidjson::MemoryPoolAllocator<throwing_allocator>;
-using document = rapidjson::GenericDocument<rapidjson::UTF8<>, pool, pool>;
+/* The parse stack grows by realloc, which a pool could only do by leaving
+ * each outgrown copy behind: a large array is on the stack whole before it
+ * is copied into the pool. */
+using document = rapidjson::GenericDocument<rapidjson::UTF8<>, pool, throwing_allocator>;
 using value = document::ValueType;
 
 /* A short inference's header (`simple`: two inputs of 16 elements and two
- * outputs) takes about 1.5 KiB of values and a few hundred bytes of parse
- * stack: both start inside the document, and only a larger header takes
- * chunks of CHUNK bytes (or its size) from malloc. */
-constexpr size_t VALUES_INLINE = 4096, STACK_INLINE = 2048, STACK_FIRST = 1024;
+ * outputs) takes about 1.5 KiB of values, which start inside the document:
+ * only a larger header takes chunks of CHUNK bytes (or its size) from
+ * malloc. Its parse stack takes a few hundred bytes. */
+constexpr size_t VALUES_INLINE = 4096, STACK_FIRST = 1024;
 constexpr size_t CHUNK = 64 * 1024;
 
 /* Nesting that RapidJSON reads itself (recursively): a request nests about
@@ -121,50 +126,23 @@ bool keys_unique(const value &v)
     return true;
 }
 
-/* json-c's value j into out, with the allocator of out's document. */
-void copy_json_c(value &out, json_object *j, pool &a)
+/* A json_val is a RapidJSON value, or a json-c object with its low bit set
+ * (both are at least 8-byte aligned): each accessor reads either as json-c
+ * would have read the text. */
+bool from_json_c(const json_val *v)
 {
-    switch (json_object_get_type(j)) {
-    case json_type_null:
-        out.SetNull();
-        break;
-    case json_type_boolean:
-        out.SetBool(json_object_get_boolean(j) != 0);
-        break;
-    case json_type_int:
-        /* json-c keeps an integer as int64, or as uint64 past INT64_MAX */
-        if (json_object_get_int64(j) < 0)
-            out.SetInt64(json_object_get_int64(j));
-        else
-            out.SetUint64(json_object_get_uint64(j));
-        break;
-    case json_type_double:
-        out.SetDouble(json_object_get_double(j));
-        break;
-    case json_type_string:
-        out.SetString(json_object_get_string(j), (rapidjson::SizeType)json_object_get_string_len(j),
-                      a);
-        break;
-    case json_type_array: {
-        size_t n = json_object_array_length(j);
-        out.SetArray();
-        out.Reserve((rapidjson::SizeType)n, a);
-        for (size_t i = 0; i < n; i++) {
-            value v;
-            copy_json_c(v, json_object_array_get_idx(j, i), a);
-            out.PushBack(v, a);
-        }
-        break;
-    }
-    case json_type_object:
-        out.SetObject();
-        json_object_object_foreach(j, key, member) {
-            value k(key, a), v;
-            copy_json_c(v, member, a);
-            out.AddMember(k, v, a);
-        }
-        break;
-    }
+    return reinterpret_cast<uintptr_t>(v) & 1;
+}
+
+json_object *as_json_c(const json_val *v)
+{
+    return reinterpret_cast<json_object *>(reinterpret_cast<uintptr_t>(v) & ~uintptr_t{1});
+}
+
+/* json-c reads a JSON null as NULL, as absent as a missing key. */
+const json_val *val_of_json_c(json_object *j)
+{
+    return j ? reinterpret_cast<const json_val *>(reinterpret_cast<uintptr_t>(j) | 1) : nullptr;
 }
 
 const value *as_value(const json_val *v)
@@ -172,52 +150,43 @@ const value *as_value(const json_val *v)
     return reinterpret_cast<const value *>(v);
 }
 
-const json_val *as_val(const value *v)
+const json_val *val_of(const value *v)
 {
     return v && !v->IsNull() ? reinterpret_cast<const json_val *>(v) : nullptr;
+}
+
+int json_c_is(const json_val *v, json_type type)
+{
+    return json_object_is_type(as_json_c(v), type);
 }
 
 } // namespace
 
 struct json_doc {
+    json_object *tree = nullptr; /* json-c's reading, or NULL: RapidJSON's, in doc */
     throwing_allocator base;
     alignas(max_align_t) char values_inline[VALUES_INLINE];
-    alignas(max_align_t) char stack_inline[STACK_INLINE];
     pool values{values_inline, sizeof values_inline, CHUNK, &base};
-    pool stack{stack_inline, sizeof stack_inline, CHUNK, &base};
-    document doc{&values, STACK_FIRST, &stack};
+    document doc{&values, STACK_FIRST, &base};
 };
 
 namespace {
 
-/* RapidJSON's reading of a plain text, or false (nothing read). */
+/* RapidJSON's reading of a plain text, or false with nothing kept (json-c
+ * then reads it, or says why it cannot). */
 bool read_plain(json_doc *d, const char *text, size_t len)
 {
     if (!plain_text(text, len))
         return false;
-    d->doc.Parse<rapidjson::kParseFullPrecisionFlag>(text, len);
-    return !d->doc.HasParseError() && d->doc.IsObject() && keys_unique(d->doc);
-}
-
-/* json-c's reading, copied into the document; false with json_parse's
- * message in err. */
-bool read_json_c(json_doc *d, const char *text, size_t len, struct json_tokener **tok, char *err,
-                 size_t errlen)
-{
-    struct json_tokener *once = nullptr;
-    json_object *j = json_parse_reusing(tok ? tok : &once, text, len, err, errlen);
-    json_parse_tokener_free(&once);
-    if (!j)
-        return false;
     try {
-        d->doc.SetNull();
-        copy_json_c(d->doc, j, d->values);
+        d->doc.Parse<rapidjson::kParseFullPrecisionFlag>(text, len);
+        if (!d->doc.HasParseError() && d->doc.IsObject() && keys_unique(d->doc))
+            return true;
     } catch (const std::bad_alloc &) {
-        json_object_put(j);
-        throw;
     }
-    json_object_put(j);
-    return true;
+    d->doc.SetNull(); /* values in the pool: nothing of theirs to free */
+    d->values.Clear();
+    return false;
 }
 
 } // namespace
@@ -226,83 +195,107 @@ json_doc *json_doc_parse(const char *text, size_t len, struct json_tokener **tok
                          size_t errlen)
 {
     json_doc *d = new (std::nothrow) json_doc;
-    if (d) {
-        try {
-            if (read_plain(d, text, len) || read_json_c(d, text, len, tok, err, errlen))
-                return d;
-            delete d;
-            return nullptr;
-        } catch (const std::bad_alloc &) {
-            delete d;
-        }
+    if (!d) {
+        snprintf(err, errlen, "out of memory parsing the request JSON buffer");
+        return nullptr;
     }
-    snprintf(err, errlen, "out of memory parsing the request JSON buffer");
-    return nullptr;
+    if (read_plain(d, text, len))
+        return d;
+    struct json_tokener *once = nullptr;
+    d->tree = json_parse_reusing(tok ? tok : &once, text, len, err, errlen);
+    json_parse_tokener_free(&once);
+    if (!d->tree) {
+        delete d;
+        return nullptr;
+    }
+    return d;
 }
 
 void json_doc_free(json_doc *d)
 {
+    if (d)
+        json_object_put(d->tree);
     delete d;
 }
 
 const json_val *json_doc_root(const json_doc *d)
 {
-    return as_val(&d->doc);
+    return d->tree ? val_of_json_c(d->tree) : val_of(&d->doc);
 }
 
 const json_val *jv_get(const json_val *o, const char *key)
 {
+    if (from_json_c(o))
+        return val_of_json_c(json_object_object_get(as_json_c(o), key));
     const value *v = as_value(o);
     if (!v || !v->IsObject())
         return nullptr;
     auto m = v->FindMember(key);
-    return m == v->MemberEnd() ? nullptr : as_val(&m->value);
+    return m == v->MemberEnd() ? nullptr : val_of(&m->value);
 }
 
 int jv_is_string(const json_val *v)
 {
+    if (from_json_c(v))
+        return json_c_is(v, json_type_string);
     return v && as_value(v)->IsString();
 }
 
 int jv_is_object(const json_val *v)
 {
+    if (from_json_c(v))
+        return json_c_is(v, json_type_object);
     return v && as_value(v)->IsObject();
 }
 
 int jv_is_array(const json_val *v)
 {
+    if (from_json_c(v))
+        return json_c_is(v, json_type_array);
     return v && as_value(v)->IsArray();
 }
 
 int jv_is_bool(const json_val *v)
 {
+    if (from_json_c(v))
+        return json_c_is(v, json_type_boolean);
     return v && as_value(v)->IsBool();
 }
 
 const char *jv_str(const json_val *v)
 {
-    return jv_is_string(v) ? as_value(v)->GetString() : nullptr;
+    if (!jv_is_string(v))
+        return nullptr;
+    return from_json_c(v) ? json_object_get_string(as_json_c(v)) : as_value(v)->GetString();
 }
 
 int jv_true(const json_val *v)
 {
+    if (from_json_c(v))
+        return json_c_is(v, json_type_boolean) && json_object_get_boolean(as_json_c(v));
     return v && as_value(v)->IsTrue();
 }
 
 size_t jv_len(const json_val *v)
 {
-    return jv_is_array(v) ? as_value(v)->Size() : 0;
+    if (!jv_is_array(v))
+        return 0;
+    return from_json_c(v) ? json_object_array_length(as_json_c(v)) : as_value(v)->Size();
 }
 
 const json_val *jv_at(const json_val *v, size_t i)
 {
     if (i >= jv_len(v))
         return nullptr;
-    return as_val(&(*as_value(v))[(rapidjson::SizeType)i]);
+    if (from_json_c(v))
+        return val_of_json_c(json_object_array_get_idx(as_json_c(v), i));
+    return val_of(&(*as_value(v))[(rapidjson::SizeType)i]);
 }
 
 int jv_u64(const json_val *v, uint64_t *out)
 {
+    if (from_json_c(v))
+        return json_get_u64(as_json_c(v), out);
     if (!v)
         return -1;
     const value *x = as_value(v);
@@ -315,6 +308,18 @@ int jv_u64(const json_val *v, uint64_t *out)
 
 int jv_i64(const json_val *v, int64_t *out)
 {
+    if (from_json_c(v)) {
+        /* json-c reads an integer above INT64_MAX as INT64_MAX through the
+         * signed accessor, so that one is checked twice */
+        json_object *j = as_json_c(v);
+        if (!json_c_is(v, json_type_int))
+            return -1;
+        int64_t x = json_object_get_int64(j);
+        if (x == INT64_MAX && json_object_get_uint64(j) != (uint64_t)INT64_MAX)
+            return -1;
+        *out = x;
+        return 0;
+    }
     if (!v || !as_value(v)->IsInt64())
         return -1; /* an integer past INT64_MAX is a Uint64 only */
     *out = as_value(v)->GetInt64();
@@ -323,6 +328,12 @@ int jv_i64(const json_val *v, int64_t *out)
 
 int jv_number(const json_val *v, double *out)
 {
+    if (from_json_c(v)) {
+        if (!json_c_is(v, json_type_int) && !json_c_is(v, json_type_double))
+            return -1;
+        *out = json_object_get_double(as_json_c(v));
+        return 0;
+    }
     if (!v || !as_value(v)->IsNumber())
         return -1;
     *out = as_value(v)->GetDouble();

@@ -4,13 +4,13 @@
  * json-c builds a tree of one allocated object per element (a short
  * inference's header is about a hundred mallocs); RapidJSON keeps the
  * document in a pool that here starts inside the document itself, so a short
- * header takes one allocation. RapidJSON reads the text first where it is
- * sure to read it as json-c does: plain ASCII with no escapes, no integer
- * that might not fit 64 bits, shallow nesting, no repeated key, and nothing
- * around the one object. Any other text (and any text RapidJSON
- * refuses) goes through json_parse (json_io.h), whose tree is then copied
- * into the document: what a client gets, error messages included, does not
- * depend on which of the two read it.
+ * header takes two allocations. RapidJSON reads the text where it is sure to
+ * read it as json-c does: plain ASCII with no escapes, no integer that might
+ * not fit 64 bits, shallow nesting, no repeated key, and nothing around the
+ * one object. Any other text (and any text RapidJSON refuses) is read by
+ * json_parse (json_io.h), as before, and the accessors below read json-c's
+ * tree: what a client gets, error messages included, does not depend on
+ * which of the two read it.
  *
  * The accessors keep json-c's view of a document: a JSON null is a NULL
  * value, as absent as a missing key; the key an object names twice is its
