@@ -65,23 +65,64 @@ constexpr int MAX_DEPTH = 16;
 constexpr rapidjson::SizeType MAX_MEMBERS = 32;
 /* Digits in a row that always fit 64 bits (as json_io.c's check). */
 constexpr size_t MAX_DIGITS = 18;
+/* A number with an exponent that RapidJSON 1.1 rounds as strtod does: a
+ * mantissa of at most 17 digits that starts with 1-9, and an exponent of at
+ * most 2 digits. Past these it can be wrong in the last bit (more digits),
+ * wildly so (a zero mantissa: 0e-79 read as 7e100; an overflow read as
+ * NaN), or assert. */
+constexpr size_t MAX_EXP_MANTISSA = 17, MAX_EXP_DIGITS = 2;
 
 bool is_digit(char c)
 {
     return c >= '0' && c <= '9';
 }
 
+/* The end of the digits at s[i]. */
+size_t skip_digits(const char *s, size_t len, size_t i)
+{
+    while (i < len && is_digit(s[i]))
+        i++;
+    return i;
+}
+
+/* The number at s[i] (a '-' or a digit): the index after it, or 0 when it
+ * has an exponent that RapidJSON might read otherwise than strtod. A
+ * malformed number is left to RapidJSON, which refuses it. */
+size_t plain_number_end(const char *s, size_t len, size_t i)
+{
+    if (s[i] == '-')
+        i++;
+    size_t first = i, digits;
+    i = skip_digits(s, len, i);
+    digits = i - first;
+    if (i < len && s[i] == '.') {
+        size_t fraction = i + 1;
+        i = skip_digits(s, len, fraction);
+        digits += i - fraction;
+    }
+    if (i >= len || (s[i] != 'e' && s[i] != 'E'))
+        return i;
+    if (i + 1 < len && (s[i + 1] == '+' || s[i + 1] == '-'))
+        i++;
+    size_t exponent = i + 1;
+    i = skip_digits(s, len, exponent);
+    if (digits > MAX_EXP_MANTISSA || first >= len || s[first] == '0' ||
+        i - exponent > MAX_EXP_DIGITS)
+        return 0;
+    return i;
+}
+
 /* Whether the text is one that RapidJSON reads as json-c does (json_doc.h):
  * one object with nothing around it, printable ASCII and JSON's whitespace
- * only, no backslash, nesting and digit runs within bounds. Strings hold no
- * escape, so a quote always opens or closes one. */
+ * only, no backslash, nesting and digit runs within bounds, exponents as
+ * above. Strings hold no escape, so a quote always opens or closes one. */
 bool plain_text(const char *s, size_t len)
 {
     if (len < 2 || len > INT_MAX || s[0] != '{' || s[len - 1] != '}')
         return false;
     int depth = 0;
     bool in_string = false;
-    size_t digits = 0;
+    size_t digits = 0, number_end = 0; /* the end of the last number seen */
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x7f || c == '\\' || (c < 0x20 && c != '\t' && c != '\n' && c != '\r'))
@@ -98,6 +139,11 @@ bool plain_text(const char *s, size_t len)
                 return false;
         } else if (c == '}' || c == ']')
             depth--;
+        else if ((c == '-' || is_digit(s[i])) && i >= number_end) {
+            number_end = plain_number_end(s, len, i);
+            if (number_end == 0)
+                return false;
+        }
     }
     return true;
 }

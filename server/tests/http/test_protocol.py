@@ -271,6 +271,21 @@ def test_every_spelling_of_a_request_gets_the_same_answer(server, text):
 
 
 @pytest.mark.servers("c")
+def test_numbers_with_exponents_read_as_strtod_reads_them(server):
+    """Exponents that RapidJSON 1.1 misreads (a zero mantissa, an overflow,
+    many digits) go to json-c: each element is the double nearest to its
+    text, as Python's float() gives it."""
+    texts = ["0e-79", "-0E71", "1.797693138623157e+308", "4.9406564584124654e324",
+             "2.2250738585072011e-308", "70990099009990090.6281514609E-88", "1e-05", "1.5e+16"]
+    req = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [%d], "data": [%s]}]}'
+           % (len(texts), ", ".join(texts)))
+    status, body = server.json("POST", "/v2/models/identity/infer", req)
+    assert status == 200, body
+    data = body["outputs"][0]["data"]
+    assert [struct.pack("<d", x) for x in data] == [struct.pack("<d", float(t)) for t in texts]
+
+
+@pytest.mark.servers("c")
 def test_nesting_past_json_c_depth_is_refused_in_its_words(server):
     text = IDENTITY_FP64.replace("[-0, -0.0, 0.1, 1e-320]", "[" * 40 + "1" + "]" * 40)
     assert_error(server.json("POST", "/v2/models/identity/infer", text), 400,
