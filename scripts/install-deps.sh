@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev llvm valgrind
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
   libmicrohttpd-dev libjson-c-dev  # json-c: the server's JSON, unsigned 64-bit integers included
+  rapidjson-dev  # RapidJSON (headers only): the server's reading of an inference request
   libb64-0d  # tritonclient 2.48.0's perf_analyzer, which runs on glibc 2.36 (tier 60)
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl

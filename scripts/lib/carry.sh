@@ -1,7 +1,7 @@
 # Sourced by the scripts that run on the GPU machine (tests/cuda/run.sh,
 # server/tests/gpu/run.sh, tests/python/gpu/run.sh): that machine has no
 # network and lacks some build dependencies (liburcu, xxhash, cmocka,
-# libmicrohttpd, json-c, gRPC, maybe pkg-config), so their Debian packages
+# libmicrohttpd, json-c, RapidJSON, gRPC, maybe pkg-config), so their Debian packages
 # travel as .deb files in $SHMREG_CARRY/debs (default .carry/debs, relative
 # to the repository root; docs/cuda.md lists them). Sets no shell options.
 
@@ -17,18 +17,23 @@ unpack_carried() {
   rm -rf "$prefix" && mkdir -p "$prefix" || return 1
   [ -d "$carry/debs" ] || return 0
   for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix" || return 1; done
-  local pc=$prefix/$multiarch/pkgconfig
+  # An architecture-independent package (rapidjson-dev, headers only) keeps
+  # its .pc under usr/share.
+  local pc=$prefix/$multiarch/pkgconfig share_pc=$prefix/usr/share/pkgconfig file
   for name in "$@"; do
-    [ -f "$pc/$name.pc" ] || { echo "unpack_carried: no $name.pc among $carry/debs"; return 1; }
+    [ -f "$pc/$name.pc" ] || [ -f "$share_pc/$name.pc" ] ||
+      { echo "unpack_carried: no $name.pc among $carry/debs"; return 1; }
   done
   # The .pc files name /usr (as prefix, includedir or in -I/-L flags): point
   # them at the unpacked tree.
-  sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$pc"/*.pc
+  for file in "$pc"/*.pc "$share_pc"/*.pc; do
+    [ ! -f "$file" ] || sed -E -i "s#(^[a-z_]+=|-I|-L)/usr#\1$prefix/usr#g" "$file"
+  done
   # libmicrohttpd's .pc requires gnutls's .pc for static links only; the GPU
   # machine has the gnutls library (libgnutls.so.30) but not its .pc, and the
   # server links libmicrohttpd as a shared library.
   [ ! -f "$pc/libmicrohttpd.pc" ] || sed -i '/^Requires.private:/d' "$pc/libmicrohttpd.pc"
-  export PKG_CONFIG_PATH=$pc
+  export PKG_CONFIG_PATH=$pc:$share_pc
   export CMAKE_PREFIX_PATH=$prefix/usr
   export LD_LIBRARY_PATH=$prefix/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if ! command -v pkg-config >/dev/null; then

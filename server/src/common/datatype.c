@@ -48,19 +48,6 @@ int datatype_has_json(const char *name)
     return datatype_type_has_json(datatype_find(name));
 }
 
-/* v as a signed 64-bit integer: json-c reads an integer above INT64_MAX
- * as INT64_MAX through the signed accessor, so that one is checked twice. */
-static int json_get_i64(const json_object *v, int64_t *out)
-{
-    if (!json_object_is_type(v, json_type_int))
-        return -1;
-    int64_t x = json_object_get_int64(v);
-    if (x == INT64_MAX && json_object_get_uint64(v) != (uint64_t)INT64_MAX)
-        return -1;
-    *out = x;
-    return 0;
-}
-
 /* Low size bytes of u as element i (little-endian host): tensors may sit at
  * any alignment. */
 static void store_bytes(uint64_t u, void *buf, size_t i, int size)
@@ -69,39 +56,34 @@ static void store_bytes(uint64_t u, void *buf, size_t i, int size)
 }
 
 /* Signed integer element in [lo, hi]. */
-static int store_int(const json_object *v, int64_t lo, int64_t hi, void *buf, size_t i, int size)
+static int store_int(const json_val *v, int64_t lo, int64_t hi, void *buf, size_t i, int size)
 {
     int64_t x;
-    if (json_get_i64(v, &x) != 0 || x < lo || x > hi)
+    if (jv_i64(v, &x) != 0 || x < lo || x > hi)
         return -1;
     store_bytes((uint64_t)x, buf, i, size);
     return 0;
 }
 
 /* Unsigned integer element in [0, hi]: the whole of UINT64 included. */
-static int store_uint(const json_object *v, uint64_t hi, void *buf, size_t i, int size)
+static int store_uint(const json_val *v, uint64_t hi, void *buf, size_t i, int size)
 {
     uint64_t x;
-    if (json_get_u64(v, &x) != 0 || x > hi)
+    if (jv_u64(v, &x) != 0 || x > hi)
         return -1;
     store_bytes(x, buf, i, size);
     return 0;
 }
 
-static int is_number(const json_object *v)
-{
-    return json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
-}
-
-int datatype_from_json(int t, const json_object *v, void *buf, size_t i)
+int datatype_from_json(int t, const json_val *v, void *buf, size_t i)
 {
     if (!known(t))
         return -1;
     switch (types[t].tag) {
     case T_BOOL:
-        if (!json_object_is_type(v, json_type_boolean))
+        if (!jv_is_bool(v))
             return -1;
-        ((uint8_t *)buf)[i] = json_object_get_boolean(v) != 0;
+        ((uint8_t *)buf)[i] = jv_true(v) != 0;
         return 0;
     case T_U8: return store_uint(v, UINT8_MAX, buf, i, 1);
     case T_U16: return store_uint(v, UINT16_MAX, buf, i, 2);
@@ -112,16 +94,17 @@ int datatype_from_json(int t, const json_object *v, void *buf, size_t i)
     case T_I32: return store_int(v, INT32_MIN, INT32_MAX, buf, i, 4);
     case T_I64: return store_int(v, INT64_MIN, INT64_MAX, buf, i, 8);
     case T_F32: {
-        if (!is_number(v))
+        double d;
+        if (jv_number(v, &d) != 0)
             return -1;
-        float f = (float)json_object_get_double(v);
+        float f = (float)d;
         memcpy((char *)buf + i * sizeof f, &f, sizeof f);
         return 0;
     }
     case T_F64: {
-        if (!is_number(v))
+        double d;
+        if (jv_number(v, &d) != 0)
             return -1;
-        double d = json_object_get_double(v);
         memcpy((char *)buf + i * sizeof d, &d, sizeof d);
         return 0;
     }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "common/json_doc.h"
 #include "common/json_io.h"
 
 #ifdef __cplusplus
@@ -29,7 +30,7 @@ int datatype_type_has_json(int type);
 /* Store the JSON element v as element i of buf (of datatype type, from
  * datatype_find). Returns 0, or -1 when v has the wrong type or is out of
  * range. */
-int datatype_from_json(int type, const json_object *v, void *buf, size_t i);
+int datatype_from_json(int type, const json_val *v, void *buf, size_t i);
 
 /* The n elements at buf (of datatype name) as a flat JSON array, into b:
  * integers exactly (UINT64 past 2^63 too), floats as jbuf_double writes them.

@@ -4,7 +4,9 @@
  * In: request bodies are parsed with json-c, strictly (RFC 8259 plus
  * Triton's NaN and Infinity), with strings checked to be UTF-8 and every
  * integer checked to fit 64 bits: json-c would clamp 2^64 to 2^64-1 without
- * a word, which must not reach a UINT64 tensor or a bounds check.
+ * a word, which must not reach a UINT64 tensor or a bounds check. An
+ * inference request's header is read into a json_doc (json_doc.h), with
+ * json-c's reading where RapidJSON's might differ.
  *
  * Out: replies that can be large (inference outputs, the status of many
  * regions) are written as text straight into one buffer, never as a tree of

@@ -6,13 +6,13 @@
 
 #include "common/datatype.h"
 
-int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_t errlen)
+int tensor_shape_from_json(const json_val *shape, tensor *t, char *err, size_t errlen)
 {
-    if (!json_object_is_type(shape, json_type_array)) {
+    if (!jv_is_array(shape)) {
         snprintf(err, errlen, "'shape' must be an array of integers");
         return -1;
     }
-    size_t n = json_object_array_length(shape);
+    size_t n = jv_len(shape);
     if (n > TENSOR_MAX_DIMS) {
         snprintf(err, errlen, "shape has %zu dimensions; at most %d are supported", n,
                  TENSOR_MAX_DIMS);
@@ -20,10 +20,10 @@ int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_
     }
     t->ndims = (int)n;
     for (int i = 0; i < t->ndims; i++) {
-        const json_object *d = json_object_array_get_idx(shape, (size_t)i);
+        const json_val *d = jv_at(shape, (size_t)i);
         uint64_t v;
         /* A dimension past INT64_MAX can hold nothing: refused like a negative one. */
-        if (json_get_u64(d, &v) != 0 || v > INT64_MAX) {
+        if (jv_u64(d, &v) != 0 || v > INT64_MAX) {
             snprintf(err, errlen, "'shape' must be an array of non-negative integers");
             return -1;
         }

@@ -7,6 +7,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/json_doc.h"
 #include "common/json_io.h"
 
 #ifdef __cplusplus
@@ -48,7 +49,7 @@ typedef struct tensor {
 
 /* Read a JSON shape (array of non-negative integers) into t. Returns 0, or
  * -1 with a message in err. */
-int tensor_shape_from_json(const json_object *shape, tensor *t, char *err, size_t errlen);
+int tensor_shape_from_json(const json_val *shape, tensor *t, char *err, size_t errlen);
 /* t's shape as a JSON array, into b. */
 void tensor_shape_write(jbuf *b, const tensor *t);
 /* Bytes a tensor of t's datatype and shape holds (BYTES: unknown, -1).

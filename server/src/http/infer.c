@@ -41,46 +41,24 @@
 /* infer_fail (infer_core.h), under the short name the parsers below use. */
 #define fail infer_fail
 
-/* Member key of the object o (NULL: absent, or o is not an object). */
-static const json_object *get(const json_object *o, const char *key)
-{
-    return json_object_object_get(o, key);
-}
-
-static int is_string(const json_object *v)
-{
-    return json_object_is_type(v, json_type_string);
-}
-
-static int is_object(const json_object *v)
-{
-    return json_object_is_type(v, json_type_object);
-}
-
-static int is_array(const json_object *v)
-{
-    return json_object_is_type(v, json_type_array);
-}
-
-static const char *str(const json_object *v)
-{
-    return json_object_get_string((json_object *)v); /* json-c's getter is not const */
-}
-
-static int is_true(const json_object *v)
-{
-    return json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
-}
+/* The accessors of json_doc.h under the short names the parsers below use. */
+#define get jv_get
+#define is_string jv_is_string
+#define is_object jv_is_object
+#define is_array jv_is_array
+#define str jv_str
+#define is_true jv_true
 
 /* An HTTP inference: the shared part, and the request's JSON header and
  * binary section. */
 typedef struct http_infer {
     infer_ctx c;
     request *rq;
-    json_object *root;                /* the request's JSON header */
+    json_doc *doc;               /* the request's JSON header */
+    const json_val *root;        /* its root */
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
-    struct json_tokener **tok;   /* the thread's, reused (json_parse_reusing); NULL: none */
+    struct json_tokener **tok;   /* the thread's, reused (json_doc_parse); NULL: none */
     /* Small inputs sent as JSON are stored here rather than each in its own
      * allocation (a short inference's inputs are a few hundred bytes). */
     _Alignas(max_align_t) unsigned char small[HTTP_SMALL_INPUT_BYTES];
@@ -103,10 +81,10 @@ static void *small_take(http_infer *h, size_t n)
 
 /* An unsigned 64-bit JSON integer (all of it: offsets and sizes past 2^63
  * go on to the bounds and overflow checks, as in Triton), or -1. */
-static int json_size(const json_object *v, size_t *out)
+static int json_size(const json_val *v, size_t *out)
 {
     uint64_t u;
-    if (json_get_u64(v, &u) != 0)
+    if (jv_u64(v, &u) != 0)
         return -1;
     *out = (size_t)u; /* size_t is 64 bits wide on every target of this example */
     return 0;
@@ -117,13 +95,13 @@ static int json_size(const json_object *v, size_t *out)
  * status. As in Triton's HTTP: an offset or size without a region is not
  * looked at, and a region without a size is an empty window (refused when
  * acquired, after the region's own checks). */
-static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, const char *what,
+static unsigned shm_window_from_params(infer_ctx *c, const json_val *params, const char *what,
                                        const char *name, shm_window *w)
 {
     *w = (shm_window){0};
-    const json_object *region = get(params, "shared_memory_region");
-    const json_object *offset = get(params, "shared_memory_offset");
-    const json_object *size = get(params, "shared_memory_byte_size");
+    const json_val *region = get(params, "shared_memory_region");
+    const json_val *offset = get(params, "shared_memory_offset");
+    const json_val *size = get(params, "shared_memory_byte_size");
     if (!region)
         return 0;
     if (!is_string(region))
@@ -142,11 +120,11 @@ static unsigned shm_window_from_params(infer_ctx *c, const json_object *params, 
 
 /* Copy nested JSON arrays of elements into buf, row-major. type is
  * datatype_find's, looked up once rather than per element. */
-static int flatten(const json_object *v, int type, void *buf, size_t cap, size_t *n)
+static int flatten(const json_val *v, int type, void *buf, size_t cap, size_t *n)
 {
     if (is_array(v)) {
-        for (size_t i = 0; i < json_object_array_length(v); i++)
-            if (flatten(json_object_array_get_idx(v, i), type, buf, cap, n) != 0)
+        for (size_t i = 0; i < jv_len(v); i++)
+            if (flatten(jv_at(v, i), type, buf, cap, n) != 0)
                 return -1;
         return 0;
     }
@@ -158,18 +136,18 @@ static int flatten(const json_object *v, int type, void *buf, size_t cap, size_t
 
 /* The elements of nested JSON arrays, counted before anything is allocated:
  * at most the body's size, whatever the shape claims. */
-static size_t leaf_count(const json_object *v)
+static size_t leaf_count(const json_val *v)
 {
     if (!is_array(v))
         return 1;
     size_t n = 0;
-    for (size_t i = 0; i < json_object_array_length(v); i++)
-        n += leaf_count(json_object_array_get_idx(v, i));
+    for (size_t i = 0; i < jv_len(v); i++)
+        n += leaf_count(jv_at(v, i));
     return n;
 }
 
 /* type: t's datatype, from datatype_find. */
-static unsigned input_from_json_data(http_infer *h, tensor *t, int type, const json_object *data)
+static unsigned input_from_json_data(http_infer *h, tensor *t, int type, const json_val *data)
 {
     infer_ctx *c = &h->c;
     if (!datatype_type_has_json(type))
@@ -199,11 +177,11 @@ mismatch:
                         "matching its shape", t->name, elems, t->datatype);
 }
 
-static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
+static unsigned parse_input(http_infer *h, const json_val *j, tensor *t)
 {
     infer_ctx *c = &h->c;
-    const json_object *name = get(j, "name"), *dt = get(j, "datatype");
-    const json_object *params = get(j, "parameters"), *data = get(j, "data");
+    const json_val *name = get(j, "name"), *dt = get(j, "datatype");
+    const json_val *params = get(j, "parameters"), *data = get(j, "data");
     if (!is_object(j) || !is_string(name) || !is_string(dt))
         return fail(c, 400, "each input needs a string 'name', a string 'datatype' and a 'shape'");
     t->name = str(name);
@@ -220,7 +198,7 @@ static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
     unsigned st = shm_window_from_params(c, params, "input", t->name, &w);
     if (st)
         return st;
-    const json_object *binary_size = get(params, "binary_data_size");
+    const json_val *binary_size = get(params, "binary_data_size");
     int sources = (w.region != NULL) + (binary_size != NULL) + (data != NULL);
     if (sources != 1) /* Triton's words */
         return fail(c, 400, "Input must set only one of the following fields: 'data', "
@@ -254,14 +232,14 @@ static unsigned parse_input(http_infer *h, const json_object *j, tensor *t)
 static unsigned parse_inputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
-    const json_object *inputs = get(h->root, "inputs");
-    if (!is_array(inputs) || json_object_array_length(inputs) == 0)
+    const json_val *inputs = get(h->root, "inputs");
+    if (!is_array(inputs) || jv_len(inputs) == 0)
         return fail(c, 400, "the request needs a non-empty 'inputs' array");
-    if (json_object_array_length(inputs) > INFER_MAX_INPUTS)
+    if (jv_len(inputs) > INFER_MAX_INPUTS)
         return fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
-    for (size_t i = 0; i < json_object_array_length(inputs); i++) {
+    for (size_t i = 0; i < jv_len(inputs); i++) {
         c->n_in = i + 1; /* counted before parsing, so that a half-built one is freed too */
-        unsigned st = parse_input(h, json_object_array_get_idx(inputs, i), &c->in[i]);
+        unsigned st = parse_input(h, jv_at(inputs, i), &c->in[i]);
         if (st)
             return st;
     }
@@ -276,9 +254,9 @@ static unsigned parse_inputs(http_infer *h)
 static unsigned parse_outputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
-    const json_object *params = get(h->root, "parameters");
+    const json_val *params = get(h->root, "parameters");
     int binary_all = is_true(get(params, "binary_data_output"));
-    const json_object *outputs = get(h->root, "outputs");
+    const json_val *outputs = get(h->root, "outputs");
     if (!outputs) { /* no list: every output, binary if the request says so */
         for (size_t i = 0; i < model_n_outputs(c->m); i++) {
             unsigned st = infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
@@ -289,10 +267,10 @@ static unsigned parse_outputs(http_infer *h)
     }
     if (!is_array(outputs))
         return fail(c, 400, "'outputs' must be an array");
-    for (size_t k = 0; k < json_object_array_length(outputs); k++) {
-        const json_object *j = json_object_array_get_idx(outputs, k);
-        const json_object *name = get(j, "name");
-        const json_object *oparams = get(j, "parameters");
+    for (size_t k = 0; k < jv_len(outputs); k++) {
+        const json_val *j = jv_at(outputs, k);
+        const json_val *name = get(j, "name");
+        const json_val *oparams = get(j, "parameters");
         if (!is_string(name))
             return fail(c, 400, "each requested output needs a string 'name'");
         int i = infer_output_index(c, str(name));
@@ -306,7 +284,7 @@ static unsigned parse_outputs(http_infer *h)
         unsigned st = shm_window_from_params(c, oparams, "output", str(name), &w);
         if (st)
             return st;
-        const json_object *binary = get(oparams, "binary_data");
+        const json_val *binary = get(oparams, "binary_data");
         placement place = w.region ? PLACE_SHM
                           : (binary ? is_true(binary) : binary_all) ? PLACE_BINARY
                                                                          : PLACE_JSON;
@@ -390,7 +368,7 @@ static unsigned build_response(http_infer *h, reply *out)
         if (c->out_place[i] == PLACE_BINARY)
             binary_bytes += c->out[i].byte_size;
     jbuf_reserve(&b, RESPONSE_HEADER_HINT + binary_bytes);
-    const json_object *id = get(h->root, "id");
+    const json_val *id = get(h->root, "id");
     jbuf_lit(&b, "{\"model_name\":");
     jbuf_str(&b, model_name(c->m));
     jbuf_lit(&b, ",\"model_version\":\"1\"");
@@ -435,21 +413,20 @@ static unsigned locate_header(http_infer *h)
         header_len = (size_t)rq->header_length;
     }
     if (rq->parsed_header) { /* parsed on the transport's thread, which deferred it */
-        h->root = rq->parsed_header;
+        h->doc = rq->parsed_header;
         rq->parsed_header = NULL;
     } else {
-        struct json_tokener *once = NULL;
-        h->root = json_parse_reusing(h->tok ? h->tok : &once, rq->body ? rq->body : "", header_len,
-                                     c->err, sizeof c->err);
-        json_parse_tokener_free(&once);
-        if (!h->root)
+        h->doc = json_doc_parse(rq->body ? rq->body : "", header_len, h->tok, c->err,
+                                sizeof c->err);
+        if (!h->doc)
             return 400;
     }
+    h->root = json_doc_root(h->doc);
     if (!is_object(h->root))
         return fail(c, 400, "the inference request must be a JSON object");
-    const json_object *id = get(h->root, "id");
+    const json_val *id = get(h->root, "id");
     c->request_id = is_string(id) ? str(id) : NULL;
-    const json_object *params = get(h->root, "parameters");
+    const json_val *params = get(h->root, "parameters");
     if (params && !is_object(params))
         return fail(c, 400, "request 'parameters' must be an object");
     h->binary = rq->body + header_len;
@@ -484,10 +461,10 @@ static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply
         reply_error(out, st, "%s", h.c.err);
     infer_finish(&h.c, st, &rq->started);
     if (st == INFER_DEFERRED) { /* the worker starts from this parse */
-        rq->parsed_header = h.root;
-        h.root = NULL;
+        rq->parsed_header = h.doc;
+        h.doc = NULL;
     }
-    json_object_put(h.root);
+    json_doc_free(h.doc);
     return st == INFER_DEFERRED ? st : 0;
 }
 

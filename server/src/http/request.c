@@ -1,9 +1,10 @@
 /* Per-request state: body accumulation and the references the request holds. */
 #include "http/request.h"
 
-#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/json_doc.h"
 
 
 /* s made printable for the log line, in place: control characters (a
@@ -94,7 +95,7 @@ void request_finish(request *rq)
         return;
     refs_release_all(&rq->held); /* the response is on the wire, or the connection is gone */
     route_free(&rq->rt);
-    json_object_put(rq->parsed_header); /* a deferred inference that never ran */
+    json_doc_free(rq->parsed_header); /* a deferred inference that never ran */
     free(rq->answer.body); /* NULL once handed to libmicrohttpd */
     byte_budget_give(rq->budget, rq->body_len);
     free(rq->body);

@@ -24,7 +24,7 @@
 #include "http/reply.h"
 #include "http/router.h"
 
-struct json_object;
+struct json_doc;
 
 
 typedef struct request {
@@ -49,7 +49,7 @@ typedef struct request {
     /* The JSON header of an inference that the transport's thread parsed and
      * then handed to a worker (it names a region): the worker starts from it
      * instead of parsing the body again. Owned; NULL otherwise. */
-    struct json_object *parsed_header;
+    struct json_doc *parsed_header;
 } request;
 
 request *request_new(const char *method, const char *url, byte_budget *budget);

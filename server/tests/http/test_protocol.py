@@ -1,6 +1,7 @@
 """Every endpoint and every error status, over plain HTTP (http.client)."""
 import base64
 import json
+import math
 import re
 import struct
 from multiprocessing import shared_memory
@@ -243,6 +244,53 @@ def test_long_digit_runs_in_strings_are_not_integers(server):
     req = json.dumps(simple_json_request()).replace("[1, 1, 1", "[" + digits + ", 1, 1", 1)
     assert_error(server.json("POST", "/v2/models/simple/infer", req), 400,
                  f"too big integer {digits[:24]}...")
+
+
+IDENTITY_FP64 = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [4], '
+                 '"data": [-0, -0.0, 0.1, 1e-320]}]}')
+
+
+@pytest.mark.servers("c")
+@pytest.mark.parametrize("text", [
+    IDENTITY_FP64,  # plain ASCII
+    IDENTITY_FP64.replace('"INPUT0"', '"INPUT\\u0030"'),  # an escape
+    IDENTITY_FP64.replace('"inputs"', '"id": "\u00e9", "inputs"'),  # UTF-8
+    " " + IDENTITY_FP64 + "\n",  # whitespace around the object
+    IDENTITY_FP64.replace('"data"', '"data": [1], "data"'),  # a repeated key: the last counts
+    IDENTITY_FP64.replace("[-0, -0.0, 0.1, 1e-320]", "[" * 20 + "-0, -0.0, 0.1, 1e-320" + "]" * 20),
+], ids=["plain", "escape", "utf8", "whitespace", "repeated-key", "nested"])
+def test_every_spelling_of_a_request_gets_the_same_answer(server, text):
+    """The header is read by RapidJSON when it is plain and by json-c
+    otherwise (common/json_doc.h): the tensor must come out the same
+    either way, the sign of a zero and a subnormal included."""
+    status, body = server.json("POST", "/v2/models/identity/infer", text)
+    assert status == 200, body
+    data = body["outputs"][0]["data"]
+    assert data == [0.0, -0.0, 0.1, 1e-320], body
+    assert [math.copysign(1, x) for x in data[:2]] == [1, -1], body
+
+
+@pytest.mark.servers("c")
+def test_numbers_with_exponents_read_as_strtod_reads_them(server):
+    """Exponents that RapidJSON 1.1 misreads (a zero mantissa, an overflow,
+    many digits) go to json-c: each element is the double nearest to its
+    text, as Python's float() gives it."""
+    texts = ["0e-79", "-0E71", "1.797693138623157e+308", "4.9406564584124654e324",
+             "2.2250738585072011e-308", "70990099009990090.6281514609E-88", "1e-05", "1.5e+16"]
+    req = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [%d], "data": [%s]}]}'
+           % (len(texts), ", ".join(texts)))
+    status, body = server.json("POST", "/v2/models/identity/infer", req)
+    assert status == 200, body
+    data = body["outputs"][0]["data"]
+    assert [struct.pack("<d", x) for x in data] == [struct.pack("<d", float(t)) for t in texts]
+
+
+@pytest.mark.servers("c")
+def test_nesting_past_json_c_depth_is_refused_in_its_words(server):
+    text = IDENTITY_FP64.replace("[-0, -0.0, 0.1, 1e-320]", "[" * 40 + "1" + "]" * 40)
+    assert_error(server.json("POST", "/v2/models/identity/infer", text), 400,
+                 "failed to parse the request JSON buffer: nesting too deep at ")
+    assert_serving(server)
 
 
 def test_binary_section_errors(server):
