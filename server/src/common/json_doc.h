@@ -7,10 +7,11 @@
  * header takes two allocations. RapidJSON reads the text where it is sure to
  * read it as json-c does: plain ASCII with no escapes, no integer that might
  * not fit 64 bits, no exponent of the kind RapidJSON 1.1 misreads, shallow
- * nesting, no repeated key, and nothing around the one object. Any other text (and any text RapidJSON refuses) is read by
- * json_parse (json_io.h), as before, and the accessors below read json-c's
- * tree: what a client gets, error messages included, does not depend on
- * which of the two read it.
+ * nesting, no repeated key, and nothing around the one object. Any other
+ * text (and any text RapidJSON refuses) is read by json_parse (json_io.h),
+ * as before, and the accessors below read json-c's tree: what a client
+ * gets, error messages included, does not depend on which of the two read
+ * it.
  *
  * The accessors keep json-c's view of a document: a JSON null is a NULL
  * value, as absent as a missing key; the key an object names twice is its
