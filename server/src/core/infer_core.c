@@ -2,6 +2,7 @@
 #include "core/infer_core.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include "core/access.h"
 #include "core/triton.h"
 #include "models/device_copy.h"
+#include "models/model_ops.h"
 
 unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
 {
@@ -34,7 +36,7 @@ static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
 static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
                                shmreg_region **ref)
 {
-    if (c->on_transport)
+    if (c->on_transport == INFER_ON_TRANSPORT)
         return INFER_DEFERRED;
     if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
         return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
@@ -106,6 +108,11 @@ static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const
 int infer_runs_inline(const model *m, size_t request_bytes)
 {
     return m && request_bytes <= INFER_INLINE_MAX_BYTES && model_runs_short(m);
+}
+
+int infer_device_runs_inline(const model *m, size_t request_bytes)
+{
+    return m && request_bytes <= INFER_INLINE_MAX_BYTES && model_device_tensors(m);
 }
 
 /* Relaxed: a counter, nothing is published through it. */
@@ -319,16 +326,55 @@ static unsigned window_failure(infer_ctx *c)
     return 0;
 }
 
+/* A run handed over from a transport's thread must be one the device
+ * reads and writes where every tensor lies: an input in the request's
+ * body, an output returned in the response, or one staged for a region is a
+ * CPU copy, which a worker makes. */
+static int all_in_place(const infer_ctx *c)
+{
+    for (size_t i = 0; i < c->n_in; i++)
+        if (!c->in[i].on_device && !c->in[i].pinned)
+            return 0;
+    for (size_t i = 0; i < model_n_outputs(c->m); i++)
+        if (c->out_place[i] != PLACE_SHM || c->out_region[i] || c->out[i].window ||
+            (!c->out[i].on_device && !c->out[i].pinned))
+            return 0;
+    return 1;
+}
+
 unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
 {
     unsigned st = allocate_outputs(c);
     if (st)
         return st;
-    if ((st = model_run(c->m, ordered, c->out, c->err, sizeof c->err)) != 0) {
+    return infer_compute_end(c, model_run(c->m, ordered, c->out, c->err, sizeof c->err));
+}
+
+unsigned infer_compute_end(infer_ctx *c, unsigned st)
+{
+    if (st != 0) {
         unsigned guarded = window_failure(c);
         return guarded ? guarded : st;
     }
     return outputs_to_regions(c);
+}
+
+/* The model's end of a started run, to the protocol's. */
+static void started_run_ended(model_pending *p, unsigned st)
+{
+    infer_ctx *c = (infer_ctx *)((char *)p - offsetof(infer_ctx, pending));
+    c->started_done(c, st);
+}
+
+unsigned infer_compute_start(infer_ctx *c, const tensor *const *ordered,
+                             void (*done)(infer_ctx *c, unsigned st))
+{
+    if (!all_in_place(c))
+        return INFER_DEFERRED;
+    c->started_done = done;
+    c->pending = (model_pending){.done = started_run_ended, .err = c->err, .errlen = sizeof c->err};
+    unsigned st = model_start(c->m, ordered, c->out, &c->pending);
+    return st == MODEL_BUSY ? INFER_DEFERRED : st ? st : INFER_STARTED;
 }
 
 static int log_paths;

@@ -61,11 +61,24 @@ typedef struct shm_window {
     size_t offset, byte_size;
 } shm_window;
 
+/* Which thread a request runs on, and so what it may wait for. */
+typedef enum infer_thread {
+    INFER_ON_WORKER = 0,
+    /* a transport's thread, for a short model (infer_runs_inline): a
+     * request that names a region stops with INFER_DEFERRED, before
+     * acquiring it */
+    INFER_ON_TRANSPORT,
+    /* a transport's thread, for a GPU model (infer_device_runs_inline): the
+     * run is handed to the device (infer_compute_start) if every tensor is
+     * one the device reaches where it lies (a CUDA or pinned region) and an
+     * instance takes it without waiting; else INFER_DEFERRED, after the
+     * regions were acquired (the protocol releases them) */
+    INFER_ON_TRANSPORT_DEVICE,
+} infer_thread;
+
 typedef struct infer_ctx {
     shmreg_registry *reg;
-    /* 1: running on the transport's thread (infer_runs_inline): a request
-     * that names a region stops with INFER_DEFERRED, before acquiring it. */
-    int on_transport;
+    infer_thread on_transport;
     refs *held;                  /* the request's references: released after its response */
     region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
     const model *m;
@@ -88,13 +101,18 @@ typedef struct infer_ctx {
     tensor_window out_window[MODEL_MAX_OUTPUTS];
     tensor_path in_path[INFER_MAX_INPUTS];
     tensor_path out_path[MODEL_MAX_OUTPUTS];
+    /* A run handed over (infer_compute_start): the model's record of it, and
+     * the protocol's completion. */
+    model_pending pending;
+    void (*started_done)(struct infer_ctx *c, unsigned st);
+    void *owner; /* the protocol's request, for started_done */
     char err[1024];
 } infer_ctx;
 
-/* Not an HTTP status: the request names a shared-memory region and ran on
- * the transport's thread (c->on_transport). Nothing was acquired; the
- * protocol queues the request to its workers, which run it from the start,
- * so that where it runs never changes its answer. */
+/* Not an HTTP status: the request cannot finish on the transport's thread
+ * (c->on_transport says why). The protocol releases what the request
+ * holds and queues it to its workers, which run it from the start, so that
+ * where it runs never changes its answer. */
 #define INFER_DEFERRED 1u
 
 /* The largest request (bytes on the wire) that may run on the transport's
@@ -107,6 +125,10 @@ typedef struct infer_ctx {
  * short too. Such a run still stops at any shared-memory region
  * (INFER_DEFERRED): a region's copy may wait on a device or the network. */
 int infer_runs_inline(const model *m, size_t request_bytes);
+/* 1 when a request of request_bytes for m may try INFER_ON_TRANSPORT_DEVICE:
+ * m runs on a device, and the request is small (its tensors are in
+ * regions, not in its body). */
+int infer_device_runs_inline(const model *m, size_t request_bytes);
 /* Count a request that ran on the transport's thread to its end (not one
  * deferred); and the total so far, process-wide (/metrics). */
 void infer_count_inline(void);
@@ -147,6 +169,20 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
  * status, the message in c->err), the copies to CUDA regions: when this
  * returns 0, every output is where the response says. */
 unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
+/* Not an HTTP status: infer_compute_start handed the run over. */
+#define INFER_STARTED 2u
+/* infer_compute for INFER_ON_TRANSPORT_DEVICE, without waiting: INFER_STARTED
+ * when the model's run was handed over (model_start), and done(c, st) is
+ * called when it ends, perhaps before this returns, on whichever thread it
+ * ends: the protocol passes st through infer_compute_end and answers.
+ * INFER_DEFERRED when the run cannot be handed over; or an HTTP status
+ * (done is not called). */
+unsigned infer_compute_start(infer_ctx *c, const tensor *const *ordered,
+                             void (*done)(infer_ctx *c, unsigned st));
+/* After the model's run ended with st: a guarded copy's failure in place of
+ * the model's, the outputs staged for regions copied there; 0 when every
+ * output is where the response says. */
+unsigned infer_compute_end(infer_ctx *c, unsigned st);
 /* 1: infer_finish logs each shared-memory tensor's path on stderr (-v).
  * Set once at start, before any request. */
 void infer_log_paths(int on);

@@ -65,6 +65,7 @@ InferCall::InferCall(CallOwner *s, const region_scope &scope,
     clock_gettime(CLOCK_MONOTONIC, &started_);
     c_.reg = s->registry();
     c_.held = &held_;
+    c_.owner = this; /* for device_run_ended */
 }
 
 void InferCall::cancel()
@@ -211,21 +212,21 @@ void InferCall::build_response()
 
 void InferCall::run()
 {
-    run_here(false);
+    run_here(INFER_ON_WORKER);
 }
 
-bool InferCall::run_inline()
+bool InferCall::run_inline(infer_thread where)
 {
-    if (!run_here(true))
+    if (!run_here(where))
         return false;
     infer_count_inline();
     return true;
 }
 
-bool InferCall::run_here(bool on_transport)
+bool InferCall::run_here(infer_thread where)
 {
     infer_ctx *c = &c_;
-    c->on_transport = on_transport;
+    c->on_transport = where;
     c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
     c->request_id = id_.c_str();
     if (!c->m) {
@@ -242,18 +243,38 @@ bool InferCall::run_here(bool on_transport)
     }
     const tensor *ordered[INFER_MAX_INPUTS];
     unsigned st;
-    if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs()) &&
-        !(st = infer_compute(c, ordered)))
-        build_response(); /* before the request goes: the tensors may point into it */
-    infer_finish(c, st, &started_);
+    if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs())) {
+        if (where != INFER_ON_TRANSPORT_DEVICE)
+            st = infer_compute(c, ordered);
+        else if ((st = infer_compute_start(c, ordered, device_run_ended)) == INFER_STARTED)
+            return true; /* *this may be gone already: device_run_ended answers */
+    }
     if (st == INFER_DEFERRED) { /* back to the state the constructor left, for a worker */
+        infer_finish(c, st, &started_);
+        refs_release_all(&held_); /* a GPU model's regions, acquired before it was deferred */
         region_scope scope = c_.scope;
         c_ = infer_ctx{};
         c_.scope = scope;
         c_.reg = service_->registry();
         c_.held = &held_;
+        c_.owner = this;
         return false;
     }
+    answer(st);
+    return true;
+}
+
+void InferCall::device_run_ended(infer_ctx *c, unsigned st)
+{
+    static_cast<InferCall *>(c->owner)->answer(infer_compute_end(c, st));
+}
+
+void InferCall::answer(unsigned st)
+{
+    infer_ctx *c = &c_;
+    if (!st)
+        build_response(); /* before the request goes: the tensors may point into it */
+    infer_finish(c, st, &started_);
     grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
     req_.reset(); /* freed before the response is serialized, which takes as much again */
     if (status.ok() && !serialize_response(*resp_, reply_))
@@ -261,7 +282,6 @@ bool InferCall::run_here(bool on_transport)
                               "the response is larger than gRPC can send (2 GiB)");
     resp_.reset(); /* serialized: gRPC sends its copy */
     Finish(status); /* the last touch of *this: OnDone may run at once */
-    return true;
 }
 
 } // namespace grpc_service

@@ -9,11 +9,17 @@
  *   ModelInfer (a gRPC thread)  -> charge the message to the budget, parse
  *                                  it, an InferCall reactor run at once
  *                                  (run_inline: a short model's call that
- *                                  names no region) or queued to a worker
+ *                                  names no region, or a GPU model's call
+ *                                  while a device is idle) or queued to a
+ *                                  worker
  *   InferCall::run (a worker)   -> acquire the regions the call names
  *                                  (refs_hold), run the model, build the
  *                                  response, free the request, serialize
  *                                  the response, Finish
+ *   device_run_ended            -> a GPU model's run handed over from the
+ *                                  gRPC thread has ended (on that thread, or
+ *                                  on the instance's finishing thread):
+ *                                  the response, as run's
  *   InferCall::OnDone (gRPC)    -> after the response has been sent, or the
  *                                  call failed or was cancelled: releases
  *                                  every reference the call took
@@ -76,16 +82,24 @@ class InferCall final : public grpc::ServerUnaryReactor {
      * gRPC again, so nothing here touches *this afterwards. */
     void run();
     /* run on the gRPC thread that received the call, for a call
-     * infer_runs_inline allows: true when it ran (Finish called); false when
-     * it names a shared-memory region (INFER_DEFERRED): nothing was held or
-     * counted, and the call is as it was, for run on a worker. */
-    bool run_inline();
+     * infer_runs_inline (where: INFER_ON_TRANSPORT) or
+     * infer_device_runs_inline (INFER_ON_TRANSPORT_DEVICE) allows: true when
+     * it ran (Finish called); false when it cannot run here
+     * (INFER_DEFERRED): nothing is held or counted, and the call is as it
+     * was, for run on a worker. */
+    bool run_inline(infer_thread where);
     /* Shutdown, past the drain time: answer UNAVAILABLE without running. */
     void cancel();
     void OnDone() override;
 
   private:
-    bool run_here(bool on_transport);
+    bool run_here(infer_thread where);
+    /* The end of a run handed to the device from the transport's thread,
+     * on the thread where it ended. */
+    static void device_run_ended(infer_ctx *c, unsigned st);
+    /* The response for the request's result st, built and sent: the last
+     * touch of *this. */
+    void answer(unsigned st);
     unsigned parse_inputs();
     unsigned parse_outputs();
     void build_response();

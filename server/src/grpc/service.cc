@@ -310,14 +310,17 @@ class Service final : public ServiceBase, public CallOwner {
         }
         const model *m = model_find_version(req->model_name().c_str(),
                                             req->model_version().c_str());
-        bool short_run = infer_runs_inline(m, bytes);
+        infer_thread here = infer_runs_inline(m, bytes)          ? INFER_ON_TRANSPORT
+                            : infer_device_runs_inline(m, bytes) ? INFER_ON_TRANSPORT_DEVICE
+                                                                 : INFER_ON_WORKER;
         /* deleted by its OnDone, which gives the bytes back */
         auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, std::move(req),
                                    reply, bytes);
         /* A short call runs here: queued, it would cost two thread wake-ups
-         * more than its run. One that may be slow goes to a worker, so that
-         * gRPC's threads stay free for the quick calls. */
-        if (short_run && accepting() && call->run_inline())
+         * more than its run, and a GPU model's run on an idle device is
+         * short too. One that may be slow goes to a worker, so that gRPC's
+         * threads stay free for the quick calls. */
+        if (here != INFER_ON_WORKER && accepting() && call->run_inline(here))
             return call;
         if (!submit(call))
             call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));

@@ -288,8 +288,8 @@ static void write_request_queue(jbuf *b)
     jbuf_lit(b, seconds);
     static const char here[] = "shmreg_inline_requests_total";
     write_header(b, here, COUNTER,
-                 "Inference requests (HTTP and gRPC) run on the thread that received them, "
-                 "short enough not to queue for a worker thread.");
+                 "Inference requests (HTTP and gRPC) that never queued for a worker thread: "
+                 "run on the thread that received them, or handed by it to a GPU instance.");
     jbuf_lit(b, here);
     jbuf_lit(b, " ");
     jbuf_u64(b, infer_inline_total());

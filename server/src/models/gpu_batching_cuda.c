@@ -27,13 +27,12 @@ void gpu_instances_set_wait_spin_ns(uint64_t ns)
 }
 
 /* The end of a run's batch. A run that waits alone polls the event for up
- * to wait_spin_ns first: woken from cudaEventSynchronize, a thread on a
+ * to spin nanoseconds first: woken from cudaEventSynchronize, a thread on a
  * virtual machine starts tens of microseconds after the device is done,
  * more than the whole run of a light model. With others waiting the server
  * is busy, its cores are better spent on them, and it sleeps at once. */
-static cudaError_t wait_for_batch(cudaEvent_t done, const char **what)
+static cudaError_t wait_for_batch(cudaEvent_t done, uint64_t spin, const char **what)
 {
-    uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
     unsigned others = atomic_fetch_add_explicit(&runs_waiting, 1, memory_order_relaxed);
     cudaError_t e = cudaErrorNotReady;
     if (spin && !others) {
@@ -162,6 +161,31 @@ static cudaError_t enqueue_batch(gpu_instance *in, run_batch *b, run_slot *const
     return cudaSuccess;
 }
 
+/* The runs of b that were handed over (gpu_instances_submit) go to the
+ * instance's finishing thread with b, which wakes if it sleeps. Under
+ * in->lock. */
+static void hand_to_finisher(gpu_instance *in, run_batch *b, run_slot *const *runs, unsigned n)
+{
+    uint64_t now = 0;
+    b->n_handed = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!runs[i]->pending)
+            continue;
+        if (!now)
+            now = gpu_now_ns();
+        runs[i]->queued_ns = now;
+        b->handed[b->n_handed++] = runs[i];
+    }
+    if (!b->n_handed)
+        return;
+    b->next_to_finish = NULL;
+    int idle = !in->to_finish;
+    *in->to_finish_tail = b;
+    in->to_finish_tail = &b->next_to_finish;
+    if (idle)
+        pthread_cond_signal(&in->finish_ready);
+}
+
 /* Queue the waiting runs, up to gpu_pool.copy_batch a batch, while fewer than
  * BATCHES_IN_FLIGHT are on the stream; wakes their threads. A batch that
  * fails to queue carries the error to its runs, and nothing of it is left
@@ -199,6 +223,7 @@ static void queue_waiting(gpu_instance *in)
             atomic_fetch_add_explicit(&gpu_pool.batches_queued, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&gpu_pool.batched_runs, n, memory_order_relaxed);
         }
+        hand_to_finisher(in, b, runs, n);
         for (unsigned i = 0; i < n; i++)
             runs[i]->batch = b;
         woke = 1;
@@ -253,8 +278,8 @@ static void batch_done(gpu_instance *in, run_batch *b, uint64_t span_ns, uint64_
  * in's. A guarded copy that fails ends it early with cudaSuccess and
  * *guard_failed set; nothing of this run is left queued on the stream then,
  * nor after an error. */
-static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, model_phases *ph,
-                          const char **what, int *guard_failed)
+static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, uint64_t spin,
+                          model_phases *ph, const char **what, int *guard_failed)
 {
     const tensor *src = job->in;
     tensor *dst = job->out;
@@ -280,7 +305,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, mo
     }
     /* The reply must not say the output is there before it is. */
     worker_pool_wait_begin();
-    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done, what);
+    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done, spin, what);
     worker_pool_wait_end();
     t0 = gpu_now_ns();
     uint64_t gpu[GPU_PHASES];
@@ -309,13 +334,28 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
         placed[c] = atomic_load_explicit(&gpu_pool.placed[c], memory_order_relaxed);
 }
 
-unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+/* A CUDA call's failure on in's device, as the request's message. */
+static unsigned cuda_failure(const gpu_instance *in, const char *what, cudaError_t e, char *err,
+                             size_t errlen)
 {
-    if (!gpu_pool.n)
-        return gpu_instances_ready(err, errlen);
+    snprintf(err, errlen, "model 'yolo' failed on device %d in %s: %s (%s)", in->device, what,
+             cudaGetErrorName(e), cudaGetErrorString(e));
+    return 500;
+}
+
+/* The instance for job (gpu_take_instance, by where its tensors lie). */
+static gpu_instance *instance_for(const gpu_job *job, unsigned *load_before)
+{
     const int devices[] = {job->in->on_device ? job->in->device_id : PLACEMENT_HOST,
                            job->out->on_device ? job->out->device_id : PLACEMENT_HOST};
-    gpu_instance *in = gpu_take_instance(devices, 2);
+    return gpu_take_instance(devices, 2, load_before);
+}
+
+/* job's whole run on in, which the caller took (and gives back), on this
+ * thread; a run alone polls its end for up to spin nanoseconds. */
+static unsigned run_taken(gpu_instance *in, const gpu_job *job, uint64_t spin, model_phases *ph,
+                          char *err, size_t errlen)
+{
     int previous = -1;
     const char *what = "cudaGetDevice";
     int guard_failed = 0;
@@ -328,21 +368,158 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
         uint64_t t0 = gpu_now_ns();
         run_slot *sl = gpu_slot_take(in);
         ph->queue_ns = gpu_now_ns() - t0;
-        e = run_on(in, sl, job, ph, &what, &guard_failed);
+        e = run_on(in, sl, job, spin, ph, &what, &guard_failed);
         gpu_slot_trim(sl);
         gpu_slot_give(in, sl);
         cudaSetDevice(previous);
     }
-    gpu_give_back(in);
     if (e == cudaSuccess && guard_failed) {
         /* infer_core.c answers with the window's failure and the library's
          * message; this one stands only where a caller does not. */
         snprintf(err, errlen, "model 'yolo': a guarded copy of a shared memory tensor failed");
         return 400;
     }
+    return e == cudaSuccess ? 0 : cuda_failure(in, what, e, err, errlen);
+}
+
+unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+{
+    if (!gpu_pool.n)
+        return gpu_instances_ready(err, errlen);
+    unsigned load_before;
+    gpu_instance *in = instance_for(job, &load_before);
+    unsigned st = run_taken(in, job, atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
+                            ph, err, errlen);
+    gpu_give_back(in);
+    return st;
+}
+
+/* ------------------------------------------------------- handed-over runs */
+
+/* A tensor the device reaches where it lies: no CPU copy on the way. */
+static int in_place(const tensor *t)
+{
+    return t->on_device || t->pinned;
+}
+
+/* How long a run on its caller's thread polls its end: twice the longest
+ * short run, or --spin-us where that is longer. */
+static uint64_t short_run_poll_ns(void)
+{
+    uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
+    return spin > 2u * GPU_SHORT_RUN_NS ? spin : 2u * GPU_SHORT_RUN_NS;
+}
+
+/* p's run joins in's waiting runs with a slot taken without waiting, for
+ * the finishing thread to complete: 0, MODEL_BUSY or an HTTP status.
+ * Nothing touches p once it is queued: its done may run at once. */
+static unsigned hand_over(gpu_instance *in, gpu_pending *p)
+{
+    run_slot *sl = gpu_slot_try_take(in);
+    if (!sl)
+        return MODEL_BUSY;
+    int previous = -1;
+    const char *what = "cudaGetDevice";
+    cudaError_t e = cudaGetDevice(&previous);
+    if (e == cudaSuccess) {
+        what = "cudaSetDevice";
+        e = cudaSetDevice(in->device);
+    }
+    if (e == cudaSuccess && (e = gpu_grow_slot(sl, &p->job, 0, 0, &what)) == cudaSuccess) {
+        sl->job = &p->job;
+        sl->from = p->job.in->data;
+        sl->to = p->job.out->data;
+        sl->pending = p;
+        p->started_ns = gpu_now_ns();
+        pthread_mutex_lock(&in->lock);
+        sl->next = NULL;
+        *in->waiting_tail = sl;
+        in->waiting_tail = &sl->next;
+        queue_waiting(in);
+        pthread_mutex_unlock(&in->lock);
+    }
+    if (previous >= 0)
+        cudaSetDevice(previous);
     if (e == cudaSuccess)
         return 0;
-    snprintf(err, errlen, "model 'yolo' failed on device %d in %s: %s (%s)", in->device, what,
-             cudaGetErrorName(e), cudaGetErrorString(e));
-    return 500;
+    gpu_slot_give(in, sl);
+    return cuda_failure(in, what, e, p->err, p->errlen);
+}
+
+unsigned gpu_instances_submit(gpu_pending *p)
+{
+    if (!gpu_pool.n)
+        return gpu_instances_ready(p->err, p->errlen);
+    if (!in_place(p->job.in) || !in_place(p->job.out))
+        return MODEL_BUSY;
+    unsigned load_before;
+    gpu_instance *in = instance_for(&p->job, &load_before);
+    if (!load_before && gpu_runs_short(in)) {
+        unsigned st = run_taken(in, &p->job, short_run_poll_ns(), p->ph, p->err, p->errlen);
+        gpu_give_back(in);
+        p->done(p, st);
+        return 0;
+    }
+    unsigned st = hand_over(in, p);
+    if (st)
+        gpu_give_back(in);
+    return st;
+}
+
+/* The handed-over runs of b, once b has ended (or failed to queue): each
+ * gets its phases, gives its slot and instance back, and is done. */
+static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, unsigned n)
+{
+    const char *what = b->what;
+    cudaError_t e = b->err;
+    if (e == cudaSuccess)
+        e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done,
+                           atomic_load_explicit(&wait_spin_ns, memory_order_relaxed), &what);
+    uint64_t now = gpu_now_ns();
+    int queued = b->err == cudaSuccess;
+    for (unsigned i = 0; i < n; i++) {
+        run_slot *sl = runs[i];
+        gpu_pending *p = sl->pending;
+        uint64_t gpu[GPU_PHASES];
+        batch_done(in, b, now - sl->queued_ns, queued ? gpu : NULL);
+        unsigned st = e == cudaSuccess ? 0 : cuda_failure(in, what, e, p->err, p->errlen);
+        if (!st) {
+            p->ph->queue_ns = sl->queued_ns - p->started_ns;
+            p->ph->input_ns = gpu[GPU_INPUT];
+            p->ph->infer_ns = gpu[GPU_INFER];
+            p->ph->output_ns = gpu[GPU_OUTPUT];
+        }
+        gpu_slot_trim(sl);
+        gpu_slot_give(in, sl);
+        gpu_give_back(in);
+        p->done(p, st);
+    }
+}
+
+/* An instance's finishing thread: completes the batches holding handed-over
+ * runs in the order they were queued (the stream ends them in that order),
+ * one wait for each batch, whatever number of runs it holds. */
+void *gpu_finish_batches(void *instance)
+{
+    gpu_instance *in = instance;
+    cudaSetDevice(in->device); /* batch_done queues the next batch on in's stream */
+    pthread_mutex_lock(&in->lock);
+    for (;;) {
+        while (!in->to_finish && !in->stopping)
+            pthread_cond_wait(&in->finish_ready, &in->lock);
+        run_batch *b = in->to_finish;
+        if (!b)
+            break;
+        in->to_finish = b->next_to_finish;
+        if (!in->to_finish)
+            in->to_finish_tail = &in->to_finish;
+        run_slot *runs[SLOTS_PER_INSTANCE];
+        unsigned n = b->n_handed; /* b may be freed and reused once its runs let go */
+        memcpy(runs, b->handed, n * sizeof *runs);
+        pthread_mutex_unlock(&in->lock);
+        finish_batch(in, b, runs, n);
+        pthread_mutex_lock(&in->lock);
+    }
+    pthread_mutex_unlock(&in->lock);
+    return NULL;
 }

@@ -73,7 +73,9 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
     pthread_mutex_init(&in->lock, NULL);
     pthread_cond_init(&in->slot_freed, NULL);
     pthread_cond_init(&in->queued, NULL);
+    pthread_cond_init(&in->finish_ready, NULL);
     in->waiting_tail = &in->waiting;
+    in->to_finish_tail = &in->to_finish;
     for (unsigned i = SLOTS_PER_INSTANCE; i-- > 0;) {
         in->slots[i].next = in->free_slots;
         in->free_slots = &in->slots[i];
@@ -91,11 +93,33 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
         set_why_cuda("creating the streams of an instance", e);
         return -1;
     }
+    int err = pthread_create(&in->finisher, NULL, gpu_finish_batches, in);
+    if (err != 0) {
+        snprintf(gpu_pool.why, sizeof gpu_pool.why, "starting an instance's finishing thread: %s",
+                 strerror(err));
+        return -1;
+    }
+    in->finisher_runs = 1;
     return 0;
+}
+
+/* Its finishing thread ends once every batch handed to it is complete (no
+ * request is in progress by then: gpu_instances_stop's rule). */
+static void stop_finisher(gpu_instance *in)
+{
+    if (!in->finisher_runs)
+        return;
+    pthread_mutex_lock(&in->lock);
+    in->stopping = 1;
+    pthread_cond_signal(&in->finish_ready);
+    pthread_mutex_unlock(&in->lock);
+    pthread_join(in->finisher, NULL);
+    in->finisher_runs = 0;
 }
 
 static void instance_free(gpu_instance *in)
 {
+    stop_finisher(in);
     cudaSetDevice(in->device);
     if (in->stream)
         cudaStreamDestroy(in->stream);
@@ -105,6 +129,7 @@ static void instance_free(gpu_instance *in)
         gpu_slot_free(&in->slots[i]);
         gpu_batch_free_events(&in->batches[i]);
     }
+    pthread_cond_destroy(&in->finish_ready);
     pthread_cond_destroy(&in->queued);
     pthread_cond_destroy(&in->slot_freed);
     pthread_mutex_destroy(&in->lock);

@@ -64,6 +64,9 @@ typedef struct run_slot {
     const void *from;            /* input is read from and its output written */
     void *to;
     struct run_batch *batch;     /* set once the run is queued on the stream */
+    gpu_pending *pending;        /* a run handed over (gpu_instances_submit), which
+                                  * the finishing thread completes; else NULL */
+    uint64_t queued_ns;          /* a handed-over run: when its batch was queued */
 } run_slot;
 
 /* Runs queued on an instance's stream together: their inputs' copies up as
@@ -89,6 +92,11 @@ typedef struct run_batch {
     cudaError_t err;             /* queuing it failed: in what */
     const char *what;
     uint64_t gpu_ns[GPU_PHASES]; /* a timed batch's phases, once ended */
+    /* Its runs handed over, which the finishing thread completes, and the
+     * next batch it completes. */
+    run_slot *handed[SLOTS_PER_INSTANCE];
+    unsigned n_handed;
+    struct run_batch *next_to_finish;
 } run_batch;
 
 typedef struct gpu_instance {
@@ -109,6 +117,13 @@ typedef struct gpu_instance {
     run_batch batches[SLOTS_PER_INSTANCE];
     run_batch *free_batches;
     unsigned in_flight;          /* batches queued and not yet seen to end */
+    /* Batches holding handed-over runs, in the order they were queued, for
+     * the finishing thread, which sleeps on to_finish while there are none. */
+    run_batch *to_finish, **to_finish_tail;
+    pthread_cond_t finish_ready;
+    pthread_t finisher;
+    int finisher_runs;           /* the thread was started */
+    int stopping;                /* it ends once to_finish is empty */
     unsigned runs;               /* runs queued so far: which batches are timed */
     /* The device phases of its last timed batch, for those that are not;
      * relaxed: each is whole, and a run may read two batches' figures. */
@@ -139,13 +154,20 @@ extern struct gpu_pool gpu_pool;
 void gpu_batch_free_events(run_batch *b);
 cudaError_t gpu_batch_make(run_batch *b);
 void gpu_slot_free(run_slot *sl);
-gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n);
+gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n, unsigned *load_before);
+/* in's last timed batch took at most GPU_SHORT_RUN_NS on the device. */
+int gpu_runs_short(gpu_instance *in);
 void gpu_give_back(gpu_instance *in);
 run_slot *gpu_slot_take(gpu_instance *in);
+/* A free slot of in, or NULL at once when all are held. */
+run_slot *gpu_slot_try_take(gpu_instance *in);
 void gpu_slot_give(gpu_instance *in, run_slot *sl);
 cudaError_t gpu_grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int stage_out,
                           const char **what);
 void gpu_slot_trim(run_slot *sl);
+
+/* gpu_batching_cuda.c: the finishing thread of an instance */
+void *gpu_finish_batches(void *instance);
 
 /* gpu_timing_cuda.c */
 uint64_t gpu_now_ns(void);

@@ -42,6 +42,12 @@
  * (worker_pool.h): the next request's CPU work goes on, and the stream
  * always has the next batch queued behind the current one.
  *
+ * A request that a transport's thread hands over (gpu_instances_submit)
+ * takes none of a worker's time: on an idle instance it runs on that
+ * thread, which polls its end; otherwise it joins the instance's waiting
+ * runs and the instance's finishing thread, which waits for each batch in
+ * turn, completes it: one wake-up per batch rather than one per request.
+ *
  * gpu_*_cuda.c are the implementation (gpu_instance_cuda.h says which file
  * holds what); gpu_instances_none.c, in a build
  * without CUDA, reports the model unavailable.
@@ -96,6 +102,36 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);
 void gpu_instances_set_wait_spin_ns(uint64_t ns);
 /* One request on one instance: 0, or an HTTP status with the message. */
 unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
+
+/* The longest a run may take on the device, its copies included, for
+ * gpu_instances_submit to run it on the calling thread: the instance's last
+ * timed batch says how long its runs take. */
+#define GPU_SHORT_RUN_NS 100000u
+
+/* A run that gpu_instances_submit hands to an instance without waiting for
+ * it. The caller fills the first four fields and keeps the struct until
+ * done has been called. */
+typedef struct gpu_pending {
+    gpu_job job;
+    model_phases *ph;            /* the run's phases, set before done */
+    char *err;                   /* done's message, when st is not 0 */
+    size_t errlen;
+    /* Called once: st 0, or an HTTP status with the message in err. */
+    void (*done)(struct gpu_pending *p, unsigned st);
+    uint64_t started_ns;         /* the scheduler's */
+} gpu_pending;
+
+/* Start p's run without waiting for a run slot or the device, for a
+ * caller that must not wait (a transport's thread), where every tensor is
+ * one the device reaches where it lies (a CUDA or pinned region: no CPU
+ * copy). On an instance that holds no other request and whose runs are
+ * short (GPU_SHORT_RUN_NS), the run is made here, polling its end, and done
+ * is called before this returns; else the run is queued on an instance
+ * with a free slot and done is called on that instance's finishing thread
+ * once the device is done. Returns 0 (done is or will be called),
+ * MODEL_BUSY (nothing done: a tensor needs staging, or no slot is free),
+ * or an HTTP status with the message in p->err (done is not called). */
+unsigned gpu_instances_submit(gpu_pending *p);
 
 #ifdef __cplusplus
 }

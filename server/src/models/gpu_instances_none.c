@@ -49,3 +49,8 @@ unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size
 {
     return gpu_instances_ready(err, errlen);
 }
+
+unsigned gpu_instances_submit(gpu_pending *p)
+{
+    return gpu_instances_ready(p->err, p->errlen);
+}

@@ -73,8 +73,9 @@ static unsigned instance_load(const void *ctx, unsigned i)
  * (placement.h), counted busy from here until gpu_give_back. Its load thus
  * counts each request from before it takes a slot (gpu_slot_take) until
  * after it gives the slot back: those holding one and those waiting, as
- * the rule compares it with the slots. */
-gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n)
+ * the rule compares it with the slots. *load_before: its load before this
+ * request (0: it held none). */
+gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n, unsigned *load_before)
 {
     unsigned start = atomic_fetch_add_explicit(&gpu_pool.next, 1, memory_order_relaxed);
     placement_instances inst = {.n = gpu_pool.n, .slots = SLOTS_PER_INSTANCE,
@@ -82,9 +83,20 @@ gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n)
                                 .ctx = gpu_pool.inst};
     placement_case why;
     gpu_instance *best = &gpu_pool.inst[placement_choose(tensor_devices, n, &inst, start, &why)];
-    atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);
+    *load_before = atomic_fetch_add_explicit(&best->load, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&gpu_pool.placed[why], 1, memory_order_relaxed);
     return best;
+}
+
+int gpu_runs_short(gpu_instance *in)
+{
+    /* acquire: the figures were stored before timed_one (gpu_time_batch) */
+    if (!atomic_load_explicit(&in->timed_one, memory_order_acquire))
+        return 0;
+    uint64_t sum = 0;
+    for (int p = 0; p < GPU_PHASES; p++)
+        sum += atomic_load_explicit(&in->last_ns[p], memory_order_relaxed);
+    return sum <= GPU_SHORT_RUN_NS;
 }
 
 void gpu_give_back(gpu_instance *in)
@@ -109,11 +121,22 @@ run_slot *gpu_slot_take(gpu_instance *in)
     return sl;
 }
 
+run_slot *gpu_slot_try_take(gpu_instance *in)
+{
+    pthread_mutex_lock(&in->lock);
+    run_slot *sl = in->free_slots;
+    if (sl)
+        in->free_slots = sl->next;
+    pthread_mutex_unlock(&in->lock);
+    return sl;
+}
+
 void gpu_slot_give(gpu_instance *in, run_slot *sl)
 {
     pthread_mutex_lock(&in->lock);
     sl->job = NULL;
     sl->batch = NULL;
+    sl->pending = NULL;
     sl->next = in->free_slots;
     in->free_slots = sl;
     pthread_cond_signal(&in->slot_freed);

@@ -27,6 +27,12 @@ typedef struct model_phases {
     uint64_t output_ns; /* outputs to where the request wants them */
 } model_phases;
 
+/* Not an HTTP status: model_start could not hand the run over without
+ * waiting, and did nothing. */
+#define MODEL_BUSY 1u
+
+struct model_pending;
+
 typedef struct model_ops {
     /* Checks beyond the spec's datatype and dimensions: 0, or -1 with a message. */
     int (*check_input)(const tensor *in, const char *model, char *err, size_t errlen);
@@ -38,6 +44,10 @@ typedef struct model_ops {
      * 0, or an HTTP status with the message in err. */
     unsigned (*run)(const tensor *const *in, tensor *out, model_phases *ph, char *err,
                     size_t errlen);
+    /* Hand the run over without waiting for it (models.h, model_start):
+     * 0 (p->done is or will be called), MODEL_BUSY, or an HTTP status with
+     * the message in p->err. NULL: the model has no such run. */
+    unsigned (*start)(const tensor *const *in, tensor *out, struct model_pending *p);
     /* Add what this model's config says beyond the common fields. */
     void (*config)(json_object *config);
 } model_ops;

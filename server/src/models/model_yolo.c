@@ -1,11 +1,13 @@
 /* The yolo model's shapes, weights and run (model_yolo.h says what it computes). */
 #include "models/model_yolo.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/gpu_instances.h"
+#include "models/models.h"
 
 static unsigned window_; /* K of model_yolo.h, from --yolo-window */
 
@@ -14,13 +16,13 @@ static size_t anchors(int64_t h, int64_t w)
     return (size_t)((h / 8) * (w / 8) + (h / 16) * (w / 16) + (h / 32) * (w / 32));
 }
 
-static int check_input(const tensor *in, const char *model, char *err, size_t errlen)
+static int check_input(const tensor *in, const char *model_name, char *err, size_t errlen)
 {
     int64_t h = in->shape[1], w = in->shape[2];
     if (h <= 0 || w <= 0 || h % 32 || w % 32 || h > 32768 || w > 32768) {
         char got[128];
         snprintf(err, errlen, "input '%s' of model '%s' must be [3,H,W] with H and W positive "
-                              "multiples of 32 (at most 32768), got %s", in->name, model,
+                              "multiples of 32 (at most 32768), got %s", in->name, model_name,
                  tensor_shape_string(in->shape, in->ndims, got, sizeof got));
         return -1;
     }
@@ -54,6 +56,20 @@ static unsigned run(const tensor *const *in, tensor *out, model_phases *ph, char
     return st;
 }
 
+/* A started run's end, from the GPU scheduler. */
+static void run_ended(gpu_pending *g, unsigned st)
+{
+    model_run_ended((model_pending *)((char *)g - offsetof(model_pending, gpu)), st);
+}
+
+static unsigned start(const tensor *const *in, tensor *out, model_pending *p)
+{
+    p->gpu = (gpu_pending){.job = {.in = in[0], .out = &out[0], .height = (int)in[0]->shape[1],
+                                   .width = (int)in[0]->shape[2]},
+                           .ph = &p->ph, .err = p->err, .errlen = p->errlen, .done = run_ended};
+    return gpu_instances_submit(&p->gpu);
+}
+
 /* Triton's config fields for where the instances run, and the window. */
 static void config(json_object *cfg)
 {
@@ -82,6 +98,7 @@ const model_ops yolo_ops = {
     .describe = describe,
     .ready = ready,
     .run = run,
+    .start = start,
     .config = config,
 };
 

@@ -408,19 +408,24 @@ int model_runs_short(const model *m)
     return 1;
 }
 
+/* A model with ops: one successful run's phases into its statistics. */
+static void count_phases(const model *m, const model_phases *ph)
+{
+    model *w = (model *)m; /* only the statistics change */
+    atomic_fetch_add_explicit(&w->runs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->queue_ns, ph->queue_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->input_ns, ph->input_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->infer_ns, ph->infer_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->output_ns, ph->output_ns, memory_order_relaxed);
+}
+
 unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen)
 {
     if (m->ops) {
         model_phases ph = {0};
         unsigned st = m->ops->run(in, out, &ph, err, errlen);
-        if (st == 0) {
-            model *w = (model *)m; /* only the statistics change */
-            atomic_fetch_add_explicit(&w->runs, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&w->queue_ns, ph.queue_ns, memory_order_relaxed);
-            atomic_fetch_add_explicit(&w->input_ns, ph.input_ns, memory_order_relaxed);
-            atomic_fetch_add_explicit(&w->infer_ns, ph.infer_ns, memory_order_relaxed);
-            atomic_fetch_add_explicit(&w->output_ns, ph.output_ns, memory_order_relaxed);
-        }
+        if (st == 0)
+            count_phases(m, &ph);
         return st;
     }
     if (m->delayed && delay_ms_ && delay() != 0) {
@@ -430,4 +435,20 @@ unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *e
     }
     m->kernel(in, out);
     return 0;
+}
+
+void model_run_ended(model_pending *p, unsigned st)
+{
+    if (st == 0)
+        count_phases(p->m, &p->ph);
+    p->done(p, st);
+}
+
+unsigned model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p)
+{
+    if (!m->ops || !m->ops->start)
+        return MODEL_BUSY;
+    p->m = m;
+    p->ph = (model_phases){0};
+    return m->ops->start(in, out, p);
 }

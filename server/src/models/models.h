@@ -17,6 +17,8 @@
 #include "common/json_io.h"
 
 #include "common/tensor.h"
+#include "models/gpu_instances.h"
+#include "models/model_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,6 +64,30 @@ int model_runs_short(const model *m);
 /* Compute the outputs into out[i].data (each out[i].byte_size bytes).
  * Returns 0, or an HTTP status with the message in err. */
 unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);
+/* A run handed over by model_start. The caller fills done, err and errlen
+ * and keeps the struct until done has been called; the rest is the
+ * model's. */
+typedef struct model_pending {
+    /* Called once, on whichever thread the run ends: st 0, or an HTTP
+     * status with the message in err. */
+    void (*done)(struct model_pending *p, unsigned st);
+    char *err;
+    size_t errlen;
+    const model *m;
+    model_phases ph;
+    gpu_pending gpu; /* the GPU model's run */
+} model_pending;
+
+/* model_run for a caller that must not wait (a transport's thread): the run
+ * is handed to the model and p->done called when it ends, perhaps before
+ * this returns. 0 (done is or will be called); MODEL_BUSY: the model cannot
+ * take it without waiting now (or has no such run), nothing was done, and
+ * the caller runs it with model_run elsewhere; or an HTTP status with the
+ * message in p->err (done is not called). */
+unsigned model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p);
+/* For a model's ops->start: its run has ended (st as p->done's); counts
+ * it in the statistics and calls p->done. */
+void model_run_ended(model_pending *p, unsigned st);
 /* Count one request in the statistics. */
 void model_record(const model *m, int ok, uint64_t ns);
 

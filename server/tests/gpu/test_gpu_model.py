@@ -727,3 +727,153 @@ def test_grpc_system_and_cuda_shared_memory():
         client.close()
         stop(server)
         cuda_mems.clear()
+
+
+class GrpcRegions:
+    """Pinned system and CUDA regions registered over gRPC with tritonclient,
+    and inferences on them; close() unregisters and frees them."""
+
+    def __init__(self, server):
+        self.grpc = pytest.importorskip("tritonclient.grpc")
+        self.tshm = pytest.importorskip("tritonclient.utils.shared_memory")
+        self.client = self.grpc.InferenceServerClient(server.grpc_url)
+        self.handles, self.mems = [], []
+
+    def system(self, suffix, size):
+        name = f"{PREFIX}_t{suffix}{next(UNIQUE)}"
+        self.handles.append(self.tshm.create_shared_memory_region(name, "/" + name, size))
+        self.client.register_system_shared_memory(name, "/" + name, size)
+        return name, self.handles[-1]
+
+    def cuda(self, suffix, size):
+        name = f"{PREFIX}_t{suffix}{next(UNIQUE)}"
+        mem = cp.cuda.memory.Memory(size)
+        self.mems.append(mem)
+        handle = bytes(cp.cuda.runtime.ipcGetMemHandle(mem.ptr))
+        self.client.register_cuda_shared_memory(name, base64.b64encode(handle), 0, size)
+        return name, mem
+
+    def infer(self, client, shape, in_name, out_name, out_bytes):
+        inp = self.grpc.InferInput("images", list(shape), "FP16")
+        inp.set_shared_memory(in_name, int(np.prod(shape)) * 2)
+        out = self.grpc.InferRequestedOutput("output0")
+        out.set_shared_memory(out_name, out_bytes)
+        client.infer("yolo", [inp], outputs=[out])
+
+    def close(self):
+        try:
+            self.client.unregister_system_shared_memory()
+            self.client.unregister_cuda_shared_memory()
+        finally:
+            for handle in self.handles:
+                self.tshm.destroy_shared_memory_region(handle)
+            self.client.close()
+
+
+def inline_requests(server):
+    _, page = scrape(server)
+    return page.value("shmreg_inline_requests_total")
+
+
+@pytest.mark.parametrize("window", [1, 64])
+def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
+    """Over gRPC, a run whose tensors the device reaches where they lie is
+    handed to the instance by the gRPC thread that received it, with no
+    worker in between: at window 1 (a short run) one client's requests run
+    on that thread and the rest wait for the instance's finishing thread; at
+    window 64 (milliseconds) every run does, and eight clients' runs share
+    batches. Every answer matches the reference in its own region, each call
+    counts as inline, and nothing is left in use."""
+    from grpc_support import start_with_grpc  # noqa: E402
+    s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window",
+                        str(window), "--copy-batch", "4")
+    r = GrpcRegions(s)
+    try:
+        images = [random_images(SEED_SHAPE, 500 + i) for i in range(2)]
+        expected = [reference(im, window) for im in images]
+        out_bytes = ROWS * 5040 * 2
+        places = []
+        for k in range(8):  # pinned system in, CUDA out; then CUDA in, system out
+            if k % 2 == 0:
+                (name_in, handle), out = r.system("in", images[0].nbytes), r.cuda("out", out_bytes)
+                r.tshm.set_shared_memory_region(handle, [images[k % 2]])
+            else:
+                (name_in, mem), out = r.cuda("in", images[0].nbytes), r.system("out", out_bytes)
+                device_array(mem, SEED_SHAPE)[...] = cp.asarray(images[k % 2])
+            places.append((name_in, out))
+        cp.cuda.Device(0).synchronize()
+
+        def got(k):
+            name, out = places[k][1]
+            if k % 2 == 0:
+                return device_array(out, (ROWS, 5040)).get()
+            return r.tshm.get_contents_as_numpy(out, np.float16, [ROWS, 5040])
+
+        before = inline_requests(s)
+        for k in (0, 1, 0, 1):  # one client: a lone run each time
+            r.infer(r.client, SEED_SHAPE, places[k][0], places[k][1][0], out_bytes)
+            np.testing.assert_array_equal(got(k), expected[k % 2])
+        assert inline_requests(s) - before == 4
+
+        failures = []
+
+        def client(k):
+            own = r.grpc.InferenceServerClient(s.grpc_url)
+            try:
+                for n in range(4):
+                    r.infer(own, SEED_SHAPE, places[k][0], places[k][1][0], out_bytes)
+                    if not np.array_equal(got(k), expected[k % 2]):
+                        failures.append((k, n))
+            except Exception as e:  # noqa: BLE001 - reported below with the others
+                failures.append((k, repr(e)))
+            finally:
+                own.close()
+
+        _, page = scrape(s)
+        batches0 = page.value("shmreg_gpu_copy_batches_total")
+        runs0 = page.value("shmreg_gpu_copy_batch_runs_total")
+        run_clients(client, 8)
+        assert failures == []
+        _, page = scrape(s)
+        assert page.value("shmreg_inline_requests_total") - before == 4 + 32
+        runs = page.value("shmreg_gpu_copy_batch_runs_total") - runs0
+        batches = page.value("shmreg_gpu_copy_batches_total") - batches0
+        assert runs == 32
+        if window == 64:
+            assert batches < 32, batches  # runs waited for the stream together
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
+
+
+def test_grpc_runs_needing_a_cpu_copy_go_to_a_worker():
+    """A system region registered unpinned (--pin never) needs a CPU copy
+    through the staging buffer: the gRPC thread acquires the regions, sees
+    that, releases them and queues the call to a worker, which answers as
+    it always did; nothing stays in use and no call counts as inline."""
+    from grpc_support import start_with_grpc  # noqa: E402
+    s = start_with_grpc("--threads", "4", "--yolo-window", str(WINDOW), "--pin", "never")
+    r = GrpcRegions(s)
+    try:
+        images = random_images(SEED_SHAPE, 77)
+        out_bytes = ROWS * 5040 * 2
+        (name_in, handle), (name_out, out_handle) = (r.system("in", images.nbytes),
+                                                    r.system("out", out_bytes))
+        r.tshm.set_shared_memory_region(handle, [images])
+        before = inline_requests(s)
+        for _ in range(3):
+            r.infer(r.client, SEED_SHAPE, name_in, name_out, out_bytes)
+            np.testing.assert_array_equal(
+                r.tshm.get_contents_as_numpy(out_handle, np.float16, [ROWS, 5040]),
+                reference(images, WINDOW))
+        assert inline_requests(s) == before
+        _, page = scrape(s)
+        assert page.value("shmreg_tensor_path_total", path="staged_copy", direction="input") == 3
+        released(s)
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
