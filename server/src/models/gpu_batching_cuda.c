@@ -26,6 +26,8 @@ void gpu_instances_set_wait_spin_ns(uint64_t ns)
     atomic_store_explicit(&wait_spin_ns, ns, memory_order_relaxed);
 }
 
+static void release_slot(gpu_instance *in, run_slot *sl);
+
 /* The end of a run's batch. A run that waits alone polls the event for up
  * to spin nanoseconds first: woken from cudaEventSynchronize, a thread on a
  * virtual machine starts tens of microseconds after the device is done,
@@ -370,7 +372,7 @@ static unsigned run_taken(gpu_instance *in, const gpu_job *job, uint64_t spin, m
         ph->queue_ns = gpu_now_ns() - t0;
         e = run_on(in, sl, job, spin, ph, &what, &guard_failed);
         gpu_slot_trim(sl);
-        gpu_slot_give(in, sl);
+        release_slot(in, sl);
         cudaSetDevice(previous);
     }
     if (e == cudaSuccess && guard_failed) {
@@ -410,40 +412,89 @@ static uint64_t short_run_poll_ns(void)
     return spin > 2u * GPU_SHORT_RUN_NS ? spin : 2u * GPU_SHORT_RUN_NS;
 }
 
-/* p's run joins in's waiting runs with a slot taken without waiting, for
- * the finishing thread to complete: 0, MODEL_BUSY or an HTTP status.
- * Nothing touches p once it is queued: its done may run at once. */
+/* p's run into slot sl of in, joining in's waiting runs for the finishing
+ * thread to complete: 0, or an HTTP status with sl left as it was (then
+ * done is not called). The thread's current device is in's. Nothing
+ * touches p once it is queued: its done may run at once. */
+static unsigned start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
+{
+    const char *what;
+    cudaError_t e = gpu_grow_slot(sl, &p->job, 0, 0, &what);
+    if (e != cudaSuccess)
+        return cuda_failure(in, what, e, p->err, p->errlen);
+    sl->job = &p->job;
+    sl->from = p->job.in->data;
+    sl->to = p->job.out->data;
+    sl->pending = p;
+    pthread_mutex_lock(&in->lock);
+    sl->next = NULL;
+    *in->waiting_tail = sl;
+    in->waiting_tail = &sl->next;
+    queue_waiting(in);
+    pthread_mutex_unlock(&in->lock);
+    return 0;
+}
+
+/* A run's slot given back: to the first handed-over run waiting for one
+ * (taking turns with threads waiting in gpu_slot_take), else among the
+ * free slots. A waiting run whose slot cannot be readied is done with the
+ * error here, and the slot goes to the next. The thread's current device is
+ * in's. */
+static void release_slot(gpu_instance *in, run_slot *sl)
+{
+    for (;;) {
+        pthread_mutex_lock(&in->lock);
+        gpu_pending *p = in->slotless;
+        if (p && in->slot_waiters && (in->slot_turn ^= 1))
+            p = NULL;
+        if (!p) {
+            gpu_slot_free_locked(in, sl);
+            pthread_mutex_unlock(&in->lock);
+            return;
+        }
+        in->slotless = p->next;
+        if (!in->slotless)
+            in->slotless_tail = &in->slotless;
+        pthread_mutex_unlock(&in->lock);
+        unsigned st = start_in_slot(in, sl, p);
+        if (!st)
+            return;
+        gpu_give_back(in);
+        p->done(p, st);
+    }
+}
+
+/* p's run to in without waiting: into a free slot, or, where all are held,
+ * to wait for one (release_slot starts it). 0 or an HTTP status. */
 static unsigned hand_over(gpu_instance *in, gpu_pending *p)
 {
-    run_slot *sl = gpu_slot_try_take(in);
+    p->started_ns = gpu_now_ns();
+    pthread_mutex_lock(&in->lock);
+    run_slot *sl = in->free_slots;
+    if (sl) {
+        in->free_slots = sl->next;
+    } else {
+        p->next = NULL;
+        *in->slotless_tail = p;
+        in->slotless_tail = &p->next;
+    }
+    pthread_mutex_unlock(&in->lock);
     if (!sl)
-        return MODEL_BUSY;
-    int previous = -1;
-    const char *what = "cudaGetDevice";
-    cudaError_t e = cudaGetDevice(&previous);
-    if (e == cudaSuccess) {
-        what = "cudaSetDevice";
-        e = cudaSetDevice(in->device);
-    }
-    if (e == cudaSuccess && (e = gpu_grow_slot(sl, &p->job, 0, 0, &what)) == cudaSuccess) {
-        sl->job = &p->job;
-        sl->from = p->job.in->data;
-        sl->to = p->job.out->data;
-        sl->pending = p;
-        p->started_ns = gpu_now_ns();
-        pthread_mutex_lock(&in->lock);
-        sl->next = NULL;
-        *in->waiting_tail = sl;
-        in->waiting_tail = &sl->next;
-        queue_waiting(in);
-        pthread_mutex_unlock(&in->lock);
-    }
-    if (previous >= 0)
-        cudaSetDevice(previous);
-    if (e == cudaSuccess)
         return 0;
-    gpu_slot_give(in, sl);
-    return cuda_failure(in, what, e, p->err, p->errlen);
+    int previous = -1;
+    cudaError_t e = cudaGetDevice(&previous);
+    if (e == cudaSuccess && (e = cudaSetDevice(in->device)) == cudaSuccess) {
+        unsigned st = start_in_slot(in, sl, p);
+        if (st)
+            release_slot(in, sl);
+        cudaSetDevice(previous);
+        return st;
+    }
+    pthread_mutex_lock(&in->lock);
+    gpu_slot_free_locked(in, sl); /* no device: nothing a waiting run could start on */
+    pthread_mutex_unlock(&in->lock);
+    return cuda_failure(in, previous < 0 ? "cudaGetDevice" : "cudaSetDevice", e, p->err,
+                        p->errlen);
 }
 
 unsigned gpu_instances_submit(gpu_pending *p)
@@ -490,7 +541,7 @@ static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, 
             p->ph->output_ns = gpu[GPU_OUTPUT];
         }
         gpu_slot_trim(sl);
-        gpu_slot_give(in, sl);
+        release_slot(in, sl);
         gpu_give_back(in);
         p->done(p, st);
     }

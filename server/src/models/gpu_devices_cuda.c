@@ -76,6 +76,7 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
     pthread_cond_init(&in->finish_ready, NULL);
     in->waiting_tail = &in->waiting;
     in->to_finish_tail = &in->to_finish;
+    in->slotless_tail = &in->slotless;
     for (unsigned i = SLOTS_PER_INSTANCE; i-- > 0;) {
         in->slots[i].next = in->free_slots;
         in->free_slots = &in->slots[i];

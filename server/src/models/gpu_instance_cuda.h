@@ -112,6 +112,13 @@ typedef struct gpu_instance {
     pthread_cond_t queued;       /* a waiting run's batch was queued */
     run_slot slots[SLOTS_PER_INSTANCE];
     run_slot *free_slots;
+    unsigned slot_waiters;       /* threads waiting in gpu_slot_take */
+    /* Runs handed over (gpu_instances_submit) while every slot was held, in
+     * the order they came: a slot given back goes to the first of them, or,
+     * while threads wait in gpu_slot_take too, to them and to these in
+     * turn (slot_turn). */
+    gpu_pending *slotless, **slotless_tail;
+    int slot_turn;
     run_slot *waiting, **waiting_tail; /* runs waiting to be queued, in order */
     /* A batch holds at least one slot that no other batch holds. */
     run_batch batches[SLOTS_PER_INSTANCE];
@@ -159,9 +166,9 @@ gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n, unsigned 
 int gpu_runs_short(gpu_instance *in);
 void gpu_give_back(gpu_instance *in);
 run_slot *gpu_slot_take(gpu_instance *in);
-/* A free slot of in, or NULL at once when all are held. */
-run_slot *gpu_slot_try_take(gpu_instance *in);
-void gpu_slot_give(gpu_instance *in, run_slot *sl);
+/* sl back among in's free slots, waking a thread waiting in gpu_slot_take.
+ * Under in->lock. */
+void gpu_slot_free_locked(gpu_instance *in, run_slot *sl);
 cudaError_t gpu_grow_slot(run_slot *sl, const gpu_job *job, int stage_in, int stage_out,
                           const char **what);
 void gpu_slot_trim(run_slot *sl);

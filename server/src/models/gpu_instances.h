@@ -119,6 +119,7 @@ typedef struct gpu_pending {
     /* Called once: st 0, or an HTTP status with the message in err. */
     void (*done)(struct gpu_pending *p, unsigned st);
     uint64_t started_ns;         /* the scheduler's */
+    struct gpu_pending *next;
 } gpu_pending;
 
 /* Start p's run without waiting for a run slot or the device, for a
@@ -126,11 +127,13 @@ typedef struct gpu_pending {
  * one the device reaches where it lies (a CUDA or pinned region: no CPU
  * copy). On an instance that holds no other request and whose runs are
  * short (GPU_SHORT_RUN_NS), the run is made here, polling its end, and done
- * is called before this returns; else the run is queued on an instance
- * with a free slot and done is called on that instance's finishing thread
- * once the device is done. Returns 0 (done is or will be called),
- * MODEL_BUSY (nothing done: a tensor needs staging, or no slot is free),
- * or an HTTP status with the message in p->err (done is not called). */
+ * is called before this returns. Else the run joins the instance's waiting
+ * runs (first waiting for a free slot where all twelve are held, without
+ * its caller) and done is called on the thread that ends it: the
+ * instance's finishing thread once the device is done, or one giving a
+ * slot back where that slot could not be readied. Returns 0 (done is or
+ * will be called), MODEL_BUSY (nothing done: a tensor needs staging), or
+ * an HTTP status with the message in p->err (done is not called). */
 unsigned gpu_instances_submit(gpu_pending *p);
 
 #ifdef __cplusplus

@@ -111,8 +111,10 @@ run_slot *gpu_slot_take(gpu_instance *in)
     pthread_mutex_lock(&in->lock);
     if (!in->free_slots) {
         worker_pool_wait_begin();
+        in->slot_waiters++;
         while (!in->free_slots)
             pthread_cond_wait(&in->slot_freed, &in->lock);
+        in->slot_waiters--;
         worker_pool_wait_end();
     }
     run_slot *sl = in->free_slots;
@@ -121,26 +123,14 @@ run_slot *gpu_slot_take(gpu_instance *in)
     return sl;
 }
 
-run_slot *gpu_slot_try_take(gpu_instance *in)
+void gpu_slot_free_locked(gpu_instance *in, run_slot *sl)
 {
-    pthread_mutex_lock(&in->lock);
-    run_slot *sl = in->free_slots;
-    if (sl)
-        in->free_slots = sl->next;
-    pthread_mutex_unlock(&in->lock);
-    return sl;
-}
-
-void gpu_slot_give(gpu_instance *in, run_slot *sl)
-{
-    pthread_mutex_lock(&in->lock);
     sl->job = NULL;
     sl->batch = NULL;
     sl->pending = NULL;
     sl->next = in->free_slots;
     in->free_slots = sl;
     pthread_cond_signal(&in->slot_freed);
-    pthread_mutex_unlock(&in->lock);
 }
 
 /* Free a device or pinned host buffer, and say it is gone. */

@@ -781,9 +781,11 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
     handed to the instance by the gRPC thread that received it, with no
     worker in between: at window 1 (a short run) one client's requests run
     on that thread and the rest wait for the instance's finishing thread; at
-    window 64 (milliseconds) every run does, and eight clients' runs share
-    batches. Every answer matches the reference in its own region, each call
-    counts as inline, and nothing is left in use."""
+    window 64 (milliseconds) every run does, and sixteen clients' runs share
+    batches, four more of them at a time than the instance has run slots
+    (twelve), so that some wait for a slot with no thread of their own.
+    Every answer matches the reference, each call counts as inline, and
+    nothing is left in use."""
     from grpc_support import start_with_grpc  # noqa: E402
     s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window",
                         str(window), "--copy-batch", "4")
@@ -817,8 +819,9 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
 
         failures = []
 
-        def client(k):
+        def client(k):  # two clients share each place: same image, same answer
             own = r.grpc.InferenceServerClient(s.grpc_url)
+            k %= len(places)
             try:
                 for n in range(4):
                     r.infer(own, SEED_SHAPE, places[k][0], places[k][1][0], out_bytes)
@@ -832,15 +835,15 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
         _, page = scrape(s)
         batches0 = page.value("shmreg_gpu_copy_batches_total")
         runs0 = page.value("shmreg_gpu_copy_batch_runs_total")
-        run_clients(client, 8)
+        run_clients(client, 16)
         assert failures == []
         _, page = scrape(s)
-        assert page.value("shmreg_inline_requests_total") - before == 4 + 32
+        assert page.value("shmreg_inline_requests_total") - before == 4 + 64
         runs = page.value("shmreg_gpu_copy_batch_runs_total") - runs0
         batches = page.value("shmreg_gpu_copy_batches_total") - batches0
-        assert runs == 32
+        assert runs == 64
         if window == 64:
-            assert batches < 32, batches  # runs waited for the stream together
+            assert batches < 64, batches  # runs waited for the stream together
     finally:
         try:
             r.close()
