@@ -101,6 +101,7 @@ static int instance_init(gpu_instance *in, int device, const float *weights)
         return -1;
     }
     in->finisher_runs = 1;
+    pthread_setname_np(in->finisher, "gpu-finisher"); /* for per-thread CPU figures */
     return 0;
 }
 
