@@ -425,6 +425,7 @@ static unsigned start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
     sl->job = &p->job;
     sl->from = p->job.in->data;
     sl->to = p->job.out->data;
+    sl->batch = NULL; /* a slot passed on by release_slot still names its last batch */
     sl->pending = p;
     pthread_mutex_lock(&in->lock);
     sl->next = NULL;
