@@ -70,9 +70,9 @@ typedef enum infer_thread {
     INFER_ON_TRANSPORT,
     /* a transport's thread, for a GPU model (infer_device_runs_inline): the
      * run is handed to the device (infer_compute_start) if every tensor is
-     * one the device reaches where it lies (a CUDA or pinned region) and an
-     * instance takes it without waiting; else INFER_DEFERRED, after the
-     * regions were acquired (the protocol releases them) */
+     * one the device reaches where it lies (a CUDA or pinned region); else
+     * INFER_DEFERRED, after the regions were acquired (the protocol
+     * releases them) */
     INFER_ON_TRANSPORT_DEVICE,
 } infer_thread;
 

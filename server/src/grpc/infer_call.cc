@@ -60,10 +60,16 @@ InferCall::InferCall(CallOwner *s, const region_scope &scope,
     : service_(s), req_(std::move(req)), resp_(std::make_unique<pb::ModelInferResponse>()),
       reply_(reply), id_(req_->id()), charged_(charged)
 {
-    c_.scope = scope;
+    reset_ctx(scope);
     service_->call_started();
     clock_gettime(CLOCK_MONOTONIC, &started_);
-    c_.reg = s->registry();
+}
+
+void InferCall::reset_ctx(region_scope scope)
+{
+    c_ = infer_ctx{};
+    c_.scope = scope;
+    c_.reg = service_->registry();
     c_.held = &held_;
     c_.owner = this; /* for device_run_ended */
 }
@@ -252,12 +258,7 @@ bool InferCall::run_here(infer_thread where)
     if (st == INFER_DEFERRED) { /* back to the state the constructor left, for a worker */
         infer_finish(c, st, &started_);
         refs_release_all(&held_); /* a GPU model's regions, acquired before it was deferred */
-        region_scope scope = c_.scope;
-        c_ = infer_ctx{};
-        c_.scope = scope;
-        c_.reg = service_->registry();
-        c_.held = &held_;
-        c_.owner = this;
+        reset_ctx(c_.scope); /* by value: c_ is cleared first */
         return false;
     }
     answer(st);

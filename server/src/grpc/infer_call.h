@@ -10,8 +10,9 @@
  *                                  it, an InferCall reactor run at once
  *                                  (run_inline: a short model's call that
  *                                  names no region, or a GPU model's call
- *                                  while a device is idle) or queued to a
- *                                  worker
+ *                                  whose tensors the device reaches where
+ *                                  they lie: handed to an instance) or
+ *                                  queued to a worker
  *   InferCall::run (a worker)   -> acquire the regions the call names
  *                                  (refs_hold), run the model, build the
  *                                  response, free the request, serialize
@@ -94,6 +95,8 @@ class InferCall final : public grpc::ServerUnaryReactor {
 
   private:
     bool run_here(infer_thread where);
+    /* c_ as a call starts: nothing parsed or held, the caller's scope. */
+    void reset_ctx(region_scope scope);
     /* The end of a run handed to the device from the transport's thread,
      * on the thread where it ended. */
     static void device_run_ended(infer_ctx *c, unsigned st);

@@ -234,15 +234,28 @@ static void queue_waiting(gpu_instance *in)
         pthread_cond_broadcast(&in->queued);
 }
 
+/* sl's run joins the end of in's waiting runs, which are queued while
+ * the stream has room. Under in->lock; the thread's current device is in's. */
+static void join_waiting(gpu_instance *in, run_slot *sl)
+{
+    sl->next = NULL;
+    *in->waiting_tail = sl;
+    in->waiting_tail = &sl->next;
+    queue_waiting(in);
+}
+
+/* The event whose passing ends b: the timed one its runs sleep on, or done. */
+static cudaEvent_t batch_end(const run_batch *b)
+{
+    return b->timed ? b->time[RUN_OUTPUT_DONE] : b->done;
+}
+
 /* sl's run waits its turn among the instance's runs and is queued in a
  * batch (by this thread or another); returns the batch. */
 static run_batch *wait_queued(gpu_instance *in, run_slot *sl)
 {
     pthread_mutex_lock(&in->lock);
-    sl->next = NULL;
-    *in->waiting_tail = sl;
-    in->waiting_tail = &sl->next;
-    queue_waiting(in);
+    join_waiting(in, sl);
     if (!sl->batch) {
         worker_pool_wait_begin();
         while (!sl->batch)
@@ -307,7 +320,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, ui
     }
     /* The reply must not say the output is there before it is. */
     worker_pool_wait_begin();
-    e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done, spin, what);
+    e = wait_for_batch(batch_end(b), spin, what);
     worker_pool_wait_end();
     t0 = gpu_now_ns();
     uint64_t gpu[GPU_PHASES];
@@ -428,10 +441,7 @@ static unsigned start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
     sl->batch = NULL; /* a slot passed on by release_slot still names its last batch */
     sl->pending = p;
     pthread_mutex_lock(&in->lock);
-    sl->next = NULL;
-    *in->waiting_tail = sl;
-    in->waiting_tail = &sl->next;
-    queue_waiting(in);
+    join_waiting(in, sl);
     pthread_mutex_unlock(&in->lock);
     return 0;
 }
@@ -525,8 +535,8 @@ static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, 
     const char *what = b->what;
     cudaError_t e = b->err;
     if (e == cudaSuccess)
-        e = wait_for_batch(b->timed ? b->time[RUN_OUTPUT_DONE] : b->done,
-                           atomic_load_explicit(&wait_spin_ns, memory_order_relaxed), &what);
+        e = wait_for_batch(batch_end(b), atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
+                           &what);
     uint64_t now = gpu_now_ns();
     int queued = b->err == cudaSuccess;
     for (unsigned i = 0; i < n; i++) {

@@ -27,8 +27,8 @@ typedef struct model_phases {
     uint64_t output_ns; /* outputs to where the request wants them */
 } model_phases;
 
-/* Not an HTTP status: model_start could not hand the run over without
- * waiting, and did nothing. */
+/* Not an HTTP status: model_start cannot hand this run over (it needs a
+ * CPU copy of a tensor, or the model has no such run), and did nothing. */
 #define MODEL_BUSY 1u
 
 struct model_pending;

@@ -81,9 +81,9 @@ typedef struct model_pending {
 /* model_run for a caller that must not wait (a transport's thread): the run
  * is handed to the model and p->done called when it ends, perhaps before
  * this returns. 0 (done is or will be called); MODEL_BUSY: the model cannot
- * take it without waiting now (or has no such run), nothing was done, and
- * the caller runs it with model_run elsewhere; or an HTTP status with the
- * message in p->err (done is not called). */
+ * take this run so (a tensor needs a CPU copy, or the model has no such
+ * run), nothing was done, and the caller runs it with model_run elsewhere;
+ * or an HTTP status with the message in p->err (done is not called). */
 unsigned model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p);
 /* For a model's ops->start: its run has ended (st as p->done's); counts
  * it in the statistics and calls p->done. */
