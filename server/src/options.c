@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Strict unsigned parse: the whole string, in [min, max]. */
 static int parse_uint(const char *opt, const char *s, unsigned long min, unsigned long max,
@@ -479,12 +480,22 @@ void options_http(const server_options *o, http_config *out)
                          .access = &o->access};
 }
 
+/* gRPC's serving threads (grpc_frontend.h): half the cores, at least two
+ * and at most eight. Each runs the short calls it reads to their answer;
+ * more would wait for cores that the workers and the GPU's threads need. */
+static unsigned serving_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 4 ? 2u : cores > 16 ? 8u : (unsigned)(cores / 2);
+}
+
 void options_grpc(const server_options *o, grpc_config *out)
 {
     *out = (grpc_config){.host = o->host,
                          .port = o->grpc_port,
                          .threads = o->threads,
                          .spare_threads = spare_threads(o),
+                         .serving_threads = serving_threads(),
                          .max_body = o->max_body,
                          .drain_s = o->drain_s,
                          .request_timeout_s = o->request_timeout_s,

@@ -56,9 +56,9 @@ grpc::Status status_of(const region_scope &, shmreg_err e)
 
 /* The caller of a call, from its metadata (access.h): the value of
  * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
-caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a)
+caller caller_of(const grpc::ServerContextBase &ctx, const access_options &a)
 {
-    const auto &md = ctx->client_metadata();
+    const auto &md = ctx.client_metadata();
     auto value = a.grpc.header ? md.find(a.grpc.header) : md.end();
     auto auth = md.find("authorization");
     caller who;

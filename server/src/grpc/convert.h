@@ -31,7 +31,7 @@ grpc::Status status_of(const region_scope &scope, shmreg_err e);
 
 /* The caller of a call, from its metadata (access.h): the value of
  * --grpc-restricted-protocol's key, and the "authorization" bearer token. */
-caller caller_of(grpc::CallbackServerContext *ctx, const access_options &a);
+caller caller_of(const grpc::ServerContextBase &ctx, const access_options &a);
 /* Whether who may use the shared-memory calls; the refusal in *st. */
 bool refused(const caller &who, grpc::Status *st);
 /* NOT_FOUND for a model (version empty: none named) that is not served. */

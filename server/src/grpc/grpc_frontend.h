@@ -4,9 +4,11 @@
  * same registry and models: service.cc (its ModelInfer calls in
  * infer_call.cc, conversions in convert.cc), C++17, callable from main.c.
  *
- * Inference runs on the service's own worker threads, never on gRPC's, and
- * each call's region references are released from the call's OnDone, after
- * its response has been sent: the same rule as HTTP's completion callback.
+ * gRPC's completion-queue API, drained by a few serving threads
+ * (--threads does not count them): a short call runs and is answered on the
+ * serving thread that read it, a longer inference on the service's worker
+ * threads; each call's region references are released once its response
+ * has been sent: the same rule as HTTP's completion callback.
  */
 #ifndef SERVER_GRPC_FRONTEND_H
 #define SERVER_GRPC_FRONTEND_H
@@ -26,6 +28,7 @@ typedef struct grpc_config {
     unsigned port;                   /* --grpc-port (not 0 here) */
     unsigned threads;                /* --threads: inference workers at work at once */
     unsigned spare_threads;          /* more for calls whose worker waits for a GPU run */
+    unsigned serving_threads;        /* threads reading calls, each with a completion queue */
     size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes;
                                         also the memory quota's room for gRPC's read buffers */
     unsigned drain_s;                /* --drain-s: how long the stop waits for calls */

@@ -54,14 +54,40 @@ bool serialize_response(const pb::ModelInferResponse &resp, grpc::ByteBuffer *ou
 
 } // namespace
 
-InferCall::InferCall(CallOwner *s, const region_scope &scope,
-                     std::unique_ptr<pb::ModelInferRequest> req, grpc::ByteBuffer *reply,
-                     size_t charged)
-    : service_(s), req_(std::move(req)), resp_(std::make_unique<pb::ModelInferResponse>()),
-      reply_(reply), id_(req_->id()), charged_(charged)
+void InferCall::ask(CallOwner *s, grpc::ServerCompletionQueue *queue)
 {
-    reset_ctx(scope);
+    new InferCall(s, queue); /* deleted by done, or by proceed when no call comes */
+}
+
+InferCall::InferCall(CallOwner *s, grpc::ServerCompletionQueue *queue)
+    : service_(s), queue_(queue)
+{
+    service_->ask(this, &ctx_, &message_, &writer_, queue_);
+}
+
+void InferCall::proceed(bool ok)
+{
+    if (answering_) { /* sent, or the client is gone: either way the call is over */
+        done();
+        return;
+    }
+    if (!ok) { /* the server stops: no call came */
+        delete this;
+        return;
+    }
+    ask(service_, queue_); /* the next call may arrive while this one runs */
     service_->call_started();
+    service_->arrived(this);
+}
+
+void InferCall::start(const region_scope &scope, std::unique_ptr<pb::ModelInferRequest> req,
+                      size_t charged)
+{
+    req_ = std::move(req);
+    resp_ = std::make_unique<pb::ModelInferResponse>();
+    id_ = req_->id();
+    charged_ = charged;
+    reset_ctx(scope);
     clock_gettime(CLOCK_MONOTONIC, &started_);
 }
 
@@ -77,18 +103,28 @@ void InferCall::reset_ctx(region_scope scope)
 void InferCall::cancel()
 {
     /* Nothing was acquired yet: run() takes the references. */
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+    finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "the server is shutting down: the request was not started within the "
                         "drain time"));
 }
 
-void InferCall::OnDone()
+void InferCall::finish(const grpc::Status &st)
+{
+    answering_ = true; /* read by a serving thread once the queue hands the call back */
+    if (st.ok())
+        writer_.Finish(reply_, st, this);
+    else
+        writer_.FinishWithError(st, this);
+}
+
+void InferCall::done()
 {
     /* The response has been sent (or the call failed or was cancelled):
      * nothing reads or writes the call's regions any more. */
     refs_release_all(&held_);
     req_.reset(); /* when run did not: the call was cancelled or refused early */
-    service_->give_back(charged_);
+    if (charged_) /* a call refused before it started charged nothing */
+        service_->give_back(charged_);
     CallOwner *s = service_;
     delete this;
     s->call_done();
@@ -236,7 +272,7 @@ bool InferCall::run_here(infer_thread where)
     c->m = model_find_version(req_->model_name().c_str(), req_->model_version().c_str());
     c->request_id = id_.c_str();
     if (!c->m) {
-        Finish(unknown_model(req_->model_name(), req_->model_version()));
+        finish(unknown_model(req_->model_name(), req_->model_version()));
         return true;
     }
     /* A model that cannot run now is refused before anything is parsed or
@@ -244,7 +280,7 @@ bool InferCall::run_here(infer_thread where)
      * gRPC says UNAVAILABLE, Triton's code for inferring on one. */
     if (unsigned st = infer_ready(c)) {
         infer_finish(c, st, &started_);
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
+        finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
         return true;
     }
     const tensor *ordered[INFER_MAX_INPUTS];
@@ -278,11 +314,11 @@ void InferCall::answer(unsigned st)
     infer_finish(c, st, &started_);
     grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
     req_.reset(); /* freed before the response is serialized, which takes as much again */
-    if (status.ok() && !serialize_response(*resp_, reply_))
+    if (status.ok() && !serialize_response(*resp_, &reply_))
         status = grpc::Status(grpc::StatusCode::INTERNAL,
                               "the response is larger than gRPC can send (2 GiB)");
     resp_.reset(); /* serialized: gRPC sends its copy */
-    Finish(status); /* the last touch of *this: OnDone may run at once */
+    finish(status); /* the last touch of *this: done may run at once */
 }
 
 } // namespace grpc_service

@@ -1,10 +1,12 @@
 /*
- * The KServe v2 gRPC service over the registry: gRPC's callback API, with
- * the same models, the same inference path (infer_core.h) and the same
- * shared-memory calls as the HTTP endpoints.
+ * The KServe v2 gRPC service over the registry, with the same models, the
+ * same inference path (infer_core.h) and the same shared-memory calls as the
+ * HTTP endpoints. gRPC's completion-queue API (queue_call.h): a few serving
+ * threads drain one completion queue, and the thread that reads a call
+ * answers it itself when it is short, as Triton serves.
  *
- * ModelInfer (a gRPC thread, a raw method) charges the message to the
- * budget, has it parsed, makes an InferCall (infer_call.cc, whose header
+ * ModelInfer (a serving thread, a raw method) charges the message to the
+ * budget, has it parsed, starts its InferCall (infer_call.cc, whose header
  * tells the rest of its life) and runs it there when it is short
  * (infer_runs_inline), or queues it to the service's workers.
  *
@@ -15,7 +17,7 @@
  * the quota's headroom.
  *
  * The quick calls (health, metadata, config, statistics, shared-memory control)
- * answer on the gRPC thread at once, as HTTP answers them on its own thread.
+ * answer on the serving thread at once, as HTTP answers them on its own thread.
  *
  * The shared-memory calls are HTTP's, within the caller's scope
  * (region_scope.h: with --tenants, its tenant's regions only), after the
@@ -44,13 +46,18 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <vector>
+
+#include <pthread.h>
 
 #include "common/worker_pool.h"
 #include "core/triton.h"
 #include "grpc/convert.h"
 #include "grpc/infer_call.h"
 #include "grpc/listener.h"
+#include "grpc/queue_call.h"
 
 namespace {
 
@@ -142,9 +149,10 @@ class Budget {
 
 /* ----------------------------------------------------------------- service */
 
-/* ModelInfer raw (its messages as bytes: parse_request), the rest typed. */
-using ServiceBase = pb::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
-    pb::GRPCInferenceService::CallbackService>;
+/* Every method through completion queues; ModelInfer raw (its messages as
+ * bytes: parse_request), the rest typed. */
+using ServiceBase =
+    pb::GRPCInferenceService::WithRawMethod_ModelInfer<pb::GRPCInferenceService::AsyncService>;
 
 class Service final : public ServiceBase, public CallOwner {
   public:
@@ -166,8 +174,9 @@ class Service final : public ServiceBase, public CallOwner {
     }
     /* Let calls run until deadline; then answer those still queued with
      * UNAVAILABLE, cut the running ones short (a slow model's delay), join
-     * the workers and wait for the OnDone of every call: when this returns
-     * no call holds a reference. */
+     * the workers and wait for the done of every call: when this returns
+     * no call holds a reference. The serving threads must still be
+     * draining their queues: they run each call's done. */
     void stop_workers(std::chrono::system_clock::time_point deadline)
     {
         std::unique_lock<std::mutex> lock(mu_);
@@ -181,9 +190,49 @@ class Service final : public ServiceBase, public CallOwner {
         done_.wait(lock, [this] { return calls_ == 0; });
     }
 
+    /* Ask for the first calls of every method on queue; each asks for the
+     * next as it arrives. */
+    void ask_all(grpc::ServerCompletionQueue *queue)
+    {
+        for (int i = 0; i < kInferCallsAsked; i++)
+            InferCall::ask(this, queue);
+        ask<pb::ServerLiveRequest, pb::ServerLiveResponse>(
+            &Service::RequestServerLive, &Service::server_live_call, queue);
+        ask<pb::ServerReadyRequest, pb::ServerReadyResponse>(
+            &Service::RequestServerReady, &Service::server_ready_call, queue);
+        ask<pb::ModelReadyRequest, pb::ModelReadyResponse>(
+            &Service::RequestModelReady, &Service::model_ready_call, queue);
+        ask<pb::ServerMetadataRequest, pb::ServerMetadataResponse>(
+            &Service::RequestServerMetadata, &Service::server_metadata_call, queue);
+        ask<pb::ModelMetadataRequest, pb::ModelMetadataResponse>(
+            &Service::RequestModelMetadata, &Service::model_metadata_call, queue);
+        ask<pb::ModelConfigRequest, pb::ModelConfigResponse>(
+            &Service::RequestModelConfig, &Service::model_config_call, queue);
+        ask<pb::ModelStatisticsRequest, pb::ModelStatisticsResponse>(
+            &Service::RequestModelStatistics, &Service::model_statistics_call, queue);
+        ask<pb::SystemSharedMemoryStatusRequest, pb::SystemSharedMemoryStatusResponse>(
+            &Service::RequestSystemSharedMemoryStatus, &Service::system_status_call, queue);
+        ask<pb::CudaSharedMemoryStatusRequest, pb::CudaSharedMemoryStatusResponse>(
+            &Service::RequestCudaSharedMemoryStatus, &Service::cuda_status_call, queue);
+        ask<pb::SystemSharedMemoryRegisterRequest, pb::SystemSharedMemoryRegisterResponse>(
+            &Service::RequestSystemSharedMemoryRegister, &Service::system_register_call, queue);
+        ask<pb::CudaSharedMemoryRegisterRequest, pb::CudaSharedMemoryRegisterResponse>(
+            &Service::RequestCudaSharedMemoryRegister, &Service::cuda_register_call, queue);
+        ask<pb::SystemSharedMemoryUnregisterRequest, pb::SystemSharedMemoryUnregisterResponse>(
+            &Service::RequestSystemSharedMemoryUnregister, &Service::system_unregister_call, queue);
+        ask<pb::CudaSharedMemoryUnregisterRequest, pb::CudaSharedMemoryUnregisterResponse>(
+            &Service::RequestCudaSharedMemoryUnregister, &Service::cuda_unregister_call, queue);
+    }
+
     /* CallOwner: what each InferCall needs of the service (infer_call.h). */
     shmreg_registry *registry() const override { return reg_.handle(); }
     void give_back(size_t bytes) override { budget_.give(bytes); }
+    void ask(InferCall *call, grpc::ServerContext *ctx, grpc::ByteBuffer *message,
+             grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> *writer,
+             grpc::ServerCompletionQueue *queue) override
+    {
+        RequestModelInfer(ctx, message, writer, queue, queue, call);
+    }
 
     /* What gRPC's transport may hold for messages arriving (Budget). */
     const grpc::ResourceQuota &quota() const { return budget_.quota(); }
@@ -202,139 +251,132 @@ class Service final : public ServiceBase, public CallOwner {
 
     /* -------------------------------------------------- health, metadata */
 
-    grpc::ServerUnaryReactor *ServerLive(grpc::CallbackServerContext *ctx,
-                                         const pb::ServerLiveRequest *,
-                                         pb::ServerLiveResponse *resp) override
+    grpc::Status server_live_call(const grpc::ServerContext &, const pb::ServerLiveRequest &,
+                             pb::ServerLiveResponse *resp)
     {
         resp->set_live(true);
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
-    grpc::ServerUnaryReactor *ServerReady(grpc::CallbackServerContext *ctx,
-                                          const pb::ServerReadyRequest *,
-                                          pb::ServerReadyResponse *resp) override
+    grpc::Status server_ready_call(const grpc::ServerContext &, const pb::ServerReadyRequest &,
+                              pb::ServerReadyResponse *resp)
     {
         resp->set_ready(true);
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
     /* A model that is not served, or cannot run now (the GPU model without a
      * device), is not ready; as in Triton, that is an answer, not an error:
      * the reason is HTTP's (model_endpoints.c), and ModelInfer's. */
-    grpc::ServerUnaryReactor *ModelReady(grpc::CallbackServerContext *ctx,
-                                         const pb::ModelReadyRequest *req,
-                                         pb::ModelReadyResponse *resp) override
+    grpc::Status model_ready_call(const grpc::ServerContext &, const pb::ModelReadyRequest &req,
+                             pb::ModelReadyResponse *resp)
     {
-        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         char why[600];
         resp->set_ready(m != nullptr && model_ready(m, why, sizeof why) == 0);
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
-    grpc::ServerUnaryReactor *ServerMetadata(grpc::CallbackServerContext *ctx,
-                                             const pb::ServerMetadataRequest *,
-                                             pb::ServerMetadataResponse *resp) override
+    grpc::Status server_metadata_call(const grpc::ServerContext &,
+                                      const pb::ServerMetadataRequest &,
+                                      pb::ServerMetadataResponse *resp)
     {
         server_metadata(resp);
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
-    grpc::ServerUnaryReactor *ModelMetadata(grpc::CallbackServerContext *ctx,
-                                            const pb::ModelMetadataRequest *req,
-                                            pb::ModelMetadataResponse *resp) override
+    grpc::Status model_metadata_call(const grpc::ServerContext &,
+                                     const pb::ModelMetadataRequest &req,
+                                     pb::ModelMetadataResponse *resp)
     {
-        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
-            return answer(ctx, unknown_model(req->name(), req->version()));
+            return unknown_model(req.name(), req.version());
         model_metadata(m, resp);
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
-    grpc::ServerUnaryReactor *ModelConfig(grpc::CallbackServerContext *ctx,
-                                          const pb::ModelConfigRequest *req,
-                                          pb::ModelConfigResponse *resp) override
+    grpc::Status model_config_call(const grpc::ServerContext &, const pb::ModelConfigRequest &req,
+                                   pb::ModelConfigResponse *resp)
     {
-        const model *m = model_find_version(req->name().c_str(), req->version().c_str());
+        const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
-            return answer(ctx, unknown_model(req->name(), req->version()));
+            return unknown_model(req.name(), req.version());
         model_config(m, resp->mutable_config());
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
-    grpc::ServerUnaryReactor *ModelStatistics(grpc::CallbackServerContext *ctx,
-                                              const pb::ModelStatisticsRequest *req,
-                                              pb::ModelStatisticsResponse *resp) override
+    grpc::Status model_statistics_call(const grpc::ServerContext &,
+                                       const pb::ModelStatisticsRequest &req,
+                                       pb::ModelStatisticsResponse *resp)
     {
         const model *only = nullptr;
-        if (!req->name().empty()) {
-            only = model_find_version(req->name().c_str(), req->version().c_str());
+        if (!req.name().empty()) {
+            only = model_find_version(req.name().c_str(), req.version().c_str());
             if (!only)
-                return answer(ctx, unknown_model(req->name(), req->version()));
+                return unknown_model(req.name(), req.version());
         }
         for (size_t i = 0; i < model_count(); i++)
             if (!only || only == model_at(i))
                 model_statistics(model_at(i), resp->add_model_stats());
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
     /* ---------------------------------------------------------- inference */
 
-    using ServiceBase::ModelInfer; /* the typed one, never called: the raw one is served */
-
-    grpc::ServerUnaryReactor *ModelInfer(grpc::CallbackServerContext *ctx,
-                                         const grpc::ByteBuffer *wire,
-                                         grpc::ByteBuffer *reply) override
+    /* A ModelInfer call has arrived (InferCall::proceed, on a serving
+     * thread). */
+    void arrived(InferCall *call) override
     {
         /* The message has arrived whole (up to --max-body-mb), charged to
          * gRPC's quota; from here until its call is done it counts against
          * the budget instead (Budget). Past that it is refused at once, and
          * freed, instead of queueing without bound. */
-        size_t bytes = wire->Length();
+        size_t bytes = call->message_bytes();
         if (!budget_.take(bytes)) {
-            release_message(wire);
+            call->drop_message();
             char why[160];
             std::snprintf(why, sizeof why,
                           "the server holds %zu bytes of requests already (--max-buffered-mb); "
                           "retry later",
                           budget_.cap());
-            return answer(ctx, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+            call->refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
+            return;
         }
         auto req = std::make_unique<pb::ModelInferRequest>();
-        bool parsed = parse_request(wire, req.get()); /* frees gRPC's buffers */
+        bool parsed = call->parse_message(req.get()); /* frees gRPC's buffers */
         budget_.settle();
         if (!parsed) {
             budget_.give(bytes);
             /* gRPC's own answer to a message it cannot parse, with words */
-            return answer(ctx, grpc::Status(grpc::StatusCode::INTERNAL,
-                                            "the request is not a valid ModelInferRequest"));
+            call->refuse(grpc::Status(grpc::StatusCode::INTERNAL,
+                                      "the request is not a valid ModelInferRequest"));
+            return;
         }
         const model *m = model_find_version(req->model_name().c_str(),
                                             req->model_version().c_str());
         infer_thread here = infer_runs_inline(m, bytes)          ? INFER_ON_TRANSPORT
                             : infer_device_runs_inline(m, bytes) ? INFER_ON_TRANSPORT_DEVICE
                                                                  : INFER_ON_WORKER;
-        /* deleted by its OnDone, which gives the bytes back */
-        auto *call = new InferCall(this, caller_of(ctx, *cfg_.access).scope, std::move(req),
-                                   reply, bytes);
+        /* done gives the bytes back */
+        call->start(caller_of(call->context(), *cfg_.access).scope, std::move(req), bytes);
         /* A short call runs here: queued, it would cost two thread wake-ups
          * more than its run, and a GPU model's run on an idle device is
-         * short too. One that may be slow goes to a worker, so that gRPC's
-         * threads stay free for the quick calls. */
+         * short too. One that may be slow goes to a worker, so that the
+         * serving threads stay free for the quick calls. */
         if (here != INFER_ON_WORKER && accepting() && call->run_inline(here))
-            return call;
+            return;
         if (!submit(call))
-            call->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
-        return call;
+            call->refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot queue the request"));
     }
 
     /* ------------------------------------------------------ shared memory */
 
-    grpc::ServerUnaryReactor *
-    SystemSharedMemoryStatus(grpc::CallbackServerContext *ctx,
-                             const pb::SystemSharedMemoryStatusRequest *req,
-                             pb::SystemSharedMemoryStatusResponse *resp) override
+    grpc::Status system_status_call(const grpc::ServerContext &ctx,
+                               const pb::SystemSharedMemoryStatusRequest &req,
+                               pb::SystemSharedMemoryStatusResponse *resp)
     {
-        return status(ctx, req->name(), shmreg::kind::system,
+        return status(ctx, req.name(), shmreg::kind::system,
                       [resp](const shmreg::region_status &s) {
                           auto &r = (*resp->mutable_regions())[s.name];
                           r.set_name(s.name);
@@ -346,12 +388,11 @@ class Service final : public ServiceBase, public CallOwner {
                       });
     }
 
-    grpc::ServerUnaryReactor *
-    CudaSharedMemoryStatus(grpc::CallbackServerContext *ctx,
-                           const pb::CudaSharedMemoryStatusRequest *req,
-                           pb::CudaSharedMemoryStatusResponse *resp) override
+    grpc::Status cuda_status_call(const grpc::ServerContext &ctx,
+                             const pb::CudaSharedMemoryStatusRequest &req,
+                             pb::CudaSharedMemoryStatusResponse *resp)
     {
-        return status(ctx, req->name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
+        return status(ctx, req.name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
             auto &r = (*resp->mutable_regions())[s.name];
             r.set_name(s.name);
             r.set_device_id(static_cast<uint64_t>(s.device_id));
@@ -363,57 +404,52 @@ class Service final : public ServiceBase, public CallOwner {
 
     /* offset and byte_size are uint64 on the wire and reach the library as
      * they are: its overflow and bounds checks answer, in Triton's words. */
-    grpc::ServerUnaryReactor *
-    SystemSharedMemoryRegister(grpc::CallbackServerContext *ctx,
-                               const pb::SystemSharedMemoryRegisterRequest *req,
-                               pb::SystemSharedMemoryRegisterResponse *) override
+    grpc::Status system_register_call(const grpc::ServerContext &ctx,
+                                 const pb::SystemSharedMemoryRegisterRequest &req,
+                                 pb::SystemSharedMemoryRegisterResponse *)
     {
         caller who = caller_of(ctx, *cfg_.access);
-        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
-            return answer(ctx, refusal);
-        shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req->name().c_str(),
-                                             req->key().c_str(), req->offset(), req->byte_size());
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req.name()); !refusal.ok())
+            return refusal;
+        shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req.name().c_str(),
+                                             req.key().c_str(), req.offset(), req.byte_size());
+        return e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e);
     }
 
-    grpc::ServerUnaryReactor *
-    CudaSharedMemoryRegister(grpc::CallbackServerContext *ctx,
-                             const pb::CudaSharedMemoryRegisterRequest *req,
-                             pb::CudaSharedMemoryRegisterResponse *) override
+    grpc::Status cuda_register_call(const grpc::ServerContext &ctx,
+                               const pb::CudaSharedMemoryRegisterRequest &req,
+                               pb::CudaSharedMemoryRegisterResponse *)
     {
         caller who = caller_of(ctx, *cfg_.access);
-        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req->name()); !refusal.ok())
-            return answer(ctx, refusal);
+        if (grpc::Status refusal = refusal_of(who, shm_call::register_, req.name()); !refusal.ok())
+            return refusal;
         /* Triton's gRPC endpoint reads a cudaIpcMemHandle_t from whatever it
          * is sent; its HTTP endpoint checks the size first, and that check
          * and its words are used here for both. */
-        if (req->raw_handle().size() != kCudaIpcHandleSize)
-            return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                            "'raw_handle' must be a valid base64 encoded "
-                                            "cudaIpcMemHandle_t"));
-        if (req->device_id() < 0 || req->device_id() > 1 << 20)
-            return answer(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                            "'device_id' must be given as a non-negative integer"));
+        if (req.raw_handle().size() != kCudaIpcHandleSize)
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t");
+        if (req.device_id() < 0 || req.device_id() > 1 << 20)
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "'device_id' must be given as a non-negative integer");
         shmreg_err e = scope_register_cuda_ipc(
-            reg_.handle(), &who.scope, req->name().c_str(), req->raw_handle().data(),
-            req->raw_handle().size(), static_cast<int>(req->device_id()), req->byte_size());
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+            reg_.handle(), &who.scope, req.name().c_str(), req.raw_handle().data(),
+            req.raw_handle().size(), static_cast<int>(req.device_id()), req.byte_size());
+        return e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e);
     }
 
-    grpc::ServerUnaryReactor *
-    SystemSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
-                                 const pb::SystemSharedMemoryUnregisterRequest *req,
-                                 pb::SystemSharedMemoryUnregisterResponse *) override
+    grpc::Status system_unregister_call(const grpc::ServerContext &ctx,
+                                   const pb::SystemSharedMemoryUnregisterRequest &req,
+                                   pb::SystemSharedMemoryUnregisterResponse *)
     {
-        return unregister(ctx, req->name(), SHMREG_KIND_SYSTEM);
+        return unregister(ctx, req.name(), SHMREG_KIND_SYSTEM);
     }
 
-    grpc::ServerUnaryReactor *
-    CudaSharedMemoryUnregister(grpc::CallbackServerContext *ctx,
-                               const pb::CudaSharedMemoryUnregisterRequest *req,
-                               pb::CudaSharedMemoryUnregisterResponse *) override
+    grpc::Status cuda_unregister_call(const grpc::ServerContext &ctx,
+                                 const pb::CudaSharedMemoryUnregisterRequest &req,
+                                 pb::CudaSharedMemoryUnregisterResponse *)
     {
-        return unregister(ctx, req->name(), SHMREG_KIND_CUDA);
+        return unregister(ctx, req.name(), SHMREG_KIND_CUDA);
     }
 
   private:
@@ -427,7 +463,7 @@ class Service final : public ServiceBase, public CallOwner {
 
     /* A call may still start: false once stop_workers has taken the
      * workers, as submit would refuse it. A call started here is counted
-     * (call_started) and stop_workers waits for its OnDone. */
+     * (call_started) and stop_workers waits for its done. */
     bool accepting()
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -437,12 +473,17 @@ class Service final : public ServiceBase, public CallOwner {
     static void run_call(void *, void *item) { static_cast<InferCall *>(item)->run(); }
     static void cancel_call(void *, void *item) { static_cast<InferCall *>(item)->cancel(); }
 
-    static grpc::ServerUnaryReactor *answer(grpc::CallbackServerContext *ctx,
-                                            const grpc::Status &st)
+    /* ModelInfer calls asked for at once, so that calls arriving together
+     * need not wait for one to be asked for after another; one of each
+     * other method (each asks for the next as it arrives). */
+    static constexpr int kInferCallsAsked = 8;
+
+    template <class Req, class Resp>
+    void ask(typename UnaryCall<Service, Req, Resp>::Ask asking,
+             typename UnaryCall<Service, Req, Resp>::Handle handle,
+             grpc::ServerCompletionQueue *queue)
     {
-        grpc::ServerUnaryReactor *r = ctx->DefaultReactor();
-        r->Finish(st);
-        return r;
+        UnaryCall<Service, Req, Resp>::ask(this, asking, handle, queue);
     }
 
     /* Triton 2.73's refusal without --allow-client-shm=true: UNSUPPORTED,
@@ -474,36 +515,36 @@ class Service final : public ServiceBase, public CallOwner {
     /* An empty name is every region of the kind (in the caller's scope), as
      * in Triton. Names are shown as the caller knows them. */
     template <typename Fill>
-    grpc::ServerUnaryReactor *status(grpc::CallbackServerContext *ctx, const std::string &name,
-                                     shmreg::kind kind, Fill fill)
+    grpc::Status status(const grpc::ServerContext &ctx, const std::string &name, shmreg::kind kind,
+                        Fill fill)
     {
         caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::status, name); !refusal.ok())
-            return answer(ctx, refusal);
+            return refusal;
         status_list list;
         shmreg_err e =
             scope_status(reg_.handle(), &who.scope, name.empty() ? nullptr : name.c_str(),
                          static_cast<shmreg_kind>(kind), &list.st, &list.n);
         if (e != SHMREG_OK)
-            return answer(ctx, status_of(who.scope, e));
+            return status_of(who.scope, e);
         for (size_t i = 0; i < list.n; i++) {
             shmreg::region_status s(list.st[i]);
             fill(s);
         }
-        return answer(ctx, grpc::Status::OK);
+        return grpc::Status::OK;
     }
 
     /* The HTTP endpoint's rule (absent is success), from the one place that
      * has it; its failure carries the library's message like any other. */
-    grpc::ServerUnaryReactor *unregister(grpc::CallbackServerContext *ctx, const std::string &name,
-                                         shmreg_kind kind)
+    grpc::Status unregister(const grpc::ServerContext &ctx, const std::string &name,
+                            shmreg_kind kind)
     {
         caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::unregister, name); !refusal.ok())
-            return answer(ctx, refusal);
+            return refusal;
         shmreg_err e = shm_unregister_as_triton(reg_.handle(), &who.scope,
                                                 name.empty() ? nullptr : name.c_str(), kind);
-        return answer(ctx, e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e));
+        return e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e);
     }
 
     shmreg::registry reg_;
@@ -512,7 +553,7 @@ class Service final : public ServiceBase, public CallOwner {
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
-    unsigned calls_ = 0; /* InferCalls between construction and OnDone */
+    unsigned calls_ = 0; /* InferCalls between arrival and done */
 };
 
 } // namespace
@@ -522,9 +563,49 @@ class Service final : public ServiceBase, public CallOwner {
 struct grpc_frontend {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<grpc::ServerCompletionQueue> queue;
+    std::vector<std::thread> serving; /* cfg.serving_threads, each in drain_queue */
     Listener listener; /* the port; hands each connection it admits to server */
     grpc_config cfg;
 };
+
+namespace {
+
+/* After server's Shutdown has returned (gRPC's rule): shut the queue down
+ * and join its threads, which delete the calls still asked for there; what
+ * is left (no thread started) is drained here. */
+void stop_serving(grpc_frontend *g)
+{
+    if (!g->queue)
+        return;
+    g->queue->Shutdown();
+    for (auto &t : g->serving)
+        t.join();
+    g->serving.clear();
+    drain_queue(g->queue.get());
+}
+
+/* Ask for every method's first calls and start the serving threads, all on
+ * the one queue: the thread that reads a call off a connection then finds
+ * it on its own queue and runs it, where with a queue each it would often
+ * wake the queue's owner instead. false (those started are left running)
+ * when a thread cannot start. */
+bool start_serving(grpc_frontend *g)
+{
+    g->service->ask_all(g->queue.get());
+    try {
+        for (unsigned i = 0; i < std::max(g->cfg.serving_threads, 1u); i++)
+            g->serving.emplace_back([queue = g->queue.get()] {
+                pthread_setname_np(pthread_self(), "grpc-serving"); /* for per-thread CPU figures */
+                drain_queue(queue);
+            });
+    } catch (const std::system_error &) {
+        return false;
+    }
+    return true;
+}
+
+} // namespace
 
 extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
                                               byte_budget *held)
@@ -540,6 +621,7 @@ extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_reg
     }
     grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
     builder.RegisterService(g->service.get());
+    g->queue = builder.AddCompletionQueue();
     /* The same limit as an HTTP body; responses are as large as the outputs. */
     builder.SetMaxReceiveMessageSize(cfg->max_body > INT32_MAX ? INT32_MAX
                                                                : static_cast<int>(cfg->max_body));
@@ -552,11 +634,13 @@ extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_reg
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(cfg->request_timeout_s * 1000));
     g->server = builder.BuildAndStart();
-    if (!g->server || !g->listener.start(g->server.get(), cfg->max_client_connections)) {
+    bool serving = g->server && start_serving(g.get());
+    if (!serving || !g->listener.start(g->server.get(), cfg->max_client_connections)) {
         std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", cfg->host, cfg->port);
         if (g->server)
-            g->server->Shutdown();
+            g->server->Shutdown(std::chrono::system_clock::now());
         g->service->stop_workers(std::chrono::system_clock::now());
+        stop_serving(g.get());
         return nullptr;
     }
     return g.release();
@@ -574,13 +658,16 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
     /* New calls are refused from here on (Shutdown, on its own thread: it
      * returns only once every call is done); calls in flight run to their
      * end until the deadline, after which the queued ones are answered
-     * UNAVAILABLE and the running ones cut short, instead of all being run. */
+     * UNAVAILABLE and the running ones cut short, instead of all being run.
+     * The serving threads drain their queues throughout: they finish the
+     * calls and run each one's done. */
     g->listener.stop(); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
     std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
-    g->service->stop_workers(deadline); /* every call's OnDone has run: no reference is held */
+    g->service->stop_workers(deadline); /* every call's done has run: no reference is held */
     refuse.join();
     g->server->Wait();
+    stop_serving(g);
     g->server.reset();
     delete g;
 }
