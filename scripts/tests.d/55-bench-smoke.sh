@@ -42,11 +42,11 @@ venv=$dir/venv
 "$venv/bin/pip" install -q 'tritonclient[http,grpc]' numpy
 "$venv/bin/python" server/bench/bench_request_cost.py --server "$dir/server/app/shmreg-server" \
   --seconds 1 --warmup 0.2 --concurrency 4 --csv "$dir/request_cost.csv" | tee "$dir/request_cost.txt"
-for row in 'bare,grpc,' 'bare-queues,grpc,' 'server,grpc,' 'bare,http,' 'server,http,'; do
+for row in 'bare,grpc,' 'bare-callback,grpc,' 'server,grpc,' 'bare,http,' 'server,http,'; do
   grep -q "^$row" "$dir/request_cost.csv" || { echo "bench-smoke: request-cost row $row missing"; exit 1; }
 done
 [ "$(grep -c 'server / bare = .*: \(met\|missed\)$' "$dir/request_cost.txt")" -eq 4 ] \
   || { echo "bench-smoke: expected 4 request-cost ratios"; exit 1; }
-grep -q '^grpc floors, completion queues .* / callback API: ' "$dir/request_cost.txt" \
+grep -q '^grpc floors, callback API / completion queue: ' "$dir/request_cost.txt" \
   || { echo "bench-smoke: the gRPC floors' comparison is missing"; exit 1; }
 echo "bench-smoke: request cost against the floors ok (figures not judged)"

@@ -4,8 +4,8 @@ in the same run: the bare gRPC and HTTP servers of bench/floors (the same
 gRPC, proto and libmicrohttpd, a fixed answer, nothing of ours).
 
 For each of five targets (the server over gRPC and over HTTP, each floor,
-and the gRPC floor served through completion queues) and the tiny `simple`
-model (two INT32 [1,16] inputs, inline):
+and the gRPC floor served through gRPC's callback API) and the tiny
+`simple` model (two INT32 [1,16] inputs, inline):
 
 - concurrency 1: one client sending requests back to back; the p50 latency;
 - concurrency N: N requests in flight from one asyncio client; the calls
@@ -14,16 +14,16 @@ model (two INT32 [1,16] inputs, inline):
 
 Then the ratios the server aims at, each marked met or missed: server p50
 over bare p50 at most 1.25 (gRPC and HTTP), server CPU per inference over
-bare CPU per call at most 1.5; and, for the choice of gRPC's API, the
-completion-queue floor over the callback one (no target: the server and the
-floor it is judged against use the callback API). It prints figures and
-judges nothing: the
+bare CPU per call at most 1.5. The gRPC floor serves as the server does
+(completion queues, the server's count of serving threads); the callback
+floor is printed beside it, over it, for the choice of gRPC's API (no
+target). It prints figures and judges nothing: the
 exit status is non-zero only when a request failed, a server did not start
 or did not stop cleanly.
 
     python server/bench/bench_request_cost.py --server build/.../shmreg-server \\
         [--floors DIR] [--seconds 5] [--concurrency 100] [--repeat 1] \\
-        [--queues 2] [--thread-table] [--csv FILE]
+        [--thread-table] [--csv FILE]
 
 --floors defaults to the server binary's folder (the build with
 -DSERVER_BUILD_BENCH=ON puts shmreg-bare-grpc and shmreg-bare-http
@@ -222,16 +222,12 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=100, help="N of the CPU cells")
     ap.add_argument("--repeat", type=int, default=1, help="rounds (each cell's median is kept)")
-    ap.add_argument("--queues", type=int, default=2,
-                    help="threads (one completion queue each) of the completion-queue floor")
     ap.add_argument("--thread-table", action="store_true",
                     help="the server's CPU by thread at concurrency N")
     ap.add_argument("--csv", help="write the rows here too")
     args = ap.parse_args()
     if not args.server or not os.access(args.server, os.X_OK):
         ap.error("--server (or $SERVER_BIN) must name the built shmreg-server")
-    if not 1 <= args.queues <= 256:
-        ap.error("--queues must be 1 to 256 (shmreg-bare-grpc's bound)")
     floors = args.floors or os.path.dirname(os.path.abspath(args.server))
 
     grpc_port = free_port()
@@ -240,8 +236,8 @@ def main() -> int:
     connections = str(max(64, args.concurrency + 8))
     targets = [  # (name, protocol, argv, the addresses it prints)
         ("bare", "grpc", [os.path.join(floors, "shmreg-bare-grpc"), str(free_port())], ("grpc",)),
-        ("bare-queues", "grpc", [os.path.join(floors, "shmreg-bare-grpc"), "--queues",
-                                 str(args.queues), str(free_port())], ("grpc",)),
+        ("bare-callback", "grpc", [os.path.join(floors, "shmreg-bare-grpc"), "--callback",
+                                   str(free_port())], ("grpc",)),
         ("server", "grpc", [args.server, "--host", "127.0.0.1", "--port", "0",
                             "--grpc-port", str(grpc_port)], ("http", "grpc")),
         ("bare", "http", [os.path.join(floors, "shmreg-bare-http"), "0"], ("http",)),
@@ -292,11 +288,11 @@ def main() -> int:
             ratio = ours[key] / bare[key] if bare[key] > 0 else float("inf")
             verdict = "met" if ratio <= target else "missed"
             print(f"{protocol} {what}: server / bare = {ratio:.2f} (target <= {target}): {verdict}")
-    queues, callback = figures["bare-queues", "grpc"], figures["bare", "grpc"]
-    print(f"grpc floors, completion queues ({args.queues} threads) / callback API: "
-          f"p50 at c=1 {queues['p50_us'] / callback['p50_us']:.2f}, "
+    callback, queue = figures["bare-callback", "grpc"], figures["bare", "grpc"]
+    print(f"grpc floors, callback API / completion queue: "
+          f"p50 at c=1 {callback['p50_us'] / queue['p50_us']:.2f}, "
           f"CPU per call at c={args.concurrency} "
-          f"{queues['cpu_us_per_call'] / callback['cpu_us_per_call']:.2f}")
+          f"{callback['cpu_us_per_call'] / queue['cpu_us_per_call']:.2f}")
     if args.thread_table:
         for (name, protocol), rows in rounds.items():
             cores = defaultdict(list)

@@ -6,14 +6,14 @@
  * here is what the transport costs on this machine, which
  * bench_request_cost.py divides the server's figures by.
  *
- * Two ways to serve, so that the choice of gRPC's API can be weighed on the
- * machine that runs it:
- * - the callback API (the server's): gRPC's own threads run each call;
- * - --queues N, the completion-queue API (Triton's): N threads, each
- *   draining a queue of its own and answering on the thread that took the
- *   call.
+ * Served as the server serves (grpc/queue_call.h): the completion-queue API,
+ * --threads N threads (the server's count by default: half the cores, two
+ * to eight) draining one queue, each answering the calls it takes. With
+ * --callback, through gRPC's callback API instead, whose own threads run
+ * each call: the other way gRPC serves, for weighing the two on the machine
+ * at hand.
  *
- *     shmreg-bare-grpc [--queues N] [PORT]
+ *     shmreg-bare-grpc [--threads N | --callback] [PORT]
  *                               prints "grpc listening on 127.0.0.1:PORT"
  *                               (PORT 0 or absent: a free one); SIGTERM or
  *                               SIGINT stops it. */
@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,7 @@ class CallbackService final : public pb::GRPCInferenceService::CallbackService {
 };
 
 /* The completion-queue API: one ModelInfer call, from the request gRPC is
- * asked to match to its end. Its queue hands it back twice: when a call has
+ * asked to match to its end. The queue hands it back twice: when a call has
  * arrived (it asks for the next one and answers) and when the answer is
  * sent (it is deleted). */
 class QueueCall {
@@ -112,13 +113,20 @@ class QueueCall {
     bool answered_ = false;
 };
 
-/* Calls each queue holds asked for at once, so that calls arriving together
- * need not wait for one to be asked for after another. */
-constexpr int kCallsAskedPerQueue = 16;
+/* Calls asked for at once, so that calls arriving together need not wait
+ * for one to be asked for after another (the server's count). */
+constexpr int kCallsAsked = 8;
+
+/* The server's rule (options.c): half the cores, two to eight. */
+unsigned default_threads()
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores < 4 ? 2u : cores > 16 ? 8u : static_cast<unsigned>(cores / 2);
+}
 
 void drain(grpc::ServerCompletionQueue *queue)
 {
-    pthread_setname_np(pthread_self(), "queue-drain"); /* for per-thread CPU figures */
+    pthread_setname_np(pthread_self(), "grpc-serving"); /* the server's name for its threads */
     void *tag;
     bool ok;
     while (queue->Next(&tag, &ok))
@@ -127,7 +135,7 @@ void drain(grpc::ServerCompletionQueue *queue)
 
 int usage(const char *prog)
 {
-    std::fprintf(stderr, "usage: %s [--queues N] [PORT]\n", prog);
+    std::fprintf(stderr, "usage: %s [--threads N | --callback] [PORT]\n", prog);
     return 2;
 }
 
@@ -135,15 +143,17 @@ int usage(const char *prog)
 
 int main(int argc, char **argv)
 {
-    unsigned queues = 0; /* 0: the callback API */
+    unsigned threads = default_threads(); /* 0: the callback API */
     const char *port_arg = "0";
     for (int i = 1; i < argc; i++) {
-        if (std::strcmp(argv[i], "--queues") == 0 && i + 1 < argc) {
+        if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             char *end;
             unsigned long n = std::strtoul(argv[++i], &end, 10);
             if (*end || n == 0 || n > 256)
                 return usage(argv[0]);
-            queues = static_cast<unsigned>(n);
+            threads = static_cast<unsigned>(n);
+        } else if (std::strcmp(argv[i], "--callback") == 0) {
+            threads = 0;
         } else if (argv[i][0] != '-') {
             port_arg = argv[i];
         } else {
@@ -163,13 +173,12 @@ int main(int argc, char **argv)
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-    std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
-    if (queues == 0) {
+    std::unique_ptr<grpc::ServerCompletionQueue> queue;
+    if (threads == 0) {
         builder.RegisterService(&callback_service);
     } else {
         builder.RegisterService(&queue_service);
-        for (unsigned i = 0; i < queues; i++)
-            cqs.push_back(builder.AddCompletionQueue());
+        queue = builder.AddCompletionQueue();
     }
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server || port == 0) {
@@ -177,12 +186,11 @@ int main(int argc, char **argv)
         return 1;
     }
     const pb::ModelInferResponse reply = fixed_reply();
-    std::vector<std::thread> threads;
-    for (auto &cq : cqs) {
-        for (int i = 0; i < kCallsAskedPerQueue; i++)
-            new QueueCall(&queue_service, cq.get(), &reply);
-        threads.emplace_back(drain, cq.get());
-    }
+    std::vector<std::thread> serving;
+    for (int i = 0; queue && i < kCallsAsked; i++)
+        new QueueCall(&queue_service, queue.get(), &reply);
+    for (unsigned i = 0; i < threads; i++)
+        serving.emplace_back(drain, queue.get());
     std::printf("grpc listening on 127.0.0.1:%d\n", port);
     std::fflush(stdout);
     /* The serving threads answer the calls; this one only waits for the
@@ -190,9 +198,9 @@ int main(int argc, char **argv)
     int sig;
     sigwait(&stop, &sig);
     server->Shutdown();
-    for (auto &cq : cqs)
-        cq->Shutdown(); /* after the server's: no call is asked for on a queue shut down */
-    for (auto &t : threads)
+    if (queue)
+        queue->Shutdown(); /* after the server's: no call is asked for on a queue shut down */
+    for (auto &t : serving)
         t.join();
     server->Wait();
     return 0;

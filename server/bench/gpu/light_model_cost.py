@@ -13,10 +13,10 @@ Measured, in one run:
   perf_analyzer measured: the bare server counts none). It answers no
   model metadata; a perf_analyzer that will not run without (2.48 does)
   leaves the floor to bench_request_cost.py's Python client, --seconds per
-  cell, which the table names; and the same floor served through
-  completion queues (shmreg-bare-grpc --queues N), for the choice of gRPC's
-  API (no target: the server and the floor it is judged against use the
-  callback API);
+  cell, which the table names. The floor serves as the server does
+  (completion queues); the same floor through gRPC's callback API
+  (shmreg-bare-grpc --callback) is measured beside it, for the choice of
+  gRPC's API (no target);
 - the link: one inference's tensors copied up, then down, on one stream
   between page-locked host memory and the device (pcie_bandwidth.py
   --transfer, its own process), median of 50, per shape;
@@ -107,14 +107,14 @@ def verdict_line(what, r, target):
     return f"{what}: {r:.2f} (target <= {target}): {'met' if r <= target else 'missed'}"
 
 
-def floors_line(fig, queues, concurrency):
-    """The completion-queue floor over the callback one: no target, a
+def floors_line(fig, concurrency):
+    """The callback floor over the completion-queue one: no target, a
     figure for the choice of gRPC's API."""
-    cq, cb = fig.get("bare_queues") or {}, fig.get("bare") or {}
+    cb, cq = fig.get("bare_callback") or {}, fig.get("bare") or {}
 
     def ratio(key):
-        return "?" if not cq.get(key) or not cb.get(key) else f"{cq[key] / cb[key]:.2f}"
-    return (f"grpc floors, completion queues ({queues} threads) / callback API: "
+        return "?" if not cq.get(key) or not cb.get(key) else f"{cb[key] / cq[key]:.2f}"
+    return (f"grpc floors, callback API / completion queue: "
             f"p50 at c=1 {ratio('p50_us')}, CPU per call at c={concurrency} "
             f"{ratio('cpu_us_per_call')}")
 
@@ -139,7 +139,7 @@ def table(fig, concurrency):
     lines = ["| shape | what | p50 at c=1 (µs) | compute infer (µs) | transfer (µs) "
              f"| infer/s at c={concurrency} | CPU per inference at c={concurrency} (µs) |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key, what in (("bare", "bare gRPC"), ("bare_queues", "bare gRPC, completion queues")):
+    for key, what in (("bare", "bare gRPC"), ("bare_callback", "bare gRPC, callback API")):
         bare = fig.get(key) or {}
         lines.append(f"| - | {what} ({bare.get('client', '?')}) | {fmt(bare.get('p50_us'))} "
                      f"| - | - | {fmt(bare.get('calls_per_s'))} "
@@ -221,16 +221,16 @@ def perf_analyzer_floor(pa, env, server, concurrency, interval_ms):
             "cpu_us_per_call": (cpu1 - cpu0) / (calls_per_s * (t1 - t0)) * 1e6}, ""
 
 
-def measure_bare(floors, pa, env, args, queues=0):
-    """The bare gRPC floor (queues > 0: served through that many completion
-    queues), with perf_analyzer, the client of the server's cells; where
+def measure_bare(floors, pa, env, args, callback=False):
+    """The bare gRPC floor (callback: served through gRPC's callback API),
+    with perf_analyzer, the client of the server's cells; where
     perf_analyzer cannot drive it (it reads no model metadata there), with
     bench_request_cost.py's client, which says so."""
     import asyncio
 
     import bench_request_cost as brc
-    serving = ["--queues", str(queues)] if queues else []
-    name = "bare-queues (grpc)" if queues else "bare (grpc)"
+    serving = ["--callback"] if callback else []
+    name = "bare-callback (grpc)" if callback else "bare (grpc)"
     server = brc.Server(name, [os.path.join(floors, "shmreg-bare-grpc"), *serving,
                                         str(brc.free_port())], ("grpc",))
     try:
@@ -295,8 +295,6 @@ def main():
                     help="perf_analyzer's measurement interval (three of them per cell)")
     ap.add_argument("--concurrency", type=int, default=100, help="N of the CPU cells")
     ap.add_argument("--repeats", type=int, default=50, help="timed copies per transfer figure")
-    ap.add_argument("--queues", type=int, default=2,
-                    help="threads (one completion queue each) of the completion-queue floor")
     ap.add_argument("--window", default="1",
                     help="the server's --yolo-window: 1 (default) makes the model's compute a few "
                          "microseconds, so the server's own cost shows; 'default' is the model's own")
@@ -326,8 +324,8 @@ def main():
     os.makedirs(sb.RUN_DIR, exist_ok=True)
     fig["bare"] = measure_bare(floors, pa, env, args)
     sb.log(f"--- bare gRPC: {json.dumps(fig['bare'])}")
-    fig["bare_queues"] = measure_bare(floors, pa, env, args, queues=args.queues)
-    sb.log(f"--- bare gRPC, {args.queues} completion queues: {json.dumps(fig['bare_queues'])}")
+    fig["bare_callback"] = measure_bare(floors, pa, env, args, callback=True)
+    sb.log(f"--- bare gRPC, callback API: {json.dumps(fig['bare_callback'])}")
     measure_server(pa, env, args.concurrency, args.interval_ms, args.window, fig)
     errors += [f"{key[0]} {key[1]} c={key[2]}: {short_error(row['error'])}"
                for key, row in fig.items() if isinstance(key, tuple) and row.get("error")]
@@ -338,7 +336,7 @@ def main():
             f"windows; the bare gRPC server's client: {fig['bare']['client']}.", "",
             table(fig, args.concurrency), "", thread_table(fig, args.concurrency), ""]
     text += [verdict_line(*v) for v in verdicts(fig, args.concurrency)]
-    text.append(floors_line(fig, args.queues, args.concurrency))
+    text.append(floors_line(fig, args.concurrency))
     out = sb.OUT
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "light-model.md"), "w") as f:
