@@ -34,6 +34,7 @@
  */
 #include "grpc/grpc_frontend.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 #include <shmreg/shmreg.hpp>
 
@@ -571,6 +572,8 @@ struct grpc_frontend {
 
 namespace {
 
+constexpr std::chrono::seconds kStrandedGrace{1};
+
 /* After server's Shutdown has returned (gRPC's rule): shut the queue down
  * and join its threads, which delete the calls still asked for there; what
  * is left (no thread started) is drained here. */
@@ -583,6 +586,21 @@ void stop_serving(grpc_frontend *g)
         t.join();
     g->serving.clear();
     drain_queue(g->queue.get());
+}
+
+/* Every call the service has seen is done (stop_workers), and Shutdown,
+ * started with it, has not returned within kStrandedGrace: cancel what gRPC
+ * still holds, as Shutdown itself does at its deadline. gRPC 1.51's core can
+ * strand a call that arrives just as Shutdown begins (after its sweep of the
+ * calls waiting for a request, before it refuses new ones): matched to no
+ * request, such a call is never seen here and would hold the stop, and its
+ * client, until --drain-s. The grace lets an answer being sent go first. */
+void cancel_stranded_calls(grpc_frontend *g, std::mutex &mu, std::condition_variable &shut_cv,
+                           const bool &shut)
+{
+    std::unique_lock<std::mutex> lock(mu);
+    if (!shut_cv.wait_for(lock, kStrandedGrace, [&shut] { return shut; }))
+        grpc_server_cancel_all_calls(g->server->c_server());
 }
 
 /* Ask for every method's first calls and start the serving threads, all on
@@ -663,8 +681,17 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * calls and run each one's done. */
     g->listener.stop(); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
-    std::thread refuse([g, deadline] { g->server->Shutdown(deadline); });
+    std::mutex mu;
+    std::condition_variable shut_cv;
+    bool shut = false;
+    std::thread refuse([&] {
+        g->server->Shutdown(deadline);
+        std::lock_guard<std::mutex> lock(mu);
+        shut = true;
+        shut_cv.notify_all();
+    });
     g->service->stop_workers(deadline); /* every call's done has run: no reference is held */
+    cancel_stranded_calls(g, mu, shut_cv, shut);
     refuse.join();
     g->server->Wait();
     stop_serving(g);

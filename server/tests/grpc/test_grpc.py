@@ -428,8 +428,9 @@ def test_sigterm_during_shared_memory_calls(start_grpc_server, shm_key):
     """Clients calling register, unregister and status back to back when
     SIGTERM arrives: each client's calls are answered until one is refused
     (CANCELLED: caught by the shutdown; UNAVAILABLE: after it), none is left
-    waiting for the drain deadline (--drain-s 30: a call gRPC strands is
-    cancelled only then), and the server exits 0 with nothing left
+    waiting for the drain deadline (--drain-s 30: gRPC's core can strand a
+    call that arrives as the stop begins, which the server then cancels a
+    second after its own calls are done), and the server exits 0 with nothing left
     registered or mapped (the fixture checks its leftover report; the ASan
     build, that no call's state leaked)."""
     server = start_grpc_server("--drain-s", "30")
