@@ -191,7 +191,9 @@ static const flag flags[] = {
      .help = "refuse shm keys starting with P (repeatable)"},
     {.name = "threads", .arg = "N", UINT(threads, 1, 256),
      .help = "inference worker threads at work (default 4; 3N more\n"
-             "stand by for requests that wait for a GPU run)"},
+             "stand by for requests that wait for a GPU run); gRPC's\n"
+             "serving threads, which read every call and answer the\n"
+             "short ones, are apart: half the cores, two to eight"},
     {.name = "spin-us", .arg = "N", UINT(spin_us, 0, 1000),
      .help = "one worker that finished a request polls for the next\n"
              "one, and a lone 'yolo' run polls for its end, up to N us\n"

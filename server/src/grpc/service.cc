@@ -561,10 +561,12 @@ class Service final : public ServiceBase, public CallOwner {
 
 /* ------------------------------------------------------------------ C API */
 
+/* Members in the order they must outlive each other: the service its
+ * server, the queue its server (gRPC's rule). */
 struct grpc_frontend {
     std::unique_ptr<Service> service;
-    std::unique_ptr<grpc::Server> server;
     std::unique_ptr<grpc::ServerCompletionQueue> queue;
+    std::unique_ptr<grpc::Server> server;
     std::vector<std::thread> serving; /* cfg.serving_threads, each in drain_queue */
     Listener listener; /* the port; hands each connection it admits to server */
     grpc_config cfg;
@@ -605,9 +607,9 @@ void cancel_stranded_calls(grpc_frontend *g, std::mutex &mu, std::condition_vari
 
 /* Ask for every method's first calls and start the serving threads, all on
  * the one queue: the thread that reads a call off a connection then finds
- * it on its own queue and runs it, where with a queue each it would often
- * wake the queue's owner instead. false (those started are left running)
- * when a thread cannot start. */
+ * it on the queue it waits on and runs it, where with a queue a thread it
+ * would often have to wake that queue's thread instead. false (those
+ * started are left running) when a thread cannot start. */
 bool start_serving(grpc_frontend *g)
 {
     g->service->ask_all(g->queue.get());
