@@ -191,9 +191,11 @@ static const flag flags[] = {
      .help = "refuse shm keys starting with P (repeatable)"},
     {.name = "threads", .arg = "N", UINT(threads, 1, 256),
      .help = "inference worker threads at work (default 4; 3N more\n"
-             "stand by for requests that wait for a GPU run); gRPC's\n"
-             "serving threads, which read every call and answer the\n"
-             "short ones, are apart: half the cores, two to eight"},
+             "stand by for requests that wait for a GPU run)"},
+    {.name = "grpc-threads", .arg = "N", UINT(grpc_threads, 0, 64),
+     .help = "gRPC's serving threads, which read every call and answer\n"
+             "the short ones themselves (default 0: half the cores,\n"
+             "two to eight)"},
     {.name = "spin-us", .arg = "N", UINT(spin_us, 0, 1000),
      .help = "one worker that finished a request polls for the next\n"
              "one, and a lone 'yolo' run polls for its end, up to N us\n"
@@ -482,11 +484,14 @@ void options_http(const server_options *o, http_config *out)
                          .access = &o->access};
 }
 
-/* gRPC's serving threads (grpc_frontend.h): half the cores, at least two
- * and at most eight. Each runs the short calls it reads to their answer;
- * more would wait for cores that the workers and the GPU's threads need. */
-static unsigned serving_threads(void)
+/* gRPC's serving threads (grpc_frontend.h): --grpc-threads, else half the
+ * cores, at least two and at most eight. Each runs the short calls it reads
+ * to their answer; more would wait for cores that the workers and the GPU's
+ * threads need. */
+static unsigned serving_threads(const server_options *o)
 {
+    if (o->grpc_threads)
+        return o->grpc_threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return cores < 4 ? 2u : cores > 16 ? 8u : (unsigned)(cores / 2);
 }
@@ -497,7 +502,7 @@ void options_grpc(const server_options *o, grpc_config *out)
                          .port = o->grpc_port,
                          .threads = o->threads,
                          .spare_threads = spare_threads(o),
-                         .serving_threads = serving_threads(),
+                         .serving_threads = serving_threads(o),
                          .max_body = o->max_body,
                          .drain_s = o->drain_s,
                          .request_timeout_s = o->request_timeout_s,

@@ -26,6 +26,7 @@ typedef struct server_options {
     shmreg_policy busy_policy;        /* what unregister does to a region in use */
     const char **reserved_prefixes;   /* NULL-terminated; owned (the array, not the strings) */
     unsigned threads;                 /* inference worker threads at work at once */
+    unsigned grpc_threads;            /* --grpc-threads: gRPC's serving threads; 0: by the cores */
     unsigned spin_us;                 /* --spin-us: poll this long before sleeping, 0: never */
     unsigned delay_ms;                /* how long the simple_delayed model sleeps */
     size_t max_body;                  /* largest request body accepted, bytes */

@@ -5,6 +5,7 @@ contents, the status codes and messages of the shared-memory calls, unsigned
 The scenarios shared with HTTP are in test_tritonclient_protocols.py.
 """
 import base64
+import os
 import signal
 import threading
 
@@ -328,6 +329,38 @@ def test_grpc_is_off_by_default(start_server):
     server = start_server()
     assert server.request("GET", "/v2/health/live")[0] == 200
     assert "--grpc-port" not in server.args
+
+
+def serving_threads(server):
+    """The server's threads named as gRPC's serving threads."""
+    tasks = f"/proc/{server.proc.pid}/task"
+    names = []
+    for tid in os.listdir(tasks):
+        try:
+            with open(f"{tasks}/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return names.count("grpc-serving")
+
+
+def test_grpc_threads_sets_the_serving_threads(start_grpc_server):
+    """--grpc-threads N: N threads read and answer the calls, and every call
+    still gets its answer; by default half the cores, two to eight."""
+    cores = os.cpu_count()
+    default = 2 if cores < 4 else 8 if cores > 16 else cores // 2
+    for args, expected in ((("--grpc-threads", "3"), 3), ((), default),
+                           (("--grpc-threads", "1"), 1)):
+        server = start_grpc_server(*args)
+        assert serving_threads(server) == expected, args
+        c = grpcclient.InferenceServerClient(server.grpc_url)
+        inputs = simple_inputs()
+        inputs[0].set_data_from_numpy(IN0)
+        inputs[1].set_data_from_numpy(IN1)
+        outs = [c.infer("simple", inputs) for _ in range(20)]
+        assert all((r.as_numpy("OUTPUT0") == IN0 + IN1).all() for r in outs)
+        assert c.is_server_ready()
+        c.close()
 
 
 def test_grpc_port_in_use_fails_to_start(start_grpc_server):
