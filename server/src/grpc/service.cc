@@ -253,14 +253,14 @@ class Service final : public ServiceBase, public CallOwner {
     /* -------------------------------------------------- health, metadata */
 
     grpc::Status server_live_call(const grpc::ServerContext &, const pb::ServerLiveRequest &,
-                             pb::ServerLiveResponse *resp)
+                                  pb::ServerLiveResponse *resp)
     {
         resp->set_live(true);
         return grpc::Status::OK;
     }
 
     grpc::Status server_ready_call(const grpc::ServerContext &, const pb::ServerReadyRequest &,
-                              pb::ServerReadyResponse *resp)
+                                   pb::ServerReadyResponse *resp)
     {
         resp->set_ready(true);
         return grpc::Status::OK;
@@ -270,7 +270,7 @@ class Service final : public ServiceBase, public CallOwner {
      * device), is not ready; as in Triton, that is an answer, not an error:
      * the reason is HTTP's (model_endpoints.c), and ModelInfer's. */
     grpc::Status model_ready_call(const grpc::ServerContext &, const pb::ModelReadyRequest &req,
-                             pb::ModelReadyResponse *resp)
+                                  pb::ModelReadyResponse *resp)
     {
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         char why[600];
@@ -374,8 +374,8 @@ class Service final : public ServiceBase, public CallOwner {
     /* ------------------------------------------------------ shared memory */
 
     grpc::Status system_status_call(const grpc::ServerContext &ctx,
-                               const pb::SystemSharedMemoryStatusRequest &req,
-                               pb::SystemSharedMemoryStatusResponse *resp)
+                                    const pb::SystemSharedMemoryStatusRequest &req,
+                                    pb::SystemSharedMemoryStatusResponse *resp)
     {
         return status(ctx, req.name(), shmreg::kind::system,
                       [resp](const shmreg::region_status &s) {
@@ -390,8 +390,8 @@ class Service final : public ServiceBase, public CallOwner {
     }
 
     grpc::Status cuda_status_call(const grpc::ServerContext &ctx,
-                             const pb::CudaSharedMemoryStatusRequest &req,
-                             pb::CudaSharedMemoryStatusResponse *resp)
+                                  const pb::CudaSharedMemoryStatusRequest &req,
+                                  pb::CudaSharedMemoryStatusResponse *resp)
     {
         return status(ctx, req.name(), shmreg::kind::cuda, [resp](const shmreg::region_status &s) {
             auto &r = (*resp->mutable_regions())[s.name];
@@ -406,8 +406,8 @@ class Service final : public ServiceBase, public CallOwner {
     /* offset and byte_size are uint64 on the wire and reach the library as
      * they are: its overflow and bounds checks answer, in Triton's words. */
     grpc::Status system_register_call(const grpc::ServerContext &ctx,
-                                 const pb::SystemSharedMemoryRegisterRequest &req,
-                                 pb::SystemSharedMemoryRegisterResponse *)
+                                      const pb::SystemSharedMemoryRegisterRequest &req,
+                                      pb::SystemSharedMemoryRegisterResponse *)
     {
         caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req.name()); !refusal.ok())
@@ -418,8 +418,8 @@ class Service final : public ServiceBase, public CallOwner {
     }
 
     grpc::Status cuda_register_call(const grpc::ServerContext &ctx,
-                               const pb::CudaSharedMemoryRegisterRequest &req,
-                               pb::CudaSharedMemoryRegisterResponse *)
+                                    const pb::CudaSharedMemoryRegisterRequest &req,
+                                    pb::CudaSharedMemoryRegisterResponse *)
     {
         caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req.name()); !refusal.ok())
@@ -440,15 +440,15 @@ class Service final : public ServiceBase, public CallOwner {
     }
 
     grpc::Status system_unregister_call(const grpc::ServerContext &ctx,
-                                   const pb::SystemSharedMemoryUnregisterRequest &req,
-                                   pb::SystemSharedMemoryUnregisterResponse *)
+                                        const pb::SystemSharedMemoryUnregisterRequest &req,
+                                        pb::SystemSharedMemoryUnregisterResponse *)
     {
         return unregister(ctx, req.name(), SHMREG_KIND_SYSTEM);
     }
 
     grpc::Status cuda_unregister_call(const grpc::ServerContext &ctx,
-                                 const pb::CudaSharedMemoryUnregisterRequest &req,
-                                 pb::CudaSharedMemoryUnregisterResponse *)
+                                      const pb::CudaSharedMemoryUnregisterRequest &req,
+                                      pb::CudaSharedMemoryUnregisterResponse *)
     {
         return unregister(ctx, req.name(), SHMREG_KIND_CUDA);
     }
@@ -501,9 +501,9 @@ class Service final : public ServiceBase, public CallOwner {
      * missing token; for unregister and register, --allow-client-shm; for
      * register, a name that is not UTF-8 (shm_name_is_valid says why). */
     grpc::Status refusal_of(const caller &who, shm_call call, const std::string &name) const
-    {
-        grpc::Status st;
-        if (refused(who, &st) || call == shm_call::status)
+                            {
+                            grpc::Status st;
+                            if (refused(who, &st) || call == shm_call::status)
             return st;
         if (!cfg_.allow_client_shm)
             return client_shm_disabled();
