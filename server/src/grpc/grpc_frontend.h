@@ -28,7 +28,7 @@ typedef struct grpc_config {
     unsigned port;                   /* --grpc-port (not 0 here) */
     unsigned threads;                /* --threads: inference workers at work at once */
     unsigned spare_threads;          /* more for calls whose worker waits for a GPU run */
-    unsigned serving_threads;        /* threads reading calls, each with a completion queue */
+    unsigned serving_threads;        /* --grpc-threads: threads draining the completion queue */
     size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes;
                                         also the memory quota's room for gRPC's read buffers */
     unsigned drain_s;                /* --drain-s: how long the stop waits for calls */

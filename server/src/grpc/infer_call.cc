@@ -62,6 +62,7 @@ void InferCall::ask(CallOwner *s, grpc::ServerCompletionQueue *queue)
 InferCall::InferCall(CallOwner *s, grpc::ServerCompletionQueue *queue)
     : service_(s), queue_(queue)
 {
+    service_->call_started(); /* before the ask, whose end another thread may see first */
     service_->ask(this, &ctx_, &message_, &writer_, queue_);
 }
 
@@ -72,11 +73,12 @@ void InferCall::proceed(bool ok)
         return;
     }
     if (!ok) { /* the server stops: no call came */
+        CallOwner *s = service_;
         delete this;
+        s->call_done();
         return;
     }
     ask(service_, queue_); /* the next call may arrive while this one runs */
-    service_->call_started();
     service_->arrived(this);
 }
 

@@ -56,13 +56,13 @@ class CallOwner {
     virtual void ask(InferCall *call, grpc::ServerContext *ctx, grpc::ByteBuffer *message,
                      grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> *writer,
                      grpc::ServerCompletionQueue *queue) = 0;
-    /* A call has arrived, counted (call_started): the service starts it
-     * (InferCall::start) or refuses it (InferCall::refuse). */
+    /* A call has arrived: the service starts it (InferCall::start) or
+     * refuses it (InferCall::refuse). */
     virtual void arrived(InferCall *call) = 0;
     /* Give back bytes the service charged for a call's request to what the
      * server holds of gRPC requests (--max-buffered-mb). */
     virtual void give_back(size_t bytes) = 0;
-    /* A call between its arrival and its done: the service's stop waits
+    /* A call between its ask and its deletion: the service's stop waits
      * until there is none. */
     virtual void call_started() = 0;
     virtual void call_done() = 0;

@@ -41,7 +41,9 @@ inline void drain_queue(grpc::ServerCompletionQueue *queue)
  * asks gRPC for the method's next call on queue; when it arrives another is
  * asked for at once (so that calls arriving together do not wait for each
  * other), handle answers it, and the call deletes itself once the answer
- * has been sent. */
+ * has been sent. Owner counts each from its ask to its deletion
+ * (call_started, call_done), so that its stop can wait until no thread
+ * will ask for a call or answer one. */
 template <class Owner, class Req, class Resp>
 class UnaryCall final : public QueueTag {
   public:
@@ -57,7 +59,9 @@ class UnaryCall final : public QueueTag {
     void proceed(bool ok) override
     {
         if (!ok || answered_) {
+            Owner *owner = owner_;
             delete this;
+            owner->call_done();
             return;
         }
         ask(owner_, ask_, handle_, queue_);
@@ -73,6 +77,7 @@ class UnaryCall final : public QueueTag {
     UnaryCall(Owner *owner, Ask asking, Handle handle, grpc::ServerCompletionQueue *queue)
         : owner_(owner), ask_(asking), handle_(handle), queue_(queue)
     {
+        owner_->call_started(); /* before the ask, whose end another thread may see first */
         (owner_->*ask_)(&ctx_, &req_, &writer_, queue_, queue_, this);
     }
     ~UnaryCall() = default;

@@ -175,9 +175,14 @@ class Service final : public ServiceBase, public CallOwner {
     }
     /* Let calls run until deadline; then answer those still queued with
      * UNAVAILABLE, cut the running ones short (a slow model's delay), join
-     * the workers and wait for the done of every call: when this returns
-     * no call holds a reference. The serving threads must still be
-     * draining their queues: they run each call's done. */
+     * the workers and wait until every call object is gone: when this
+     * returns no call holds a reference, and no serving thread will ask
+     * for another call or answer one. Calls are counted from the moment
+     * they are asked for, so one that arrived before the server's Shutdown
+     * but waits in the queue behind others is still run, and the count
+     * drains only once Shutdown has failed the calls still asked for. The
+     * serving threads must still be draining the queue: they run each
+     * call's end. */
     void stop_workers(std::chrono::system_clock::time_point deadline)
     {
         std::unique_lock<std::mutex> lock(mu_);
@@ -464,7 +469,7 @@ class Service final : public ServiceBase, public CallOwner {
 
     /* A call may still start: false once stop_workers has taken the
      * workers, as submit would refuse it. A call started here is counted
-     * (call_started) and stop_workers waits for its done. */
+     * (call_started) and stop_workers waits for its end. */
     bool accepting()
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -554,7 +559,7 @@ class Service final : public ServiceBase, public CallOwner {
     worker_pool *workers_ = nullptr;
     std::mutex mu_;
     std::condition_variable done_;
-    unsigned calls_ = 0; /* InferCalls between arrival and done */
+    unsigned calls_ = 0; /* calls between their ask and their deletion */
 };
 
 } // namespace
@@ -659,8 +664,8 @@ extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_reg
         std::fprintf(stderr, "error: cannot serve gRPC on %s:%u\n", cfg->host, cfg->port);
         if (g->server)
             g->server->Shutdown(std::chrono::system_clock::now());
+        stop_serving(g.get()); /* no connection was taken: the calls asked for end here */
         g->service->stop_workers(std::chrono::system_clock::now());
-        stop_serving(g.get());
         return nullptr;
     }
     return g.release();
