@@ -619,11 +619,11 @@ bool start_serving(grpc_frontend *g)
 {
     g->service->ask_all(g->queue.get());
     try {
-        for (unsigned i = 0; i < std::max(g->cfg.serving_threads, 1u); i++)
-            g->serving.emplace_back([queue = g->queue.get()] {
-                pthread_setname_np(pthread_self(), "grpc-serving"); /* for per-thread CPU figures */
-                drain_queue(queue);
-            });
+        for (unsigned i = 0; i < std::max(g->cfg.serving_threads, 1u); i++) {
+            g->serving.emplace_back(drain_queue, g->queue.get());
+            /* named before the server says it listens: per-thread CPU figures */
+            pthread_setname_np(g->serving.back().native_handle(), "grpc-serving");
+        }
     } catch (const std::system_error &) {
         return false;
     }
