@@ -68,14 +68,10 @@ InferCall::InferCall(CallOwner *s, grpc::ServerCompletionQueue *queue)
 
 void InferCall::proceed(bool ok)
 {
-    if (answering_) { /* sent, or the client is gone: either way the call is over */
+    /* Answered (sent, or the client is gone), or no call came before the
+     * server stopped (nothing held or charged then): either way it is over. */
+    if (answering_ || !ok) {
         done();
-        return;
-    }
-    if (!ok) { /* the server stops: no call came */
-        CallOwner *s = service_;
-        delete this;
-        s->call_done();
         return;
     }
     ask(service_, queue_); /* the next call may arrive while this one runs */
@@ -113,10 +109,7 @@ void InferCall::cancel()
 void InferCall::finish(const grpc::Status &st)
 {
     answering_ = true; /* read by a serving thread once the queue hands the call back */
-    if (st.ok())
-        writer_.Finish(reply_, st, this);
-    else
-        writer_.FinishWithError(st, this);
+    send_answer(&writer_, reply_, st, this);
 }
 
 void InferCall::done()
@@ -293,7 +286,7 @@ bool InferCall::run_here(infer_thread where)
         else if ((st = infer_compute_start(c, ordered, device_run_ended)) == INFER_STARTED)
             return true; /* *this may be gone already: device_run_ended answers */
     }
-    if (st == INFER_DEFERRED) { /* back to the state the constructor left, for a worker */
+    if (st == INFER_DEFERRED) { /* back to the state start left, for a worker */
         infer_finish(c, st, &started_);
         refs_release_all(&held_); /* a GPU model's regions, acquired before it was deferred */
         reset_ctx(c_.scope); /* by value: c_ is cleared first */

@@ -37,6 +37,18 @@ inline void drain_queue(grpc::ServerCompletionQueue *queue)
         static_cast<QueueTag *>(tag)->proceed(ok);
 }
 
+/* Send a call's answer through writer: resp with an OK status, the status
+ * alone otherwise; the queue hands tag back once it is sent. */
+template <class Resp>
+void send_answer(grpc::ServerAsyncResponseWriter<Resp> *writer, const Resp &resp,
+                 const grpc::Status &st, void *tag)
+{
+    if (st.ok())
+        writer->Finish(resp, st, tag);
+    else
+        writer->FinishWithError(st, tag);
+}
+
 /* One call of a typed unary method of Owner's service: ask makes one and
  * asks gRPC for the method's next call on queue; when it arrives another is
  * asked for at once (so that calls arriving together do not wait for each
@@ -67,10 +79,7 @@ class UnaryCall final : public QueueTag {
         ask(owner_, ask_, handle_, queue_);
         grpc::Status st = (owner_->*handle_)(ctx_, req_, &resp_);
         answered_ = true;
-        if (st.ok())
-            writer_.Finish(resp_, st, this);
-        else
-            writer_.FinishWithError(st, this);
+        send_answer(&writer_, resp_, st, this);
     }
 
   private:

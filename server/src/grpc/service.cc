@@ -44,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -595,18 +596,16 @@ void stop_serving(grpc_frontend *g)
     drain_queue(g->queue.get());
 }
 
-/* Every call the service has seen is done (stop_workers), and Shutdown,
- * started with it, has not returned within kStrandedGrace: cancel what gRPC
+/* Every call the service has seen is done (stop_workers), and Shutdown
+ * (shut, started with it) has not returned within kStrandedGrace: cancel what gRPC
  * still holds, as Shutdown itself does at its deadline. gRPC 1.51's core can
  * strand a call that arrives just as Shutdown begins (after its sweep of the
  * calls waiting for a request, before it refuses new ones): matched to no
  * request, such a call is never seen here and would hold the stop, and its
  * client, until --drain-s. The grace lets an answer being sent go first. */
-void cancel_stranded_calls(grpc_frontend *g, std::mutex &mu, std::condition_variable &shut_cv,
-                           const bool &shut)
+void cancel_stranded_calls(grpc_frontend *g, const std::future<void> &shut)
 {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!shut_cv.wait_for(lock, kStrandedGrace, [&shut] { return shut; }))
+    if (shut.wait_for(kStrandedGrace) == std::future_status::timeout)
         grpc_server_cancel_all_calls(g->server->c_server());
 }
 
@@ -684,22 +683,15 @@ extern "C" void grpc_frontend_stop(grpc_frontend *g)
      * returns only once every call is done); calls in flight run to their
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run.
-     * The serving threads drain their queues throughout: they finish the
+     * The serving threads drain the queue throughout: they finish the
      * calls and run each one's done. */
     g->listener.stop(); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
-    std::mutex mu;
-    std::condition_variable shut_cv;
-    bool shut = false;
-    std::thread refuse([&] {
-        g->server->Shutdown(deadline);
-        std::lock_guard<std::mutex> lock(mu);
-        shut = true;
-        shut_cv.notify_all();
-    });
+    std::future<void> shut =
+        std::async(std::launch::async, [g, deadline] { g->server->Shutdown(deadline); });
     g->service->stop_workers(deadline); /* every call's done has run: no reference is held */
-    cancel_stranded_calls(g, mu, shut_cv, shut);
-    refuse.join();
+    cancel_stranded_calls(g, shut);
+    shut.get();
     g->server->Wait();
     stop_serving(g);
     g->server.reset();
