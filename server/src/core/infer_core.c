@@ -11,6 +11,7 @@
 
 #include "common/datatype.h"
 #include "core/access.h"
+#include "core/remote_turns.h"
 #include "core/triton.h"
 #include "models/device_copy.h"
 #include "models/model_ops.h"
@@ -90,6 +91,29 @@ static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const
 {
     const char *message = shmreg_last_error();
     return infer_fail(c, access_http_status(e, message), "%s '%s': %s", what, name, message);
+}
+
+/* A guarded copy between buf and the view of region ref, into the region
+ * (output) or out of it (input), for tensor name. A remote region's copy
+ * waits for its client: it takes a turn of this pool's threads first
+ * (remote_turns.h), so that a client that does not answer holds no other
+ * tenant's request. 0, or the failure's status with the message in c->err. */
+static unsigned guarded_copy(infer_ctx *c, tensor_direction d, shmreg_region *ref,
+                             const shmreg_view *view, void *buf, size_t n, const char *name)
+{
+    const char *what = tensor_direction_name(d);
+    int turn = view->kind == SHMREG_KIND_REMOTE && c->remote_turns;
+    if (turn) {
+        char why[512];
+        unsigned st = remote_turns_take(c->remote_turns, &c->scope, why, sizeof why);
+        if (st)
+            return infer_fail(c, st, "%s '%s': %s", what, name, why);
+    }
+    shmreg_err e = d == TENSOR_INPUT ? shmreg_copy_from_view(ref, view, 0, buf, n)
+                                     : shmreg_copy_to_view(ref, view, 0, buf, n);
+    if (turn)
+        remote_turns_give_back(c->remote_turns, &c->scope);
+    return e == SHMREG_OK ? 0 : fail_guarded(c, e, what, name);
 }
 
 /* A device copy's failure, with the tensor and region named in the message. */
@@ -186,14 +210,20 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
         hand_over(t, &view, ref, path, &c->in_window[k]);
         return 0;
     }
+    /* A copy may wait (a remote region's, for its client, up to
+     * --remote-timeout-ms): never on a transport's thread, which serves
+     * every other call (a GPU model's request, INFER_ON_TRANSPORT_DEVICE). */
+    if (c->on_transport != INFER_ON_WORKER)
+        return INFER_DEFERRED;
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
         return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
-    /* A remote region's copy is a UCX get, bounded by the registry's timeout. */
+    /* A remote region's copy is a request to its client, bounded by the
+     * registry's timeout. */
     if (view.kind == SHMREG_KIND_SYSTEM || view.kind == SHMREG_KIND_REMOTE) {
-        shmreg_err e = shmreg_copy_from_view(ref, &view, 0, t->owned, t->byte_size);
-        if (e != SHMREG_OK)
-            return fail_guarded(c, e, "input", t->name);
+        st = guarded_copy(c, TENSOR_INPUT, ref, &view, t->owned, t->byte_size, t->name);
+        if (st)
+            return st;
         t->data = t->owned;
         return 0;
     }
@@ -296,10 +326,10 @@ static unsigned outputs_to_regions(infer_ctx *c)
         if (!c->out_region[i])
             continue;
         if (v->kind == SHMREG_KIND_SYSTEM || v->kind == SHMREG_KIND_REMOTE) {
-            shmreg_err e = shmreg_copy_to_view(c->out_ref[i], v, 0, c->out[i].data,
-                                               c->out[i].byte_size);
-            if (e != SHMREG_OK)
-                return fail_guarded(c, e, "output", c->out[i].name);
+            unsigned st = guarded_copy(c, TENSOR_OUTPUT, c->out_ref[i], v, c->out[i].data,
+                                       c->out[i].byte_size, c->out[i].name);
+            if (st)
+                return st;
             continue;
         }
         char why[512];

@@ -38,6 +38,7 @@
 #include "models/models.h"
 #include "core/refs.h"
 #include "core/region_scope.h"
+#include "core/remote_turns.h"
 #include "core/tensor_paths.h"
 #include "common/tensor.h"
 
@@ -81,6 +82,8 @@ typedef struct infer_ctx {
     infer_thread on_transport;
     refs *held;                  /* the request's references: released after its response */
     region_scope scope;          /* the regions it may name (--tenants: its tenant's) */
+    remote_turns *remote_turns;  /* the turns of its pool's threads for remote copies, or
+                                    NULL: none taken (remote_turns.h) */
     const model *m;
     const char *request_id;      /* the client's request id, or NULL: Triton's messages carry it */
     tensor in[INFER_MAX_INPUTS];

@@ -94,6 +94,7 @@ void InferCall::reset_ctx(region_scope scope)
     c_ = infer_ctx{};
     c_.scope = scope;
     c_.reg = service_->registry();
+    c_.remote_turns = service_->turns();
     c_.held = &held_;
     c_.owner = this; /* for device_run_ended */
 }

@@ -52,6 +52,8 @@ class InferCall;
 class CallOwner {
   public:
     virtual shmreg_registry *registry() const = 0;
+    /* The turns of the service's workers for remote copies (remote_turns.h). */
+    virtual remote_turns *turns() const = 0;
     /* Ask gRPC for the next ModelInfer call on queue, into call's parts. */
     virtual void ask(InferCall *call, grpc::ServerContext *ctx, grpc::ByteBuffer *message,
                      grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> *writer,

@@ -165,13 +165,19 @@ class Service final : public ServiceBase, public CallOwner {
         : reg_(reg), cfg_(*cfg), budget_(held, cfg->max_body)
     {
     }
-    ~Service() { reg_.disown(); }
+    ~Service()
+    {
+        remote_turns_free(turns_); /* stop_workers has run: no call copies any more */
+        reg_.disown();
+    }
     Service(const Service &) = delete;
     Service &operator=(const Service &) = delete;
 
     bool start_workers()
     {
-        workers_ = worker_pool_start(cfg_.threads, cfg_.spare_threads, run_call, this);
+        turns_ = remote_turns_new(cfg_.threads, "gRPC");
+        if (turns_)
+            workers_ = worker_pool_start(cfg_.threads, cfg_.spare_threads, run_call, this);
         return workers_ != nullptr;
     }
     /* Let calls run until deadline; then answer those still queued with
@@ -233,6 +239,7 @@ class Service final : public ServiceBase, public CallOwner {
 
     /* CallOwner: what each InferCall needs of the service (infer_call.h). */
     shmreg_registry *registry() const override { return reg_.handle(); }
+    remote_turns *turns() const override { return turns_; }
     void give_back(size_t bytes) override { budget_.give(bytes); }
     void ask(InferCall *call, grpc::ServerContext *ctx, grpc::ByteBuffer *message,
              grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> *writer,
@@ -558,6 +565,7 @@ class Service final : public ServiceBase, public CallOwner {
     const grpc_config cfg_;
     Budget budget_; /* over main.c's held */
     worker_pool *workers_ = nullptr;
+    remote_turns *turns_ = nullptr; /* the workers' turns for remote copies */
     std::mutex mu_;
     std::condition_variable done_;
     unsigned calls_ = 0; /* calls between their ask and their deletion */

@@ -445,11 +445,11 @@ static unsigned run(http_infer *h, reply *out)
     return build_response(h, out);
 }
 
-static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply *out,
-                       int on_transport, struct json_tokener **tok)
+static unsigned handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
+                       reply *out, int on_transport, struct json_tokener **tok)
 {
     http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
-                          .on_transport = on_transport,
+                          .remote_turns = turns, .on_transport = on_transport,
                           .m = model_find_version(rt->model, rt->version)},
                     .rq = rq, .tok = tok};
     if (!h.c.m) {
@@ -468,15 +468,16 @@ static unsigned handle(shmreg_registry *reg, request *rq, const route *rt, reply
     return st == INFER_DEFERRED ? st : 0;
 }
 
-void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out)
+void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
+                  reply *out)
 {
-    handle(reg, rq, rt, out, 0, NULL);
+    handle(reg, turns, rq, rt, out, 0, NULL);
 }
 
 unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out,
                              struct json_tokener **tok)
 {
-    unsigned st = handle(reg, rq, rt, out, 1, tok);
+    unsigned st = handle(reg, NULL, rq, rt, out, 1, tok); /* no copy here: INFER_DEFERRED */
     if (st == 0)
         infer_count_inline();
     return st;

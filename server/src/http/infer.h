@@ -4,11 +4,14 @@
 
 #include <shmreg/shmreg.h>
 
+#include "core/remote_turns.h"
 #include "http/reply.h"
 #include "http/request.h"
 #include "http/router.h"
 
-void infer_handle(shmreg_registry *reg, request *rq, const route *rt, reply *out);
+/* turns: the turns of the workers' threads for remote copies (remote_turns.h). */
+void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
+                  reply *out);
 
 /* infer_handle on the HTTP thread, for a request infer_runs_inline allows:
  * 0 with out set, or INFER_DEFERRED (out untouched, no reference held,

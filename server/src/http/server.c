@@ -68,7 +68,7 @@ static void dispatch(http_server *s, request *rq, reply *out)
 {
     switch (rq->rt.id) {
     case ROUTE_NONE: reply_error(out, 404, "Not Found"); break;
-    case ROUTE_MODEL_INFER: infer_handle(s->registry, rq, &rq->rt, out); break;
+    case ROUTE_MODEL_INFER: infer_handle(s->registry, s->remote_turns, rq, &rq->rt, out); break;
     case ROUTE_METRICS: metrics_handle(s->registry, &rq->who.scope, out); break;
     case ROUTE_SHM_STATUS:
     case ROUTE_SHM_REGISTER:
@@ -338,9 +338,13 @@ int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *r
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (bind_address(cfg->host, cfg->port, &addr, &flags) != 0)
         return -1;
-    s->workers = worker_pool_start(cfg->threads, cfg->spare_threads, run_suspended, s);
+    s->remote_turns = remote_turns_new(cfg->threads, "HTTP");
+    s->workers = s->remote_turns ? worker_pool_start(cfg->threads, cfg->spare_threads,
+                                                     run_suspended, s)
+                                 : NULL;
     if (!s->workers) {
         fprintf(stderr, "error: cannot start %u worker threads\n", cfg->threads);
+        remote_turns_free(s->remote_turns);
         return -1;
     }
     /* One HTTP thread moves bytes, answers the quick endpoints and runs the
@@ -357,6 +361,7 @@ int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *r
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", cfg->host, cfg->port);
         worker_pool_stop(s->workers, NULL);
+        remote_turns_free(s->remote_turns);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -389,6 +394,8 @@ void http_server_stop(http_server *s)
      * suspended when the daemon stops. */
     worker_pool_stop(s->workers, cancel_queued);
     s->workers = NULL;
+    remote_turns_free(s->remote_turns); /* no worker copies any more */
+    s->remote_turns = NULL;
     /* A moment for those answers to go out; a client that does not read
      * them is closed below all the same. */
     wait_in_flight(s, 1000);

@@ -8,6 +8,7 @@
 
 #include "common/byte_budget.h"
 #include "core/access.h"
+#include "core/remote_turns.h"
 #include "http/request.h"
 #include "common/worker_pool.h"
 
@@ -29,6 +30,7 @@ typedef struct http_config {
 typedef struct http_server {
     struct MHD_Daemon *daemon;
     worker_pool *workers;   /* runs inference off the HTTP thread */
+    remote_turns *remote_turns; /* the workers' turns for remote copies */
     shmreg_registry *registry;
     http_config cfg;
     /* Requests whose body is in, until their completion: what the drain

@@ -29,7 +29,11 @@ generation, a withdrawn window, a window past the announced length; a
 secret used twice; a connect without a known token; a client that stops
 answering (SIGSTOP), whose copy fails after --remote-timeout-ms while the
 other tenant is served, and whose tenant's second copy is refused at once
-under --remote-max-copies 1; --remote-max-connections."""
+under --remote-max-copies 1; --remote-max-connections; ten requests on a
+stopped client's regions, which hold at most their tenant's turns of the
+worker threads (the rest refused at once) while the other tenant's
+requests, and without --tenants the requests without a remote region, are
+served at their usual latency."""
 import base64
 import importlib.util
 import json
@@ -639,9 +643,10 @@ def test_connection_limit_per_tenant(tenanted, agents):
 def test_client_that_never_answers(tenanted, agents):
     """Alice's client stops (SIGSTOP) with her regions registered: her
     request fails after --remote-timeout-ms with a clear error, her second
-    request meanwhile is refused at once (--remote-max-copies 1), and bob's
-    requests are served all along."""
-    server = tenanted("--remote-timeout-ms", "2000", "--remote-max-copies", "1", "--threads", "4")
+    request meanwhile is refused at once by the library (--remote-max-copies
+    1, below her share of --threads 8: 3), and bob's requests are served all
+    along."""
+    server = tenanted("--remote-timeout-ms", "2000", "--remote-max-copies", "1", "--threads", "8")
     alice, _, _ = client_with_io(agents, server, ALICE, seed=13)
     bob, _, bob_out = client_with_io(agents, server, BOB, seed=14)
     code, body = infer(server, "in", "out", token=ALICE)
@@ -680,3 +685,105 @@ def test_client_that_never_answers(tenanted, agents):
     time.sleep(0.5)
     assert_serving(server)
     assert infer(server, "in", "out", token=BOB)[0] == 200
+
+
+def grpc_infer(client, token, in_name="in", out_name="out"):
+    """identity over gRPC on remote regions: (0, None) or (the status code's
+    name, the message)."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    from tritonclient.utils import InferenceServerException
+    inp = grpcclient.InferInput("INPUT0", SHAPE, "FP16")
+    inp.set_shared_memory(in_name, NBYTES)
+    out = grpcclient.InferRequestedOutput("OUTPUT0")
+    out.set_shared_memory(out_name, NBYTES)
+    try:
+        client.infer("identity", [inp], outputs=[out],
+                     headers={"authorization": f"Bearer {token}"})
+    except InferenceServerException as e:
+        return e.status(), e.message()
+    return 0, None
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_silent_client_holds_no_other_tenants_request(tmp_path, agents, protocol):
+    """Bob's client stops answering (SIGSTOP) and ten of his requests read
+    from it at once, on a server of four worker threads whose copies wait
+    up to 4 s: at most his share of the threads waits for his client, the
+    rest are refused at once (429 / RESOURCE_EXHAUSTED, naming bob and
+    --threads), and alice's requests meanwhile are served at their usual
+    latency, well under the timeout."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")
+    from grpc_support import assert_clean_stop, start_with_grpc
+    tenants = tmp_path / "tenants"
+    tenants.write_text(TWO_TENANTS)
+    tenants.chmod(0o600)
+    server = start_with_grpc("--tenants", str(tenants), "--threads", "4",
+                             "--remote-timeout-ms", "4000")
+    try:
+        alice, _, alice_out = client_with_io(agents, server, ALICE, seed=16)
+        bob, _, _ = client_with_io(agents, server, BOB, seed=17)
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+
+        def infer_as(token):
+            if protocol == "grpc":
+                return grpc_infer(client, token)
+            code, body = infer(server, "in", "out", token=token)
+            return (0, None) if code == 200 else (code, body["error"])
+
+        assert infer_as(BOB) == (0, None)
+        bob.proc.send_signal(signal.SIGSTOP)
+        results = []
+        stalled = [threading.Thread(target=lambda: results.append(infer_as(BOB))) for _ in range(10)]
+        for t in stalled:
+            t.start()
+        time.sleep(0.5)  # bob's requests have reached the worker threads
+        for _ in range(3):
+            start = time.monotonic()
+            answer = infer_as(ALICE)
+            took = time.monotonic() - start
+            print(f"{protocol}: alice's request beside bob's stalled ones: {took:.3f} s")
+            assert answer == (0, None), answer
+            assert took < 1.0, f"alice's request waited {took:.3f} s behind bob's silent client"
+        assert alice.read(alice_out) == random_bytes(16, NBYTES)
+        for t in stalled:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in stalled)
+        client.close()
+        refused = [message for code, message in results
+                   if code in (429, "StatusCode.RESOURCE_EXHAUSTED")]
+        print(f"{protocol}: bob's ten requests: {results}")
+        assert refused, results
+        for message in refused:
+            assert "'bob'" in message and "--threads" in message, message
+        assert_serving(server)
+    finally:
+        assert_clean_stop(server)
+
+
+def test_silent_client_leaves_a_thread_for_other_requests(start_server, agents):
+    """Without --tenants: a client that stops answering holds at most
+    --threads less one of the worker threads with its copies (the rest of
+    its requests are refused at once, naming --threads), so that a request
+    without a remote region is served meanwhile at its usual latency."""
+    server = start_server("--threads", "4", "--remote-timeout-ms", "4000")
+    agent, _, _ = client_with_io(agents, server, seed=18)
+    agent.proc.send_signal(signal.SIGSTOP)
+    results = []
+    stalled = [threading.Thread(target=lambda: results.append(infer(server, "in", "out")))
+               for _ in range(10)]
+    for t in stalled:
+        t.start()
+    time.sleep(0.5)  # the requests have reached the worker threads
+    data = list(range(32))
+    start = time.monotonic()
+    code, body = server.json("POST", "/v2/models/identity/infer", {  # a worker's model
+        "inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 32], "data": data}]})
+    took = time.monotonic() - start
+    assert code == 200 and body["outputs"][0]["data"] == data, body
+    assert took < 1.0, f"a request without remote regions waited {took:.3f} s behind a silent client"
+    for t in stalled:
+        t.join(timeout=30)
+    refused = [body["error"] for code, body in results if code == 429]
+    assert len(refused) >= 10 - 3, results
+    assert all("--threads 4 less one" in message for message in refused), refused
+    assert_serving(server)
