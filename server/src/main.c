@@ -23,6 +23,7 @@
 #include "common/worker_pool.h"
 #include "grpc/grpc_frontend.h"
 #include "core/infer_core.h"
+#include "core/remote_engine.h"
 #include "core/remote_sweep.h"
 #include "models/gpu_instances.h"
 #include "models/model_yolo.h"
@@ -63,28 +64,6 @@ static shmreg_registry *create_registry(const server_options *o)
         return NULL;
     }
     return reg;
-}
-
-/* --remote-port (on --host), --remote-transports, --remote-max-connections,
- * --remote-max-copies. */
-static int configure_remote(const server_options *o)
-{
-    char listen[80]; /* "[IPv6]:PORT" at the most */
-    snprintf(listen, sizeof listen, strchr(o->host, ':') ? "[%s]:%u" : "%s:%u", o->host, o->remote_port);
-    shmreg_remote_config config = {
-        .listen = listen, /* copied */
-        .max_connections = o->remote_max_connections,
-        .max_copies = o->remote_max_copies,
-        .transports = o->remote_transports,
-    };
-    shmreg_err err = shmreg_remote_configure(&config);
-    /* A library without UCX serves no remote regions: each remote call
-     * answers 501 with the reason, and the server runs as well as ever. */
-    if (err != SHMREG_OK && err != SHMREG_ERR_UNSUPPORTED) {
-        fprintf(stderr, "error: %s\n", shmreg_last_error());
-        return -1;
-    }
-    return 0;
 }
 
 /* The shared-memory transports of UCX (remote_memory over posix) keep
@@ -155,9 +134,12 @@ int main(int argc, char **argv)
         options_free(&opts);
         return 1;
     }
-    /* remote_memory's limits and transports, which the engine takes when it
-     * starts (the first connect or registration): before anything listens. */
-    if (opts.allow_client_shm && configure_remote(&opts) != 0) {
+    /* remote_memory's engine, before anything listens: a setting the
+     * library refuses or a port it cannot bind stops the start
+     * (remote_engine.h says when it is fatal). */
+    remote_engine_settings remote;
+    options_remote(&opts, &remote);
+    if (opts.allow_client_shm && remote_engine_start(&remote) != 0) {
         options_free(&opts);
         return 1;
     }
@@ -199,7 +181,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* remote_memory: dead clients' regions go without being asked. */
-    remote_sweeper *sweeper = opts.allow_client_shm ? remote_sweep_start(reg) : NULL;
+    remote_sweeper *sweeper = remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
     printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
     fflush(stdout);
     grpc_frontend *grpc = NULL;

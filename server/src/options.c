@@ -90,15 +90,6 @@ static int parse_mode(const char *s, unsigned *out)
     return 0;
 }
 
-/* --uds: a socket path, not an empty string. */
-static int check_uds_path(const char *s)
-{
-    if (s[0])
-        return 0;
-    fprintf(stderr, "error: --uds wants a socket path\n");
-    return -1;
-}
-
 static int add_prefix(server_options *o, const char *prefix, size_t *count)
 {
     if (!prefix[0]) {
@@ -114,14 +105,6 @@ static int add_prefix(server_options *o, const char *prefix, size_t *count)
     grown[*count] = NULL;
     o->reserved_prefixes = grown;
     return 0;
-}
-
-static int check_transports(const char *s)
-{
-    if (s[0])
-        return 0;
-    fprintf(stderr, "error: --remote-transports wants UCX transports such as tcp or posix,sysv,cma\n");
-    return -1;
 }
 
 /* ------------------------------------------------------------ the flags */
@@ -150,7 +133,10 @@ typedef struct flag {
     unsigned long min, max;       /* FLAG_UINT, FLAG_SIZE, FLAG_MIB */
     const choice *choices;        /* FLAG_CHOICE */
     int (*check)(const char *s);  /* FLAG_STRING: 0, or -1 after a message */
+    const char *wants;            /* FLAG_STRING: an empty argument is refused, "--name
+                                     wants <this>" */
     access_opt access;            /* FLAG_ACCESS */
+    int remote_engine;            /* shapes the remote engine: a failure to start it is fatal */
     const char *help;             /* --help's text: its lines after the first start
                                      in the first one's column */
 } flag;
@@ -220,16 +206,28 @@ static const flag flags[] = {
     {.name = "remote-timeout-ms", .arg = "N", SIZE(remote_timeout_ms, 1, 3600000),
      .help = "remote_memory: a read or write of a client's memory fails\n"
              "after N ms (default 10000); the client is then dropped"},
-    {.name = "remote-port", .arg = "N", UINT(remote_port, 0, 65535),
+    {.name = "remote-port", .arg = "N", UINT(remote_port, 0, 65535), .remote_engine = 1,
      .help = "remote_memory: the port on --host where clients connect\n"
              "through UCX after v2/remotememory/connect, 0 = any free\n"
              "one, which connect's answer names (default 0)"},
     {.name = "remote-transports", .arg = "LIST", .kind = FLAG_STRING, .field = FIELD(remote_transports),
-     .check = check_transports,
-     .help = "remote_memory: the UCX transports the server's worker\n"
-             "uses, as UCX_TLS spells them (e.g. tcp, posix,sysv,cma);\n"
-             "a client that can reach it by none of them cannot connect\n"
-             "(default: UCX_TLS, else every transport UCX has)"},
+     .wants = "UCX transports such as rc,dc or tcp", .remote_engine = 1,
+     .help = "remote_memory: the UCX transports the server opens: rc,\n"
+             "dc and their variants, tcp (with --remote-tcp-device),\n"
+             "cuda_copy, rocm_copy, gdr_copy; any other is refused at\n"
+             "start (default: rc,dc, plus tcp with --remote-tcp-device)"},
+    {.name = "remote-tcp-device", .arg = "DEV", .kind = FLAG_STRING,
+     .field = FIELD(remote_tcp_device), .wants = "a network device such as lo or eth1",
+     .remote_engine = 1,
+     .help = "remote_memory: open tcp on this network device only (e.g.\n"
+             "lo): any host that reaches its address can then write\n"
+             "into the server's memory; name one whose network you\n"
+             "trust (default: none, tcp refused)"},
+    {.name = "remote-tcp-ports", .arg = "LOW-HIGH", .kind = FLAG_STRING,
+     .field = FIELD(remote_tcp_ports), .wants = "a range of ports LOW-HIGH",
+     .remote_engine = 1,
+     .help = "remote_memory: the ports tcp's own listener may take,\n"
+             "for a firewall (default: any)"},
     {.name = "remote-max-connections", .arg = "N", UINT(remote_max_connections, 1, 65536),
      .help = "remote_memory: connections plus unused invitations of one\n"
              "tenant; past it v2/remotememory/connect answers 429\n"
@@ -259,7 +257,7 @@ static const flag flags[] = {
              "of 'yolo' as one batch each way (1-12, default 4; 1 = each\n"
              "run's alone)"},
     {.name = "uds", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(uds_path),
-     .check = check_uds_path,
+     .wants = "a socket path",
      .help = "also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
              "register sealed memfds (shmreg_send_region) and GPU memory\n"
              "(shmreg_send_cuda_region); off by default"},
@@ -350,8 +348,14 @@ static int apply(const flag *f, const char *arg, server_options *o, size_t *n_pr
     char opt[64];
     snprintf(opt, sizeof opt, "--%s", f->name);
     unsigned long v;
+    if (f->remote_engine)
+        o->remote_engine_flag = f->name; /* static */
     switch (f->kind) {
     case FLAG_STRING:
+        if (f->wants && !arg[0]) {
+            fprintf(stderr, "error: %s wants %s\n", opt, f->wants);
+            return -1;
+        }
         *(const char **)field = arg;
         return f->check ? f->check(arg) : 0;
     case FLAG_UINT:
@@ -519,6 +523,18 @@ void options_uds(const server_options *o, uds_config *out)
                         .max_regions = o->uds_max_regions,
                         .verbose = o->verbose,
                         .access = &o->access};
+}
+
+void options_remote(const server_options *o, remote_engine_settings *out)
+{
+    *out = (remote_engine_settings){.host = o->host,
+                                    .port = o->remote_port,
+                                    .transports = o->remote_transports,
+                                    .tcp_device = o->remote_tcp_device,
+                                    .tcp_ports = o->remote_tcp_ports,
+                                    .max_connections = o->remote_max_connections,
+                                    .max_copies = o->remote_max_copies,
+                                    .asked_by = o->remote_engine_flag};
 }
 
 void options_free(server_options *o)

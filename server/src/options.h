@@ -11,6 +11,7 @@
 #include <shmreg/shmreg.h>
 
 #include "core/access.h"
+#include "core/remote_engine.h"
 #include "grpc/grpc_frontend.h"
 #include "http/server.h"
 #include "uds/uds_server.h"
@@ -38,7 +39,10 @@ typedef struct server_options {
     size_t cache_bytes;               /* --cache-bytes: the registration cache, 0: off */
     size_t remote_timeout_ms;         /* --remote-timeout-ms: one remote copy's bound, 0: the library's */
     unsigned remote_port;             /* --remote-port: the remote listener's, on host; 0: any free one */
-    const char *remote_transports;    /* --remote-transports: UCX_TLS's spelling; NULL: UCX's choice */
+    const char *remote_transports;    /* --remote-transports; NULL: the library's (rc,dc[,tcp]) */
+    const char *remote_tcp_device;    /* --remote-tcp-device: tcp's trusted device; NULL: no tcp */
+    const char *remote_tcp_ports;     /* --remote-tcp-ports: "LOW-HIGH"; NULL: any */
+    const char *remote_engine_flag;   /* a flag that shapes the remote engine, given; NULL: none */
     unsigned remote_max_connections;  /* --remote-max-connections: per tenant, 0: the library's */
     unsigned remote_max_copies;       /* --remote-max-copies: per tenant in flight, 0: the library's */
     const char *gpus;                 /* --gpus: "all", "none" or a list "0,1" (the GPU model) */
@@ -66,6 +70,7 @@ void options_free(server_options *o);
 void options_http(const server_options *o, http_config *out);
 void options_grpc(const server_options *o, grpc_config *out);
 void options_uds(const server_options *o, uds_config *out);
+void options_remote(const server_options *o, remote_engine_settings *out);
 
 #ifdef __cplusplus
 }

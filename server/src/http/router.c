@@ -46,7 +46,7 @@ static void match_models(char **seg, int n, route *r)
 
 /* v2/{system,cuda}sharedmemory[/region/{name}]/{status,register,unregister},
  * and the remote_memory extension's v2/remotememory[...]: the same verbs,
- * and v2/remotememory/connect. */
+ * v2/remotememory/connect and v2/remotememory/engine. */
 static void match_shared_memory(char **seg, int n, route *r)
 {
     r->kind = is(seg[1], "systemsharedmemory") ? SHMREG_KIND_SYSTEM
@@ -72,6 +72,8 @@ static void match_shared_memory(char **seg, int n, route *r)
     } else if (is(verb, "connect") && !r->region && r->kind == SHMREG_KIND_REMOTE) {
         r->id = ROUTE_REMOTE_CONNECT;
         r->post = 1;
+    } else if (is(verb, "engine") && !r->region && r->kind == SHMREG_KIND_REMOTE) {
+        r->id = ROUTE_REMOTE_ENGINE;
     }
 }
 

@@ -18,6 +18,7 @@ typedef enum route_id {
     ROUTE_SHM_REGISTER,
     ROUTE_SHM_UNREGISTER, /* region NULL: every region of the kind */
     ROUTE_REMOTE_CONNECT, /* v2/remotememory/connect: an invitation to connect */
+    ROUTE_REMOTE_ENGINE,  /* v2/remotememory/engine: where and how the engine listens */
     ROUTE_METRICS        /* metrics: Prometheus text, as Triton serves it */
 } route_id;
 

@@ -74,6 +74,7 @@ static void dispatch(http_server *s, request *rq, reply *out)
     case ROUTE_SHM_REGISTER:
     case ROUTE_SHM_UNREGISTER:
     case ROUTE_REMOTE_CONNECT:
+    case ROUTE_REMOTE_ENGINE:
         if (!refuse_shm(rq, out))
             shm_endpoints_handle(s->registry, s->cfg.allow_client_shm, rq, &rq->rt, out);
         break;

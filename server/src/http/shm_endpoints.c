@@ -16,7 +16,12 @@
  * dials the host it reached this server by) and the secret that lets the
  * connection in, as this tenant. The secret goes only to a caller that
  * passed the same gate as register (--allow-client-shm, the restrictions,
- * the tenant's token).
+ * the tenant's token). Behind the same gate,
+ *   GET v2/remotememory/engine
+ * answers {"listen": "IP:PORT", "transports": "...", "tcp_device": "lo" or
+ * null, "tcp_ports": "LOW-HIGH" or null, "open_to_any_host_on_tcp_device":
+ * true or false}. While the engine is off (remote_engine.h), connect,
+ * engine and a remote register answer 501 with the reason.
  * Bodies are parsed with json-c; every error is {"error": "..."} with the
  * status of http_status_from_shmreg.
  */
@@ -29,6 +34,7 @@
 
 #include "core/access.h"
 #include "core/region_scope.h"
+#include "core/remote_engine.h"
 
 /* A size field of a register body: an unsigned 64-bit JSON integer, all of
  * it, so that the library's bounds and overflow checks answer for values
@@ -339,6 +345,45 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
     json_object_put(body);
 }
 
+/* GET v2/remotememory/engine: where clients connect and by which
+ * transports, and whether tcp opens the server's memory to every host that
+ * reaches its device (remote_engine.h). */
+static void remote_engine(const remote_engine_view *e, reply *r)
+{
+    jbuf b = {0};
+    jbuf_lit(&b, "{\"listen\":");
+    jbuf_str(&b, e->listen);
+    jbuf_lit(&b, ",\"transports\":");
+    jbuf_str(&b, e->transports);
+    jbuf_lit(&b, ",\"tcp_device\":");
+    if (e->tcp_device)
+        jbuf_str(&b, e->tcp_device);
+    else
+        jbuf_lit(&b, "null");
+    jbuf_lit(&b, ",\"tcp_ports\":");
+    if (e->tcp_ports)
+        jbuf_str(&b, e->tcp_ports);
+    else
+        jbuf_lit(&b, "null");
+    jbuf_lit(&b, e->open_on_tcp ? ",\"open_to_any_host_on_tcp_device\":true}"
+                                : ",\"open_to_any_host_on_tcp_device\":false}");
+    reply_text(r, &b);
+}
+
+/* A call that needs the remote engine, which did not start: 501 (as for
+ * a server without UCX), with the reason it gave at start. */
+static int remote_engine_off(const route *rt, reply *r)
+{
+    const char *why;
+    int needs = rt->id == ROUTE_REMOTE_CONNECT || rt->id == ROUTE_REMOTE_ENGINE ||
+                (rt->id == ROUTE_SHM_REGISTER && rt->kind == SHMREG_KIND_REMOTE);
+    if (!needs || remote_engine_get(&why))
+        return 0;
+    reply_error(r, http_status_from_shmreg(SHMREG_ERR_UNSUPPORTED), "remote_memory is off: %s",
+                why);
+    return 1;
+}
+
 void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const request *rq,
                           const route *rt, reply *r)
 {
@@ -349,8 +394,12 @@ void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const requ
                     CLIENT_SHM_DISABLED_MESSAGE);
     else if (rt->id == ROUTE_SHM_UNREGISTER)
         unregister(reg, &rq->who.scope, rt, r);
+    else if (remote_engine_off(rt, r))
+        return;
     else if (rt->id == ROUTE_REMOTE_CONNECT)
         remote_connect(reg, &rq->who.scope, r);
+    else if (rt->id == ROUTE_REMOTE_ENGINE)
+        remote_engine(remote_engine_get(NULL), r);
     else
         register_region(reg, rq, rt, r);
 }

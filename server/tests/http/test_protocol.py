@@ -494,8 +494,9 @@ def test_verbose_logs_one_line_per_request(start_server):
     assert logged.request("GET", "/v2/health/live")[0] == 200
     assert logged.request("GET", "/v2/models/a%0Aforged/ready")[0] == 404
     _, err = logged.stop()
-    # Start-up (the GPU model's line) and shutdown lines aside.
-    lines = [l for l in err.splitlines() if not l.startswith(("shutdown:", "gpu model "))]
+    # Start-up (the GPU model's line, remote_memory's) and shutdown lines aside.
+    lines = [l for l in err.splitlines()
+             if not l.startswith(("shutdown:", "gpu model ", "remote_memory"))]
     assert len(lines) == 2, err
     assert re.match(r"GET /v2/health/live 200 [0-9.]+ ms$", lines[0])
     # A percent-encoded newline must not start a line of its own in the log.

@@ -6,8 +6,11 @@ one JSON object a line, answering each with one JSON line on stdout:
 A process of its own, started by exec: UCX must not run in a fork of a
 process where it already runs, and each client connects once, as one
 tenant. Commands (op and its fields):
-  connect url token       remote.connect
-  join address secret     shmreg_remote_client_connect with an invitation
+  connect url token tcp_device
+                          remote.connect, over tcp on tcp_device ("lo"; null:
+                          the library's default, hardware transports only)
+  join address secret tcp_device
+                          shmreg_remote_client_connect with an invitation
                           the test fetched itself (the listener's address,
                           the secret in base64)
   export nbytes seed      remote.export of nbytes of random bytes (seed) or
@@ -44,10 +47,10 @@ def fill(memory, seed):
         memory[:] = np.random.default_rng(seed).integers(0, 256, len(memory), dtype=np.uint8)
 
 
-def join(address, secret):
+def join(address, secret, tcp_device):
     """remote.connect's second half, with an invitation given."""
     lib = remote._library()
-    client = remote._create_client(lib, tcp_device="lo")  # the server is on this host
+    client = remote._create_client(lib, tcp_device=tcp_device)
     rc = lib.shmreg_remote_client_connect(client, address.encode(), base64.b64decode(secret))
     if rc != 0:
         error = remote.RemoteError(lib.shmreg_err_name(rc).decode(), lib.shmreg_last_error().decode())
@@ -59,9 +62,9 @@ def join(address, secret):
 def run(cmd):
     op = cmd["op"]
     if op == "connect":
-        remote.connect(cmd["url"], cmd.get("token"), tcp_device="lo")
+        remote.connect(cmd["url"], cmd.get("token"), tcp_device=cmd.get("tcp_device"))
     elif op == "join":
-        join(cmd["address"], cmd["secret"])
+        join(cmd["address"], cmd["secret"], cmd.get("tcp_device"))
     elif op in ("export", "allocate"):
         if op == "export":
             array = np.zeros(cmd["nbytes"], dtype=np.uint8)

@@ -2,11 +2,11 @@
 processes that connect to the server (POST v2/remotememory/connect, then
 UCX with the one-time secret it answers), export memory over their
 connection (python/shmreg/remote.py, run by remote_agent.py) and a server
-that reads its inputs from it and writes its outputs into it.
-scripts/tests.d/63-remote.sh runs this file twice, with UCX_TLS=tcp and
-with the shared-memory transports (where the tests that need a connection
-skip: UCX 1.13 connects through none of them), and sets SHMREG_LIBRARY to
-the library the server was built against.
+that reads its inputs from it and writes its outputs into it, over tcp on
+the loopback device: every server here is started with --remote-tcp-device
+lo and every client connects with tcp_device="lo" (CI has no RDMA device).
+scripts/tests.d/63-remote.sh runs this file and sets SHMREG_LIBRARY to the
+library the server was built against.
 
 Every client is a process of its own (remote_agent.py, started by exec: UCX
 must not run in a fork of a process where it already runs); the test
@@ -88,22 +88,22 @@ class RemoteRefused(AssertionError):
     pass
 
 
-# UCX 1.13's client-server flow, which connections go through, selects no
-# shared-memory transport (docs/remote.md, "Transports"): with those alone a
-# client is told the server is unreachable, and a test that needs a
-# connection is skipped, as the library's own tests do.
-SHM_TRANSPORTS = {"posix", "sysv", "cma", "xpmem", "knem", "sm", "shm", "mm"}
+# The network device on which servers and clients here open tcp: the
+# loopback, which only this host's processes reach.
+TCP_DEVICE = "lo"
 
 
-def shm_only(env):
-    tls = env.get("UCX_TLS", "")
-    return bool(tls) and not tls.startswith("^") and set(tls.split(",")) <= SHM_TRANSPORTS
+@pytest.fixture
+def start_server(start_server):
+    """conftest's start_server, with tcp opened on the loopback device."""
+    return lambda *args: start_server("--remote-tcp-device", TCP_DEVICE, *args)
 
 
 class Agent:
     """A client process (remote_agent.py). call(op, **fields) -> its answer;
     a refusal raises RemoteRefused unless refused=True is given, which
-    returns the answer of a refusal and fails on a success."""
+    returns the answer of a refusal and fails on a success. connect and
+    join go over tcp on TCP_DEVICE unless tcp_device says otherwise."""
 
     def __init__(self, **env):
         self.env = {**os.environ, **env}
@@ -111,6 +111,8 @@ class Agent:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env)
 
     def call(self, op, refused=False, timeout=AGENT_TIMEOUT_S, **fields):
+        if op in ("connect", "join"):
+            fields.setdefault("tcp_device", TCP_DEVICE)
         self.proc.stdin.write((json.dumps({"op": op, **fields}) + "\n").encode())
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -119,10 +121,6 @@ class Agent:
             raise AssertionError(f"the client did not answer {op} within {timeout} s "
                                  f"(exit code {self.proc.poll()})")
         answer = json.loads(line)
-        if (op in ("connect", "join") and not answer["ok"] and not refused and
-                shm_only(self.env) and "unreachable" in answer["message"]):
-            pytest.skip(f"UCX_TLS={self.env['UCX_TLS']}: no connection through UCX's "
-                        f"client-server flow on the shared-memory transports alone")
         if answer["ok"] == refused:
             raise RemoteRefused(f"{op}: {answer}") if not refused else AssertionError(
                 f"{op} was not refused: {answer}")
@@ -253,7 +251,7 @@ def test_grpc_inference_on_remote_regions(agents):
     """Regions registered over HTTP serve an inference over gRPC."""
     grpcclient = pytest.importorskip("tritonclient.grpc")
     from grpc_support import assert_clean_stop, start_with_grpc
-    server = start_with_grpc()
+    server = start_with_grpc("--remote-tcp-device", TCP_DEVICE)
     try:
         agent, wx, wy = client_with_io(agents, server, seed=7)
         client = grpcclient.InferenceServerClient(server.grpc_url)
@@ -430,13 +428,14 @@ def test_client_disconnect_sweeps_its_regions(start_server, agents):
 
 
 def test_remote_transports(start_server, agents):
-    """--remote-transports tcp: a client that can use tcp connects over it;
-    one that has only the shared-memory transports cannot connect."""
+    """--remote-transports tcp: a client that opens tcp connects over it; one
+    with the library's default transports (hardware only, none here) cannot
+    connect."""
     server = start_server("--remote-transports", "tcp")
-    refused = agents(UCX_TLS="posix,sysv,cma").call("connect", refused=True, url=server.url)
+    refused = agents().call("connect", refused=True, url=server.url, tcp_device=None)
     assert refused["code"].startswith("SHMREG_ERR_"), refused
-    print(f"a client with only the shared-memory transports: {refused}")
-    agent = agents(UCX_TLS="tcp")
+    print(f"a client without tcp: {refused}")
+    agent = agents()
     agent.connect(server)
     w, d = agent.export(64, seed=15)
     assert register(server, "tcp_only", d, 64) == (200, None)
@@ -459,12 +458,15 @@ def test_remote_options_are_checked():
     for args, words in ((["--remote-max-copies", "0"], "--remote-max-copies wants an integer"),
                         (["--remote-max-connections", "x"], "--remote-max-connections wants"),
                         (["--remote-transports", ""], "--remote-transports wants"),
+                        (["--remote-tcp-device", ""], "--remote-tcp-device wants"),
+                        (["--remote-tcp-ports", ""], "--remote-tcp-ports wants"),
                         (["--remote-port", "65536"], "--remote-port wants an integer in [0, 65535]")):
         proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, text=True,
                               timeout=20)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
     help_text = subprocess.run([binary(), "--help"], capture_output=True, text=True).stdout
-    for option in ("--remote-port N", "--remote-transports LIST", "--remote-max-connections N",
+    for option in ("--remote-port N", "--remote-transports LIST", "--remote-tcp-device DEV",
+                   "--remote-tcp-ports LOW-HIGH", "--remote-max-connections N",
                    "--remote-max-copies N"):
         assert option in help_text
 
@@ -717,8 +719,8 @@ def test_silent_client_holds_no_other_tenants_request(tmp_path, agents, protocol
     tenants = tmp_path / "tenants"
     tenants.write_text(TWO_TENANTS)
     tenants.chmod(0o600)
-    server = start_with_grpc("--tenants", str(tenants), "--threads", "4",
-                             "--remote-timeout-ms", "4000")
+    server = start_with_grpc("--remote-tcp-device", TCP_DEVICE, "--tenants", str(tenants),
+                             "--threads", "4", "--remote-timeout-ms", "4000")
     try:
         alice, _, alice_out = client_with_io(agents, server, ALICE, seed=16)
         bob, _, _ = client_with_io(agents, server, BOB, seed=17)
@@ -787,3 +789,128 @@ def test_silent_client_leaves_a_thread_for_other_requests(start_server, agents):
     assert len(refused) >= 10 - 3, results
     assert all("--threads 4 less one" in message for message in refused), refused
     assert_serving(server)
+
+
+# ------------------------------------------------------------ the engine at start
+
+
+def run_binary(*args, timeout=20):
+    """The server run with args until it exits or timeout: (exit code or
+    None when it was still running and was stopped, stderr)."""
+    from server_process import binary
+    proc = subprocess.Popen([binary(), "--port", "0", "--allow-client-shm=true", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        return proc.wait(timeout=timeout), proc.stderr.read()
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait()
+        return None, proc.stderr.read()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--remote-transports", "posix"], ["'posix'", "--remote-transports"]),
+    (["--remote-transports", "posix,sysv,cma", "--remote-tcp-device", TCP_DEVICE],
+     ["'posix'", "--remote-transports"]),
+    (["--remote-transports", "ud"], ["'ud'", "--remote-transports"]),
+    (["--remote-transports", "ud_verbs,rc"], ["'ud_verbs'", "--remote-transports"]),
+    (["--remote-transports", "tcp"], ["'tcp'", "--remote-tcp-device"]),
+])
+def test_refused_transports_stop_the_start(args, words):
+    """A transport on which a peer could read or write the server's memory
+    unchecked, and tcp without a trusted device, stop the server at start
+    with the library's message naming the transport and the flag."""
+    code, err = run_binary(*args)
+    assert code == 1, (code, err)
+    assert "error: remote_memory" in err and all(w in err for w in words), err
+    assert "listening on" not in err
+
+
+def test_remote_port_in_use_stops_the_start():
+    """A --remote-port another socket holds fails at start, not at the
+    first client's connect."""
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = run_binary("--host", "127.0.0.1", "--remote-tcp-device", TCP_DEVICE,
+                               "--remote-port", str(port))
+    assert code == 1 and "error: remote_memory (--remote-port given)" in err, (code, err)
+    assert f":{port}" in err, err
+
+
+def test_remote_port_reused_at_once(start_server, agents):
+    """A server stopped while a client was connected leaves its listener's
+    connection in TIME_WAIT; a server started at once on the same
+    --remote-port binds it (the library has UCX reuse the address)."""
+    from grpc_support import assert_clean_stop, free_port
+    port = free_port()
+    first = start_server("--remote-port", str(port))
+    agent = agents()
+    agent.connect(first)
+    agent.export(64, seed=19)
+    assert_clean_stop(first)
+    agent.stop()
+    waiting = subprocess.run(["ss", "-tanH", "state", "time-wait", f"( sport = :{port} )"],
+                             capture_output=True, text=True).stdout
+    print(f"connections of port {port} in TIME_WAIT: {waiting!r}")
+    second = start_server("--remote-port", str(port))
+    code, body = invitation(second)
+    assert code == 200 and body["address"] == f"127.0.0.1:{port}", body
+
+
+def test_tcp_exposure_is_said_at_start():
+    """With tcp open, the start-up says that any host that reaches the
+    device's address can write into the server's memory."""
+    from server_process import Server
+    server = Server("--remote-tcp-device", TCP_DEVICE, "--remote-tcp-ports", "42000-42999")
+    code, err = server.stop()
+    assert code == 0, err
+    assert "remote_memory listening on 127.0.0.1:" in err, err
+    assert (f"tcp is open on {TCP_DEVICE}: any host that reaches {TCP_DEVICE}'s address" in err
+            and "(42000-42999)" in err and "can write into this server's memory" in err), err
+
+
+def test_engine_endpoint(tenanted):
+    server = tenanted("--remote-tcp-ports", "42000-42999", "--remote-transports", "tcp")
+    code, body = server.json("GET", f"{REMOTE}/engine", None, bearer(ALICE))
+    assert code == 200, body
+    host, port = body["listen"].rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0, body
+    assert body == {"listen": body["listen"], "transports": "tcp", "tcp_device": TCP_DEVICE,
+                    "tcp_ports": "42000-42999", "open_to_any_host_on_tcp_device": True}, body
+    # Gated like the other remotememory calls.
+    code, _, data = server.request("GET", f"{REMOTE}/engine")
+    assert code == 401 and b"known token" in data, (code, data)
+    assert server.json("POST", f"{REMOTE}/engine", {}, bearer(ALICE))[0] == 405
+
+
+def test_engine_endpoint_needs_client_memory(start_server):
+    server = start_server("--allow-client-shm=false")
+    code, body = server.json("GET", f"{REMOTE}/engine")
+    assert code == 501 and "--allow-client-shm=true" in body["error"], body
+    assert "remote_memory" not in server.json("GET", "/v2")[1]["extensions"]
+
+
+def test_engine_off_without_flags(agents):
+    """Without any engine flag, on a host with no RDMA device, the server
+    starts with remote_memory off: one line says why, v2 does not list the
+    extension, and connect and the engine endpoint answer 501 with the
+    reason."""
+    from server_process import Server
+    server = Server()
+    try:
+        status_code, meta = server.json("GET", "/v2")
+        if "remote_memory" in meta["extensions"]:
+            pytest.skip("this host has an RDMA device: the engine starts without flags")
+        for method, path in (("POST", "connect"), ("GET", "engine")):
+            code, body = server.json(method, f"{REMOTE}/{path}", {} if method == "POST" else None)
+            assert code == 501 and "remote_memory is off" in body["error"], body
+            assert "--remote-tcp-device" in body["error"], body
+        assert status(server) == (200, [])
+    finally:
+        code, err = server.stop()
+    assert code == 0, err
+    [line] = [line for line in err.splitlines() if line.startswith("remote_memory")]
+    assert line.startswith("remote_memory: off") and "--remote-tcp-device" in line, err
