@@ -2,7 +2,9 @@
  * shmreg-server: a KServe v2 inference server with Triton's
  * shared-memory extension, on libshmreg's public API alone.
  *
- * Start-up:  registry, then the HTTP server; print "listening on HOST:PORT";
+ * Start-up:  with --allow-client-shm=true, remote_memory's engine
+ *            (remote_engine.h: a line on stderr); the registry, then the
+ *            HTTP server; print "listening on HOST:PORT";
  *            with --grpc-port, the gRPC service too ("grpc listening on
  *            HOST:PORT").
  * Shutdown:  SIGINT or SIGTERM -> both servers stop accepting and finish

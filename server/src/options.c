@@ -177,7 +177,9 @@ static const flag flags[] = {
      .help = "refuse shm keys starting with P (repeatable)"},
     {.name = "threads", .arg = "N", UINT(threads, 1, 256),
      .help = "inference worker threads at work (default 4; 3N more\n"
-             "stand by for requests that wait for a GPU run)"},
+             "stand by for requests that wait for a GPU run); copies\n"
+             "from and to remote clients hold at most N-1 of them, and\n"
+             "under --tenants (N-1)/2 (at least 1) for one tenant"},
     {.name = "grpc-threads", .arg = "N", UINT(grpc_threads, 0, 64),
      .help = "gRPC's serving threads, which read every call and answer\n"
              "the short ones themselves (default 0: half the cores,\n"
