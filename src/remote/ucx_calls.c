@@ -40,6 +40,10 @@ static uint64_t log_now_ns(void)
 
 static ucs_log_func_rc_t log_bounded(const char *file, unsigned line, const char *function, ucs_log_level_t level,
                                      const ucs_log_component_config_t *comp, const char *format, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+
+static ucs_log_func_rc_t log_bounded(const char *file, unsigned line, const char *function, ucs_log_level_t level,
+                                     const ucs_log_component_config_t *comp, const char *format, va_list ap)
 {
     (void)function;
     (void)comp;
