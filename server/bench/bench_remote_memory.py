@@ -8,11 +8,12 @@ memory (VmRSS at the end of each run, VmHWM the peak since start).
 Each concurrency level is that many client processes, each with its own
 connection and, for remote regions, its own UCX client and input and output
 regions (remote.connect, then remote.allocate: memory the library owns).
-Both modes run against one server, on the UCX transports in UCX_TLS (unset:
-UCX's choice; a connection needs one that can report a failed peer, such as
-tcp, which the shared-memory transports cannot); all its clients are one
-tenant, whose connection and copy limits are raised past the highest
-concurrency.
+Both modes run against one server, over tcp on the loopback device
+(--remote-tcp-device lo, and tcp_device="lo" in each client); all its
+clients are one tenant, whose connection and copy limits are raised past
+the highest concurrency, and its worker threads too: remote copies may hold
+all of them but one (docs/remote.md), so the threads are one more than the
+clients, which each have one request in flight.
 
     SERVER_BIN=.../shmreg-server SHMREG_LIBRARY=.../libshmreg.so.1 \\
       python server/bench/bench_remote_memory.py [--seconds S] [--concurrency 1 16]
@@ -70,7 +71,7 @@ def client(port, mode, seconds, tag, out):
     windows = []
     if mode == "remote":
         remote = load_remote()
-        remote.connect(f"127.0.0.1:{port}")
+        remote.connect(f"127.0.0.1:{port}", tcp_device="lo")
         wx, wy = remote.allocate(NBYTES), remote.allocate(NBYTES)
         windows = [wx, wy]
         np.frombuffer(wx.memory, np.uint8)[:] = x.view(np.uint8).ravel()
@@ -139,7 +140,8 @@ def main():
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     args = ap.parse_args()
     server = subprocess.Popen([os.environ["SERVER_BIN"], "--host", "127.0.0.1", "--port", "0",
-                               "--allow-client-shm=true", "--threads", "16",
+                               "--allow-client-shm=true", "--remote-tcp-device", "lo",
+                               "--threads", str(max(16, max(args.concurrency) + 1)),
                                "--remote-max-connections", str(4 * max(args.concurrency)),
                                "--remote-max-copies", str(2 * max(args.concurrency))],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -157,7 +159,7 @@ def main():
     finally:
         server.terminate()
         server.wait()
-    print(f"\nUCX_TLS={os.environ.get('UCX_TLS', '(unset)')}, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
+    print(f"\ntcp on lo, {args.seconds:g} s per row, server peak VmHWM {hwm:.1f} MiB\n")
     print("| path | concurrency | infer/s | server VmRSS after (MiB) |")
     print("| --- | --- | --- | --- |")
     for mode, c, rate, rss in rows:
