@@ -810,11 +810,11 @@ static void test_ucx_log_bounded(void **state)
 }
 
 /* tcp listens on the trusted device only, whatever UCX_NET_DEVICES says:
- * with the engine's listener on
- * 0.0.0.0, the one listening socket of the process on another address than
- * loopback's is that listener (the connection manager's, which hears
- * connection requests only); the tcp transport's own listener, which
- * serves puts and gets, is on 127.0.0.1 within tcp_ports. */
+ * with the engine's listener on 0.0.0.0, the one listening socket of the
+ * process on another address than loopback's is that listener (the
+ * connection manager's, which hears connection requests only); the tcp
+ * transport's own listener, which serves puts and gets, is on 127.0.0.1
+ * within tcp_ports. */
 static void test_tcp_listens_on_trusted_device_only(void **state)
 {
     /* The environment names every interface of the host: tcp still
