@@ -1342,8 +1342,8 @@ typedef struct shmreg_remote_config {
     /* 1.4. The network device ("lo", "eth1": a network interface of this
      * host) on which the operator declares the network trusted: tcp is
      * opened there and only there. Any host that reaches this device's
-     * address, on the listener's port or on the tcp transport's own
-     * (tcp_ports), can read and write this process's memory: name only a
+     * address, on the tcp transport's own port (tcp_ports), can read and
+     * write this process's memory at any address: name only a
      * device whose network admits no one else ("lo": processes of this
      * host). NULL: tcp is refused. The server's --remote-tcp-device. Copied. */
     const char *tcp_device;
@@ -1447,7 +1447,7 @@ typedef struct shmreg_remote_client_config {
 SHMREG_API shmreg_err shmreg_remote_client_create(shmreg_remote_client **out);
 
 /* 1.4. Create a client whose UCX context opens only config's transports
- * (NULL: the defaults); config's strings are copied. Free it with
+ * (NULL: the defaults); config need not outlive the call. Free it with
  * shmreg_remote_client_destroy after every window it exported.
  * Errors: INVALID_ARG (out NULL; a transport refused, tcp without
  * tcp_device, a bad tcp_device or tcp_ports: as shmreg_remote_configure),
