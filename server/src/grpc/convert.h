@@ -8,7 +8,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include <shmreg/shmreg.h>
 
@@ -36,6 +38,15 @@ caller caller_of(const grpc::ServerContextBase &ctx, const access_options &a);
 bool refused(const caller &who, grpc::Status *st);
 /* NOT_FOUND for a model (version empty: none named) that is not served. */
 grpc::Status unknown_model(const std::string &name, const std::string &version);
+
+/* Strings a client sends are read as C strings, which a NUL byte (protobuf
+ * strings may hold one) would cut short: "r\0junk" would name region r.
+ * INVALID_ARGUMENT naming the first field that holds one, OK when none. */
+using named_string = std::pair<const char *, const std::string *>;
+grpc::Status refuse_nul(std::initializer_list<named_string> fields);
+/* The same for every string of an inference request: names, datatypes,
+ * parameters (their keys and string values), the model, version and id. */
+grpc::Status refuse_nul(const pb::ModelInferRequest &req);
 
 /* The models' JSON (models.c, the same objects HTTP sends) as protobuf. */
 void server_metadata(pb::ServerMetadataResponse *resp);
