@@ -215,9 +215,9 @@ void duration(const json_object *stats, const char *key, pb::StatisticDuration *
 
 } // namespace
 
-void model_statistics(const model *m, pb::ModelStatistics *out)
+void model_statistics(const model *m, size_t book, pb::ModelStatistics *out)
 {
-    json_ref j(model_stats_json(m));
+    json_ref j(model_stats_json(m, book));
     out->set_name(json_str(j.j, "name"));
     out->set_version(json_str(j.j, "version"));
     out->set_last_inference(json_u64(j.j, "last_inference"));

@@ -51,7 +51,8 @@ grpc::Status refuse_nul(const pb::ModelInferRequest &req);
 /* The models' JSON (models.c, the same objects HTTP sends) as protobuf. */
 void server_metadata(pb::ServerMetadataResponse *resp);
 void model_metadata(const model *m, pb::ModelMetadataResponse *resp);
-void model_statistics(const model *m, pb::ModelStatistics *out);
+/* book: the caller's book of statistics (models.h, scope_stats_book). */
+void model_statistics(const model *m, size_t book, pb::ModelStatistics *out);
 void model_config(const model *m, pb::ModelConfig *out);
 
 /* The window a tensor's parameters place it in (w->region NULL: none), read

@@ -319,12 +319,18 @@ class Service final : public ServiceBase, public CallOwner {
         return grpc::Status::OK;
     }
 
-    grpc::Status model_statistics_call(const grpc::ServerContext &,
+    /* Under --tenants the caller's tenant's own figures, as over HTTP
+     * (model_endpoints.c): UNAUTHENTICATED without a known token. */
+    grpc::Status model_statistics_call(const grpc::ServerContext &ctx,
                                        const pb::ModelStatisticsRequest &req,
                                        pb::ModelStatisticsResponse *resp)
     {
         if (grpc::Status st = refuse_model_nul(req); !st.ok())
             return st;
+        caller who = caller_of(ctx, *cfg_.access);
+        if (scope_refused(&who.scope))
+            return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, SCOPE_NO_TOKEN_MESSAGE);
+        size_t book = scope_stats_book(&who.scope);
         const model *only = nullptr;
         if (!req.name().empty()) {
             only = model_find_version(req.name().c_str(), req.version().c_str());
@@ -333,7 +339,7 @@ class Service final : public ServiceBase, public CallOwner {
         }
         for (size_t i = 0; i < model_count(); i++)
             if (!only || only == model_at(i))
-                model_statistics(model_at(i), resp->add_model_stats());
+                model_statistics(model_at(i), book, resp->add_model_stats());
         return grpc::Status::OK;
     }
 

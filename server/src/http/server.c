@@ -77,7 +77,7 @@ static void dispatch(http_server *s, request *rq, reply *out)
         if (!refuse_shm(rq, out))
             shm_endpoints_handle(s->registry, s->cfg.allow_client_shm, rq, &rq->rt, out);
         break;
-    default: model_endpoints_handle(&rq->rt, out); break;
+    default: model_endpoints_handle(&rq->rt, &rq->who.scope, out); break;
     }
 }
 
