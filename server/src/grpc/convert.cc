@@ -99,23 +99,24 @@ bool holds_nul(const std::string &s)
     return s.find('\0') != std::string::npos;
 }
 
-grpc::Status nul_in(const char *field)
+/* what: the field as the message names it ("'id'", "a parameter's name"). */
+grpc::Status nul_in(const std::string &what)
 {
-    char why[200];
-    std::snprintf(why, sizeof why,
-                  "'%s' holds a NUL character, which no name, key or parameter may contain",
-                  field);
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + " holds a NUL character, which no name, key or parameter may "
+                               "contain");
 }
 
-/* A map of parameters: its keys, and its string values. */
+/* A map of parameters: its keys, and its string values (named by their key). */
 grpc::Status params_nul(const google::protobuf::Map<std::string, pb::InferParameter> &params)
 {
-    for (const auto &p : params)
-        if (holds_nul(p.first) ||
-            (p.second.parameter_choice_case() == pb::InferParameter::kStringParam &&
-             holds_nul(p.second.string_param())))
-            return nul_in("parameters");
+    for (const auto &p : params) {
+        if (holds_nul(p.first))
+            return nul_in("a parameter's name");
+        if (p.second.parameter_choice_case() == pb::InferParameter::kStringParam &&
+            holds_nul(p.second.string_param()))
+            return nul_in("'" + p.first + "'");
+    }
     return grpc::Status::OK;
 }
 
@@ -125,7 +126,7 @@ grpc::Status refuse_nul(std::initializer_list<named_string> fields)
 {
     for (const auto &f : fields)
         if (holds_nul(*f.second))
-            return nul_in(f.first);
+            return nul_in(std::string("'") + f.first + "'");
     return grpc::Status::OK;
 }
 
