@@ -582,6 +582,25 @@ def test_a_nul_in_any_register_body_is_400(server, body):
 
 
 @pytest.mark.servers("c")
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/v2/models/simple%00x/ready"),  # was simple's metadata: the path cut at the NUL
+    ("GET", "/v2/models/simple%00x"),
+    ("POST", "/v2/models/simple%00x/infer"),
+    ("POST", "/v2/systemsharedmemory/region/p_nul%00x/register"),
+    ("GET", "/v2/systemsharedmemory/region/p_nul%00x/status"),
+    ("POST", "/v2/systemsharedmemory/region/p_nul%00x/unregister"),
+])
+def test_a_nul_in_the_path_is_400(server, shm, method, path):
+    key, _ = shm("nulpath")
+    status, body = server.json(method, path, {"key": key, "byte_size": 8} if method == "POST"
+                               else None)
+    assert status == 400, body
+    assert body["error"] == ("the request's path holds a NUL or DEL character (%00, %7F), "
+                             "which no model or region name may contain"), body
+    assert server.json("GET", "/v2/systemsharedmemory/status") == (200, [])
+
+
+@pytest.mark.servers("c")
 def test_backslashes_before_u0000_are_no_nul(server, shm):
     """"\\\\u0000" is a backslash and the text u0000: a name may hold it."""
     key, _ = shm("bs")

@@ -488,3 +488,9 @@ def register_name_with_nul(c, shm):
 def infer_input_region_with_nul(c, shm):
     io_region(c, shm)
     return infer_simple(c, in0=win(0, region="io\0junk"))
+
+
+@case(protocols=("http",))
+def register_path_with_nul(c, shm):
+    answer = c.register_system("r%00x", shm.key("obj"), 0, PAGE)
+    return f"{answer} / then status: {c.status_system()}"
