@@ -227,6 +227,8 @@ def test_bad_requests_get_clear_errors(uds_server):
     fd = mc.create_sealed_memfd(REGION_BYTES, "bad")
     cases = [
         (("bad\nname", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),
+        (("taken\0junk", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),  # never cut to 'taken'
+        (("free\0junk", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),
         (("taken", fd, 64), "SHMREG_ERR_ALREADY_EXISTS", "'taken' already in manager"),
         (("past_end", fd, 64, REGION_BYTES - 1), "SHMREG_ERR_OUT_OF_BOUNDS", "past the end"),
         (("zero", fd, 0), "SHMREG_ERR_OUT_OF_BOUNDS", "zero"),
