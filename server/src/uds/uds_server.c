@@ -399,8 +399,9 @@ static int answer_empty_record(int fd)
     char byte;
     if (recv(fd, &byte, 1, MSG_DONTWAIT) != 0)
         return -1;
-    return answer(fd, SHMREG_ERR_INVALID_ARG, "an empty record is not a request: send a region "
-                                              "request (shmreg_send_region, shmreg_send_cuda_region)");
+    return answer(fd, SHMREG_ERR_INVALID_ARG,
+                  "an empty record is not a request: send a region request "
+                  "(shmreg_send_region, shmreg_send_cuda_region)");
 }
 
 /* poll said the connection has something: a request, its end, or an error. */

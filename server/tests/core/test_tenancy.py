@@ -644,7 +644,8 @@ def test_each_tenant_sees_only_its_own_statistics(tenanted):
     refused = (401, {"error": "this server keeps shared memory per tenant: send a known token "
                               "as 'Authorization: Bearer <token>'"})
     assert server.json("GET", "/v2/models/stats") == refused
-    assert server.json("GET", "/v2/models/simple/stats", None, bearer("not-a-known-token")) == refused
+    unknown = bearer("not-a-known-token")
+    assert server.json("GET", "/v2/models/simple/stats", None, unknown) == refused
     status_code, body = server.json("GET", "/v2/models/stats", None, b)
     assert status_code == 200 and {m["name"]: m["inference_count"] for m in body["model_stats"]}[
         "simple"] == 2, body
