@@ -146,6 +146,11 @@ int main(int argc, char **argv)
         return 1;
     }
     models_set_delay(opts.delay_ms);
+    if (models_keep_tenant_books(access_tenant_count(&opts.access)) != 0) {
+        fprintf(stderr, "error: out of memory for each tenant's statistics\n");
+        options_free(&opts);
+        return 1;
+    }
     worker_pool_set_spin_ns((uint64_t)opts.spin_us * 1000);
     gpu_instances_set_wait_spin_ns((uint64_t)opts.spin_us * 1000);
     yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window, opts.time_phases_every,

@@ -115,7 +115,8 @@ size_t plain_number_end(const char *s, size_t len, size_t i)
 /* Whether the text is one that RapidJSON reads as json-c does (json_doc.h):
  * one object with nothing around it, printable ASCII and JSON's whitespace
  * only, no backslash, nesting and digit runs within bounds, exponents as
- * above. Strings hold no escape, so a quote always opens or closes one. */
+ * above. Strings hold no escape, so a quote always opens or closes one, and
+ * no NUL (json_doc.h). */
 bool plain_text(const char *s, size_t len)
 {
     if (len < 2 || len > INT_MAX || s[0] != '{' || s[len - 1] != '}')

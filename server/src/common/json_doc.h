@@ -11,7 +11,9 @@
  * text (and any text RapidJSON refuses) is read by json_parse (json_io.h),
  * as before, and the accessors below read json-c's tree: what a client
  * gets, error messages included, does not depend on which of the two read
- * it.
+ * it. Neither lets a NUL character into a string: RapidJSON reads no text
+ * with an escape or a control byte, and json_parse refuses a "\u0000"
+ * (JSON_NUL_MESSAGE), since every string is read as a C string.
  *
  * The accessors keep json-c's view of a document: a JSON null is a NULL
  * value, as absent as a missing key; the key an object names twice is its
@@ -48,7 +50,7 @@ int jv_is_string(const json_val *v);
 int jv_is_object(const json_val *v);
 int jv_is_array(const json_val *v);
 int jv_is_bool(const json_val *v);
-/* The string's text, NUL-terminated (a string with a \u0000 reads as far as it). */
+/* The string's text, NUL-terminated (json_doc_parse let no NUL into it). */
 const char *jv_str(const json_val *v);
 /* Whether v is the boolean true. */
 int jv_true(const json_val *v);

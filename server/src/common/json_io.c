@@ -116,6 +116,37 @@ static int integers_fit(const char *s, size_t len, char *err, size_t errlen)
     return 1;
 }
 
+/* Where the first NUL character of the (already parsed, so well-formed)
+ * text is, or len: json-c keeps a "\u0000" inside a string, but every reader of
+ * a name, key, parameter or object key takes it as a C string, so "a\u0000zz"
+ * would register key "a" and an inference naming region "r\u0000junk" would
+ * be served from "r". Outside strings a backslash is no JSON, so each one
+ * starts an escape here; a raw NUL byte counts as well. */
+static size_t first_nul(const char *s, size_t len)
+{
+    const char *raw = memchr(s, 0, len);
+    size_t end = raw ? (size_t)(raw - s) : len;
+    for (size_t i = 0; i < end; i++) {
+        const char *p = memchr(s + i, '\\', end - i);
+        if (!p)
+            break;
+        i = (size_t)(p - s);
+        if (end - i >= 6 && memcmp(p + 1, "u0000", 5) == 0)
+            return i;
+        i++; /* the escaped character: "\\\\" is one backslash */
+    }
+    return end;
+}
+
+static int free_of_nul(const char *s, size_t len, char *err, size_t errlen)
+{
+    size_t at = first_nul(s, len);
+    if (at == len)
+        return 1;
+    snprintf(err, errlen, "%s at %zu", JSON_NUL_MESSAGE, at);
+    return 0;
+}
+
 json_object *json_parse_reusing(struct json_tokener **tok, const char *text, size_t len,
                                 char *err, size_t errlen)
 {
@@ -148,7 +179,7 @@ json_object *json_parse_reusing(struct json_tokener **tok, const char *text, siz
                               "not be followed by other values at %zu", end);
         json_object_put(j);
         j = NULL;
-    } else if (!integers_fit(text, len, err, errlen)) {
+    } else if (!integers_fit(text, len, err, errlen) || !free_of_nul(text, len, err, errlen)) {
         json_object_put(j);
         j = NULL;
     }

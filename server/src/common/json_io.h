@@ -28,8 +28,15 @@ extern "C" {
 #endif
 
 /* Parse len bytes of text into a new value (free with json_object_put), or
- * NULL with Triton's "failed to parse the request JSON buffer: ..." in err. */
+ * NULL with Triton's "failed to parse the request JSON buffer: ..." in err.
+ * A text with a NUL character in a string (a "\u0000" escape, or a raw NUL
+ * byte) is refused with JSON_NUL_MESSAGE and where it is: every string a
+ * client sends is read as a C string, which a NUL would cut short. */
 json_object *json_parse(const char *text, size_t len, char *err, size_t errlen);
+
+#define JSON_NUL_MESSAGE                                                                        \
+    "the request JSON holds a NUL character (\\u0000) in a string, which no name, key or "     \
+    "parameter may contain"
 
 /* json_parse with a tokener kept in *tok from one call to the next, so that
  * a thread that parses request after request does not allocate one each

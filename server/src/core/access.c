@@ -43,6 +43,11 @@ void access_options_free(access_options *a)
     access_options_init(a);
 }
 
+size_t access_tenant_count(const access_options *a)
+{
+    return tenants_count(a->tenants);
+}
+
 int access_uid_allowed(const access_options *a, uid_t uid)
 {
     if (a->any_uid)
@@ -381,7 +386,7 @@ void access_caller(const access_options *a, const restriction *r, const char *r_
     size_t token_len = 0;
     const char *token = bearer_token(authorization, auth_len, &token_len);
     if (a->tenants && token)
-        out->scope.tenant = tenants_find(a->tenants, token, token_len);
+        out->scope.tenant = tenants_find(a->tenants, token, token_len, &out->scope.tenant_no);
 }
 
 unsigned access_refusal(const caller *who, char *msg, size_t len)

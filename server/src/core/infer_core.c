@@ -377,7 +377,8 @@ unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
     unsigned st = allocate_outputs(c);
     if (st)
         return st;
-    return infer_compute_end(c, model_run(c->m, ordered, c->out, c->err, sizeof c->err));
+    return infer_compute_end(c, model_run(c->m, scope_stats_book(&c->scope), ordered, c->out,
+                                          c->err, sizeof c->err));
 }
 
 unsigned infer_compute_end(infer_ctx *c, unsigned st)
@@ -402,7 +403,8 @@ unsigned infer_compute_start(infer_ctx *c, const tensor *const *ordered,
     if (!all_in_place(c))
         return INFER_DEFERRED;
     c->started_done = done;
-    c->pending = (model_pending){.done = started_run_ended, .err = c->err, .errlen = sizeof c->err};
+    c->pending = (model_pending){.done = started_run_ended, .err = c->err, .errlen = sizeof c->err,
+                                 .book = scope_stats_book(&c->scope)};
     unsigned st = model_start(c->m, ordered, c->out, &c->pending);
     return st == MODEL_BUSY ? INFER_DEFERRED : st ? st : INFER_STARTED;
 }
@@ -452,7 +454,7 @@ void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    model_record(c->m, st == 0,
+    model_record(c->m, scope_stats_book(&c->scope), st == 0,
                  (uint64_t)(now.tv_sec - started->tv_sec) * 1000000000u +
                      (uint64_t)(now.tv_nsec - started->tv_nsec));
 }

@@ -8,6 +8,11 @@ int scope_refused(const region_scope *s)
     return s->per_tenant && !s->tenant;
 }
 
+size_t scope_stats_book(const region_scope *s)
+{
+    return s->per_tenant && s->tenant ? s->tenant_no + 1 : 0;
+}
+
 /* The owner tag of s's regions (NULL: no tenants). A caller without a
  * tenant gets a tag no registration can hold ("" is not a valid tag), so
  * that a missed scope_refused check finds, or registers, nothing rather

@@ -27,6 +27,7 @@ typedef struct region_scope {
     int per_tenant;     /* --tenants was given */
     const char *tenant; /* the caller's tenant (the tenants table's string);
                            NULL with per_tenant: no known token, refused */
+    size_t tenant_no;   /* with tenant: its number (tenants_find) */
 } region_scope;
 
 /* The refusal of a request that names regions without a known token (401,
@@ -37,6 +38,12 @@ typedef struct region_scope {
 
 /* 1 when s must be refused (per tenant, and no known token). */
 int scope_refused(const region_scope *s);
+
+/* The book of the models' statistics (models.h) that counts s's requests
+ * and that s may read: its tenant's own, so that no tenant learns another's
+ * counts or timings; 0, the server's, without --tenants (and, under it, for
+ * requests with no known token, whose book no caller may read). */
+size_t scope_stats_book(const region_scope *s);
 
 /* The calls the endpoints make, within s. Each returns the library's code,
  * with its message in shmreg_last_error(). */

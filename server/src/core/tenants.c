@@ -19,6 +19,7 @@ typedef struct tenant_entry {
     char *token;
     size_t token_len;
     char name[TENANT_NAME_MAX + 1];
+    size_t no;         /* the tenant's number: its tokens share it */
     int has_quota;     /* TENANT_QUOTA_* bits: the max-*=N fields its line gave */
     shmreg_quota quota; /* those; 0 = unlimited */
 } tenant_entry;
@@ -26,6 +27,7 @@ typedef struct tenant_entry {
 struct tenants {
     tenant_entry *entries;
     size_t n, cap;
+    size_t tenants; /* distinct names among the entries */
 };
 
 int tokens_equal(const char *want, size_t want_len, const char *given, size_t given_len)
@@ -38,13 +40,20 @@ int tokens_equal(const char *want, size_t want_len, const char *given, size_t gi
     return diff == 0;
 }
 
-const char *tenants_find(const tenants *t, const char *token, size_t len)
+const char *tenants_find(const tenants *t, const char *token, size_t len, size_t *no)
 {
-    const char *found = NULL;
+    const tenant_entry *found = NULL;
     for (size_t i = 0; t && i < t->n; i++) /* no break: every token is compared */
         if (tokens_equal(t->entries[i].token, t->entries[i].token_len, token, len))
-            found = t->entries[i].name;
-    return found;
+            found = &t->entries[i];
+    if (found && no)
+        *no = found->no;
+    return found ? found->name : NULL;
+}
+
+size_t tenants_count(const tenants *t)
+{
+    return t ? t->tenants : 0;
 }
 
 /* The line of another token of the same tenant, if any. */
@@ -127,6 +136,9 @@ static int is_tenant_name(const char *s, size_t len)
 static int add_entry(tenants *t, const char *token, size_t token_len, const char *name,
                      size_t name_len, const tenant_entry *quota)
 {
+    const tenant_entry *other = same_tenant(t, name, name_len); /* before realloc moves it */
+    int first = other == NULL;
+    size_t no = first ? t->tenants : other->no;
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 8;
         tenant_entry *grown = realloc(t->entries, cap * sizeof *grown);
@@ -145,7 +157,9 @@ static int add_entry(tenants *t, const char *token, size_t token_len, const char
     e->name[name_len] = 0;
     e->has_quota = quota->has_quota;
     e->quota = quota->quota;
+    e->no = no;
     t->n++;
+    t->tenants += first;
     return 0;
 }
 
@@ -208,7 +222,7 @@ static int parse_line(tenants *t, const char *path, unsigned no, const char *lin
     if (!is_tenant_name(name, name_len))
         return bad_line(path, no, "a tenant name must be 1..%d characters of A-Z a-z 0-9 - . _",
                         TENANT_NAME_MAX);
-    if (tenants_find(t, token, token_len))
+    if (tenants_find(t, token, token_len, NULL))
         return bad_line(path, no, "this token is already given to a tenant above");
     const tenant_entry *other = same_tenant(t, name, name_len);
     if (other && (other->has_quota != quota.has_quota ||

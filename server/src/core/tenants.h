@@ -31,10 +31,14 @@ tenants *tenants_load(const char *path);
 /* Wipe the tokens and free t. NULL is a no-op. */
 void tenants_free(tenants *t);
 
-/* The tenant whose token is token[0, len), or NULL. Every token of the file
- * is compared, each in time that depends on its own length only, so the
- * answer's timing says nothing of how much of a guess was right. */
-const char *tenants_find(const tenants *t, const char *token, size_t len);
+/* The tenant whose token is token[0, len), or NULL; *no (when no is not
+ * NULL) its number, below tenants_count, the same for each of its tokens.
+ * Every token of the file is compared, each in time that depends on its own
+ * length only, so the answer's timing says nothing of how much of a guess
+ * was right. */
+const char *tenants_find(const tenants *t, const char *token, size_t len, size_t *no);
+/* How many tenants (not tokens) the file names; 0 for NULL. */
+size_t tenants_count(const tenants *t);
 
 /* Which fields of its quota a tenant's lines give. */
 #define TENANT_QUOTA_REGIONS 0x1

@@ -90,6 +90,67 @@ grpc::Status unknown_model(const std::string &name, const std::string &version)
     return grpc::Status(grpc::StatusCode::NOT_FOUND, message);
 }
 
+/* ------------------------------------------------ a NUL in a client's string */
+
+namespace {
+
+bool holds_nul(const std::string &s)
+{
+    return s.find('\0') != std::string::npos;
+}
+
+/* what: the field as the message names it ("'id'", "a parameter's name"). */
+grpc::Status nul_in(const std::string &what)
+{
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        what + " holds a NUL character, which no name, key or parameter may "
+                               "contain");
+}
+
+/* A map of parameters: its keys, and its string values (named by their key). */
+grpc::Status params_nul(const google::protobuf::Map<std::string, pb::InferParameter> &params)
+{
+    for (const auto &p : params) {
+        if (holds_nul(p.first))
+            return nul_in("a parameter's name");
+        if (p.second.parameter_choice_case() == pb::InferParameter::kStringParam &&
+            holds_nul(p.second.string_param()))
+            return nul_in("'" + p.first + "'");
+    }
+    return grpc::Status::OK;
+}
+
+} // namespace
+
+grpc::Status refuse_nul(std::initializer_list<named_string> fields)
+{
+    for (const auto &f : fields)
+        if (holds_nul(*f.second))
+            return nul_in(std::string("'") + f.first + "'");
+    return grpc::Status::OK;
+}
+
+grpc::Status refuse_nul(const pb::ModelInferRequest &req)
+{
+    grpc::Status st = refuse_nul({{"model_name", &req.model_name()},
+                                  {"model_version", &req.model_version()},
+                                  {"id", &req.id()}});
+    if (st.ok())
+        st = params_nul(req.parameters());
+    for (int i = 0; st.ok() && i < req.inputs_size(); i++) {
+        const auto &in = req.inputs(i);
+        st = refuse_nul({{"inputs.name", &in.name()}, {"inputs.datatype", &in.datatype()}});
+        if (st.ok())
+            st = params_nul(in.parameters());
+    }
+    for (int i = 0; st.ok() && i < req.outputs_size(); i++) {
+        st = refuse_nul({{"outputs.name", &req.outputs(i).name()}});
+        if (st.ok())
+            st = params_nul(req.outputs(i).parameters());
+    }
+    return st;
+}
+
 /* -------------------------------------------- JSON (shared with HTTP) -> pb */
 
 namespace {
@@ -155,9 +216,9 @@ void duration(const json_object *stats, const char *key, pb::StatisticDuration *
 
 } // namespace
 
-void model_statistics(const model *m, pb::ModelStatistics *out)
+void model_statistics(const model *m, size_t book, pb::ModelStatistics *out)
 {
-    json_ref j(model_stats_json(m));
+    json_ref j(model_stats_json(m, book));
     out->set_name(json_str(j.j, "name"));
     out->set_version(json_str(j.j, "version"));
     out->set_last_inference(json_u64(j.j, "last_inference"));

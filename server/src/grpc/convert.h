@@ -8,7 +8,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include <shmreg/shmreg.h>
 
@@ -37,10 +39,20 @@ bool refused(const caller &who, grpc::Status *st);
 /* NOT_FOUND for a model (version empty: none named) that is not served. */
 grpc::Status unknown_model(const std::string &name, const std::string &version);
 
+/* Strings a client sends are read as C strings, which a NUL byte (protobuf
+ * strings may hold one) would cut short: "r\0junk" would name region r.
+ * INVALID_ARGUMENT naming the first field that holds one, OK when none. */
+using named_string = std::pair<const char *, const std::string *>;
+grpc::Status refuse_nul(std::initializer_list<named_string> fields);
+/* The same for every string of an inference request: names, datatypes,
+ * parameters (their keys and string values), the model, version and id. */
+grpc::Status refuse_nul(const pb::ModelInferRequest &req);
+
 /* The models' JSON (models.c, the same objects HTTP sends) as protobuf. */
 void server_metadata(pb::ServerMetadataResponse *resp);
 void model_metadata(const model *m, pb::ModelMetadataResponse *resp);
-void model_statistics(const model *m, pb::ModelStatistics *out);
+/* book: the caller's book of statistics (models.h, scope_stats_book). */
+void model_statistics(const model *m, size_t book, pb::ModelStatistics *out);
 void model_config(const model *m, pb::ModelConfig *out);
 
 /* The window a tensor's parameters place it in (w->region NULL: none), read

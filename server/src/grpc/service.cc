@@ -285,6 +285,8 @@ class Service final : public ServiceBase, public CallOwner {
     grpc::Status model_ready_call(const grpc::ServerContext &, const pb::ModelReadyRequest &req,
                                   pb::ModelReadyResponse *resp)
     {
+        if (grpc::Status st = refuse_model_nul(req); !st.ok())
+            return st;
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         char why[600];
         resp->set_ready(m != nullptr && model_ready(m, why, sizeof why) == 0);
@@ -303,6 +305,8 @@ class Service final : public ServiceBase, public CallOwner {
                                      const pb::ModelMetadataRequest &req,
                                      pb::ModelMetadataResponse *resp)
     {
+        if (grpc::Status st = refuse_model_nul(req); !st.ok())
+            return st;
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
             return unknown_model(req.name(), req.version());
@@ -313,6 +317,8 @@ class Service final : public ServiceBase, public CallOwner {
     grpc::Status model_config_call(const grpc::ServerContext &, const pb::ModelConfigRequest &req,
                                    pb::ModelConfigResponse *resp)
     {
+        if (grpc::Status st = refuse_model_nul(req); !st.ok())
+            return st;
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
             return unknown_model(req.name(), req.version());
@@ -320,10 +326,18 @@ class Service final : public ServiceBase, public CallOwner {
         return grpc::Status::OK;
     }
 
-    grpc::Status model_statistics_call(const grpc::ServerContext &,
+    /* Under --tenants the caller's tenant's own figures, as over HTTP
+     * (model_endpoints.c): UNAUTHENTICATED without a known token. */
+    grpc::Status model_statistics_call(const grpc::ServerContext &ctx,
                                        const pb::ModelStatisticsRequest &req,
                                        pb::ModelStatisticsResponse *resp)
     {
+        if (grpc::Status st = refuse_model_nul(req); !st.ok())
+            return st;
+        caller who = caller_of(ctx, *cfg_.access);
+        if (scope_refused(&who.scope))
+            return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, SCOPE_NO_TOKEN_MESSAGE);
+        size_t book = scope_stats_book(&who.scope);
         const model *only = nullptr;
         if (!req.name().empty()) {
             only = model_find_version(req.name().c_str(), req.version().c_str());
@@ -332,7 +346,7 @@ class Service final : public ServiceBase, public CallOwner {
         }
         for (size_t i = 0; i < model_count(); i++)
             if (!only || only == model_at(i))
-                model_statistics(model_at(i), resp->add_model_stats());
+                model_statistics(model_at(i), book, resp->add_model_stats());
         return grpc::Status::OK;
     }
 
@@ -365,6 +379,11 @@ class Service final : public ServiceBase, public CallOwner {
             /* gRPC's own answer to a message it cannot parse, with words */
             call->refuse(grpc::Status(grpc::StatusCode::INTERNAL,
                                       "the request is not a valid ModelInferRequest"));
+            return;
+        }
+        if (grpc::Status st = refuse_nul(*req); !st.ok()) {
+            budget_.give(bytes);
+            call->refuse(st);
             return;
         }
         const model *m = model_find_version(req->model_name().c_str(),
@@ -425,6 +444,8 @@ class Service final : public ServiceBase, public CallOwner {
         caller who = caller_of(ctx, *cfg_.access);
         if (grpc::Status refusal = refusal_of(who, shm_call::register_, req.name()); !refusal.ok())
             return refusal;
+        if (grpc::Status st = refuse_nul({{"key", &req.key()}}); !st.ok())
+            return st;
         shmreg_err e = scope_register_system(reg_.handle(), &who.scope, req.name().c_str(),
                                              req.key().c_str(), req.offset(), req.byte_size());
         return e == SHMREG_OK ? grpc::Status::OK : status_of(who.scope, e);
@@ -507,16 +528,24 @@ class Service final : public ServiceBase, public CallOwner {
         return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
     }
 
+    /* A model's name and version, as every model call names them. */
+    template <typename Req> static grpc::Status refuse_model_nul(const Req &req)
+    {
+        return refuse_nul({{"name", &req.name()}, {"version", &req.version()}});
+    }
+
     enum class shm_call { status, unregister, register_ };
 
     /* What refuses a shared-memory call before the library sees it, in the
      * HTTP side's order (server.c, then shm_endpoints.c): a restriction or a
      * missing token; for unregister and register, --allow-client-shm; for
-     * register, a name that is not UTF-8 (shm_name_is_valid says why). */
+     * register, a name that is not UTF-8 (shm_name_is_valid says why). A
+     * name with a NUL is refused after the access check (refuse_nul). */
     grpc::Status refusal_of(const caller &who, shm_call call, const std::string &name) const
-                            {
-                            grpc::Status st;
-                            if (refused(who, &st) || call == shm_call::status)
+    {
+        grpc::Status st;
+        if (refused(who, &st) || !(st = refuse_nul({{"name", &name}})).ok() ||
+            call == shm_call::status)
             return st;
         if (!cfg_.allow_client_shm)
             return client_shm_disabled();

@@ -14,8 +14,10 @@
 extern "C" {
 #endif
 
-/* v2/health/{live,ready}, v2, v2/models/{m}[/ready|/config|/stats], v2/models/stats */
-void model_endpoints_handle(const route *rt, reply *out);
+/* v2/health/{live,ready}, v2, v2/models/{m}[/ready|/config|/stats],
+ * v2/models/stats. scope: the caller's, whose book of statistics the stats
+ * show (under --tenants: its tenant's; 401 without a known token). */
+void model_endpoints_handle(const route *rt, const region_scope *scope, reply *out);
 
 /* 404 for a model (or version) that is not served, in Triton's words (triton.h). */
 void reply_unknown_model(reply *out, const route *rt);

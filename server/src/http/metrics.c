@@ -324,8 +324,9 @@ static void write_model_family(jbuf *b, const model_metric *m, json_object *cons
     }
 }
 
-/* 0, or -1 when a model's statistics could not be built. */
-static int write_models(jbuf *b)
+/* The models' figures of one book of statistics (models.h); 0, or -1 when
+ * a model's statistics could not be built. */
+static int write_models(jbuf *b, size_t book)
 {
     size_t n = model_count();
     json_object *stats[16] = {0};
@@ -333,7 +334,7 @@ static int write_models(jbuf *b)
         return -1;
     int rc = 0;
     for (size_t i = 0; i < n; i++)
-        rc |= (stats[i] = model_stats_json(model_at(i))) == NULL ? -1 : 0;
+        rc |= (stats[i] = model_stats_json(model_at(i), book)) == NULL ? -1 : 0;
     for (size_t i = 0; rc == 0 && i < COUNT(model_metrics); i++)
         write_model_family(b, &model_metrics[i], stats);
     for (size_t i = 0; i < n; i++)
@@ -405,7 +406,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
             reply_error(out, 500, "%s", shmreg_last_error());
             return;
         }
-        if (write_models(&b) != 0)
+        if (write_models(&b, scope_stats_book(scope)) != 0)
             b.failed = 1;
         reply_text(out, &b);
         return;
@@ -429,7 +430,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     write_copy_batches(&b);
     write_placements(&b);
     write_request_queue(&b);
-    if (write_models(&b) != 0)
+    if (write_models(&b, 0) != 0)
         b.failed = 1;
     reply_text(out, &b); /* 500 with no body when the buffer failed */
 }

@@ -78,7 +78,7 @@ static void dispatch(http_server *s, request *rq, reply *out)
         if (!refuse_shm(rq, out))
             shm_endpoints_handle(s->registry, s->cfg.allow_client_shm, rq, &rq->rt, out);
         break;
-    default: model_endpoints_handle(&rq->rt, out); break;
+    default: model_endpoints_handle(&rq->rt, &rq->who.scope, out); break;
     }
 }
 
@@ -91,6 +91,22 @@ static void reply_too_large(reply *out, const request *rq, size_t max_body)
         snprintf(size, sizeof size, "%" PRId64 " bytes", rq->content_length);
     reply_error(out, 400, "request JSON size of %s exceeds the maximum allowed input size of %zu "
                 "bytes. Use --max-body-mb to increase the limit.", size, max_body);
+}
+
+/* A percent escape that decodes to NUL ("%00") would cut the path short:
+ * libmicrohttpd decodes the path in place and hands it over as a C string,
+ * so "v2/models/simple%00x/ready" reached the router as simple's metadata.
+ * Each decoded NUL becomes DEL instead, which triage refuses (no model or
+ * region name may hold a control character). Arguments after '?' are
+ * decoded the same way; the server reads none. */
+static size_t unescape_without_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    size_t len = MHD_http_unescape(s);
+    for (char *p = memchr(s, 0, len); p; p = memchr(p + 1, 0, len - (size_t)(p + 1 - s)))
+        *p = 0x7f;
+    return len;
 }
 
 /* Answer what can be answered at once into out and return 0; return 1 for
@@ -107,6 +123,9 @@ static int triage(http_server *s, request *rq, reply *out)
     } else if (rq->header_length == -2) {
         reply_error(out, 400, "Inference-Header-Content-Length must be a non-negative integer "
                               "in decimal digits");
+    } else if (strchr(rq->url, 0x7f)) { /* unescape_without_nul */
+        reply_error(out, 400, "the request's path holds a NUL or DEL character (%%00, %%7F), which "
+                              "no model or region name may contain");
     } else if (route_match(rq->url, &rq->rt) != 0) {
         reply_error(out, 500, "out of memory");
     } else if (rq->rt.id != ROUTE_NONE &&
@@ -358,6 +377,7 @@ int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *r
                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_timeout_s,
                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_client_connections,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_without_nul, NULL,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         fprintf(stderr, "error: cannot listen on %s:%u\n", cfg->host, cfg->port);

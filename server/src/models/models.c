@@ -21,6 +21,14 @@ typedef struct tensor_spec {
 
 typedef void (*kernel_fn)(const tensor *const *in, tensor *out);
 
+/* One book's statistics of one model; relaxed: they are counters, nothing
+ * is published through them. */
+typedef struct model_counters {
+    _Atomic uint64_t success, success_ns, fail, fail_ns, last_ms;
+    /* A model with ops: its runs and their phases (model_phases). */
+    _Atomic uint64_t runs, queue_ns, input_ns, infer_ns, output_ns;
+} model_counters;
+
 struct model {
     const char *name;
     int max_batch_size; /* > 0: the first dimension is the batch */
@@ -30,10 +38,7 @@ struct model {
     size_t n_inputs, n_outputs;
     kernel_fn kernel;
     const model_ops *ops; /* a model with code of its own (model_ops.h), or NULL */
-    /* Statistics; relaxed: they are counters, nothing is published through them. */
-    _Atomic uint64_t success, success_ns, fail, fail_ns, last_ms;
-    /* A model with ops: its runs and their phases (model_phases). */
-    _Atomic uint64_t runs, queue_ns, input_ns, infer_ns, output_ns;
+    model_counters stats; /* book 0's */
 };
 
 /* simple: element-wise sum and difference, wrapping like the int32 hardware
@@ -132,6 +137,34 @@ size_t model_count(void)
 const model *model_at(size_t i)
 {
     return i < model_count() ? &models[i] : NULL;
+}
+
+/* The tenants' books (models.h), tenant by tenant, each a row of counters
+ * in the table's order; written once before any request. */
+static model_counters *tenant_books;
+static size_t n_tenant_books;
+
+int models_keep_tenant_books(size_t tenants)
+{
+    if (tenants == 0)
+        return 0;
+    /* calloc's zero bytes are each counter's 0: 64-bit atomics are
+     * lock-free here, plain integers with no lock beside them */
+    model_counters *books = calloc(tenants, model_count() * sizeof *books);
+    if (!books)
+        return -1;
+    tenant_books = books;
+    n_tenant_books = tenants;
+    return 0;
+}
+
+/* m's counters in book (models.h). The table is static and writable; only
+ * the statistics change. */
+static model_counters *counters(const model *m, size_t book)
+{
+    if (book == 0 || book > n_tenant_books)
+        return &((model *)m)->stats;
+    return &tenant_books[(book - 1) * model_count() + (size_t)(m - models)];
 }
 
 const model *model_find(const char *name)
@@ -260,18 +293,18 @@ static json_object *inference_stats(uint64_t ok, uint64_t ok_ns, uint64_t bad, u
     return s;
 }
 
-json_object *model_stats_json(const model *m)
+json_object *model_stats_json(const model *m, size_t book)
 {
-    uint64_t ok = atomic_load_explicit(&((model *)m)->success, memory_order_relaxed);
-    uint64_t ok_ns = atomic_load_explicit(&((model *)m)->success_ns, memory_order_relaxed);
-    uint64_t bad = atomic_load_explicit(&((model *)m)->fail, memory_order_relaxed);
-    uint64_t bad_ns = atomic_load_explicit(&((model *)m)->fail_ns, memory_order_relaxed);
-    uint64_t last = atomic_load_explicit(&((model *)m)->last_ms, memory_order_relaxed);
+    model_counters *w = counters(m, book);
+    uint64_t ok = atomic_load_explicit(&w->success, memory_order_relaxed);
+    uint64_t ok_ns = atomic_load_explicit(&w->success_ns, memory_order_relaxed);
+    uint64_t bad = atomic_load_explicit(&w->fail, memory_order_relaxed);
+    uint64_t bad_ns = atomic_load_explicit(&w->fail_ns, memory_order_relaxed);
+    uint64_t last = atomic_load_explicit(&w->last_ms, memory_order_relaxed);
     /* The whole request is compute_infer here: no queue, no batching. A
      * model with ops reports the phases of its runs instead. */
     uint64_t runs = ok, phase_ns[4] = {0, 0, ok_ns, 0};
     if (m->ops) {
-        model *w = (model *)m;
         runs = atomic_load_explicit(&w->runs, memory_order_relaxed);
         phase_ns[0] = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
         phase_ns[1] = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
@@ -289,9 +322,9 @@ json_object *model_stats_json(const model *m)
     return j;
 }
 
-void model_record(const model *m, int ok, uint64_t ns)
+void model_record(const model *m, size_t book, int ok, uint64_t ns)
 {
-    model *w = (model *)m; /* the table is static and writable; only stats change */
+    model_counters *w = counters(m, book);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     atomic_fetch_add_explicit(ok ? &w->success : &w->fail, 1, memory_order_relaxed);
@@ -409,9 +442,9 @@ int model_runs_short(const model *m)
 }
 
 /* A model with ops: one successful run's phases into its statistics. */
-static void count_phases(const model *m, const model_phases *ph)
+static void count_phases(const model *m, size_t book, const model_phases *ph)
 {
-    model *w = (model *)m; /* only the statistics change */
+    model_counters *w = counters(m, book);
     atomic_fetch_add_explicit(&w->runs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->queue_ns, ph->queue_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->input_ns, ph->input_ns, memory_order_relaxed);
@@ -419,13 +452,14 @@ static void count_phases(const model *m, const model_phases *ph)
     atomic_fetch_add_explicit(&w->output_ns, ph->output_ns, memory_order_relaxed);
 }
 
-unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen)
+unsigned model_run(const model *m, size_t book, const tensor *const *in, tensor *out, char *err,
+                   size_t errlen)
 {
     if (m->ops) {
         model_phases ph = {0};
         unsigned st = m->ops->run(in, out, &ph, err, errlen);
         if (st == 0)
-            count_phases(m, &ph);
+            count_phases(m, book, &ph);
         return st;
     }
     if (m->delayed && delay_ms_ && delay() != 0) {
@@ -440,7 +474,7 @@ unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *e
 void model_run_ended(model_pending *p, unsigned st)
 {
     if (st == 0)
-        count_phases(p->m, &p->ph);
+        count_phases(p->m, p->book, &p->ph);
     p->done(p, st);
 }
 

@@ -43,7 +43,14 @@ size_t model_n_outputs(const model *m);
 
 json_object *model_metadata_json(const model *m);
 json_object *model_config_json(const model *m);
-json_object *model_stats_json(const model *m);
+/* Statistics are kept in books: book 0 is the server's, and under
+ * --tenants book 1 + N is tenant N's own (region_scope.h, scope_stats_book),
+ * so that one tenant's counts and timings never show in another's. A book
+ * past those kept reads and counts as book 0. */
+/* Keep a book for each of tenants tenants, all at zero: 0, or -1 when out
+ * of memory. Once, at start-up, before any request. */
+int models_keep_tenant_books(size_t tenants);
+json_object *model_stats_json(const model *m, size_t book);
 
 /* Match the request's inputs against the model: ordered[i] becomes the input
  * for the model's i-th input. Returns 0, or -1 with a message in err. */
@@ -61,11 +68,13 @@ int model_device_tensors(const model *m);
  * tensor's shape is fixed up to a bounded batch) and no delay: `simple`.
  * Not the GPU model, identity (a tensor of any size) or simple_delayed. */
 int model_runs_short(const model *m);
-/* Compute the outputs into out[i].data (each out[i].byte_size bytes).
- * Returns 0, or an HTTP status with the message in err. */
-unsigned model_run(const model *m, const tensor *const *in, tensor *out, char *err, size_t errlen);
-/* A run handed over by model_start. The caller fills done, err and errlen
- * and keeps the struct until done has been called; the rest is the
+/* Compute the outputs into out[i].data (each out[i].byte_size bytes); a
+ * model with ops counts the run's phases in book. Returns 0, or an HTTP
+ * status with the message in err. */
+unsigned model_run(const model *m, size_t book, const tensor *const *in, tensor *out, char *err,
+                   size_t errlen);
+/* A run handed over by model_start. The caller fills done, err, errlen and
+ * book and keeps the struct until done has been called; the rest is the
  * model's. */
 typedef struct model_pending {
     /* Called once, on whichever thread the run ends: st 0, or an HTTP
@@ -73,6 +82,7 @@ typedef struct model_pending {
     void (*done)(struct model_pending *p, unsigned st);
     char *err;
     size_t errlen;
+    size_t book; /* the statistics' book that counts the run */
     const model *m;
     model_phases ph;
     gpu_pending gpu; /* the GPU model's run */
@@ -88,8 +98,8 @@ unsigned model_start(const model *m, const tensor *const *in, tensor *out, model
 /* For a model's ops->start: its run has ended (st as p->done's); counts
  * it in the statistics and calls p->done. */
 void model_run_ended(model_pending *p, unsigned st);
-/* Count one request in the statistics. */
-void model_record(const model *m, int ok, uint64_t ns);
+/* Count one request in book of the statistics. */
+void model_record(const model *m, size_t book, int ok, uint64_t ns);
 
 #ifdef __cplusplus
 }

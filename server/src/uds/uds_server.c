@@ -389,6 +389,21 @@ static void accept_connections(uds_server *u)
     }
 }
 
+/* A zero-length record, which SOCK_SEQPACKET carries like any other: a
+ * malformed request, answered as the library answers one, with the
+ * connection kept (docs/security.md). Read here, with no room for control
+ * data, so that the kernel drops any descriptor it carried. -1 when the
+ * client must go. */
+static int answer_empty_record(int fd)
+{
+    char byte;
+    if (recv(fd, &byte, 1, MSG_DONTWAIT) != 0)
+        return -1;
+    return answer(fd, SHMREG_ERR_INVALID_ARG,
+                  "an empty record is not a request: send a region request "
+                  "(shmreg_send_region, shmreg_send_cuda_region)");
+}
+
 /* poll said the connection has something: a request, its end, or an error. */
 static void serve_connection(uds_server *u, struct slot *s, short revents)
 {
@@ -396,8 +411,12 @@ static void serve_connection(uds_server *u, struct slot *s, short revents)
     ssize_t n = recv(s->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLNVAL)))
         return;
-    /* 0: the client closed (or sent an empty record, which no client of
-     * the format sends); an error: the connection is broken. */
+    /* 0 is both an empty record and the client's end (close, or shutdown of
+     * its sending side): only poll tells them apart. An error: the
+     * connection is broken. */
+    bool ended = revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL);
+    if (n == 0 && !ended && answer_empty_record(s->fd) == 0)
+        return;
     if (n <= 0 || serve_request(u, s) != 0)
         close_connection(u, s);
 }
@@ -418,7 +437,9 @@ static nfds_t gather(uds_server *u, bool *draining)
         if (s->state != SLOT_OPEN)
             continue;
         u->pfd_slot[n - 2] = i;
-        u->pfds[n++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
+        /* POLLRDHUP: a client that shut down its sending side reads as an
+         * empty record would (serve_connection) */
+        u->pfds[n++] = (struct pollfd){.fd = s->fd, .events = POLLIN | POLLRDHUP};
     }
     return n;
 }

@@ -605,3 +605,62 @@ def test_pinned_quota_per_tenant(start_server, tmp_path, shm):
     assert register(server, "b", key, size=8192, headers=b) == (200, None)
     for token in (ALICE, BOB):
         assert unregister(server, None, bearer(token)) == (200, None)
+
+
+# ------------------------------------------------------------- statistics
+
+
+def simple_counts(server, headers):
+    """simple's (success, fail) counts in v2/models/simple/stats."""
+    status_code, body = server.json("GET", "/v2/models/simple/stats", None, headers)
+    assert status_code == 200, body
+    stats = body["model_stats"][0]["inference_stats"]
+    return stats["success"]["count"], stats["fail"]["count"]
+
+
+def test_each_tenant_sees_only_its_own_statistics(tenanted):
+    """The models' statistics told every caller, without a token, when and
+    how much the other tenants inferred: each tenant's token now reads its
+    own book over v2/models/stats, /metrics and gRPC's ModelStatistics."""
+    from prometheus_text import parse
+    server = tenanted
+    a, b = bearer(ALICE), bearer(BOB)
+    data = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}
+                       for n in ("INPUT0", "INPUT1")]}
+    bad = {"inputs": [dict(i, shape=[1, 15]) for i in data["inputs"]]}
+    for headers, n in ((a, 3), (bearer(ALICE_SECOND), 1), (b, 1), (None, 2)):
+        for _ in range(n):
+            assert server.json("POST", "/v2/models/simple/infer", data, headers)[0] == 200
+    assert server.json("POST", "/v2/models/simple/infer", bad, b)[0] == 400
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+    for i in inputs:
+        i.set_data_from_numpy(np.ones((1, 16), dtype=np.int32))
+    client.infer("simple", inputs, headers=grpc_bearer(BOB))
+
+    # Alice's two tokens are one tenant; requests without a token are no one's.
+    assert simple_counts(server, a) == simple_counts(server, bearer(ALICE_SECOND)) == (4, 0)
+    assert simple_counts(server, b) == (2, 1)
+    refused = (401, {"error": "this server keeps shared memory per tenant: send a known token "
+                              "as 'Authorization: Bearer <token>'"})
+    assert server.json("GET", "/v2/models/stats") == refused
+    unknown = bearer("not-a-known-token")
+    assert server.json("GET", "/v2/models/simple/stats", None, unknown) == refused
+    status_code, body = server.json("GET", "/v2/models/stats", None, b)
+    assert status_code == 200 and {m["name"]: m["inference_count"] for m in body["model_stats"]}[
+        "simple"] == 2, body
+
+    for headers, (ok, failed) in ((a, (4, 0)), (b, (2, 1))):
+        status_code, _, text = server.request("GET", "/metrics", headers=headers)
+        assert status_code == 200, text
+        metrics = parse(text.decode())
+        assert metrics.value("nv_inference_request_success", model="simple", version="1") == ok
+        assert metrics.value("nv_inference_request_failure", model="simple", version="1") == failed
+        assert metrics.value("nv_inference_count", model="simple", version="1") == ok
+    assert server.request("GET", "/metrics")[0] == 401
+
+    for token, ok in ((ALICE, 4), (BOB, 2)):
+        stats = client.get_inference_statistics("simple", headers=grpc_bearer(token), as_json=True)
+        assert int(stats["model_stats"][0]["inference_stats"]["success"]["count"]) == ok, stats
+    assert "per tenant" in grpc_raises("UNAUTHENTICATED", client.get_inference_statistics, "simple")
+    client.close()

@@ -214,6 +214,83 @@ def test_shared_memory_parameters_in_tritons_words(server, region):
         "'shared_memory_region' parameter for tensor 'INPUT0'")
 
 
+# ------------------------------------------------- a NUL inside a string
+
+NUL_WORDS = "holds a NUL character, which no name, key or parameter may contain"
+IN_IO = {"shared_memory_region": ("string_param", "io"),
+         "shared_memory_byte_size": ("int64_param", NBYTES),
+         "shared_memory_offset": ("int64_param", 0)}
+
+
+def nul_infer_request(where):
+    """simple's inputs in region io, with a NUL byte in one string: protobuf
+    strings may hold one, and the server reads them as C strings."""
+    req = infer_request("io", IN_IO)
+    req.outputs.add(name="OUTPUT0")
+    if where == "region":
+        req.inputs[0].parameters["shared_memory_region"].string_param = "io\0junk"
+    elif where == "model_name":
+        req.model_name = "simple\0x"
+    elif where == "model_version":
+        req.model_version = "1\0x"
+    elif where == "id":
+        req.id = "r\0forged"
+    elif where == "inputs.name":
+        req.inputs[1].name = "INPUT1\0x"
+    elif where == "inputs.datatype":
+        req.inputs[0].datatype = "INT32\0x"
+    elif where == "outputs.name":
+        req.outputs[0].name = "OUTPUT0\0x"
+    elif where == "parameter key":
+        params = req.inputs[0].parameters
+        params["shared_memory_region\0x"].string_param = "io"
+    elif where == "parameter value":
+        req.parameters["note"].string_param = "a\0b"
+    return req
+
+
+@pytest.mark.parametrize("where", ["region", "model_name", "model_version", "id", "inputs.name",
+                                   "inputs.datatype", "outputs.name", "parameter key",
+                                   "parameter value"])
+def test_a_nul_in_any_string_of_an_inference_is_invalid_argument(server, region, where):
+    """Region "io\\0junk" was served from io, model "simple\\0x" by simple."""
+    code, message = infer_error(server, nul_infer_request(where))
+    assert code == "INVALID_ARGUMENT", message
+    assert NUL_WORDS in message, message
+    assert region_status(server.grpc_url)["io"].in_use == 0
+    c = proto_classes()
+    resp, err = call(server.grpc_url, "ModelInfer", nul_infer_request(None),
+                     c["inference.ModelInferResponse"])
+    assert err is None, err
+
+
+@pytest.mark.parametrize("method, fields", [
+    ("SystemSharedMemoryRegister", {"name": "r\0x", "key": "K", "byte_size": 64}),
+    ("SystemSharedMemoryRegister", {"name": "r", "key": "K\0zz", "byte_size": 64}),
+    ("SystemSharedMemoryStatus", {"name": "io\0x"}),
+    ("SystemSharedMemoryUnregister", {"name": "io\0x"}),
+    ("CudaSharedMemoryRegister", {"name": "c\0x", "raw_handle": b"h" * 64, "byte_size": 64}),
+    ("CudaSharedMemoryStatus", {"name": "c\0x"}),
+    ("CudaSharedMemoryUnregister", {"name": "c\0x"}),
+    ("ModelReady", {"name": "simple\0x"}),
+    ("ModelMetadata", {"name": "simple\0x"}),
+    ("ModelConfig", {"name": "simple", "version": "1\0x"}),
+    ("ModelStatistics", {"name": "simple\0x"}),
+])
+def test_a_nul_in_a_name_or_key_is_invalid_argument(server, region, method, fields):
+    """A key "K\\0zz" registered K, and a name "io\\0x" unregistered io."""
+    c = proto_classes()
+    if fields.get("key") == "K":
+        fields = dict(fields, key=region._shm_key)
+    elif "key" in fields:
+        fields = dict(fields, key=region._shm_key + "\0zz")
+    req = c[f"inference.{method}Request"](**fields)
+    resp, err = call(server.grpc_url, method, req, c[f"inference.{method}Response"])
+    assert resp is None and err.code().name == "INVALID_ARGUMENT", (resp, err)
+    assert NUL_WORDS in err.details(), err.details()
+    assert sorted(region_status(server.grpc_url)) == ["io"]
+
+
 # ------------------------------------------ unsigned 64-bit offsets and sizes
 
 

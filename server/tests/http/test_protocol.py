@@ -489,6 +489,127 @@ def test_infer_shm_errors(server, shm):
     assert server.json("POST", "/v2/systemsharedmemory/unregister") == (200, None)
 
 
+# ------------------------------------------------------- a NUL inside a string
+
+NUL_MESSAGE = ("the request JSON holds a NUL character (\\u0000) in a string, which no name, "
+               "key or parameter may contain")
+
+
+def nul_infer_body(where):
+    """simple's inputs in region p_nul, with a NUL put into one string (or
+    object key) of the header, as json.dumps spells it: "\\u0000"."""
+    def tensor(name, offset, region="p_nul"):
+        return {"name": name, "datatype": "INT32", "shape": [1, 16], "parameters": {
+            "shared_memory_region": region, "shared_memory_offset": offset,
+            "shared_memory_byte_size": 64}}
+    body = {"inputs": [tensor("INPUT0", 0), tensor("INPUT1", 64)],
+            "outputs": [{"name": "OUTPUT0"}]}
+    if where == "region":
+        body["inputs"][0] = tensor("INPUT0", 0, region="p_nul\0junk")
+    elif where == "input name":
+        body["inputs"][1]["name"] = "INPUT1\0x"
+    elif where == "output name":
+        body["outputs"][0]["name"] = "OUTPUT0\0x"
+    elif where == "datatype":
+        body["inputs"][0]["datatype"] = "INT32\0x"
+    elif where == "id":
+        body["id"] = "r\0forged"
+    elif where == "parameter key":
+        params = body["inputs"][0]["parameters"]
+        params["shared_memory_region\0x"] = params.pop("shared_memory_region")
+    elif where == "parameter value":
+        body["parameters"] = {"note": "a\0b"}
+    return body
+
+
+@pytest.fixture
+def nul_region(server, shm):
+    key, mem = shm("nul", 128)
+    assert server.json("POST", "/v2/systemsharedmemory/region/p_nul/register",
+                       {"key": key, "byte_size": 128}) == (200, None)
+    yield key
+    assert server.json("POST", "/v2/systemsharedmemory/unregister") == (200, None)
+
+
+@pytest.mark.servers("c")
+@pytest.mark.parametrize("spelling", ["escape-only", "json-c-number"])
+@pytest.mark.parametrize("where", ["region", "input name", "output name", "datatype", "id",
+                                   "parameter key", "parameter value"])
+def test_a_nul_in_any_string_of_an_inference_is_400(server, nul_region, where, spelling):
+    """A region named "p_nul\\u0000junk" was served from p_nul: every string
+    is read as a C string, which the NUL cut short. RapidJSON never reads a
+    text with an escape (common/json_doc.h), so both spellings reach json-c;
+    the second also carries a number that only json-c reads (an exponent of
+    many digits), the way a header with no escape at all would get there."""
+    text = json.dumps(nul_infer_body(where))
+    if spelling == "json-c-number":
+        text = text.replace('"outputs"', '"parameters_x": 1.5e+0016, "outputs"', 1)
+    assert "\\u0000" in text
+    status, body = server.json("POST", "/v2/models/simple/infer", text)
+    assert status == 400, body
+    assert body["error"].startswith(NUL_MESSAGE), body
+    status, regions = server.json("GET", "/v2/systemsharedmemory/status")
+    assert status == 200 and regions[0]["in_use"] == 0, regions
+    # The same request without the NUL is served.
+    assert server.json("POST", "/v2/models/simple/infer", nul_infer_body(None))[0] == 200
+
+
+@pytest.mark.servers("c")
+def test_a_nul_in_a_registered_key_is_400_and_registers_nothing(server, shm):
+    """A key "K\\u0000zz" registered K (shm_open reads a C string)."""
+    key, _ = shm("nulkey")
+    status, body = server.json("POST", "/v2/systemsharedmemory/region/p_nulkey/register",
+                               {"key": key + "\0zz", "byte_size": 8})
+    assert status == 400, body
+    # at the escape's place: after '{"key": "' and the key
+    assert body["error"] == f"{NUL_MESSAGE} at {len(key) + 9}", body
+    assert server.json("GET", "/v2/systemsharedmemory/status") == (200, [])
+    assert_serving(server)
+
+
+@pytest.mark.servers("c")
+@pytest.mark.parametrize("body", [
+    {"key\0": "/k", "byte_size": 8},  # an object key: json-c keeps "key"
+    {"raw_handle": {"b64": "AAAA\0"}, "device_id": 0, "byte_size": 8},
+    {"raw_handle\0x": {"b64": "AAAA"}, "device_id": 0, "byte_size": 8},
+], ids=["system-key-name", "cuda-handle", "cuda-key-name"])
+def test_a_nul_in_any_register_body_is_400(server, body):
+    kind = "cuda" if any(k.startswith("raw_handle") for k in body) else "system"
+    status, got = server.json("POST", f"/v2/{kind}sharedmemory/region/p_nulbody/register", body)
+    assert status == 400, got
+    assert got["error"].startswith(NUL_MESSAGE), got
+    assert server.json("GET", f"/v2/{kind}sharedmemory/status") == (200, [])
+
+
+@pytest.mark.servers("c")
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/v2/models/simple%00x/ready"),  # was simple's metadata: the path cut at the NUL
+    ("GET", "/v2/models/simple%00x"),
+    ("POST", "/v2/models/simple%00x/infer"),
+    ("POST", "/v2/systemsharedmemory/region/p_nul%00x/register"),
+    ("GET", "/v2/systemsharedmemory/region/p_nul%00x/status"),
+    ("POST", "/v2/systemsharedmemory/region/p_nul%00x/unregister"),
+])
+def test_a_nul_in_the_path_is_400(server, shm, method, path):
+    key, _ = shm("nulpath")
+    status, body = server.json(method, path, {"key": key, "byte_size": 8} if method == "POST"
+                               else None)
+    assert status == 400, body
+    assert body["error"] == ("the request's path holds a NUL or DEL character (%00, %7F), "
+                             "which no model or region name may contain"), body
+    assert server.json("GET", "/v2/systemsharedmemory/status") == (200, [])
+
+
+@pytest.mark.servers("c")
+def test_backslashes_before_u0000_are_no_nul(server, shm):
+    """"\\\\u0000" is a backslash and the text u0000: a name may hold it."""
+    key, _ = shm("bs")
+    status, body = server.json("POST", "/v2/systemsharedmemory/region/p_bs/register",
+                               {"key": key, "byte_size": 8, "note": "\\u0000"})
+    assert status == 200, body
+    assert server.json("POST", "/v2/systemsharedmemory/region/p_bs/unregister") == (200, None)
+
+
 def test_verbose_logs_one_line_per_request(start_server):
     logged = start_server("-v")
     assert logged.request("GET", "/v2/health/live")[0] == 200

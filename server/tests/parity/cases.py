@@ -467,3 +467,30 @@ def body_oversized(c, shm):
                        for n, o in (("INPUT0", 0), ("INPUT1", TENSOR))]}
     data = json.dumps(body).encode() + b" " * (OVERSIZED + 1)
     return c.request("POST", "/v2/models/simple/infer", data)
+
+
+# ------------------------------------------------------------ a NUL inside a string
+
+@case()
+def register_key_with_nul(c, shm):
+    """Triton's shm_open reads the key as a C string: "K\\0zz" opens K."""
+    key = shm.key("obj")
+    answer = c.register_system("r", key + "\0zz", 0, PAGE)
+    return f"{answer} / then status: {c.status_system()}"
+
+
+@case(protocols=("grpc",))
+def register_name_with_nul(c, shm):
+    return c.register_system("r\0x", shm.key("obj"), 0, PAGE)
+
+
+@case()
+def infer_input_region_with_nul(c, shm):
+    io_region(c, shm)
+    return infer_simple(c, in0=win(0, region="io\0junk"))
+
+
+@case(protocols=("http",))
+def register_path_with_nul(c, shm):
+    answer = c.register_system("r%00x", shm.key("obj"), 0, PAGE)
+    return f"{answer} / then status: {c.status_system()}"

@@ -22,7 +22,8 @@ import tritonclient.grpc as grpcclient
 
 from server_process import sibling_binary
 from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
-from uds_fixtures import open_fds, sock_path, status, uds_server, wait_uds_line  # noqa: F401 (fixtures)
+from uds_fixtures import (  # noqa: F401 (fixtures)
+    open_fds, settled_open_fds, sock_path, status, uds_server, wait_uds_line)
 from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
 from readme_snippets import blocks, numbers, run_block
 
@@ -226,6 +227,8 @@ def test_bad_requests_get_clear_errors(uds_server):
     fd = mc.create_sealed_memfd(REGION_BYTES, "bad")
     cases = [
         (("bad\nname", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),
+        (("taken\0junk", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),  # never cut to 'taken'
+        (("free\0junk", fd, 64), "SHMREG_ERR_INVALID_ARG", "name"),
         (("taken", fd, 64), "SHMREG_ERR_ALREADY_EXISTS", "'taken' already in manager"),
         (("past_end", fd, 64, REGION_BYTES - 1), "SHMREG_ERR_OUT_OF_BOUNDS", "past the end"),
         (("zero", fd, 0), "SHMREG_ERR_OUT_OF_BOUNDS", "zero"),
@@ -251,6 +254,37 @@ def test_bad_requests_get_clear_errors(uds_server):
     assert sorted(status(server)) == ["taken"]
     assert len(memfd_mappings(server)) == 1
     os.close(fd)
+    sock.close()
+
+
+def test_an_empty_record_is_answered_and_the_connection_kept(uds_server):
+    """A zero-length SOCK_SEQPACKET record closed the connection with no
+    answer; it is a malformed request like any other. One that carries a
+    descriptor is answered too, and the descriptor is not kept."""
+    server = uds_server()
+    sock = mc.connect(server.sock_path)
+    fds_before = settled_open_fds(server)
+    fd = mc.create_sealed_memfd(REGION_BYTES, "empty")
+    for send in (lambda: sock.send(b""), lambda: socket.send_fds(sock, [b""], [fd])):
+        send()
+        code, _, message = sock.recv(mc.ANSWER_MAX).decode().partition(" ")
+        assert code == "SHMREG_ERR_INVALID_ARG", message
+        assert "an empty record is not a request" in message, message
+    os.close(fd)
+    assert settled_open_fds(server) == fds_before
+    assert not [f for f in os.listdir(f"/proc/{server.pid}/fd")
+                if "memfd:empty" in os.readlink(f"/proc/{server.pid}/fd/{f}")]
+    assert memfd_mappings(server) == []
+    # The same connection still registers.
+    fd, _ = filled_region(mc)
+    mc.register(sock, "after_empty", fd, REGION_BYTES)
+    os.close(fd)
+    assert "after_empty" in status(server)
+    sock.close()
+    # A client that only shuts down its sending side is gone: its regions go.
+    sock, _ = register_region(server.sock_path, "half_closed")
+    sock.shutdown(socket.SHUT_WR)
+    server.wait_until(lambda: "half_closed" not in status(server), what="the region to go")
     sock.close()
 
 
