@@ -309,6 +309,15 @@ def _register_cuda(registry: Any, name: str, body: dict) -> None:
     registry.register_cuda_ipc(name, handle, device, byte_size)
 
 
+def _register_status(err: shmreg.Error) -> int:
+    """A registration's status, as the C server's: 429 (Too Many Requests)
+    when a configured limit refused it, which the client can wait out (the
+    library says "limit of" then), not the server's lack of memory (507)."""
+    if isinstance(err, shmreg.NoMemory) and "limit of" in str(err):
+        return 429
+    return http_status(err)
+
+
 def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cuda"),
                          allow_client_shm: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
                          limit_name: str = LIMIT_NAME, **router_options: Any) -> APIRouter:
@@ -375,7 +384,7 @@ def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cu
             except InferError as e:
                 return e.response()
             except shmreg.Error as e:
-                return error_response(http_status(e), str(e))
+                return error_response(_register_status(e), str(e))
             return _empty()
 
         router.add_api_route(f"{base}/status", status, methods=["GET"])
