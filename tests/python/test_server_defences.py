@@ -282,3 +282,11 @@ def test_a_shape_whose_size_overflows_is_400(kind, bounded):
                         "data": []}]}
     assert bounded.request("POST", f"/v2/models/{model}/infer", body) == (
         400, {"error": "input 'INPUT0': shape too large"})
+
+
+def test_listens_on_loopback_only_unless_told(kind, bounded):
+    """KServe's REST server took every interface: a client of another host
+    could register. Bound to 127.0.0.1, 127.0.0.2 (loopback too, but
+    another address) finds nothing there."""
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", bounded.port), timeout=5).close()
