@@ -68,6 +68,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--allow-client-shm", choices=("true", "false"), default="false",
                    help="let clients register and unregister shared memory, as Triton's flag")
     p.add_argument("--allow-uid", action="append", default=[], metavar="UID|any",
+                   type=lambda text: text if text == "any" else str(int(text)),
                    help="map only shm objects this uid owns (repeatable; default: the "
                         "server's own uid; any: every owner)")
     p.add_argument("--max-regions", type=int, default=4096,
@@ -89,6 +90,9 @@ class ModelServer(kserve.ModelServer):
     def __init__(self, host: str) -> None:
         super().__init__()  # its flags: --http_port, --workers, ...
         self.host = host
+        if self.workers > 1:  # KServe's processes take no address: every interface
+            raise SystemExit("--workers must be 1 here: KServe's multi-process server "
+                             "listens on every interface, whatever --host says")
 
     def setup_event_loop(self) -> None:
         # start() has made the REST server and not yet bound it.
