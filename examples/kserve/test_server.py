@@ -47,7 +47,8 @@ def server():
     log = open(HERE.parents[1] / "build" / f"kserve-example-{port}.log", "w+") \
         if (HERE.parents[1] / "build").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, str(HERE / "server.py"), "--http_port", str(port),
-                             "--enable_grpc", "false"], stdout=log, stderr=subprocess.STDOUT)
+                             "--enable_grpc", "false", "--allow-client-shm=true"],
+                            stdout=log, stderr=subprocess.STDOUT)
     url = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

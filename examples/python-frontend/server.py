@@ -63,11 +63,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--allow-client-shm", choices=("true", "false"), default="false",
                    help="let clients register and unregister shared memory, as Triton "
                         "2.73's flag (default false, as there)")
+    p.add_argument("--allow-uid", action="append", default=[], metavar="UID|any",
+                   help="map only shm objects this uid owns (repeatable; default: the "
+                        "server's own uid; any: every owner)")
+    p.add_argument("--max-regions", type=bounded(0, 2**63), default=4096,
+                   help="regions registered at once, 0 = no limit")
+    p.add_argument("--max-mapped-bytes", type=bounded(0, 2**63), default=1 << 40,
+                   help="bytes mapped for all regions, 0 = no limit (default 1 TiB)")
     p.add_argument("-v", "--verbose", action="store_true", help="one log line per request")
     opts = p.parse_args(argv)
     if any(not prefix for prefix in opts.reserved_key_prefix):
         p.error("--reserved-key-prefix must not be empty")
+    if not all(u == "any" or u.isdigit() for u in opts.allow_uid):
+        p.error("--allow-uid wants a uid or 'any'")
     return opts
+
+
+def owners(opts: argparse.Namespace):
+    """The registry's allow-list: None (the server's own uid), 'any', or the uids named."""
+    if "any" in opts.allow_uid:
+        return "any"
+    return [int(u) for u in opts.allow_uid] or None
 
 
 # ------------------------------------------------------------------ the app
@@ -75,10 +91,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def create_app(registry, opts) -> FastAPI:
     models = builtin_models()
+    # The bound on a body is also the bound on a tensor copied out of shared
+    # memory and on a response, as in the C server.
+    max_body = opts.max_body_mb << 20
     limiter = anyio.CapacityLimiter(opts.threads)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     # Triton's shared-memory extension: the whole of it is this line.
-    app.include_router(shared_memory_router(registry))
+    app.include_router(shared_memory_router(registry,
+                                            allow_client_shm=opts.allow_client_shm == "true",
+                                            max_body_bytes=max_body))
     # GET /metrics: the registry's counters under the C server's names.
     app.include_router(metrics_router(registry))
 
@@ -130,9 +151,11 @@ def create_app(registry, opts) -> FastAPI:
         """On a worker thread. Returns a response, never raises, so that no
         traceback keeps a view of a region alive past the request."""
         try:
-            request = decode_request(body, header_length, m.name, regions)
+            request = decode_request(body, header_length, m.name, regions,
+                                     max_copy_bytes=max_body)
             ordered = m.bind_inputs(request.inputs)
-            slots = place_outputs(request, m.name, m.describe_outputs(ordered), regions)
+            slots = place_outputs(request, m.name, m.describe_outputs(ordered), regions,
+                                  max_response_bytes=max_body)
             by_name = {s.tensor.name: s.array for s in slots}
             m.run(ordered, [by_name.get(s.name) for s in m.outputs], opts.delay_ms / 1000)
             return encode_response(m.name, request, slots)
@@ -162,28 +185,6 @@ def create_app(registry, opts) -> FastAPI:
     app.add_api_route("/v2/models/{model}/infer", infer, methods=["POST"])
     app.add_api_route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"])
     return app
-
-
-# Triton 2.73's answer to register and unregister without
-# --allow-client-shm=true (UNSUPPORTED: HTTP 501); status stays open.
-CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
-                       "'--allow-client-shm=true' to enable.")
-
-
-class RefuseClientShm:
-    """--allow-client-shm=false: register and unregister answered 501 with
-    Triton's message before any route sees them."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        if (path.startswith(("/v2/systemsharedmemory/", "/v2/cudasharedmemory/"))
-                and path.endswith(("/register", "/unregister"))):
-            await error_response(501, CLIENT_SHM_DISABLED)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
 
 
 class LimitBody:
@@ -296,10 +297,10 @@ def report_leftovers() -> None:
 def main(argv=None) -> int:
     opts = parse_args(argv)
     registry = shmreg.Registry(busy_policy=opts.busy_policy,
-                               reserved_key_prefixes=tuple(opts.reserved_key_prefix))
+                               reserved_key_prefixes=tuple(opts.reserved_key_prefix),
+                               allowed_owner_uids=owners(opts), max_regions=opts.max_regions,
+                               max_mapped_bytes=opts.max_mapped_bytes)
     app = create_app(registry, opts)
-    if opts.allow_client_shm != "true":
-        app = RefuseClientShm(app)
     app = LimitBody(app, opts.max_body_mb << 20)
     if opts.verbose:
         app = LogRequests(app)

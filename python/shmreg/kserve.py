@@ -40,6 +40,8 @@ import base64
 import binascii
 import functools
 import json
+import math
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Sequence
 
@@ -52,10 +54,11 @@ import shmreg
 from shmreg import _shmreg
 
 __all__ = [
-    "DATATYPES", "InferError", "InferRequest", "OutputSlot", "RequestRegions", "Tensor",
+    "CLIENT_SHM_DISABLED", "DATATYPES", "LIMIT_NAME", "MAX_BODY_BYTES", "InferError",
+    "InferRequest", "OutputSlot", "RegistryCollector", "RequestRegions", "Tensor",
     "decode_request", "encode_response", "error_response", "header_length", "http_status",
-    "metrics_router", "model_server_router", "parse_json", "RegistryCollector",
-    "place_outputs", "request_regions", "shared_memory_router",
+    "metrics_router", "model_server_router", "parse_json", "place_outputs", "read_body",
+    "request_regions", "shared_memory_router",
 ]
 
 # ------------------------------------------------------------------- errors
@@ -96,6 +99,26 @@ def http_status(err: shmreg.Error) -> int:
 def error_response(status: int, message: str) -> JSONResponse:
     """Every error body is ``{"error": message}``, as Triton sends them."""
     return JSONResponse({"error": message}, status_code=status)
+
+
+# Triton 2.73's answer (word for word, as the C server's) to register and
+# unregister when client shared memory is not allowed: UNSUPPORTED, HTTP 501.
+# Status stays open, as there.
+CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
+                       "'--allow-client-shm=true' to enable.")
+
+# The C server's default --max-body-mb, and the flag its messages name: the
+# most bytes one tensor copied out of shared memory, or one response, may make
+# the server hold. A region can be far larger than any body a client may send
+# (a sparse object costs its client nothing), so shared memory must not be a
+# way around the body's bound.
+MAX_BODY_BYTES = 256 << 20
+LIMIT_NAME = "--max-body-mb"
+
+# An upper bound on the bytes of JSON one byte of tensor data becomes in a
+# response (the C server's): "-128," is five characters for one INT8, "false,"
+# six for one BOOL.
+_JSON_BYTES_PER_DATA_BYTE = 7
 
 
 class InferError(Exception):
@@ -167,6 +190,38 @@ def parse_json(data: bytes | str) -> Any:
                               f"{e.lineno}, column {e.colno}") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise InferError(400, f"failed to parse the request JSON buffer: {e}") from None
+    except RecursionError:
+        # A body of a few hundred kilobytes of '[' passes Python's recursion
+        # limit: a client's malformed request, not the server's failure.
+        raise InferError(400, "failed to parse the request JSON buffer: nesting too deep") \
+            from None
+
+
+async def read_body(request: Request, max_bytes: int = MAX_BODY_BYTES,
+                    limit_name: str = LIMIT_NAME) -> bytes:
+    """A request's body, at most ``max_bytes`` of it: past that, InferError
+    400 in the C server's (and Triton's) words when its Content-Length says
+    so, 413 for a chunked body once what has arrived passes it. The rest is
+    read and dropped, so that the client sees the answer rather than a reset
+    connection."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        async for _ in request.stream():
+            pass
+        raise InferError(400, f"request JSON size of {int(length)} bytes exceeds the maximum "
+                              f"allowed input size of {max_bytes} bytes. Use {limit_name} to "
+                              "increase the limit.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            chunks.clear()
+            async for _ in request.stream():
+                pass
+            raise InferError(413, f"chunked request body exceeds the maximum allowed input size "
+                                  f"of {max_bytes} bytes. Use {limit_name} to increase the limit.")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _is_int(v: Any) -> bool:
@@ -254,8 +309,18 @@ def _register_cuda(registry: Any, name: str, body: dict) -> None:
     registry.register_cuda_ipc(name, handle, device, byte_size)
 
 
+def _register_status(err: shmreg.Error) -> int:
+    """A registration's status, as the C server's: 429 (Too Many Requests)
+    when a configured limit refused it, which the client can wait out (the
+    library says "limit of" then), not the server's lack of memory (507)."""
+    if isinstance(err, shmreg.NoMemory) and "limit of" in str(err):
+        return 429
+    return http_status(err)
+
+
 def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cuda"),
-                         **router_options: Any) -> APIRouter:
+                         allow_client_shm: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
+                         limit_name: str = LIMIT_NAME, **router_options: Any) -> APIRouter:
     """An APIRouter with Triton's shared-memory extension over ``registry``:
 
     ====================================================  ===========================
@@ -271,8 +336,19 @@ def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cu
     is not registered answers 200, as Triton does; a name registered as the
     other kind is a 404 saying so. The handlers are plain functions, which
     FastAPI runs in its thread pool: a register that pins, or an unregister
-    that unmaps, never holds up the event loop."""
+    that unmaps, never holds up the event loop.
+
+    ``allow_client_shm`` is Triton 2.73's ``--allow-client-shm``, off by
+    default as there: a registration makes the server map, read and write an
+    object a client names, so until the server's author turns it on,
+    register and unregister answer 501 with ``CLIENT_SHM_DISABLED``; status
+    stays open. Who may be named is the registry's business
+    (``allowed_owner_uids``, by default the server's own uid). A register
+    body past ``max_body_bytes`` is refused unread (``read_body``)."""
     router = APIRouter(**router_options)
+
+    def refused(name: str | None = None) -> Response:
+        return error_response(501, CLIENT_SHM_DISABLED)
 
     def add(kind: str) -> None:
         base = f"/v2/{_KINDS[kind]}"
@@ -301,22 +377,22 @@ def shared_memory_router(registry: Any, *, kinds: Sequence[str] = ("system", "cu
             return _empty()
 
         async def register(name: str, request: Request) -> Response:
-            data = await request.body()
             try:
-                body = _register_body(data)
+                body = _register_body(await read_body(request, max_body_bytes, limit_name))
                 # Registering may pin or import a CUDA handle: off the loop.
                 await run_in_threadpool(register_one, registry, name, body)
             except InferError as e:
                 return e.response()
             except shmreg.Error as e:
-                return error_response(http_status(e), str(e))
+                return error_response(_register_status(e), str(e))
             return _empty()
 
         router.add_api_route(f"{base}/status", status, methods=["GET"])
         router.add_api_route(f"{base}/region/{{name}}/status", status, methods=["GET"])
-        router.add_api_route(f"{base}/unregister", unregister, methods=["POST"])
-        router.add_api_route(f"{base}/region/{{name}}/unregister", unregister, methods=["POST"])
-        router.add_api_route(f"{base}/region/{{name}}/register", register, methods=["POST"])
+        change = (unregister, register) if allow_client_shm else (refused, refused)
+        router.add_api_route(f"{base}/unregister", change[0], methods=["POST"])
+        router.add_api_route(f"{base}/region/{{name}}/unregister", change[0], methods=["POST"])
+        router.add_api_route(f"{base}/region/{{name}}/register", change[1], methods=["POST"])
 
     for kind in kinds:
         add(kind)
@@ -361,15 +437,23 @@ class RequestRegions:
                               "server's CPU models cannot read")
 
     @_clean_errors
-    def input(self, region: str, offset: int, byte_size: int) -> np.ndarray:
+    def input(self, region: str, offset: int, byte_size: int, *, tensor: str = "",
+              max_bytes: int = MAX_BODY_BYTES, limit_name: str = LIMIT_NAME) -> np.ndarray:
         """A copy of the bytes [offset, offset + byte_size) of ``region``.
         Raises InferError with the library's message (400 when the client
-        truncated its object), or Triton's for an empty window (a region
-        named without a byte size), which holds no tensor."""
+        truncated its object), Triton's for an empty window (a region
+        named without a byte size), which holds no tensor, or the C server's
+        400 for a window past ``max_bytes`` (input ``tensor``; the message
+        names ``limit_name``, how the operator raises it), checked after the
+        window's bounds and before anything is allocated."""
         ref = self._acquire(region, offset, byte_size)
         if byte_size == 0:
             raise InferError(400, f"Invalid offset + byte size for shared memory region: "
                                   f"'{region}'")
+        if byte_size > max_bytes:
+            raise InferError(400, f"input '{tensor}' takes {byte_size} bytes of shared memory "
+                                  f"region '{region}', more than this server copies for one "
+                                  f"tensor ({max_bytes}, {limit_name})")
         data = np.empty(byte_size, dtype=np.uint8)
         try:
             ref.read_into(data)
@@ -464,12 +548,23 @@ def _element_ok(datatype: str, v: Any) -> bool:
     return _is_int(v) and lo <= v <= hi
 
 
-def _flatten(v: Any, out: list) -> None:
-    if isinstance(v, list):
-        for e in v:
-            _flatten(e, out)
-    else:
-        out.append(v)
+def _flatten(data: Any, max_depth: int) -> list | None:
+    """The leaves of nested lists, in order; None when they nest deeper
+    than max_depth. A loop, not a recursion: a client's nesting must not
+    reach Python's recursion limit."""
+    out: list = []
+    stack = [iter((data,))]
+    while stack:
+        for v in stack[-1]:
+            if isinstance(v, list):
+                if len(stack) > max_depth:
+                    return None
+                stack.append(iter(v))
+                break
+            out.append(v)
+        else:
+            stack.pop()
+    return out
 
 
 # ------------------------------------------------------------ the request
@@ -521,9 +616,21 @@ def _expected_size(t: Tensor) -> int | None:
     size = DATATYPES[t.datatype][1]
     if size == 0:
         return None
-    for d in t.shape:
-        size *= d
-    return size
+    return size * math.prod(t.shape)
+
+
+# As the C server: a shape of more dimensions is refused, and a byte size
+# past INT64_MAX (Triton's and gRPC's byte sizes are int64) overflows.
+_MAX_DIMS = 8
+
+
+def _check_shape(t: Tensor) -> None:
+    if len(t.shape) > _MAX_DIMS:
+        raise InferError(400, f"shape has {len(t.shape)} dimensions; at most {_MAX_DIMS} are "
+                              "supported")
+    expected = _expected_size(t)
+    if expected is not None and expected > _INT64_MAX:
+        raise InferError(400, f"input '{t.name}': shape too large")
 
 
 def _check_size(t: Tensor, model: str, given: int, request_id: str | None) -> None:
@@ -538,10 +645,11 @@ def _input_from_json(t: Tensor, data: Any) -> np.ndarray:
     if t.datatype in _NO_JSON:
         raise InferError(400, f"input '{t.name}': {t.datatype} tensors must be sent as binary "
                               "data or in shared memory, not as JSON")
-    n = int(np.prod(t.shape, dtype=np.int64)) if t.shape else 1
-    flat: list = []
-    _flatten(data, flat)
-    if len(flat) != n or not all(_element_ok(t.datatype, v) for v in flat):
+    # Python's integers: numpy's int64 product of [2**32, 2**32] wraps to 0,
+    # which empty data would match.
+    n = math.prod(t.shape)
+    flat = _flatten(data, max(len(t.shape), 1))
+    if flat is None or len(flat) != n or not all(_element_ok(t.datatype, v) for v in flat):
         raise InferError(400, f"unable to parse 'data' of input '{t.name}': expected {n} "
                               f"{t.datatype} elements matching its shape")
     return np.array(flat, dtype=DATATYPES[t.datatype][0]).reshape(t.shape)
@@ -561,7 +669,9 @@ def header_length(headers: Any) -> int | None:
 
 @_clean_errors
 def decode_request(body: bytes | memoryview, header_length: int | None, model: str,
-                   regions: RequestRegions, max_inputs: int = 8) -> InferRequest:
+                   regions: RequestRegions, max_inputs: int = 8, *,
+                   max_copy_bytes: int = MAX_BODY_BYTES,
+                   limit_name: str = LIMIT_NAME) -> InferRequest:
     """A KServe v2 inference request, its inputs as numpy arrays.
 
     body: the whole request body; header_length: the value of the
@@ -570,8 +680,11 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
     section after the header (``binary_data_size``), or from the shared
     memory region its parameters name, acquired into ``regions`` (a view of
     the mapped bytes: no copy). Sizes are checked with Triton's messages,
-    a window's after its bounds (Triton's order). Raises InferError; references already taken stay in
-    ``regions`` and go with the rest."""
+    a window's after its bounds (Triton's order). A window of more than
+    ``max_copy_bytes`` is refused before it is copied (the C server's 400
+    naming ``limit_name``), as are a shape whose byte size passes int64 and
+    data nested deeper than its shape. Raises InferError; references already
+    taken stay in ``regions`` and go with the rest."""
     body = memoryview(body)
     if header_length is None:
         header_length = len(body)
@@ -608,6 +721,7 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
         if not all(_size(d) is not None for d in shape):
             raise InferError(400, "'shape' must be an array of non-negative integers")
         t = Tensor(name, datatype, shape)
+        _check_shape(t)
         tparams = j.get("parameters", {})
         if not isinstance(tparams, dict):
             raise InferError(400, f"'parameters' of input '{name}' must be an object")
@@ -626,7 +740,9 @@ def decode_request(body: bytes | memoryview, header_length: int | None, model: s
             t.data = _input_from_json(t, data)
         elif window is not None:
             region, offset, size = window
-            raw = regions.input(region, offset, size)  # its bounds first: Triton's order
+            # Its bounds first (Triton's order), then the copy's bound.
+            raw = regions.input(region, offset, size, tensor=name, max_bytes=max_copy_bytes,
+                                limit_name=limit_name)
             _check_size(t, model, size, rid)
             t.data = _typed(raw, datatype, shape)
         else:
@@ -689,21 +805,52 @@ def _slot(t: Tensor, placement: str, regions: RequestRegions,
     return OutputSlot(t, placement, _typed(raw, t.datatype, t.shape))
 
 
+def _check_response_size(plan: Sequence[tuple[Tensor, str, Any]], max_bytes: int,
+                         limit_name: str) -> None:
+    """The C server's bound on what a response may make the server hold,
+    checked before any output buffer exists: an output as JSON costs several
+    bytes of text (and more of Python objects) per byte of data."""
+    total = 0
+    for t, place, _ in plan:
+        size = _expected_size(t)
+        size = t.byte_size if size is None else size
+        if place == PLACE_JSON:
+            total += size * _JSON_BYTES_PER_DATA_BYTE
+        elif place == PLACE_BINARY:
+            total += size
+    if total > max_bytes:
+        raise InferError(400, f"the response could take up to {total} bytes, more than this "
+                              f"server sends ({max_bytes}, {limit_name}): ask for large outputs "
+                              "in shared memory, or as binary data rather than JSON")
+
+
 @_clean_errors
 def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor],
-                  regions: RequestRegions) -> list[OutputSlot]:
+                  regions: RequestRegions, *, max_response_bytes: int = MAX_BODY_BYTES,
+                  limit_name: str = LIMIT_NAME) -> list[OutputSlot]:
     """The model's outputs (``described``: name, datatype, shape, and
     byte_size for BYTES) placed as the request asks: in the shared-memory
     region its parameters name (size checked, window acquired into
     ``regions``, writable; the model writes a buffer that ``encode_response``
     copies into the region), as binary data, or as JSON; outputs the request
-    does not list are left out. Raises InferError."""
+    does not list are left out. A response that could pass
+    ``max_response_bytes`` (JSON counted at 7 bytes a data byte, binary
+    outputs at their size) is refused with the C server's 400 naming
+    ``limit_name``, before any output buffer is made. Raises InferError."""
+    plan = _plan_outputs(request, model, described)
+    _check_response_size(plan, max_response_bytes, limit_name)
+    return [_slot(t, place, regions, window) for t, place, window in plan]
+
+
+def _plan_outputs(request: InferRequest, model: str,
+                  described: Sequence[Tensor]) -> list[tuple[Tensor, str, Any]]:
+    """Each output's (tensor, placement, shared-memory window or None)."""
     binary_all = request.parameters.get("binary_data_output") is True
     if request.outputs is None:
         place = PLACE_BINARY if binary_all else PLACE_JSON
-        return [_slot(t, place, regions, None) for t in described]
+        return [(t, place, None) for t in described]
     by_name = {t.name: t for t in described}
-    slots: dict[str, OutputSlot] = {}
+    slots: dict[str, tuple[Tensor, str, Any]] = {}
     for j in request.outputs:
         name = j.get("name") if isinstance(j, dict) else None
         if not isinstance(name, str):
@@ -721,9 +868,25 @@ def place_outputs(request: InferRequest, model: str, described: Sequence[Tensor]
             place = PLACE_BINARY
         else:
             place = PLACE_JSON
-        slots[name] = _slot(by_name[name], place, regions, window)
+        slots[name] = (by_name[name], place, window)
     # In the model's order, as the C server answers.
     return [slots[t.name] for t in described if t.name in slots]
+
+
+_JSON_CHUNK = 1 << 16  # elements turned into Python numbers at a time
+
+
+def _json_array(array: np.ndarray) -> list[bytes]:
+    """The JSON text of array's elements as one flat array, in pieces."""
+    flat = array.reshape(-1)
+    pieces = [b"["]
+    for at in range(0, flat.size, _JSON_CHUNK):
+        if at:
+            pieces.append(b",")
+        pieces.append(json.dumps(flat[at:at + _JSON_CHUNK].tolist(),
+                                 separators=(",", ":"))[1:-1].encode())
+    pieces.append(b"]")
+    return pieces
 
 
 def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlot],
@@ -733,7 +896,11 @@ def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlo
     (guarded: InferError(400) when the client truncated its object) and
     listed with name, datatype and shape only (no data, no parameters:
     Triton's C++ client reads any output parameters as binary data)."""
-    outputs, chunks = [], []
+    outputs, chunks, texts = [], [], []
+    # JSON data is written apart and joined into the header's text at a
+    # random mark: a list of a whole output's Python numbers would cost the
+    # server several times the bound place_outputs checked.
+    mark = secrets.token_hex(16)
     for s in slots:
         if s.placement == PLACE_SHM:
             try:
@@ -747,15 +914,23 @@ def encode_response(model: str, request: InferRequest, slots: Sequence[OutputSlo
             o["parameters"] = {"binary_data_size": s.array.nbytes}
             chunks.append(s.array)
         elif s.placement == PLACE_JSON:
-            o["data"] = s.array.reshape(-1).tolist()
+            o["data"] = f"{mark}{len(texts)}"
+            texts.append(_json_array(s.array))
         outputs.append(o)
     header = {"model_name": model, "model_version": version, "outputs": outputs}
     if request.id is not None:
         header["id"] = request.id
     text = json.dumps(header, separators=(",", ":")).encode()
+    if texts:
+        parts = []
+        for i, data in enumerate(texts):
+            before, text = text.split(f'"{mark}{i}"'.encode(), 1)
+            parts += [before, *data]
+        text = b"".join([*parts, text])
+        del parts, texts
     if not chunks:
         return Response(text, media_type="application/json")
-    body = b"".join([text, *(np.ascontiguousarray(c).view(np.uint8).tobytes() for c in chunks)])
+    body = b"".join([text, *(np.ascontiguousarray(c).view(np.uint8).reshape(-1) for c in chunks)])
     return Response(body, media_type="application/octet-stream",
                     headers={"Inference-Header-Content-Length": str(len(text))})
 
@@ -867,7 +1042,9 @@ def _kserve_outputs(model: str, response: Any) -> tuple[list[Tensor], dict[str, 
     return described, arrays
 
 
-def model_server_router(registry: Any, dataplane: Any, **router_options: Any) -> APIRouter:
+def model_server_router(registry: Any, dataplane: Any, *, allow_client_shm: bool = False,
+                        max_body_bytes: int = MAX_BODY_BYTES, limit_name: str = LIMIT_NAME,
+                        **router_options: Any) -> APIRouter:
     """Triton's shared-memory protocol for a KServe Python model server:
 
         server = kserve.ModelServer()
@@ -885,8 +1062,17 @@ def model_server_router(registry: Any, dataplane: Any, **router_options: Any) ->
     run as usual), and its ``InferResponse`` outputs are placed as the request
     asks (``place_outputs``, ``encode_response``: into the client's region,
     guarded). An unknown or unready model raises KServe's own errors, which
-    its app answers as usual."""
-    router = shared_memory_router(registry, **router_options)
+    its app answers as usual.
+
+    The C server's defences, by default as there: registering client shared
+    memory answers 501 unless ``allow_client_shm``; a request body, a tensor
+    copied out of a region and a response are each bounded by
+    ``max_body_bytes`` (400 naming ``limit_name``); a malformed body (nested
+    too deep, a shape whose byte size overflows) is a 400."""
+    router = shared_memory_router(registry, allow_client_shm=allow_client_shm,
+                                  max_body_bytes=max_body_bytes, limit_name=limit_name,
+                                  **router_options)
+    limits = {"limit_name": limit_name}
 
     async def infer(request: Request, model_name: str, model_version: str | None = None,
                     regions: RequestRegions = Depends(request_regions(registry))) -> Response:
@@ -894,11 +1080,14 @@ def model_server_router(registry: Any, dataplane: Any, **router_options: Any) ->
             from kserve.errors import ModelNotReady
             raise ModelNotReady(model_name)
         try:
-            body = await request.body()
-            decoded = decode_request(body, header_length(request.headers), model_name, regions)
+            body = await read_body(request, max_body_bytes, limit_name)
+            decoded = decode_request(body, header_length(request.headers), model_name, regions,
+                                     max_copy_bytes=max_body_bytes, **limits)
+            del body
             response, _ = await dataplane.infer(model_name, _kserve_request(model_name, decoded))
             described, arrays = _kserve_outputs(model_name, response)
-            slots = place_outputs(decoded, model_name, described, regions)
+            slots = place_outputs(decoded, model_name, described, regions,
+                                  max_response_bytes=max_body_bytes, **limits)
             for slot in slots:
                 np.copyto(slot.array, arrays[slot.tensor.name].reshape(slot.array.shape),
                           casting="unsafe")

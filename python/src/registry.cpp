@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <unistd.h>
 #include <vector>
 
 namespace shmreg_py {
@@ -137,6 +138,36 @@ void log_to_python(void *, shmreg_log_level level, const char *msg) {
     PyGILState_Release(gil);
 }
 
+// The C server's defaults (server/src/core/access.c), so that a Python
+// server is as closed as the C one unless its author widens it.
+constexpr size_t default_max_regions = 4096;
+constexpr size_t default_max_mapped_bytes = size_t{1} << 40;
+
+// allowed_owner_uids: None is this process's effective uid, "any" is every
+// owner, a sequence is those uids. With no allow-list a client can name any
+// object the server can open: run as root, another uid's 0600 object, which
+// the server then reads back to that client. An empty sequence is refused
+// rather than read as "any", the library's meaning of a zero count.
+template <typename Sequence>
+std::vector<uid_t> owner_uids(nb::handle value, Sequence sequence) {
+    std::vector<uid_t> uids;
+    if (value.is_none()) {
+        uids.push_back(geteuid());
+        return uids;
+    }
+    if (PyUnicode_Check(value.ptr())) {
+        if (str_arg(value, "allowed_owner_uids") != "any")
+            raise_value("allowed_owner_uids", "a list or tuple of uids, None or 'any'", value);
+        return uids; // no allow-list: the library checks no owner
+    }
+    for (nb::handle u : sequence(value, "allowed_owner_uids"))
+        uids.push_back(static_cast<uid_t>(int_arg(u, "an allowed owner uid", 0, 0x7fffffff)));
+    if (uids.empty())
+        raise_value("allowed_owner_uids", "a list or tuple of at least one uid, None (this "
+                    "process's uid) or 'any' (every owner)", value);
+    return uids;
+}
+
 void init_registry(Registry *self, nb::handle busy_policy, nb::handle reserved_key_prefixes,
                    nb::handle pin_policy, nb::handle allowed_owner_uids, nb::handle max_regions,
                    nb::handle max_mapped_bytes, nb::handle max_pinned_bytes, nb::handle reclaim,
@@ -172,9 +203,7 @@ void init_registry(Registry *self, nb::handle busy_policy, nb::handle reserved_k
     for (const std::string &p : prefix_strings)
         prefixes.push_back(p.c_str());
     prefixes.push_back(nullptr);
-    std::vector<uid_t> uids;
-    for (nb::handle u : sequence(allowed_owner_uids, "allowed_owner_uids"))
-        uids.push_back(static_cast<uid_t>(int_arg(u, "an allowed owner uid", 0, 0x7fffffff)));
+    std::vector<uid_t> uids = owner_uids(allowed_owner_uids, sequence);
     cfg.reserved_key_prefixes = prefix_strings.empty() ? nullptr : prefixes.data();
     cfg.allowed_owner_uids = uids.data();
     cfg.allowed_owner_uid_count = uids.size();
@@ -396,8 +425,10 @@ void bind_registry(nb::module_ &m) {
         "lives until its last reference goes) or 'refuse' (raise shmreg.Busy).\n"
         "reserved_key_prefixes: shm keys that may never be registered.\n"
         "pin_policy: 'auto' | 'never' | 'always' (page-lock system regions for DMA).\n"
-        "allowed_owner_uids: when not empty, only shm objects owned by these uids.\n"
-        "max_regions, max_mapped_bytes, max_pinned_bytes: limits, 0 = none.\n"
+        "allowed_owner_uids: the uids whose shm objects may be mapped: None (the default) is\n"
+        "this process's effective uid only, as the C server; 'any' is every owner.\n"
+        "max_regions (default 4096), max_mapped_bytes (default 1 TiB), max_pinned_bytes:\n"
+        "limits, as the C server's defaults; 0 = none.\n"
         "reclaim: who unmaps a region at its last release: 'background' (the registry's\n"
         "reclaim thread; release makes no system call) or 'inline' (the releasing thread).\n"
         "cache_bytes: keep up to this many bytes of unused mappings for reuse (0: off).\n"
@@ -408,13 +439,16 @@ void bind_registry(nb::module_ &m) {
         "and the arrays made from them, stay valid until released.")
         .def("__init__", &init_registry, "busy_policy"_a.none() = "defer",
              "reserved_key_prefixes"_a.none() = nb::tuple(), nb::kw_only(), "pin_policy"_a.none() = "auto",
-             "allowed_owner_uids"_a.none() = nb::tuple(), "max_regions"_a.none() = 0, "max_mapped_bytes"_a.none() = 0,
+             "allowed_owner_uids"_a.none() = nb::none(), "max_regions"_a.none() = default_max_regions,
+             "max_mapped_bytes"_a.none() = default_max_mapped_bytes,
              "max_pinned_bytes"_a.none() = 0, "reclaim"_a.none() = "background", "cache_bytes"_a.none() = 0,
              "accept_unsealed_fds"_a.none() = false,
              nb::sig("def __init__(self, busy_policy: str = 'defer', "
                      "reserved_key_prefixes: collections.abc.Sequence[str] = (), *, "
-                     "pin_policy: str = 'auto', allowed_owner_uids: collections.abc.Sequence[int] = (), "
-                     "max_regions: int = 0, max_mapped_bytes: int = 0, max_pinned_bytes: int = 0, "
+                     "pin_policy: str = 'auto', "
+                     "allowed_owner_uids: collections.abc.Sequence[int] | str | None = None, "
+                     "max_regions: int = 4096, max_mapped_bytes: int = 1099511627776, "
+                     "max_pinned_bytes: int = 0, "
                      "reclaim: str = 'background', cache_bytes: int = 0, "
                      "accept_unsealed_fds: bool = False) -> None"))
         .def("register_system", &register_system, "name"_a.none(), "key"_a.none(), "byte_size"_a.none(),

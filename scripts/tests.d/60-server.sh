@@ -64,6 +64,8 @@ SERVER_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --server c --deselect server/tests/http/test_perf_analyzer.py \
   --deselect server/tests/grpc/test_perf_analyzer_grpc.py || exit 1
+echo "--- the hostile clients' cases, the C server beside the Python one (tests/python/test_server_defences.py)"
+SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -q tests/python/test_server_defences.py || exit 1
 echo "--- hostile and honest clients side by side (server/tests/support/hostile_clients.py), 20 s"
 SERVER_BIN=$PWD/$dir/app/shmreg-server "$dir/venv/bin/python" server/tests/support/hostile_clients.py \
   --seconds 20 || exit 1

@@ -99,18 +99,23 @@ def test_output_in_a_read_only_region_is_refused_with_400(registry, region):
     assert bytes(mem.buf[128:192]) == bytes(64)
 
 
-def app_with_infer(registry):
-    """The smallest server: the router plus an echo 'model' over the helpers."""
+def app_with_infer(registry, **limits):
+    """The smallest server: the router (client shared memory allowed) plus an
+    echo 'model' over the helpers; limits go to decode_request and
+    place_outputs."""
     app = FastAPI()
-    app.include_router(kserve.shared_memory_router(registry))
+    app.include_router(kserve.shared_memory_router(registry, allow_client_shm=True))
 
     @app.post("/v2/models/echo/infer")
     async def infer(request: Request, regions=Depends(kserve.request_regions(registry))):
         try:
-            req = kserve.decode_request(await request.body(), None, "echo", regions)
+            req = kserve.decode_request(await request.body(), None, "echo", regions,
+                                        max_copy_bytes=limits.get("max_copy_bytes",
+                                                                  kserve.MAX_BODY_BYTES))
             t = req.inputs[0]
             slots = kserve.place_outputs(req, "echo", [kserve.Tensor(
-                "OUTPUT0", t.datatype, t.shape, byte_size=t.byte_size)], regions)
+                "OUTPUT0", t.datatype, t.shape, byte_size=t.byte_size)], regions,
+                max_response_bytes=limits.get("max_response_bytes", kserve.MAX_BODY_BYTES))
             for s in slots:
                 np.copyto(s.array, t.data)
             return kserve.encode_response("echo", req, slots)
@@ -249,3 +254,132 @@ def test_docs_snippet_serves_double_through_shared_memory(region):
     finally:
         registry.unregister_all()
         registry.close()
+
+
+# ------------------------------------------- the C server's defences, here too
+
+
+def test_client_shm_is_refused_unless_allowed(registry, region):
+    """Registering makes the server map an object a client names: off by
+    default, with Triton's (and the C server's) 501 and words; status open."""
+    key, _ = region
+    app = FastAPI()
+    app.include_router(kserve.shared_memory_router(registry))
+    client = TestClient(app)
+    for kind in ("system", "cuda"):
+        base = f"/v2/{kind}sharedmemory"
+        for path in (f"{base}/region/r/register", f"{base}/region/r/unregister",
+                     f"{base}/unregister"):
+            resp = client.post(path, json={"key": key, "byte_size": 256})
+            assert (resp.status_code, resp.json()) == (501, {"error": (
+                "Client shared memory is disabled. Start the server with "
+                "'--allow-client-shm=true' to enable.")}), path
+        assert client.get(f"{base}/status").status_code == 200
+    assert registry.status() == []
+
+
+@pytest.fixture
+def sparse(registry):
+    """sparse(name, size): a sparse object of size bytes registered as name."""
+    keys = []
+
+    def make(name, size):
+        keys.append(f"/shmreg_kserve_{os.getpid()}_{uuid.uuid4().hex[:6]}")
+        fd = os.open("/dev/shm" + keys[-1], os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, size)  # costs the client nothing: no page is written
+        finally:
+            os.close(fd)
+        registry.register_system(name, keys[-1], size)
+
+    yield make
+    for key in keys:
+        os.unlink("/dev/shm" + key)
+
+
+def uint8_request(region, size, **output_parameters):
+    body = {"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [size],
+                        "parameters": {"shared_memory_region": region,
+                                       "shared_memory_byte_size": size}}]}
+    if output_parameters:
+        body["outputs"] = [{"name": "OUTPUT0", "parameters": output_parameters}]
+    return body
+
+
+def test_a_tensor_copied_out_of_shared_memory_is_bounded(registry, sparse):
+    """A sparse object of any size let a client make the server copy it
+    (and answer it as JSON): past the bound, 400 in the C server's words,
+    before anything is allocated, and the reference goes back."""
+    assert kserve.MAX_BODY_BYTES == 256 << 20  # the C server's --max-body-mb default
+    sparse("big", 2 << 20)
+    client = TestClient(app_with_infer(registry, max_copy_bytes=1 << 20))
+    resp = client.post("/v2/models/echo/infer", json=uint8_request("big", 2 << 20))
+    assert (resp.status_code, resp.json()) == (400, {"error": (
+        f"input 'INPUT0' takes {2 << 20} bytes of shared memory region 'big', more than this "
+        f"server copies for one tensor ({1 << 20}, --max-body-mb)")})
+    assert registry.status("big")[0].in_use == 0
+    body = uint8_request("big", 1 << 20, binary_data=True)
+    assert client.post("/v2/models/echo/infer", json=body).status_code == 200
+
+
+def test_a_response_is_bounded_before_its_outputs_are_made(registry, sparse):
+    sparse("r", 1 << 20)
+    client = TestClient(app_with_infer(registry, max_response_bytes=4 << 20))
+    # 1 MiB as JSON: up to 7 MiB of text, past the 4 MiB bound.
+    resp = client.post("/v2/models/echo/infer", json=uint8_request("r", 1 << 20))
+    assert (resp.status_code, resp.json()) == (400, {"error": (
+        f"the response could take up to {7 << 20} bytes, more than this server sends "
+        f"({4 << 20}, --max-body-mb): ask for large outputs in shared memory, or as binary "
+        "data rather than JSON")})
+    assert registry.status("r")[0].in_use == 0
+    # The same as binary data, or in the region, is served.
+    body = uint8_request("r", 1 << 20, binary_data=True)
+    assert client.post("/v2/models/echo/infer", json=body).status_code == 200
+    body = uint8_request("r", 1 << 20, shared_memory_region="r",
+                         shared_memory_byte_size=1 << 20)
+    assert client.post("/v2/models/echo/infer", json=body).status_code == 200
+
+
+def test_json_outputs_of_many_elements_are_whole():
+    """JSON data is written in pieces: the answer must still be the array."""
+    data = np.arange(200_000, dtype=np.int32) - 100_000
+    with kserve.RequestRegions(None) as regions:
+        request = kserve.decode_request(json.dumps({"id": "x", "inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [2], "data": [1, 2]}]}).encode(),
+            None, "m", regions)
+        described = [kserve.Tensor("A", "INT32", [200_000]), kserve.Tensor("B", "BOOL", [3])]
+        slots = kserve.place_outputs(request, "m", described, regions)
+        slots[0].array[...] = data
+        slots[1].array[...] = [True, False, True]
+        answer = json.loads(kserve.encode_response("m", request, slots).body)
+    assert answer["id"] == "x"
+    assert answer["outputs"][0]["data"] == data.tolist()
+    assert answer["outputs"][1]["data"] == [True, False, True]
+
+
+def echo_status(body: bytes) -> tuple[int, str]:
+    with kserve.RequestRegions(None) as regions:
+        try:
+            kserve.decode_request(body, None, "echo", regions)
+        except kserve.InferError as e:
+            return e.status, e.message
+    return 200, ""
+
+
+def test_a_very_deep_body_is_400():
+    status, message = echo_status(b"[" * 200_000 + b"]" * 200_000)
+    assert (status, message) == (400, "failed to parse the request JSON buffer: nesting too deep")
+    # Data nested deeper than its shape, within Python's recursion limit.
+    deep = "[" * 500 + "1" + "]" * 500
+    body = ('{"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1], "data": %s}]}'
+            % deep).encode()
+    assert echo_status(body)[0] == 400
+
+
+@pytest.mark.parametrize("shape", [[2**32, 2**32], [2**21, 2**21, 2**21]])
+def test_a_shape_whose_size_overflows_is_400(shape):
+    """numpy's int64 product of these wraps to 0, which empty data matched
+    before the reshape failed (500)."""
+    body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": shape,
+                                   "data": []}]}).encode()
+    assert echo_status(body) == (400, "input 'INPUT0': shape too large")

@@ -57,6 +57,69 @@ def test_allowed_owner_uids(make_shm):
             reg.register_system("theirs", obj.key, 16)
 
 
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give an object to another uid")
+def test_default_allow_list_refuses_another_uids_object(make_shm):
+    """Run as root, a registry with no allow-list mapped any object a client
+    named, another uid's 0600 one included; by default it takes the
+    process's own uid's objects only, as the C server."""
+    theirs = make_shm(4096, fill=b"secret")
+    fd = os.open(theirs.path, os.O_RDWR)
+    try:
+        os.fchown(fd, NOBODY, NOBODY)
+    finally:
+        os.close(fd)
+    mine = make_shm()
+    with shmreg.Registry(pin_policy="never") as reg:
+        with pytest.raises(shmreg.InvalidArgument) as info:
+            reg.register_system("theirs", theirs.key, 4096)
+        assert f"is owned by uid {NOBODY}, which this registry does not accept" in str(info.value)
+        assert reg.status() == [] and reg.stats().mapped_regions == 0
+        reg.register_system("mine", mine.key, 16)
+    # Widened on purpose: the owner named, or every owner.
+    for allowed in ([NOBODY], "any"):
+        with shmreg.Registry(pin_policy="never", allowed_owner_uids=allowed) as reg:
+            reg.register_system("theirs", theirs.key, 4096)
+
+
+def test_allow_list_spellings():
+    with pytest.raises(shmreg.InvalidArgument, match="allowed_owner_uids must be a list or tuple "
+                                                     "of at least one uid"):
+        shmreg.Registry(allowed_owner_uids=())  # never read as "every owner"
+    with pytest.raises(shmreg.InvalidArgument, match="allowed_owner_uids must be .* or 'any'"):
+        shmreg.Registry(allowed_owner_uids="all")
+    shmreg.Registry(allowed_owner_uids="any").close()
+    shmreg.Registry(allowed_owner_uids=None).close()
+
+
+SPARSE_TIB = 1 << 40
+
+
+def test_default_limits_are_the_c_servers(make_shm):
+    """One sparse 1 TiB object, which costs its client nothing, registered
+    again and again reserved the server's address space; by default a
+    registry maps at most 1 TiB and 4096 regions, as the C server."""
+    big = make_shm(SPARSE_TIB)
+    with shmreg.Registry(pin_policy="never") as reg:
+        reg.register_system("a", big.key, SPARSE_TIB)
+        with pytest.raises(shmreg.NoMemory):
+            reg.register_system("b", big.key, SPARSE_TIB)
+        with pytest.raises(shmreg.NoMemory):
+            reg.register_system("c", big.key, 4096)
+        reg.unregister("a")
+        small = make_shm()
+        for i in range(4096):
+            reg.register_system(f"r{i}", small.key, 16)
+        with pytest.raises(shmreg.NoMemory):
+            reg.register_system("one-more", small.key, 16)
+        reg.unregister_all()
+    with shmreg.Registry(pin_policy="never", max_mapped_bytes=0) as reg:  # 0: no limit
+        reg.register_system("a", big.key, SPARSE_TIB)
+        reg.register_system("b", big.key, SPARSE_TIB)
+
+
 def test_limits(make_shm):
     obj = make_shm(8192)
     with shmreg.Registry(max_regions=1, pin_policy="never") as reg:

@@ -61,3 +61,5 @@ def main() -> None:
         serve(reg, "/client")
         reg.register_cuda_ipc("g", bytes(64), 0, 1 << 20, readonly=True)
         reg.register_cuda_fd("v", 3, 0, 1 << 21, tag=None)
+    for owners in (None, "any", [0, 1000]):
+        shmreg.Registry(allowed_owner_uids=owners, max_mapped_bytes=0).close()
