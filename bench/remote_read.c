@@ -4,7 +4,7 @@
  * ucp_get on the same transport, and what a client's handshake costs
  * (docs/performance.md, "Remote regions through UCX").
  *
- *   UCX_TLS=tcp shmreg-bench-remote [SIZE [ITERATIONS [MODE [HANDSHAKES]]]]
+ *   shmreg-bench-remote [SIZE [ITERATIONS [MODE [HANDSHAKES]]]]
  *
  * MODE: get (default) or put, with "-alloc" (get-alloc, put-alloc) when the
  * client exports memory UCX allocated (shmreg_remote_alloc) instead of its
@@ -15,6 +15,10 @@
  * announcement), register, with the median of each phase.
  *   shmreg-bench-remote capacity CLIENTS REGIONS
  * What a client connection and a region cost the server in resident memory.
+ *
+ * Both halves open tcp on the loopback device alone (tcp_device "lo"): the
+ * bench's clients are on this host, and the library refuses tcp elsewhere
+ * unless told which device is trusted.
  *
  * The exporting client is this program again, exec'd with
  * "--client SIZE alloc|export COUNT": COUNT times over, it creates a
@@ -34,6 +38,9 @@
 #include <unistd.h>
 
 #include <shmreg/shmreg.h>
+
+/* The one device both halves open tcp on: their own host's loopback. */
+#define BENCH_TCP_DEVICE "lo"
 
 static double now_us(void)
 {
@@ -65,7 +72,8 @@ static size_t unhex(const char *s, unsigned char *out, size_t cap)
 static int client_once(size_t size, bool alloc)
 {
     shmreg_remote_client *c;
-    if (shmreg_remote_client_create(&c) != SHMREG_OK) {
+    const shmreg_remote_client_config loopback = {.tcp_device = BENCH_TCP_DEVICE};
+    if (shmreg_remote_client_create_with(&loopback, &c) != SHMREG_OK) {
         printf("ERR %s\n", shmreg_last_error());
         return 1;
     }
@@ -294,10 +302,9 @@ static int handshakes(const char *self, shmreg_registry *reg, size_t size, bool 
         shmreg_remote_sweep(reg, NULL);
     }
     reap(&ex);
-    const char *tls = getenv("UCX_TLS");
-    printf("handshake per registration (%s memory), UCX_TLS=%s, %d fresh clients: median %.0f us "
+    printf("handshake per registration (%s memory), tcp on " BENCH_TCP_DEVICE ", %d fresh clients: median %.0f us "
            "(phases' medians: invite %.1f us, connect %.0f us, export %.0f us, register %.1f us)\n",
-           alloc ? "UCX-allocated" : "caller's", tls ? tls : "(default)", count, median(total, count),
+           alloc ? "UCX-allocated" : "caller's", count, median(total, count),
            median(invite, count), median(conn, count), median(exp, count), median(regi, count));
     free(total);
     free(invite);
@@ -346,9 +353,8 @@ static int capacity(const char *self, shmreg_registry *reg, int clients, int reg
             }
         }
     double with_regions = rss_kib();
-    const char *tls = getenv("UCX_TLS");
-    printf("capacity, UCX_TLS=%s: %d clients: %.1f KiB per client (connection + first region); "
-           "%d more regions each: %.2f KiB per region\n", tls ? tls : "(default)", clients,
+    printf("capacity, tcp on " BENCH_TCP_DEVICE ": %d clients: %.1f KiB per client (connection + first region); "
+           "%d more regions each: %.2f KiB per region\n", clients,
            (with_connections - base) / clients, regions - 1,
            (with_regions - with_connections) / ((double)clients * (regions - 1)));
     for (int k = 0; k < clients; k++)
@@ -399,11 +405,10 @@ static int copies(const char *self, shmreg_registry *reg, size_t size, int itera
     shmreg_region_status *st = NULL;
     size_t n = 0;
     shmreg_status(reg, "bench", SHMREG_KIND_REMOTE, &st, &n);
-    const char *tls = getenv("UCX_TLS");
-    printf("remote %s of %zu bytes through the registry (%s memory), UCX_TLS=%s (connection: %s), "
+    printf("remote %s of %zu bytes through the registry (%s memory), tcp on " BENCH_TCP_DEVICE " (connection: %s), "
            "%d iterations: median %.2f us, mean %.2f us, p99 %.2f us, %.0f MB/s at the median; "
            "server CPU %.0f us per copy, %.0f us of it outside the copying thread\n",
-           put ? "write" : "read", size, alloc ? "UCX-allocated" : "caller's", tls ? tls : "(default)",
+           put ? "write" : "read", size, alloc ? "UCX-allocated" : "caller's",
            n == 1 && st[0].transports ? st[0].transports : "?", iterations, med, sum / iterations,
            t[iterations * 99 / 100], size / med, cpu, cpu - thread);
     shmreg_status_free(st, n);
@@ -424,7 +429,8 @@ int main(int argc, char **argv)
     }
     /* Loopback only: the bench's clients are on this host. Room for every
      * client the capacity mode starts at once. */
-    shmreg_remote_config rc = {.listen = "127.0.0.1:0", .max_connections = 4096, .max_copies = 64};
+    shmreg_remote_config rc = {
+        .listen = "127.0.0.1:0", .max_connections = 4096, .max_copies = 64, .tcp_device = BENCH_TCP_DEVICE};
     if (shmreg_remote_configure(&rc) != SHMREG_OK) {
         fprintf(stderr, "%s\n", shmreg_last_error());
         return 1;

@@ -16,16 +16,16 @@
 #   choosing.
 # SIZE (default 1048576 bytes) and ITERATIONS (default 2000).
 #
-# For each transport: ucx_perftest -t ucp_get and -t ucp_am_lat (one active
-# message of SIZE bytes one way: the registry's own data path, its floor),
-# then shmreg-bench-remote, whose every iteration is shmreg_acquire +
-# shmreg_copy_from_view of the whole window + shmreg_release, of
-# UCX-allocated memory (shmreg_remote_alloc) and of the client's own
-# (shmreg_remote_export), and the ratios of its median and mean to
-# perftest's; then the median over 50 fresh clients of invite + connect +
-# export + register. The registry's connections use
-# UCX's client-server flow, which in UCX 1.13 selects network transports
-# only: on the shared-memory transports only perftest's figure is printed.
+# ucx_perftest -t ucp_get and -t ucp_am_lat (one active message of SIZE
+# bytes one way: the registry's own data path, its floor) over tcp on the
+# loopback device, then shmreg-bench-remote, whose every iteration is
+# shmreg_acquire + shmreg_copy_from_view of the whole window +
+# shmreg_release, of UCX-allocated memory (shmreg_remote_alloc) and of the
+# client's own (shmreg_remote_export), and the ratios of its median and
+# mean to perftest's; then the median over 50 fresh clients of invite +
+# connect + export + register. The registry opens tcp on the loopback
+# device only (tcp_device "lo"), and never the shared-memory transports
+# (docs/security.md), so perftest runs on tcp over lo too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage="usage: $0 [--build DIR] [--port PORT] [SIZE [ITERATIONS]]"
@@ -63,9 +63,8 @@ fi
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
 }
-ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p' | head -n 1)
 
-# ucx_perftest's test $1 of SIZE bytes over $UCX_TLS, into $median and $mean
+# ucx_perftest's test $1 of SIZE bytes over tcp on lo, into $median and $mean
 # (us). On --port's port and the ones after it, else on a free port, with
 # two more tries where another program took it before perftest bound it.
 perftest() {
@@ -84,37 +83,29 @@ perftest() {
     [ -z "$line" ] || break
   done
   if [ -z "$line" ]; then
-    echo "ucx_perftest $1 gave no result on port $p with UCX_TLS=$UCX_TLS (is the port free? --port PORT)" >&2
+    echo "ucx_perftest $1 gave no result on port $p over tcp on lo (is the port free? --port PORT)" >&2
     exit 1
   fi
   # Final: iterations, latency median/average/overall (us), bandwidth average/overall (MB/s), ...
   read -r _ _ median mean _ <<<"$line"
 }
 
-export UCX_WARN_UNUSED_ENV_VARS=n
-for tls in tcp posix,sysv,cma; do
-  export UCX_TLS=$tls
-  perftest ucp_get
-  pmedian=$median pmean=$mean
-  echo "UCX_TLS=$tls: ucx_perftest ucp_get of $size bytes, $iterations iterations: median $pmedian us, mean $pmean us"
-  if [ "$tls" != tcp ]; then
-    echo "UCX_TLS=$tls: no registry figure: its connections use UCX's client-server flow, which in" \
-         "UCX ${ucx:-1.13} selects network transports only, so it cannot use these"
-    continue
-  fi
-  perftest ucp_am_lat
-  amedian=$median amean=$mean
-  echo "UCX_TLS=$tls: ucx_perftest ucp_am_lat of $size bytes (one way), $iterations iterations: median $amedian us, mean $amean us"
-  for mode in get-alloc get; do
-    out=$("$bench" "$size" "$iterations" "$mode" 50) || { echo "shmreg-bench-remote $mode failed" >&2; exit 1; }
-    copy=$(grep '^remote' <<<"$out")
-    echo "$copy"
-    read -r rmedian rmean < <(sed -n 's/.*: median \([0-9.]*\) us, mean \([0-9.]*\) us.*/\1 \2/p' <<<"$copy")
-    awk -v rm="$rmedian" -v ra="$rmean" -v pm="$pmedian" -v pa="$pmean" -v am="$amedian" -v aa="$amean" \
-        -v mode="$mode" 'BEGIN {
-      printf "  registry (%s) / ucp_get: median %.2fx, mean %.2fx (target: within 1.1x); / ucp_am_lat: median %.2fx, mean %.2fx\n",
-             mode, rm / pm, ra / pa, rm / am, ra / aa }'
-    grep '^handshake' <<<"$out"
-  done
-  "$bench" capacity 8 256
+export UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=tcp UCX_NET_DEVICES=lo
+perftest ucp_get
+pmedian=$median pmean=$mean
+echo "tcp on lo: ucx_perftest ucp_get of $size bytes, $iterations iterations: median $pmedian us, mean $pmean us"
+perftest ucp_am_lat
+amedian=$median amean=$mean
+echo "tcp on lo: ucx_perftest ucp_am_lat of $size bytes (one way), $iterations iterations: median $amedian us, mean $amean us"
+for mode in get-alloc get; do
+  out=$("$bench" "$size" "$iterations" "$mode" 50) || { echo "shmreg-bench-remote $mode failed" >&2; exit 1; }
+  copy=$(grep '^remote' <<<"$out")
+  echo "$copy"
+  read -r rmedian rmean < <(sed -n 's/.*: median \([0-9.]*\) us, mean \([0-9.]*\) us.*/\1 \2/p' <<<"$copy")
+  awk -v rm="$rmedian" -v ra="$rmean" -v pm="$pmedian" -v pa="$pmean" -v am="$amedian" -v aa="$amean" \
+      -v mode="$mode" 'BEGIN {
+    printf "  registry (%s) / ucp_get: median %.2fx, mean %.2fx (target: within 1.1x); / ucp_am_lat: median %.2fx, mean %.2fx\n",
+           mode, rm / pm, ra / pa, rm / am, ra / aa }'
+  grep '^handshake' <<<"$out"
 done
+"$bench" capacity 8 256

@@ -1248,11 +1248,12 @@ SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
  * - The server moves bytes only by asking the client over that connection
  *   (a read: the client sends the bytes; a write: the server sends them and
  *   the client stores them); the client's library checks each request
- *   against its windows again. Neither side's UCX context has one-sided
- *   operations (UCP_FEATURE_RMA), so neither worker serves a read or write
- *   of its memory that the library's own code did not check, whoever
- *   connects to it. The server sends a write's bytes by copy (UCX's eager
- *   protocol), never exposing its buffer to the peer.
+ *   against its windows again. Neither side's UCX context asks for
+ *   one-sided operations (UCP_FEATURE_RMA), and neither opens a transport
+ *   that serves them to a peer without a key checked in hardware, but for
+ *   tcp on a device declared trusted (Transports, below). The server sends
+ *   a write's bytes by copy (UCX's eager protocol), never exposing its
+ *   buffer to the peer.
  * - Each tenant has at most max_connections connections and invitations,
  *   and at most max_copies copies in flight (shmreg_remote_config): past
  *   them a call fails at once (NO_MEMORY) rather than waiting.
@@ -1261,12 +1262,33 @@ SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
  * functions answering UNSUPPORTED, and a build with UCX reaches libucp.so.0
  * through dlopen at the first remote call, so the library loads and works
  * where UCX is not installed; every remote call then answers UNSUPPORTED
- * with the reason. UCX reads its settings from the environment (UCX_TLS,
- * UCX_NET_DEVICES, ...) when it is first loaded; the server's context
- * takes its transports from shmreg_remote_config.transports where given.
- * The library sets UCX_ERROR_SIGNALS to "" before loading it, unless the
- * environment already says otherwise, so that UCX installs no handler for
- * SIGSEGV or SIGBUS (guarded copies need theirs).
+ * with the reason. The library sets UCX_ERROR_SIGNALS to "" before loading
+ * it, unless the environment already says otherwise, so that UCX installs
+ * no handler for SIGSEGV or SIGBUS (guarded copies need theirs).
+ *
+ * Transports (1.4; docs/security.md has the inventory). UCX's tcp
+ * transport serves a put or get at any address of the process to any
+ * peer that reaches its interface's own listening port, checking no key,
+ * and UCX opens it, like its shared-memory transports, whatever features
+ * the context asks for; UD emulates puts in software at the receiver the
+ * same way. So by default the library opens no transport on which a peer
+ * that has not proven itself can read or write memory: only rc and dc,
+ * whose one-sided operations the NIC checks against a key. tcp is opened
+ * only on the one network device the caller declares trusted (tcp_device:
+ * any host that reaches that device's address can then write into the
+ * process), and UD, shared-memory, self, IPC and unknown transports are
+ * refused. The library sets UCX's transports itself: the environment's
+ * UCX_TLS no longer chooses them, and UCX_NET_DEVICES contributes only
+ * its RDMA devices when tcp is open (its network interfaces are left out).
+ * Other UCX settings still come from the environment.
+ *
+ * UCX's own log is bounded: the library pushes a log handler into libucs
+ * (process-wide, for the life of the process) that writes at most one of
+ * UCX's lines a second to stderr, prefixed "shmreg: UCX", cut at its first
+ * line break (UCX's hex dumps of a peer's bytes never pass) and saying how
+ * many lines it held back, so that a peer cannot make the process write
+ * without bound. UCX_LOG_LEVEL still filters what reaches it; UCX_LOG_FILE
+ * no longer applies.
  *
  * Threads: the server side holds one UCX context and one worker for the
  * whole process, created with UCS_THREAD_MODE_MULTI at the first remote
@@ -1306,20 +1328,43 @@ typedef struct shmreg_remote_config {
     unsigned max_connections;
     /* Copies one tenant may have in flight at once; 0: 8. */
     unsigned max_copies;
-    /* The UCX transports the server's context is opened with, as UCX_TLS
-     * spells them ("tcp", "posix,sysv,tcp"); NULL: UCX's own choice
-     * (UCX_TLS or all). A client that can reach the server by none of them
+    /* The UCX transports the server's context is opened with, comma
+     * separated ("rc", "dc,tcp"); NULL: "rc,dc", plus "tcp" when
+     * tcp_device is set (rc and dc only where the host has an RDMA device).
+     * Allowed (1.4): rc, rc_verbs, rc_mlx5, rc_x, dc, dc_mlx5, dc_x, tcp
+     * (with tcp_device only), and the local copy engines cuda_copy,
+     * rocm_copy, gdr_copy; anything else (ud*, posix, sysv, cma, knem,
+     * xpmem, sm, shm, mm, self, all, cuda_ipc, rocm_ipc, an exclusion
+     * "^...", an unknown name) is INVALID_ARG (the remote section above
+     * says why). A client that can reach the server by none of them
      * cannot connect. Copied. */
     const char *transports;
-    void *reserved_[4]; /* zero */
+    /* 1.4. The network device ("lo", "eth1": a network interface of this
+     * host) on which the operator declares the network trusted: tcp is
+     * opened there and only there. Any host that reaches this device's
+     * address, on the tcp transport's own port (tcp_ports), can read and
+     * write this process's memory at any address: name only a
+     * device whose network admits no one else ("lo": processes of this
+     * host). NULL: tcp is refused. The server's --remote-tcp-device. Copied. */
+    const char *tcp_device;
+    /* 1.4. "LOW-HIGH": the ports the tcp transport's own listener may take
+     * (UCX_TCP_PORT_RANGE), for a firewall; NULL: any. Needs tcp_device.
+     * The server's --remote-tcp-ports. Copied. */
+    const char *tcp_ports;
+    void *reserved_[2]; /* zero */
 } shmreg_remote_config;
 
 /*
  * 1.3. Configure the server side (NULL: the defaults). Only before the
  * server's engine starts (the first shmreg_remote_server_address,
  * shmreg_remote_invite or remote registration): later, INVALID_ARG
- * ("already started"), nothing changed. Errors: INVALID_ARG (a listen
- * address that is not IP:PORT), NO_MEMORY.
+ * ("already started"), nothing changed. The server's context also has UCX
+ * reuse the listener's address (UCX_TCP_CM_REUSEADDR), so that a port left
+ * in TIME_WAIT by an earlier run can be bound; a port in use still fails.
+ * Errors: INVALID_ARG (a listen address that is not IP:PORT; a transport
+ * refused, tcp without tcp_device, a tcp_device that is no network
+ * interface here, tcp_ports not LOW-HIGH: the message names the transport
+ * or field, why, and the server's flag), NO_MEMORY.
  */
 SHMREG_API shmreg_err shmreg_remote_configure(const shmreg_remote_config *config);
 
@@ -1329,8 +1374,11 @@ SHMREG_API shmreg_err shmreg_remote_configure(const shmreg_remote_config *config
  * an IP of 0.0.0.0 means any of the host's addresses (a client uses the one
  * it reaches the server by). Starts the engine on the first call. It is
  * not a secret: what lets a client in is the secret of
- * shmreg_remote_invite. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM (UCX: the
- * listener could not be created), NO_MEMORY.
+ * shmreg_remote_invite. Errors: INVALID_ARG, UNSUPPORTED (no UCX; or no
+ * device of this host offers the transports asked: the message names them
+ * and says that tcp needs tcp_device, the server's --remote-tcp-device, on
+ * a network the operator trusts), SYSTEM (UCX: the listener could not be
+ * created), NO_MEMORY. A failed start is retried by the next call.
  */
 SHMREG_API shmreg_err shmreg_remote_server_address(const char **address);
 
@@ -1383,10 +1431,31 @@ SHMREG_API shmreg_err shmreg_remote_sweep(shmreg_registry *reg, size_t *count);
 typedef struct shmreg_remote_client shmreg_remote_client; /* opaque */
 typedef struct shmreg_remote_window shmreg_remote_window; /* opaque: one exported range */
 
-/* Create a client. Free it with shmreg_remote_client_destroy after every
- * window it exported. Errors: INVALID_ARG, UNSUPPORTED, SYSTEM (UCX failed:
- * its status string in the message), NO_MEMORY. */
+/* 1.4. A client's transports, as the server's (shmreg_remote_config):
+ * what its UCX context may open. A client on another host names the
+ * device it reaches the server by, when that is over tcp. */
+typedef struct shmreg_remote_client_config {
+    const char *transports; /* NULL: "rc,dc", plus "tcp" with tcp_device; the same names allowed */
+    const char *tcp_device; /* the trusted network device for tcp; NULL: tcp refused */
+    const char *tcp_ports;  /* "LOW-HIGH" for the tcp transport's own listener; NULL: any */
+    void *reserved_[4];     /* zero */
+} shmreg_remote_client_config;
+
+/* Create a client with the default transports: create_with(NULL, out),
+ * hardware (rc, dc) only since 1.4; a client reaching its server over tcp
+ * needs shmreg_remote_client_create_with and a tcp_device. */
 SHMREG_API shmreg_err shmreg_remote_client_create(shmreg_remote_client **out);
+
+/* 1.4. Create a client whose UCX context opens only config's transports
+ * (NULL: the defaults); config need not outlive the call. Free it with
+ * shmreg_remote_client_destroy after every window it exported.
+ * Errors: INVALID_ARG (out NULL; a transport refused, tcp without
+ * tcp_device, a bad tcp_device or tcp_ports: as shmreg_remote_configure),
+ * UNSUPPORTED (no UCX; or no device of this host offers the transports
+ * asked, the message says which), SYSTEM (UCX failed: its status string in
+ * the message), NO_MEMORY. */
+SHMREG_API shmreg_err shmreg_remote_client_create_with(const shmreg_remote_client_config *config,
+                                                       shmreg_remote_client **out);
 
 /*
  * 1.3. Connect c to the server listening at server_address ("HOST:PORT",

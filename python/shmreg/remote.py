@@ -30,8 +30,15 @@ dies or disconnect() says goodbye.
 Standard library only (ctypes over libshmreg's C client, shmreg.h's
 shmreg_remote_*), so it works with or without the compiled extension. The
 library is the one shipped next to this file, else $SHMREG_LIBRARY, else
-libshmreg.so.1 on the loader's path. UCX reads its settings from the
-environment (UCX_TLS, UCX_NET_DEVICES) when the client is made.
+libshmreg.so.1 on the loader's path.
+
+Transports: the library opens only those on which no peer can read or
+write this process's memory without a key the NIC checks (rc, dc), unless
+connect() names a tcp_device: the network device whose network you trust
+("lo" for a server on this host), on which tcp is then opened, and only
+there; any host that reaches that device's address can then write into
+this process. tcp_ports ("LOW-HIGH") bounds the ports tcp's own listener
+takes. The environment's UCX_TLS does not choose (docs/security.md).
 """
 
 import base64
@@ -64,6 +71,17 @@ class NotConnected(RemoteError):
         super().__init__("SHMREG_ERR_INVALID_ARG", message)
 
 
+class _ClientConfig(ctypes.Structure):
+    """shmreg_remote_client_config."""
+
+    _fields_ = [
+        ("transports", ctypes.c_char_p),
+        ("tcp_device", ctypes.c_char_p),
+        ("tcp_ports", ctypes.c_char_p),
+        ("reserved_", ctypes.c_void_p * 4),
+    ]
+
+
 def _load():
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _SONAME)
     path = os.environ.get("SHMREG_LIBRARY") or (here if os.path.exists(here) else _SONAME)
@@ -75,6 +93,9 @@ def _load():
     lib.shmreg_remote_available.restype = i
     lib.shmreg_remote_client_create.argtypes = [ctypes.POINTER(p)]
     lib.shmreg_remote_client_create.restype = i
+    if hasattr(lib, "shmreg_remote_client_create_with"):  # 1.4
+        lib.shmreg_remote_client_create_with.argtypes = [ctypes.POINTER(_ClientConfig), ctypes.POINTER(p)]
+        lib.shmreg_remote_client_create_with.restype = i
     lib.shmreg_remote_client_connect.argtypes = [p, ctypes.c_char_p, ctypes.c_char_p]
     lib.shmreg_remote_client_connect.restype = i
     lib.shmreg_remote_client_destroy.argtypes = [p]
@@ -140,31 +161,54 @@ def _invitation(server, answer):
     return address, secret
 
 
-def connect(server, token=None, headers=None):
+def _create_client(lib, tcp_device=None, tcp_ports=None):
+    """A new C client (not connected) whose UCX context opens the
+    hardware transports, and tcp on tcp_device when given."""
+    c = ctypes.c_void_p()
+    if not hasattr(lib, "shmreg_remote_client_create_with"):
+        if tcp_device is not None or tcp_ports is not None:
+            raise RemoteError("SHMREG_ERR_UNSUPPORTED", "this libshmreg (before 1.4) cannot be given a tcp_device")
+        _check(lib.shmreg_remote_client_create(ctypes.byref(c)))
+        return c
+    config = _ClientConfig(None, tcp_device.encode() if tcp_device is not None else None,
+                           tcp_ports.encode() if tcp_ports is not None else None)
+    _check(lib.shmreg_remote_client_create_with(ctypes.byref(config), ctypes.byref(c)))
+    return c
+
+
+def connect(server, token=None, headers=None, *, tcp_device=None, tcp_ports=None):
     """Connect this process to the server at "host:port" (or an http:// URL):
     ask it for an invitation (POST v2/remotememory/connect, with `token` as
     the bearer token when given), then connect the UCX client to the
     listener it names, proving the connection with the one-time secret it
     answered. Once per process: a second call raises NotConnected until
-    disconnect()."""
+    disconnect().
+
+    tcp_device: the network device ("lo", "eth1") this process reaches the
+    server by over tcp, on a network you trust: tcp is opened there only,
+    and any host that reaches it can write into this process. None: the
+    hardware transports (rc, dc) only. tcp_ports: "LOW-HIGH", the ports
+    tcp's own listener may take. A refused setting raises RemoteError
+    (SHMREG_ERR_INVALID_ARG) with the library's message, before any HTTP
+    call."""
     global _client
     lib = _library()
     with _lock:
         if _client is not None:
             raise NotConnected("already connected to a server: one connection per process "
                                "(disconnect() first)")
-    address, secret = _invitation(server, json.loads(_post(server, "/connect", {}, _bearer(headers, token))))
-    with _lock:
-        if _client is not None:
-            raise NotConnected("already connected to a server: one connection per process")
-        c = ctypes.c_void_p()
-        _check(lib.shmreg_remote_client_create(ctypes.byref(c)))
-        rc = lib.shmreg_remote_client_connect(c, address.encode(), secret)
-        if rc != 0:
-            error = RemoteError(lib.shmreg_err_name(rc).decode(), lib.shmreg_last_error().decode())
+    # Made first: a refused setting costs no invitation.
+    c = _create_client(lib, tcp_device, tcp_ports)
+    try:
+        address, secret = _invitation(server, json.loads(_post(server, "/connect", {}, _bearer(headers, token))))
+        with _lock:
+            if _client is not None:
+                raise NotConnected("already connected to a server: one connection per process")
+            _check(lib.shmreg_remote_client_connect(c, address.encode(), secret))
+            _client, c = c, None
+    finally:
+        if c is not None:
             lib.shmreg_remote_client_destroy(c)
-            raise error
-        _client = c
 
 
 def disconnect():

@@ -233,9 +233,19 @@ static shmreg_err ask(shmreg_remote_client *c, struct shmreg__rmsg *m, struct sh
 
 shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
 {
+    return shmreg_remote_client_create_with(NULL, out);
+}
+
+shmreg_err shmreg_remote_client_create_with(const shmreg_remote_client_config *config, shmreg_remote_client **out)
+{
     if (!out)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_client_create: out is NULL");
     *out = NULL;
+    /* Used only while the context is made: UCX copies what it keeps. */
+    struct shmreg__remote_transports t;
+    shmreg_err err = shmreg__remote_client_transports(config, &t);
+    if (err != SHMREG_OK)
+        return err;
     shmreg_remote_client *c = shmreg__calloc(1, sizeof *c);
     if (!c)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory creating a remote client");
@@ -244,12 +254,12 @@ shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
         .thread_name = "shmreg-ucx-cli",
         .what = "cannot create a remote client",
         .serves_peers = true,
+        .transports = &t,
         .am_id = SHMREG__AM_TO_CLIENT,
         .am_cb = on_message,
         .am_arg = c,
     };
-    shmreg_err err = shmreg__ucx_worker_start(&c->w, &p);
-    if (err != SHMREG_OK) {
+    if ((err = shmreg__ucx_worker_start(&c->w, &p)) != SHMREG_OK) {
         pthread_mutex_destroy(&c->lock);
         shmreg__free(c);
         return err;

@@ -93,6 +93,11 @@ struct pending {
     char why[200];
 };
 
+/* The engine's own copies of config's strings. */
+struct config_strings {
+    char *listen, *transports, *tcp_device, *tcp_ports;
+};
+
 static struct {
     pthread_mutex_t lock;
     bool started;
@@ -101,7 +106,7 @@ static struct {
     ucp_listener_h listener;
     char address[80];
     shmreg_remote_config config;
-    char *transports, *listen;
+    struct config_strings strings; /* owned; config's pointers point here */
     struct tenant *tenants;
     struct secret *secrets;
     struct shmreg__rconn *conns;
@@ -124,6 +129,27 @@ static unsigned max_copies(void)
     return engine.config.max_copies ? engine.config.max_copies : SHMREG__DEFAULT_MAX_COPIES;
 }
 
+static void config_strings_free(struct config_strings *k)
+{
+    shmreg__free(k->listen);
+    shmreg__free(k->transports);
+    shmreg__free(k->tcp_device);
+    shmreg__free(k->tcp_ports);
+}
+
+static shmreg_err config_strings_copy(const shmreg_remote_config *c, struct config_strings *k)
+{
+    const char *from[] = {c->listen, c->transports, c->tcp_device, c->tcp_ports};
+    char **to[] = {&k->listen, &k->transports, &k->tcp_device, &k->tcp_ports};
+    for (size_t i = 0; i < 4; i++) {
+        if (from[i] && !(*to[i] = shmreg__strdup(from[i]))) {
+            config_strings_free(k);
+            return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory configuring remote regions");
+        }
+    }
+    return SHMREG_OK;
+}
+
 shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
 {
     shmreg_remote_config c = config ? *config : (shmreg_remote_config){0};
@@ -131,28 +157,26 @@ shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
     socklen_t len;
     if (c.listen && shmreg__hostport_parse(c.listen, true, &ss, &len, "remote_configure: listen") != SHMREG_OK)
         return SHMREG_ERR_INVALID_ARG;
-    char *transports = c.transports ? shmreg__strdup(c.transports) : NULL;
-    char *listen = c.listen ? shmreg__strdup(c.listen) : NULL;
-    if ((c.transports && !transports) || (c.listen && !listen)) {
-        shmreg__free(transports);
-        shmreg__free(listen);
-        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory configuring remote regions");
-    }
+    struct shmreg__remote_transports t;
+    if (shmreg__remote_server_transports(&c, &t) != SHMREG_OK)
+        return SHMREG_ERR_INVALID_ARG;
+    struct config_strings k = {0};
+    if (config_strings_copy(&c, &k) != SHMREG_OK)
+        return SHMREG_ERR_NO_MEMORY;
     pthread_mutex_lock(&engine.lock);
     bool started = engine.started;
     if (!started) {
-        shmreg__free(engine.transports);
-        shmreg__free(engine.listen);
-        engine.transports = transports;
-        engine.listen = listen;
+        config_strings_free(&engine.strings);
+        engine.strings = k;
         engine.config = c;
-        engine.config.transports = transports;
-        engine.config.listen = listen;
+        engine.config.listen = k.listen;
+        engine.config.transports = k.transports;
+        engine.config.tcp_device = k.tcp_device;
+        engine.config.tcp_ports = k.tcp_ports;
     }
     pthread_mutex_unlock(&engine.lock);
     if (started) {
-        shmreg__free(transports);
-        shmreg__free(listen);
+        config_strings_free(&k);
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "remote_configure: the remote engine has already started");
     }
     return SHMREG_OK;
@@ -162,7 +186,7 @@ static void on_conn_request(ucp_conn_request_h request, void *arg);
 
 static shmreg_err listen_start_locked(void)
 {
-    const char *at = engine.listen ? engine.listen : "0.0.0.0:0";
+    const char *at = engine.config.listen ? engine.config.listen : "0.0.0.0:0";
     struct sockaddr_storage ss;
     socklen_t len;
     shmreg_err err = shmreg__hostport_parse(at, true, &ss, &len, "cannot start the remote engine: listen");
@@ -190,14 +214,19 @@ static shmreg_err engine_start_locked(void)
 {
     if (engine.started)
         return SHMREG_OK;
+    struct shmreg__remote_transports t;
+    shmreg_err err = shmreg__remote_server_transports(&engine.config, &t); /* again: a device may have gone */
+    if (err != SHMREG_OK)
+        return err;
     const struct shmreg__ucx_worker_params p = {
         .thread_name = "shmreg-ucx",
         .what = "cannot start the remote engine",
-        .transports = engine.transports,
+        .transports = &t,
+        .reuse_address = true,
         .am_id = SHMREG__AM_TO_SERVER,
         .am_cb = on_message,
     };
-    shmreg_err err = shmreg__ucx_worker_start(&engine.w, &p);
+    err = shmreg__ucx_worker_start(&engine.w, &p);
     if (err != SHMREG_OK)
         return err;
     if ((err = listen_start_locked()) != SHMREG_OK) {

@@ -1,9 +1,11 @@
 /* The build without UCX (SHMREG_WITH_UCX=OFF): the remote backend and the
  * client calls, each answering SHMREG_ERR_UNSUPPORTED, so the core, the
  * exported symbols and the ABI are those of a build with UCX. A malformed
- * descriptor is still INVALID_ARG (remote/args.c). */
+ * descriptor and a refused transport are still INVALID_ARG (remote/args.c,
+ * remote/transports.c). */
 #include "backends/backend.h"
 #include "base/err.h"
+#include "remote/transports.h"
 
 #define SHMREG_NO_UCX_ "libshmreg was built without UCX (SHMREG_WITH_UCX=OFF)"
 
@@ -38,8 +40,16 @@ shmreg_err shmreg_remote_available(void)
 
 shmreg_err shmreg_remote_client_create(shmreg_remote_client **out)
 {
+    return shmreg_remote_client_create_with(NULL, out);
+}
+
+shmreg_err shmreg_remote_client_create_with(const shmreg_remote_client_config *config, shmreg_remote_client **out)
+{
     if (out)
         *out = NULL;
+    struct shmreg__remote_transports t;
+    if (shmreg__remote_client_transports(config, &t) != SHMREG_OK)
+        return SHMREG_ERR_INVALID_ARG;
     return unsupported("cannot create a remote client");
 }
 
@@ -74,6 +84,9 @@ void shmreg_remote_unexport(shmreg_remote_window *w)
 
 shmreg_err shmreg_remote_configure(const shmreg_remote_config *config)
 {
+    struct shmreg__remote_transports t;
+    if (shmreg__remote_server_transports(config, &t) != SHMREG_OK)
+        return SHMREG_ERR_INVALID_ARG;
     return unsupported("remote_configure");
 }
 

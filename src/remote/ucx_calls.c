@@ -2,8 +2,12 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "remote/ucx_calls.h"
@@ -14,6 +18,68 @@ static shmreg_err load_status = SHMREG_ERR_UNSUPPORTED;
 static char load_reason[512];
 
 #define SHMREG_UCX_SYM_(field, symbol) {(void **)&ucx.field, #symbol}
+
+/* ---- UCX's log, bounded
+ *
+ * UCX logs what peers make it see (an active message of an unknown id is
+ * two warnings, a hex dump of the peer's bytes and a backtrace), and any
+ * host that reaches a listener can send those at will: written through,
+ * they fill the disk and forge lines. So at most one line a second passes,
+ * cut at its first line break, with the count of those held back. */
+#define SHMREG__UCX_LOG_GAP_NS 1000000000ull
+
+static _Atomic uint64_t log_next_ns; /* when the next line may pass */
+static atomic_ulong log_held;        /* lines held back since the last one */
+
+static uint64_t log_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static ucs_log_func_rc_t log_bounded(const char *file, unsigned line, const char *function, ucs_log_level_t level,
+                                     const ucs_log_component_config_t *comp, const char *format, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+
+static ucs_log_func_rc_t log_bounded(const char *file, unsigned line, const char *function, ucs_log_level_t level,
+                                     const ucs_log_component_config_t *comp, const char *format, va_list ap)
+{
+    (void)function;
+    (void)comp;
+    uint64_t now = log_now_ns();
+    /* Relaxed: only which thread's line passes depends on it. */
+    uint64_t next = atomic_load_explicit(&log_next_ns, memory_order_relaxed);
+    if (now < next || !atomic_compare_exchange_strong_explicit(&log_next_ns, &next, now + SHMREG__UCX_LOG_GAP_NS,
+                                                               memory_order_relaxed, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&log_held, 1, memory_order_relaxed);
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+    char msg[240];
+    vsnprintf(msg, sizeof msg, format, ap);
+    msg[strcspn(msg, "\r\n")] = '\0'; /* what follows a break is a dump or a backtrace */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    static const char *const levels[] = {"FATAL", "ERROR", "WARN", "DIAG", "INFO"};
+    const char *base = file ? strrchr(file, '/') : NULL;
+    unsigned long held = atomic_exchange_explicit(&log_held, 0, memory_order_relaxed);
+    fprintf(stderr, "shmreg: UCX %s %s:%u: %s", (unsigned)level < 5 ? levels[level] : "DEBUG",
+            base ? base + 1 : file ? file : "?", line, msg);
+    if (held)
+        fprintf(stderr, " (%lu line%s of UCX's log held back before this one)", held, held == 1 ? "" : "s");
+    fputc('\n', stderr);
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+/* libucs is libucp's dependency: its symbols are found through h. A UCX
+ * without the call logs as it always did. */
+static void log_bound(void *h)
+{
+    void (*push)(ucs_log_func_t) = (void (*)(ucs_log_func_t))dlsym(h, "ucs_log_push_handler");
+    if (push)
+        push(log_bounded); /* for the life of the process, as UCX itself */
+}
 
 static void load(void)
 {
@@ -64,6 +130,7 @@ static void load(void)
             return;
         }
     }
+    log_bound(h);
     /* Kept loaded for the life of the process: the workers live as long. */
     load_status = SHMREG_OK;
 }

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 #include "shmreg/shmreg.h"
 

@@ -1,6 +1,7 @@
 /* A UCX context, worker and progress thread (remote/worker.h). */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -55,22 +56,61 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
+/* UCX's settings that open only the transports p allows, on top of what
+ * UCX read from the environment: its UCX_TLS never chooses. */
+static shmreg_err configure_transports(const struct shmreg__ucx *u, ucp_config_t *config,
+                                       const struct shmreg__ucx_worker_params *p, const char *tls)
+{
+    const struct shmreg__remote_transports *t = p->transports;
+    bool tcp = strstr(tls, "tcp") != NULL; /* only with a tcp_device (the check) */
+    char devices[512] = "";
+    if (tcp)
+        shmreg__remote_net_devices(t, getenv("UCX_NET_DEVICES"), devices, sizeof devices);
+    const struct {
+        const char *key, *value;
+        bool apply;
+    } settings[] = {
+        {"TLS", tls, true},
+        /* tcp listens on every device UCX may use: the trusted one only. */
+        {"NET_DEVICES", devices, tcp},
+        /* UCX_TCP_PORT_RANGE and UCX_TCP_CM_REUSEADDR: UCX applies a key
+         * it does not know to its transports' settings, which it names
+         * without the transport's prefix. */
+        {"PORT_RANGE", t->tcp_ports, t->tcp_ports != NULL},
+        {"CM_REUSEADDR", "y", p->reuse_address},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        if (!settings[i].apply)
+            continue;
+        ucs_status_t st = u->config_modify(config, settings[i].key, settings[i].value);
+        if (st != UCS_OK)
+            return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: UCX refused its setting %s=%s", p->what,
+                                    settings[i].key, settings[i].value);
+    }
+    return SHMREG_OK;
+}
+
 /* Active messages only: a context with UCP_FEATURE_RMA would have its
  * worker serve the software-emulated gets and puts of any peer that
  * connects (tcp, shared-memory active messages), at any address, with no
- * check of ours in the way. */
-static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what, bool wakeup,
-                                 const char *transports)
+ * check of ours in the way; and since UCX serves them on those transports
+ * even without it, the transports themselves are chosen here too. */
+static shmreg_err create_context(struct shmreg__ucx_worker *w, const struct shmreg__ucx_worker_params *p,
+                                 bool wakeup)
 {
     const struct shmreg__ucx *u = w->ucx;
+    char tls[256];
+    shmreg__remote_tls(p->transports, tls, sizeof tls);
+    if (!tls[0])
+        return shmreg__remote_no_device(p->transports, p->what, "no RDMA device");
     ucp_config_t *config;
     ucs_status_t st = u->config_read(NULL, NULL, &config);
     if (st != UCS_OK)
-        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_config_read", what);
-    if (transports && (st = u->config_modify(config, "TLS", transports)) != UCS_OK) {
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_config_read", p->what);
+    shmreg_err err = configure_transports(u, config, p, tls);
+    if (err != SHMREG_OK) {
         u->config_release(config);
-        return shmreg__ucx_fail(SHMREG_ERR_INVALID_ARG, st, "%s: UCX refused the transports '%s'", what,
-                                transports);
+        return err;
     }
     ucp_params_t params = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
@@ -79,8 +119,10 @@ static shmreg_err create_context(struct shmreg__ucx_worker *w, const char *what,
     };
     st = u->init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context);
     u->config_release(config);
+    if (st == UCS_ERR_NO_DEVICE)
+        return shmreg__remote_no_device(p->transports, p->what, u->status_string(st));
     if (st != UCS_OK)
-        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_init", what);
+        return shmreg__ucx_fail(SHMREG_ERR_SYSTEM, st, "%s: ucp_init", p->what);
     return SHMREG_OK;
 }
 
@@ -96,9 +138,11 @@ shmreg_err shmreg__ucx_worker_start(struct shmreg__ucx_worker *w, const struct s
     const struct shmreg__ucx *u = w->ucx;
     /* Wakeup where the transports support it; without, the thread polls. */
     bool wakeup = true;
-    if ((err = create_context(w, what, true, p->transports)) != SHMREG_OK) {
+    if ((err = create_context(w, p, true)) != SHMREG_OK) {
+        if (err == SHMREG_ERR_UNSUPPORTED || err == SHMREG_ERR_INVALID_ARG)
+            return err; /* no device: without wakeup there is none either */
         wakeup = false;
-        if ((err = create_context(w, what, false, p->transports)) != SHMREG_OK)
+        if ((err = create_context(w, p, false)) != SHMREG_OK)
             return err;
     }
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,

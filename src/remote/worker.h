@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "remote/transports.h"
 #include "remote/ucx_calls.h"
 
 struct shmreg__ucx_worker {
@@ -42,7 +43,9 @@ struct shmreg__ucx_worker_params {
      * server's thread only watches (its copies progress the worker
      * themselves) and sleeps at once. */
     bool serves_peers;
-    const char *transports; /* UCX_TLS for this context, or NULL */
+    /* What the context may open (remote/transports.h), checked already. */
+    const struct shmreg__remote_transports *transports;
+    bool reuse_address; /* the listener may bind a port in TIME_WAIT (the server's) */
     /* The one active-message handler: what this side receives. */
     unsigned am_id;
     ucp_am_recv_callback_t am_cb;

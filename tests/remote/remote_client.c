@@ -2,9 +2,11 @@
  * never only forked: UCX must not be initialised in a fork of a process
  * that already runs it), which exports a buffer and obeys commands.
  *
- *   remote_client SIZE SEED [alloc]
- * Reads "connect <hex server address> <hex secret>" from stdin and
- * connects (or prints "ERR <message>" and exits 4), maps SIZE bytes (mmap;
+ *   remote_client SIZE SEED [alloc|export|hardware]
+ * Reads "connect <hex server address> <hex secret>" from stdin, creates a
+ * client whose transports are tcp on the loopback device ("hardware": the
+ * defaults, rc and dc only) and connects (or prints "ERR <message>" and
+ * exits 4), maps SIZE bytes (mmap;
  * with "alloc", the library allocates them: shmreg_remote_alloc), fills
  * byte i with tu_pattern(SEED, i), exports them and prints
  * "DESC <hex of the descriptor>". Then, one per line on stdin:
@@ -15,7 +17,17 @@
  *                 server took) and the refusal's message after it, if any
  *   quit          destroys the client and exits 0
  * A server test kills it (SIGKILL) or stops it (SIGSTOP) to play a client
- * that dies or stops answering. */
+ * that dies or stops answering.
+ *
+ * Two more modes read nothing: "remote_client 0 0 engine-default" starts
+ * a server engine with the default settings and prints the error's name
+ * and message (a process of its own: the engine is the process's);
+ * "remote_client N 0 log-flood" makes and destroys N clients asking for
+ * transports this host may lack (each a warning of UCX's), waits a second
+ * and makes one more, then prints "MADE N+1"; "remote_client LOW-HIGH 0 listeners" starts a server engine
+ * listening on 0.0.0.0 with tcp on the loopback device and those ports,
+ * and prints "ENGINE <address>" and "LISTEN <hex ip>:<port>" for each
+ * listening TCP socket of this process (from /proc). */
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -23,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -46,10 +59,85 @@ static size_t unhex(const char *s, unsigned char *out, size_t cap)
     return n;
 }
 
+static int engine_default(void)
+{
+    const char *address;
+    shmreg_err err = shmreg_remote_configure(NULL);
+    if (err == SHMREG_OK)
+        err = shmreg_remote_server_address(&address);
+    printf("%s %s\n", shmreg_err_name(err), err == SHMREG_OK ? address : shmreg_last_error());
+    return 0;
+}
+
+/* Whether the socket of inode is one of this process's descriptors. */
+static bool own_socket(unsigned long inode)
+{
+    char path[64], link[64], want[48];
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n > 0 && (link[n] = '\0', strcmp(link, want) == 0))
+            return true;
+    }
+    return false;
+}
+
+static int listeners(const char *ports)
+{
+    /* Descriptors inherited from the test (UCX's sockets are not
+     * close-on-exec) are not this engine's. */
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    const shmreg_remote_config k = {.listen = "0.0.0.0:0", .tcp_device = "lo", .tcp_ports = ports};
+    const char *address;
+    if (shmreg_remote_configure(&k) != SHMREG_OK || shmreg_remote_server_address(&address) != SHMREG_OK) {
+        printf("ERR %s\n", shmreg_last_error());
+        return 4;
+    }
+    printf("ENGINE %s\n", address);
+    const char *tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (size_t t = 0; t < 2; t++) {
+        FILE *f = fopen(tables[t], "r");
+        char line[512], local[64];
+        unsigned state;
+        unsigned long inode;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local, &state, &inode) == 3 &&
+                state == 0x0a && own_socket(inode))
+                printf("LISTEN %s\n", local); /* hex address:hex port, as /proc writes it */
+        if (f)
+            fclose(f);
+    }
+    return 0;
+}
+
+static int log_flood(size_t n)
+{
+    const shmreg_remote_client_config k = {.transports = "rc,tcp", .tcp_device = "lo"};
+    size_t made = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n)
+            usleep(1100000); /* past the log's second: the last one's warning passes, with the count */
+        shmreg_remote_client *c;
+        if (shmreg_remote_client_create_with(&k, &c) == SHMREG_OK)
+            made++;
+        shmreg_remote_client_destroy(c);
+    }
+    printf("MADE %zu\n", made);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[3], "engine-default") == 0)
+        return engine_default();
+    if (argc == 4 && strcmp(argv[3], "listeners") == 0)
+        return listeners(argv[1]);
+    if (argc == 4 && strcmp(argv[3], "log-flood") == 0)
+        return log_flood(strtoull(argv[1], NULL, 0));
     if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: %s SIZE SEED [alloc]\n", argv[0]);
+        fprintf(stderr, "usage: %s SIZE SEED [alloc|export|hardware]\n", argv[0]);
         return 2;
     }
     size_t size = strtoull(argv[1], NULL, 0);
@@ -66,7 +154,12 @@ int main(int argc, char **argv)
     *space = '\0';
     if (unhex(space + 1, secret, sizeof secret) != sizeof secret)
         return 2;
-    if (shmreg_remote_client_create(&c) != SHMREG_OK || shmreg_remote_client_connect(c, hello + 8, secret) != SHMREG_OK) {
+    /* The server's tests listen on the loopback device, and trust it. */
+    const shmreg_remote_client_config loopback = {.tcp_device = "lo"};
+    bool hardware = argc == 4 && strcmp(argv[3], "hardware") == 0;
+    c = NULL;
+    if (shmreg_remote_client_create_with(hardware ? NULL : &loopback, &c) != SHMREG_OK ||
+        shmreg_remote_client_connect(c, hello + 8, secret) != SHMREG_OK) {
         printf("ERR %s\n", shmreg_last_error());
         fflush(stdout);
         shmreg_remote_client_destroy(c);

@@ -1,18 +1,23 @@
 /* The remote wire formats, both halves of each, in every build (no UCX
  * needed): the version-2 descriptor (src/remote/descriptor.c) and the
  * connection's messages (src/remote/messages.c). Round trips, the byte
- * layouts the headers document, and each refusal with its reason. */
+ * layouts the headers document, and each refusal with its reason. Also
+ * the transports a remote context may open (src/remote/transports.c):
+ * refused alike in every build, and UCX's spelling of those allowed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <net/if.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "remote/descriptor.h"
 #include "remote/messages.h"
+#include "remote/transports.h"
 #include "shmreg_assert.h"
 
 /* ------------------------------------------------------------ descriptor */
@@ -428,6 +433,59 @@ static void test_message_refuses_bad_ranges(void **state)
     assert_null(shmreg__rmsg_parse(out, sizeof out, true, &back));
 }
 
+/* ------------------------------------------------------------ transports */
+
+/* A refused transport is INVALID_ARG before anything else, with UCX or
+ * without, on the server's configure and the client's create alike. */
+static void test_transports_refused_in_every_build(void **state)
+{
+    shmreg_remote_config server = {.transports = "posix", .tcp_device = "lo"};
+    assert_fails_containing(shmreg_remote_configure(&server), SHMREG_ERR_INVALID_ARG,
+                            "transport 'posix' refused");
+    shmreg_remote_client_config client = {.transports = "tcp"};
+    shmreg_remote_client *c = (void *)1;
+    assert_fails_containing(shmreg_remote_client_create_with(&client, &c), SHMREG_ERR_INVALID_ARG,
+                            "transport 'tcp' refused without a trusted device");
+    assert_null(c);
+}
+
+/* UCX's own aliases rc and dc add UD as an auxiliary transport: the
+ * library spells them out without it. */
+static void test_tls_spelled_without_ud(void **state)
+{
+    char tls[256];
+    struct shmreg__remote_transports t = {.transports = "rc,dc_x,tcp,cuda_copy", .tcp_device = "lo"};
+    assert_ok(shmreg__remote_transports_check(&t, "test"));
+    shmreg__remote_tls(&t, tls, sizeof tls);
+    assert_string_equal(tls, "rc_mlx5,rc_verbs,dc_mlx5,tcp,cuda_copy");
+    t.transports = NULL;
+    shmreg__remote_tls(&t, tls, sizeof tls);
+    assert_null(strstr(tls, "ud"));
+    assert_non_null(strstr(tls, "tcp"));
+    t.tcp_device = NULL;
+    shmreg__remote_tls(&t, tls, sizeof tls);
+    assert_null(strstr(tls, "tcp"));
+}
+
+/* tcp listens on every network device UCX may use: the environment's list
+ * contributes its RDMA devices, never another network interface. */
+static void test_net_devices_keep_tcp_on_the_trusted_device(void **state)
+{
+    const struct shmreg__remote_transports t = {.tcp_device = "lo"};
+    char out[512], env[128];
+    shmreg__remote_net_devices(&t, "lo,mlx5_0:1", out, sizeof out);
+    assert_string_equal(out, "lo,mlx5_0:1");
+    struct if_nameindex *ifs = if_nameindex();
+    for (struct if_nameindex *i = ifs; i && i->if_name; i++) {
+        if (strcmp(i->if_name, "lo") == 0)
+            continue;
+        snprintf(env, sizeof env, "%s,mlx5_1:1", i->if_name);
+        shmreg__remote_net_devices(&t, env, out, sizeof out);
+        assert_string_equal(out, "lo,mlx5_1:1"); /* the other interface is left out */
+    }
+    if_freenameindex(ifs);
+}
+
 /* ------------------------------------------------------------- no UCX */
 
 /* Without UCX in the build, or on the machine, the remote calls answer
@@ -457,6 +515,9 @@ static void test_unsupported_says_why(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transports_refused_in_every_build),
+        cmocka_unit_test(test_tls_spelled_without_ud),
+        cmocka_unit_test(test_net_devices_keep_tcp_on_the_trusted_device),
         cmocka_unit_test(test_descriptor_round_trip),
         cmocka_unit_test(test_descriptor_layout),
         cmocka_unit_test(test_descriptor_refuses_wrong_size),

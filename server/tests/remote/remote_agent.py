@@ -18,7 +18,6 @@ tenant. Commands (op and its fields):
   disconnect              remote.disconnect
 """
 import base64
-import ctypes
 import importlib.util
 import itertools
 import json
@@ -48,8 +47,7 @@ def fill(memory, seed):
 def join(address, secret):
     """remote.connect's second half, with an invitation given."""
     lib = remote._library()
-    client = ctypes.c_void_p()
-    remote._check(lib.shmreg_remote_client_create(ctypes.byref(client)))
+    client = remote._create_client(lib, tcp_device="lo")  # the server is on this host
     rc = lib.shmreg_remote_client_connect(client, address.encode(), base64.b64decode(secret))
     if rc != 0:
         error = remote.RemoteError(lib.shmreg_err_name(rc).decode(), lib.shmreg_last_error().decode())
@@ -61,7 +59,7 @@ def join(address, secret):
 def run(cmd):
     op = cmd["op"]
     if op == "connect":
-        remote.connect(cmd["url"], cmd.get("token"))
+        remote.connect(cmd["url"], cmd.get("token"), tcp_device="lo")
     elif op == "join":
         join(cmd["address"], cmd["secret"])
     elif op in ("export", "allocate"):
