@@ -5,7 +5,8 @@
  * server: the remote engine, started as a server starts it (listening on
  * loopback); client: a client context (shmreg_remote_client_create), not
  * connected. With TCP_DEVICE, tcp is opened on that device (the operator's
- * opt-in); without, the library's default. Prints
+ * opt-in); without, the library's default (NULL config: hardware
+ * transports only). Prints
  *   PID <pid> CANARY <hex address> LENGTH <n>
  *   ENGINE <listening address> | CLIENT ready | ENGINE off <message> | CLIENT off <message>
  * then obeys, one per line on stdin:
@@ -55,8 +56,7 @@ static void invite(shmreg_registry *reg)
 
 static shmreg_registry *start_server(const char *tcp_device)
 {
-    shmreg_remote_config config = {.listen = "127.0.0.1:0"};
-    (void)tcp_device; /* today tcp is opened by default */
+    shmreg_remote_config config = {.listen = "127.0.0.1:0", .tcp_device = tcp_device};
     const char *address;
     shmreg_registry *reg = NULL;
     if (shmreg_remote_configure(&config) != SHMREG_OK || shmreg_remote_server_address(&address) != SHMREG_OK) {
@@ -74,8 +74,8 @@ static shmreg_registry *start_server(const char *tcp_device)
 static shmreg_remote_client *start_client(const char *tcp_device)
 {
     shmreg_remote_client *c = NULL;
-    (void)tcp_device;
-    if (shmreg_remote_client_create(&c) != SHMREG_OK) {
+    shmreg_remote_client_config config = {.tcp_device = tcp_device};
+    if (shmreg_remote_client_create_with(tcp_device ? &config : NULL, &c) != SHMREG_OK) {
         printf("CLIENT off %s\n", shmreg_last_error());
         return NULL;
     }
