@@ -742,11 +742,12 @@ shmreg_err shmreg__rconn_find(const struct shmreg__remote_descriptor *d, const v
     struct window *w = c && !conn_failed(c) && c->tenant && tenant_is(c->tenant, registry, tag)
                            ? window_find_locked(c, d->window, d->generation)
                            : NULL;
-    if (w) {
+    if (w && out) {
         c->refs++;
         *out = c;
-        *window_length = w->length;
     }
+    if (w)
+        *window_length = w->length;
     pthread_mutex_unlock(&engine.lock);
     if (!w)
         return shmreg__fail(SHMREG_ERR_NOT_FOUND, "cannot register remote region '%s': no window of this tenant's "

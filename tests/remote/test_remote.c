@@ -477,6 +477,40 @@ static void test_bad_descriptors(void **state)
     client_end(&c, false);
 }
 
+/* A window past the one the client announced is OUT_OF_BOUNDS at any
+ * size, before the tag's quota is charged: with a quota of 64 mapped bytes
+ * per tag, 65 bytes and 2^63 bytes of a 64-byte window both answer
+ * OUT_OF_BOUNDS, not the quota's NO_MEMORY; the window itself fits. */
+static void test_window_before_quota(void **state)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.max_mapped_bytes_per_tag = 64;
+    shmreg_registry *reg;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    struct client c;
+    client_start_as(&c, reg, "small", 64, 8, "export");
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_REMOTE;
+    r.name = "w";
+    r.tag = "small";
+    r.raw_handle = c.desc;
+    r.raw_handle_size = c.desc_size;
+    const size_t sizes[] = {65, (size_t)1 << 63};
+    for (size_t i = 0; i < 2; i++) {
+        r.byte_size = sizes[i];
+        shmreg_err err = shmreg_register(reg, &r);
+        print_message("%zu bytes of a 64-byte window: %s: %s\n", sizes[i], shmreg_err_name(err), shmreg_last_error());
+        assert_int_equal(err, SHMREG_ERR_OUT_OF_BOUNDS);
+        assert_non_null(strstr(shmreg_last_error(), "past the end"));
+    }
+    r.byte_size = 64;
+    assert_ok(shmreg_register(reg, &r));
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+
 /* Tenants: a descriptor of alice's connection is refused to bob, whether
  * bob is another tag of the same registry or another registry; alice's
  * memory is not touched. */
@@ -886,6 +920,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unregister_in_flight),
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
+        cmocka_unit_test(test_window_before_quota),
         cmocka_unit_test(test_other_tenant),   cmocka_unit_test(test_secret_once),
         cmocka_unit_test(test_tenant_limits),  cmocka_unit_test(test_window_limit),
 #ifdef SHMREG_TEST_ATTACKER
