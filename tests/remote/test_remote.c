@@ -652,6 +652,65 @@ static void test_tenant_limits(void **state)
     shmreg_registry_destroy(reg);
 }
 
+#ifdef SHMREG_TEST_HOLDER
+/* Unproven connections are bounded per source address: a peer that opens
+ * 20 connections from 127.0.0.1 and never says hello gets 8 of them (the
+ * 9th and later are refused). Once it lets them go, a client from the same
+ * address is welcomed again. (A second source on one host's loopback is
+ * out of reach: UCX 1.13 binds a client only to an address of one of the
+ * host's interfaces, and the server's tcp is on lo alone.) */
+static void test_unproven_per_source(void **state)
+{
+    const char *address;
+    assert_ok(shmreg_remote_server_address(&address));
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1%s", strrchr(address, ':'));
+    int to[2], from[2];
+    assert_int_equal(pipe(to), 0);
+    assert_int_equal(pipe(from), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        execl(SHMREG_TEST_HOLDER, SHMREG_TEST_HOLDER, target, "20", "127.0.0.1", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    FILE *out = fdopen(from[0], "r");
+    char line[128] = "";
+    if (!fgets(line, sizeof line, out))
+        snprintf(line, sizeof line, "(the holder said nothing)\n");
+    print_message("20 unproven connections from 127.0.0.1: %s", line);
+    close(to[1]); /* the holder lets its connections go */
+    fclose(out);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_string_equal(line, "HELD 8 REFUSED 12\n");
+    /* Their places come back as the server hears them close (or within
+     * the 5 s an unproven connection may wait): a client is welcomed. */
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    char said[2 * SHMREG_REMOTE_DESCRIPTOR_MAX + 512] = "";
+    for (int attempt = 0; attempt < 7 && strncmp(said, "DESC ", 5) != 0; attempt++) {
+        unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+        char tag[16];
+        snprintf(tag, sizeof tag, "after%d", attempt); /* a tenant per attempt: its own connection limit */
+        if (attempt)
+            sleep(1);
+        assert_ok(shmreg_remote_invite(reg, tag, secret));
+        struct client c;
+        client_spawn(&c, secret, 4096, 12, "export", said, sizeof said);
+        client_end(&c, false);
+    }
+    print_message("then a client: %.60s\n", said);
+    assert_int_equal(strncmp(said, "DESC ", 5), 0);
+    shmreg_registry_destroy(reg);
+}
+#endif
+
 #ifdef SHMREG_TEST_ATTACKER
 /* A peer that dials the listener and uses UCX's one-sided operations on
  * the server's own memory, with no secret: the server's context has none,
@@ -925,6 +984,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tenant_limits),  cmocka_unit_test(test_window_limit),
 #ifdef SHMREG_TEST_ATTACKER
         cmocka_unit_test(test_one_sided_refused),
+#endif
+#ifdef SHMREG_TEST_HOLDER
+        cmocka_unit_test(test_unproven_per_source),
 #endif
         cmocka_unit_test(test_refused_transports), cmocka_unit_test(test_tcp_needs_trusted_device),
         cmocka_unit_test(test_defaults_need_rdma), cmocka_unit_test(test_hardware_client_cannot_use_tcp),

@@ -1,9 +1,9 @@
 /* The target of the transport-level attack tests: a process holding one
  * of the library's UCX contexts, and a canary the attacker aims at.
  *
- *   transport_target server|client [TCP_DEVICE]
+ *   transport_target server|client [TCP_DEVICE [LISTEN]]
  * server: the remote engine, started as a server starts it (listening on
- * loopback); client: a client context (shmreg_remote_client_create), not
+ * LISTEN, default 127.0.0.1:0); client: a client context (shmreg_remote_client_create), not
  * connected. With TCP_DEVICE, tcp is opened on that device (the operator's
  * opt-in); without, the library's default (NULL config: hardware
  * transports only). Prints
@@ -54,9 +54,9 @@ static void invite(shmreg_registry *reg)
     printf("\n");
 }
 
-static shmreg_registry *start_server(const char *tcp_device)
+static shmreg_registry *start_server(const char *tcp_device, const char *listen)
 {
-    shmreg_remote_config config = {.listen = "127.0.0.1:0", .tcp_device = tcp_device};
+    shmreg_remote_config config = {.listen = listen, .tcp_device = tcp_device};
     const char *address;
     shmreg_registry *reg = NULL;
     if (shmreg_remote_configure(&config) != SHMREG_OK || shmreg_remote_server_address(&address) != SHMREG_OK) {
@@ -86,17 +86,18 @@ static shmreg_remote_client *start_client(const char *tcp_device)
 int main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "server") != 0 && strcmp(argv[1], "client") != 0)) {
-        fprintf(stderr, "usage: %s server|client [TCP_DEVICE]\n", argv[0]);
+        fprintf(stderr, "usage: %s server|client [TCP_DEVICE [LISTEN]]\n", argv[0]);
         return 2;
     }
-    const char *tcp_device = argc > 2 ? argv[2] : NULL;
+    const char *tcp_device = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    const char *listen = argc > 3 ? argv[3] : "127.0.0.1:0";
     memset(canary, CANARY_BYTE, sizeof canary);
     printf("PID %ld CANARY %" PRIxPTR " LENGTH %d\n", (long)getpid(), (uintptr_t)canary, CANARY_SIZE);
     fflush(stdout);
     shmreg_registry *reg = NULL;
     shmreg_remote_client *client = NULL;
     if (strcmp(argv[1], "server") == 0)
-        reg = start_server(tcp_device);
+        reg = start_server(tcp_device, listen);
     else
         client = start_client(tcp_device);
     fflush(stdout);
