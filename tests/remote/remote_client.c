@@ -27,7 +27,10 @@
  * and makes one more, then prints "MADE N+1"; "remote_client LOW-HIGH 0 listeners" starts a server engine
  * listening on 0.0.0.0 with tcp on the loopback device and those ports,
  * and prints "ENGINE <address>" and "LISTEN <hex ip>:<port>" for each
- * listening TCP socket of this process (from /proc). */
+ * listening TCP socket of this process (from /proc); "remote_client
+ * IP:PORT 0 engine-at" starts a server engine listening there and prints
+ * "ENGINE <address> <pid>" (or "ERR <message>"), then waits 30 s to be
+ * killed. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -112,6 +115,20 @@ static int listeners(const char *ports)
     return 0;
 }
 
+static int engine_at(const char *listen)
+{
+    const shmreg_remote_config k = {.listen = listen, .tcp_device = "lo"};
+    const char *address;
+    if (shmreg_remote_configure(&k) != SHMREG_OK || shmreg_remote_server_address(&address) != SHMREG_OK) {
+        printf("ERR %s\n", shmreg_last_error());
+        return 4;
+    }
+    printf("ENGINE %s %ld\n", address, (long)getpid());
+    fflush(stdout);
+    sleep(30);
+    return 0;
+}
+
 static int log_flood(size_t n)
 {
     const shmreg_remote_client_config k = {.transports = "rc,tcp", .tcp_device = "lo"};
@@ -132,6 +149,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[3], "engine-default") == 0)
         return engine_default();
+    if (argc == 4 && strcmp(argv[3], "engine-at") == 0)
+        return engine_at(argv[1]);
     if (argc == 4 && strcmp(argv[3], "listeners") == 0)
         return listeners(argv[1]);
     if (argc == 4 && strcmp(argv[3], "log-flood") == 0)

@@ -35,6 +35,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -898,15 +902,24 @@ static void test_ucx_log_bounded(void **state)
     assert_true(ours <= 2 + (unsigned)seconds);
 }
 
-/* tcp listens on the trusted device only: with the engine's listener on
- * 0.0.0.0, the one listening socket of the process on another address than
- * loopback's is that listener (the connection manager's, which hears
- * connection requests only); the tcp transport's own listener, which
- * serves puts and gets, is on 127.0.0.1 within tcp_ports. */
+/* tcp listens on the trusted device only, whatever UCX_NET_DEVICES says:
+ * with the engine's listener on 0.0.0.0, the one listening socket of the
+ * process on another address than loopback's is that listener (the
+ * connection manager's, which hears connection requests only); the tcp
+ * transport's own listener, which serves puts and gets, is on 127.0.0.1
+ * within tcp_ports. */
 static void test_tcp_listens_on_trusted_device_only(void **state)
 {
-    char cmd[600], line[256];
-    snprintf(cmd, sizeof cmd, "%s 47310-47329 0 listeners 2>&1", client_path);
+    /* The environment names every interface of the host: tcp still
+     * listens on the trusted one only. */
+    char devices[256] = "";
+    struct if_nameindex *ifs = if_nameindex();
+    for (struct if_nameindex *i = ifs; i && i->if_name; i++)
+        snprintf(devices + strlen(devices), sizeof devices - strlen(devices), "%s%s", devices[0] ? "," : "",
+                 i->if_name);
+    if_freenameindex(ifs);
+    char cmd[900], line[256];
+    snprintf(cmd, sizeof cmd, "UCX_NET_DEVICES=%s %s 47310-47329 0 listeners 2>&1", devices, client_path);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     unsigned engine_port = 0, on_loopback_in_range = 0, elsewhere = 0, cm = 0;
@@ -932,6 +945,77 @@ static void test_tcp_listens_on_trusted_device_only(void **state)
     assert_int_equal(cm, 1);
     assert_int_equal(on_loopback_in_range, 1);
     assert_int_equal(elsewhere, 0);
+}
+
+/* Start an engine in a process of its own listening at 127.0.0.1:port:
+ * its pid, or 0 with its first line in line. */
+static pid_t engine_at(unsigned port, FILE **out, char *line, size_t cap)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "exec %s 127.0.0.1:%u 0 engine-at", client_path, port);
+    *out = popen(cmd, "r");
+    assert_non_null(*out);
+    if (!fgets(line, (int)cap, *out))
+        snprintf(line, cap, "(nothing)");
+    long pid = 0;
+    char address[80];
+    return sscanf(line, "ENGINE %79s %ld", address, &pid) == 2 ? (pid_t)pid : 0;
+}
+
+/* Whether a connection on local port 127.0.0.1:port is in TIME_WAIT. */
+static bool in_time_wait(unsigned port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512], want[32];
+    snprintf(want, sizeof want, "0100007F:%04X", port);
+    bool found = false;
+    unsigned state;
+    char local[64];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, " %*d: %63s %*s %x", local, &state) == 2 && state == 0x06 && strcmp(local, want) == 0)
+            found = true;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* A --remote-port whose last connection the server closed (its side left
+ * in TIME_WAIT, as after a restart) binds again at once: the listener
+ * reuses its address. */
+static void test_listener_port_in_time_wait_binds(void **state)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, len), 0);
+    assert_int_equal(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+    close(s);
+    unsigned port = ntohs(sa.sin_port);
+    char line[512];
+    FILE *first;
+    pid_t pid = engine_at(port, &first, line, sizeof line);
+    if (!pid)
+        fail_msg("the first engine did not start: %s", line);
+    /* A connection the listener accepts, then the server dies first: its
+     * side of the connection stays in TIME_WAIT on the listener's port. */
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof sa), 0);
+    usleep(300000);
+    kill(pid, SIGKILL);
+    pclose(first);
+    char byte;
+    while (read(c, &byte, 1) > 0)
+        ;
+    close(c);
+    if (!in_time_wait(port))
+        skip(); /* UCX did not take the connection before the kill */
+    FILE *second;
+    pid = engine_at(port, &second, line, sizeof line);
+    print_message("%s", line);
+    if (pid)
+        kill(pid, SIGKILL);
+    pclose(second);
+    assert_true(pid != 0);
 }
 
 /* With UCX_TLS naming the shared-memory transports in the environment, as
@@ -991,6 +1075,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refused_transports), cmocka_unit_test(test_tcp_needs_trusted_device),
         cmocka_unit_test(test_defaults_need_rdma), cmocka_unit_test(test_hardware_client_cannot_use_tcp),
         cmocka_unit_test(test_ucx_log_bounded), cmocka_unit_test(test_tcp_listens_on_trusted_device_only),
+        cmocka_unit_test(test_listener_port_in_time_wait_binds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
