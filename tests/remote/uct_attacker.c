@@ -11,9 +11,10 @@
  * address from that IP:PORT, connects an endpoint, and tries on ADDRESS
  * (hex, in PID's memory) a put short, bcopy and zcopy, a get bcopy and
  * zcopy, and active messages (short and bcopy) with every id of LIST
- * (default: every id the library's contexts leave without a handler). UCT's tcp transport serves a peer's put or get at any
- * address, so a port of a context with tcp open takes them; any other port
- * (a UCP listener, an HTTP server) never completes the connection.
+ * (default: every id the library's contexts leave without a handler).
+ * UCT's tcp transport serves a peer's put at any address (it has no get),
+ * so a port of a context with tcp open takes them; any other port (a UCP
+ * listener, an HTTP server) never completes the connection.
  * Then it looks for the shared-memory transports' segments of PID (UCX's
  * posix files in /dev/shm and the descriptors PID holds on them, sysv
  * segments PID created) and says whether this process can map them
@@ -23,10 +24,11 @@
  *
  * Every put writes its own byte (PUT_SHORT 0xa1, PUT_BCOPY 0xa2, PUT_ZCOPY
  * 0xa3, CMA 0xac) so that the target's canary tells which one landed.
- * Each attempt is bounded by the timeout (default 1000 ms). One line per
- * attempt on stdout:
+ * Each port is met in a child process of its own. Each attempt is bounded
+ * by the timeout (default 1000 ms). One line per attempt on stdout:
  *   PORTS <n> <ip:port>...
  *   TCP <ip:port> <OPERATION> <result>
+ *   TCP <ip:port> ABORTED ...   (UCX tripped on this side over a peer that is not UCX's)
  *   AM <ip:port> short|bcopy sent <n> of <m> [<first failure>]
  *   POSIX|SYSV <what> <result>
  *   CMA <result>
