@@ -1236,8 +1236,9 @@ SHMREG_API void shmreg_cuda_region_request_close(shmreg_cuda_region_request *q);
  *   is the server's own, made from the client's connection request; the
  *   server never dials an address a client sent, and no endpoint serves
  *   two connections. At most 64 connections may wait to prove
- *   themselves, each for 5 s; one past its time is heard no more and
- *   is closed at the next invitation or sweep.
+ *   themselves, at most 8 of them from one source address (an IPv6
+ *   address counts by its /64), each for 5 s; one past its time is heard
+ *   no more and is closed at the next invitation or sweep.
  * - Over its own connection, and only there, the client's library announces
  *   the windows of its own memory it exports (shmreg_remote_export): an
  *   address, a length, a window id and a generation.

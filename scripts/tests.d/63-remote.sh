@@ -28,5 +28,6 @@ build_server "$dir"
 "$dir/venv/bin/python" -c 'import numpy, pytest, tritonclient.grpc, tritonclient.http' 2>/dev/null \
   || "$dir/venv/bin/pip" install -q numpy pytest 'tritonclient[http,grpc]'
 export SERVER_BIN=$PWD/$dir/app/shmreg-server SHMREG_LIBRARY=$PWD/$dir/prefix/lib/libshmreg.so.1
+export UCT_ATTACKER=$PWD/build/gcc/tests/remote/uct_attacker  # server/tests/remote/test_transport_attack.py
 echo "--- remote_memory over HTTP and gRPC"
 "$dir/venv/bin/python" -m pytest -rs -q -p no:cacheprovider server/tests/remote --server c || exit 1

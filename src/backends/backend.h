@@ -18,6 +18,10 @@
  * which carries on from what inspect opened; `forget` closes that in both
  * cases. A reuse thus passes every check a new mapping passes, in the same
  * order, with the same errors.
+ * A source whose mappings are never shared may have an inspect that only
+ * checks (the remote source: the window against the one its client
+ * announced), leaving id.valid false, so that its checks too answer
+ * before the limits.
  *
  * prepare is cheap and does no I/O. inspect and open run outside every
  * registry lock (open may take milliseconds: mmap, pinning,

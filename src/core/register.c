@@ -270,8 +270,9 @@ static shmreg_err open_memory(struct shmreg__table *t, struct pending_registrati
     const shmreg_registration *r = p->open.r;
     shmreg_err err = SHMREG_OK;
     /* The cache's limit changes only in destroy, which no other call may
-     * race. register_region ran inspect already. */
-    if (t->cache.limit > 0 && b->inspect) {
+     * race. register_region ran inspect already; an identity it left
+     * invalid names memory that is never shared. */
+    if (t->cache.limit > 0 && b->inspect && p->open.id.valid) {
         shmreg__table_lock(t);
         p->mapping = shmreg__mapping_reuse_locked(t, b, &p->open.id, p->open.object_offset, r->byte_size);
         shmreg__table_unlock(t);

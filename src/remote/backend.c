@@ -28,6 +28,33 @@ static struct remote_map *map_of(const struct shmreg__opened *o)
     return (struct remote_map *)(uintptr_t)o->priv[0];
 }
 
+/* The region's window must lie inside the one the client announced. */
+static shmreg_err window_fits(const shmreg_registration *r, uint64_t length)
+{
+    if (r->offset <= length && r->byte_size <= length - r->offset)
+        return SHMREG_OK;
+    return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "failed to register remote region '%s': the window [%zu, +%zu) "
+                        "is past the end of the %llu bytes the client announced", r->name, r->offset, r->byte_size,
+                        (unsigned long long)length);
+}
+
+/* The window against the one announced, after the name and before the
+ * registry charges the tag's quota and its limits (backend.h's inspect),
+ * so that a window past the announced one is OUT_OF_BOUNDS at any size,
+ * 2^63 included, never a quota's refusal, as a system region's window past
+ * its object is. Nothing is kept (id.valid stays false: a remote mapping
+ * is never shared); open looks again, under the reference it takes. */
+static shmreg_err remote_inspect(struct shmreg__open_args *a)
+{
+    const shmreg_registration *r = a->r;
+    struct shmreg__remote_descriptor d;
+    uint64_t length;
+    shmreg_err err = shmreg__remote_descriptor_parse(r->raw_handle, r->raw_handle_size, r->name, &d);
+    if (err == SHMREG_OK)
+        err = shmreg__rconn_find(&d, a->registry, r->tag, r->name, NULL, &length);
+    return err == SHMREG_OK ? window_fits(r, length) : err;
+}
+
 static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const shmreg_registration *r = a->r;
@@ -43,12 +70,10 @@ static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__
         shmreg__free(m);
         return err;
     }
-    if (r->offset > length || r->byte_size > length - r->offset) {
+    if ((err = window_fits(r, length)) != SHMREG_OK) {
         shmreg__rconn_put(m->conn);
         shmreg__free(m);
-        return shmreg__fail(SHMREG_ERR_OUT_OF_BOUNDS, "failed to register remote region '%s': the window [%zu, "
-                            "+%zu) is past the end of the %llu bytes the client announced", r->name, r->offset,
-                            r->byte_size, (unsigned long long)length);
+        return err;
     }
     m->window = d.window;
     m->generation = d.generation;
@@ -96,6 +121,7 @@ const struct shmreg__backend shmreg__backend_remote = {
     .name = "remote",
     .kind = SHMREG_KIND_REMOTE,
     .prepare = shmreg__remote_prepare,
+    .inspect = remote_inspect,
     .open = remote_open,
     .close = remote_close,
     .copy = remote_copy,

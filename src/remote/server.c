@@ -7,6 +7,7 @@
  * call UCX under it. Every other thread therefore calls UCX only without
  * engine.lock held, so the two locks are always taken worker first. */
 #include <errno.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,13 @@
 /* Connections that have not yet presented a secret: how many may wait, and
  * for how long, so that anyone who can reach the listener holds little. */
 #define SHMREG__MAX_UNPROVEN 64
+/* ... and from one source address (an IPv6 address counts by its /64, which
+ * one host commonly holds whole), so that one host cannot take all 64 and
+ * keep every other client out. */
+#define SHMREG__MAX_UNPROVEN_PER_SOURCE 8
+/* A source address as counted: family (4, 6, or 0 where UCX could not
+ * say), then the IPv4 address or the IPv6 /64. */
+#define SHMREG__SOURCE_SIZE 9
 #define SHMREG__HELLO_NS 5000000000ull
 /* Windows one connection may have announced at once: each costs the server
  * a record, so a client may not announce without end. */
@@ -62,6 +70,7 @@ struct shmreg__rconn {
     unsigned char id[SHMREG__RMSG_CONNECTION_ID];
     struct tenant *tenant;      /* NULL until the hello proved it; then for good */
     uint64_t accepted_ns;
+    unsigned char source[SHMREG__SOURCE_SIZE]; /* where it came from (SHMREG__SOURCE_SIZE) */
     unsigned long refs;         /* the list's one, and one per region; under the lock */
     pthread_rwlock_t use;       /* read: posting on ep; write: closing it */
     ucp_ep_h ep;                /* NULL once closed */
@@ -477,17 +486,60 @@ static unsigned unproven_expire_locked(uint64_t now)
     return waiting;
 }
 
+/* The source a connection request came from, as counted (SHMREG__SOURCE_SIZE):
+ * requests whose address UCX cannot give share the zero source. */
+static void request_source(ucp_conn_request_h request, unsigned char source[SHMREG__SOURCE_SIZE])
+{
+    memset(source, 0, SHMREG__SOURCE_SIZE);
+    ucp_conn_request_attr_t attr = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    if (engine.w.ucx->conn_request_query(request, &attr) != UCS_OK)
+        return;
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&attr.client_address;
+    if (attr.client_address.ss_family == AF_INET) {
+        source[0] = 4;
+        memcpy(source + 1, &((const struct sockaddr_in *)&attr.client_address)->sin_addr, 4);
+    } else if (attr.client_address.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+        source[0] = 4; /* an IPv4 client of a dual-stack listener: the same host as over IPv4 */
+        memcpy(source + 1, &in6->sin6_addr.s6_addr[12], 4);
+    } else if (attr.client_address.ss_family == AF_INET6) {
+        source[0] = 6;
+        memcpy(source + 1, in6->sin6_addr.s6_addr, 8);
+    }
+}
+
+/* Connections from source still waiting to prove themselves (expired
+ * ones were failed by unproven_expire_locked). */
+static unsigned unproven_from_locked(const unsigned char source[SHMREG__SOURCE_SIZE])
+{
+    unsigned n = 0;
+    for (struct shmreg__rconn *c = engine.conns; c; c = c->next)
+        if (!c->tenant && !conn_failed(c) && memcmp(c->source, source, SHMREG__SOURCE_SIZE) == 0)
+            n++;
+    return n;
+}
+
+/* A connection from source may wait for its hello: fewer than 64 wait in
+ * all, and fewer than 8 from its source. */
+static bool unproven_room_locked(const unsigned char source[SHMREG__SOURCE_SIZE])
+{
+    return unproven_expire_locked(shmreg__ucx_now_ns()) < SHMREG__MAX_UNPROVEN &&
+           unproven_from_locked(source) < SHMREG__MAX_UNPROVEN_PER_SOURCE;
+}
+
 /* A client's connection request, inside the progress of the listener's
  * worker: an endpoint of the server's own, unproven until its hello. */
 static void on_conn_request(ucp_conn_request_h request, void *arg)
 {
     struct shmreg__rconn *c = NULL;
+    unsigned char source[SHMREG__SOURCE_SIZE];
+    request_source(request, source);
     pthread_mutex_lock(&engine.lock);
-    if (unproven_expire_locked(shmreg__ucx_now_ns()) < SHMREG__MAX_UNPROVEN)
+    if (unproven_room_locked(source))
         c = shmreg__calloc(1, sizeof *c);
     if (c && getrandom(c->id, sizeof c->id, 0) == (ssize_t)sizeof c->id) {
         pthread_rwlock_init(&c->use, NULL);
         atomic_flag_clear(&c->why_set);
+        memcpy(c->source, source, sizeof c->source);
         ucp_ep_params_t p = {
             .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                           UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -742,11 +794,12 @@ shmreg_err shmreg__rconn_find(const struct shmreg__remote_descriptor *d, const v
     struct window *w = c && !conn_failed(c) && c->tenant && tenant_is(c->tenant, registry, tag)
                            ? window_find_locked(c, d->window, d->generation)
                            : NULL;
-    if (w) {
+    if (w && out) {
         c->refs++;
         *out = c;
-        *window_length = w->length;
     }
+    if (w)
+        *window_length = w->length;
     pthread_mutex_unlock(&engine.lock);
     if (!w)
         return shmreg__fail(SHMREG_ERR_NOT_FOUND, "cannot register remote region '%s': no window of this tenant's "

@@ -35,7 +35,7 @@ struct shmreg__rconn;
  * (one message for every reason, so that a tenant learns nothing of the
  * others' connections) when the connection is not this tenant's, has
  * failed, or has no such window with that generation. name: the region's,
- * for messages. */
+ * for messages. out NULL: the window's length only, no reference taken. */
 shmreg_err shmreg__rconn_find(const struct shmreg__remote_descriptor *d, const void *registry, const char *tag,
                               const char *name, struct shmreg__rconn **out, uint64_t *window_length);
 

@@ -121,6 +121,7 @@ static void load(void)
         SHMREG_UCX_SYM_(request_check_status, ucp_request_check_status),
         SHMREG_UCX_SYM_(request_free, ucp_request_free),
         SHMREG_UCX_SYM_(status_string, ucs_status_string),
+        SHMREG_UCX_SYM_(conn_request_query, ucp_conn_request_query),
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         if (!(*syms[i].slot = dlsym(h, syms[i].name))) {

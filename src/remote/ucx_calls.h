@@ -39,6 +39,7 @@ struct shmreg__ucx {
     ucs_status_t (*request_check_status)(void *);
     void (*request_free)(void *);
     const char *(*status_string)(ucs_status_t);
+    ucs_status_t (*conn_request_query)(ucp_conn_request_h, ucp_conn_request_attr_t *);
 };
 
 /* Load UCX once (thread-safe); later calls return the first answer. OK and

@@ -481,6 +481,40 @@ static void test_bad_descriptors(void **state)
     client_end(&c, false);
 }
 
+/* A window past the one the client announced is OUT_OF_BOUNDS at any
+ * size, before the tag's quota is charged: with a quota of 64 mapped bytes
+ * per tag, 65 bytes and 2^63 bytes of a 64-byte window both answer
+ * OUT_OF_BOUNDS, not the quota's NO_MEMORY; the window itself fits. */
+static void test_window_before_quota(void **state)
+{
+    shmreg_config cfg;
+    shmreg_config_init(&cfg);
+    cfg.max_mapped_bytes_per_tag = 64;
+    shmreg_registry *reg;
+    assert_ok(shmreg_registry_create(&cfg, &reg));
+    struct client c;
+    client_start_as(&c, reg, "small", 64, 8, "export");
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_REMOTE;
+    r.name = "w";
+    r.tag = "small";
+    r.raw_handle = c.desc;
+    r.raw_handle_size = c.desc_size;
+    const size_t sizes[] = {65, (size_t)1 << 63};
+    for (size_t i = 0; i < 2; i++) {
+        r.byte_size = sizes[i];
+        shmreg_err err = shmreg_register(reg, &r);
+        print_message("%zu bytes of a 64-byte window: %s: %s\n", sizes[i], shmreg_err_name(err), shmreg_last_error());
+        assert_int_equal(err, SHMREG_ERR_OUT_OF_BOUNDS);
+        assert_non_null(strstr(shmreg_last_error(), "past the end"));
+    }
+    r.byte_size = 64;
+    assert_ok(shmreg_register(reg, &r));
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+}
+
 /* Tenants: a descriptor of alice's connection is refused to bob, whether
  * bob is another tag of the same registry or another registry; alice's
  * memory is not touched. */
@@ -621,6 +655,65 @@ static void test_tenant_limits(void **state)
     client_end(&other, false);
     shmreg_registry_destroy(reg);
 }
+
+#ifdef SHMREG_TEST_HOLDER
+/* Unproven connections are bounded per source address: a peer that opens
+ * 20 connections from 127.0.0.1 and never says hello gets 8 of them (the
+ * 9th and later are refused). Once it lets them go, a client from the same
+ * address is welcomed again. (A second source on one host's loopback is
+ * out of reach: UCX 1.13 binds a client only to an address of one of the
+ * host's interfaces, and the server's tcp is on lo alone.) */
+static void test_unproven_per_source(void **state)
+{
+    const char *address;
+    assert_ok(shmreg_remote_server_address(&address));
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1%s", strrchr(address, ':'));
+    int to[2], from[2];
+    assert_int_equal(pipe(to), 0);
+    assert_int_equal(pipe(from), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[1]);
+        close(from[0]);
+        execl(SHMREG_TEST_HOLDER, SHMREG_TEST_HOLDER, target, "20", "127.0.0.1", (char *)NULL);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    FILE *out = fdopen(from[0], "r");
+    char line[128] = "";
+    if (!fgets(line, sizeof line, out))
+        snprintf(line, sizeof line, "(the holder said nothing)\n");
+    print_message("20 unproven connections from 127.0.0.1: %s", line);
+    close(to[1]); /* the holder lets its connections go */
+    fclose(out);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_string_equal(line, "HELD 8 REFUSED 12\n");
+    /* Their places come back as the server hears them close (or within
+     * the 5 s an unproven connection may wait): a client is welcomed. */
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    char said[2 * SHMREG_REMOTE_DESCRIPTOR_MAX + 512] = "";
+    for (int attempt = 0; attempt < 7 && strncmp(said, "DESC ", 5) != 0; attempt++) {
+        unsigned char secret[SHMREG_REMOTE_SECRET_SIZE];
+        char tag[16];
+        snprintf(tag, sizeof tag, "after%d", attempt); /* a tenant per attempt: its own connection limit */
+        if (attempt)
+            sleep(1);
+        assert_ok(shmreg_remote_invite(reg, tag, secret));
+        struct client c;
+        client_spawn(&c, secret, 4096, 12, "export", said, sizeof said);
+        client_end(&c, false);
+    }
+    print_message("then a client: %.60s\n", said);
+    assert_int_equal(strncmp(said, "DESC ", 5), 0);
+    shmreg_registry_destroy(reg);
+}
+#endif
 
 #ifdef SHMREG_TEST_ATTACKER
 /* A peer that dials the listener and uses UCX's one-sided operations on
@@ -970,10 +1063,14 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unregister_in_flight),
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
+        cmocka_unit_test(test_window_before_quota),
         cmocka_unit_test(test_other_tenant),   cmocka_unit_test(test_secret_once),
         cmocka_unit_test(test_tenant_limits),  cmocka_unit_test(test_window_limit),
 #ifdef SHMREG_TEST_ATTACKER
         cmocka_unit_test(test_one_sided_refused),
+#endif
+#ifdef SHMREG_TEST_HOLDER
+        cmocka_unit_test(test_unproven_per_source),
 #endif
         cmocka_unit_test(test_refused_transports), cmocka_unit_test(test_tcp_needs_trusted_device),
         cmocka_unit_test(test_defaults_need_rdma), cmocka_unit_test(test_hardware_client_cannot_use_tcp),
