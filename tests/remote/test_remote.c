@@ -1,10 +1,12 @@
 /* Remote regions through UCX, client and server as two processes on one
  * host. The client is remote_client (exec'd); this process is
  * the server, both over tcp on the loopback device (tcp_device "lo"). ctest
- * runs the program twice: with UCX_TLS=tcp, and with UCX_TLS naming the
+ * runs the program three times: with UCX_TLS=tcp; with UCX_TLS naming the
  * shared-memory transports, where it checks that those are refused and
- * that the environment no longer picks the library's transports. It exits
- * 77 (skipped) where this build or machine has no UCX.
+ * that the environment no longer picks the library's transports; and in
+ * namespaces of its own where a second address reaches the listener
+ * (in_netns.sh), for test_unproven_other_source alone. It exits 77
+ * (skipped) where this build or machine has no UCX.
  *
  * What each test asserts:
  *  - reads return the client's bytes, writes land in the client's memory
@@ -19,6 +21,9 @@
  *    remote_timeout_ms;
  *  - memory the client unmapped: FAULT, no crash;
  *  - malformed descriptors and windows: refused with a message;
+ *  - connections that never present a secret: at most 8 from one source
+ *    address, and one source holding its 8 keeps no other source's client
+ *    out;
  *  - transports on which an unproven peer could read or write memory (UD,
  *    shared memory, self, IPC, all, unknown names, tcp without a trusted
  *    device) are refused with a message naming the transport, why, and the
@@ -50,6 +55,9 @@
 #define SIZE (1u << 20)
 
 static const char *client_path;
+/* The address the listener takes and clients dial (and so the one they
+ * come from): loopback, or SHMREG_TEST_HOME's (in_netns.sh). */
+static const char *home = "127.0.0.1";
 
 struct client {
     pid_t pid;
@@ -91,8 +99,7 @@ static void client_spawn(struct client *c, const unsigned char *secret, size_t s
     c->out = fdopen(from[0], "r");
     const char *address;
     assert_ok(shmreg_remote_server_address(&address));
-    /* The listener takes every address; the client dials loopback. */
-    fprintf(c->in, "connect 127.0.0.1%s ", strrchr(address, ':'));
+    fprintf(c->in, "connect %s%s ", home, strrchr(address, ':'));
     hex(c->in, secret, SHMREG_REMOTE_SECRET_SIZE);
     fputc('\n', c->in);
     fflush(c->in);
@@ -657,42 +664,62 @@ static void test_tenant_limits(void **state)
 }
 
 #ifdef SHMREG_TEST_HOLDER
-/* Unproven connections are bounded per source address: a peer that opens
- * 20 connections from 127.0.0.1 and never says hello gets 8 of them (the
- * 9th and later are refused). Once it lets them go, a client from the same
- * address is welcomed again. (A second source on one host's loopback is
- * out of reach: UCX 1.13 binds a client only to an address of one of the
- * host's interfaces, and the server's tcp is on lo alone.) */
-static void test_unproven_per_source(void **state)
+struct holder {
+    pid_t pid;
+    int in; /* closing it lets the holder's connections go */
+};
+
+/* Start a holder: 20 connections from source (over device alone, where
+ * not NULL) that never say hello. What it says once each was held or
+ * refused ("HELD n REFUSED m") into line. */
+static void holder_start(struct holder *h, const char *source, const char *device, char *line, size_t cap)
 {
     const char *address;
     assert_ok(shmreg_remote_server_address(&address));
     char target[64];
-    snprintf(target, sizeof target, "127.0.0.1%s", strrchr(address, ':'));
+    snprintf(target, sizeof target, "%s%s", home, strrchr(address, ':'));
     int to[2], from[2];
     assert_int_equal(pipe(to), 0);
     assert_int_equal(pipe(from), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
+    h->pid = fork();
+    assert_true(h->pid >= 0);
+    if (h->pid == 0) {
         dup2(to[0], 0);
         dup2(from[1], 1);
         close(to[1]);
         close(from[0]);
-        execl(SHMREG_TEST_HOLDER, SHMREG_TEST_HOLDER, target, "20", "127.0.0.1", (char *)NULL);
+        execl(SHMREG_TEST_HOLDER, SHMREG_TEST_HOLDER, target, "20", source, device, (char *)NULL);
         _exit(127);
     }
     close(to[0]);
     close(from[1]);
+    h->in = to[1];
     FILE *out = fdopen(from[0], "r");
-    char line[128] = "";
-    if (!fgets(line, sizeof line, out))
-        snprintf(line, sizeof line, "(the holder said nothing)\n");
-    print_message("20 unproven connections from 127.0.0.1: %s", line);
-    close(to[1]); /* the holder lets its connections go */
+    if (!fgets(line, (int)cap, out))
+        snprintf(line, cap, "(the holder said nothing)\n");
     fclose(out);
+    print_message("20 unproven connections from %s: %s", source, line);
+}
+
+static void holder_end(struct holder *h)
+{
+    close(h->in);
     int status;
-    waitpid(pid, &status, 0);
+    waitpid(h->pid, &status, 0);
+}
+
+/* Unproven connections are bounded per source address: a peer that opens
+ * 20 connections from 127.0.0.1 and never says hello gets 8 of them (the
+ * 9th and later are refused). Once it lets them go, a client from the same
+ * address is welcomed again. (test_unproven_other_source, in a network
+ * namespace of its own, shows a client of another address welcomed while
+ * the 8 are held.) */
+static void test_unproven_per_source(void **state)
+{
+    struct holder h;
+    char line[128];
+    holder_start(&h, "127.0.0.1", NULL, line, sizeof line);
+    holder_end(&h);
     assert_string_equal(line, "HELD 8 REFUSED 12\n");
     /* Their places come back as the server hears them close (or within
      * the 5 s an unproven connection may wait): a client is welcomed. */
@@ -712,6 +739,39 @@ static void test_unproven_per_source(void **state)
     print_message("then a client: %.60s\n", said);
     assert_int_equal(strncmp(said, "DESC ", 5), 0);
     shmreg_registry_destroy(reg);
+}
+
+/* One host that fills its share of unproven connections keeps no other
+ * host out: while a peer holds 8 connections from a second address and
+ * has 12 more refused, a client of another address (home, lo's) is
+ * welcomed, exports a window, and the server reads it over the client's
+ * lanes. ctest runs it in namespaces of its own (in_netns.sh, which says
+ * why the addresses are laid out so), naming the second address and its
+ * device in SHMREG_TEST_SECOND_SOURCE and SHMREG_TEST_SECOND_DEVICE. */
+static void test_unproven_other_source(void **state)
+{
+    const char *second = getenv("SHMREG_TEST_SECOND_SOURCE");
+    struct holder h;
+    char line[128];
+    holder_start(&h, second, getenv("SHMREG_TEST_SECOND_DEVICE"), line, sizeof line);
+    assert_string_equal(line, "HELD 8 REFUSED 12\n");
+    struct client c;
+    shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 0);
+    client_start(&c, reg, 4096, 13);
+    assert_ok(shmreg_register_remote(reg, "other", c.desc, c.desc_size, 0, 4096, 0));
+    shmreg_region *ref;
+    shmreg_view v;
+    unsigned char buf[4096];
+    assert_ok(shmreg_acquire(reg, "other", 0, 4096, &ref, &v));
+    assert_ok(shmreg_copy_from_view(ref, &v, 0, buf, sizeof buf));
+    shmreg_release(ref);
+    for (size_t i = 0; i < sizeof buf; i++)
+        if (buf[i] != tu_pattern(13, i))
+            fail_msg("byte %zu of the read is %u, the client holds %u", i, buf[i], tu_pattern(13, i));
+    print_message("a client from %s while they are held: welcomed, its window read\n", home);
+    shmreg_registry_destroy(reg);
+    client_end(&c, false);
+    holder_end(&h);
 }
 #endif
 
@@ -1044,12 +1104,24 @@ int main(int argc, char **argv)
     }
     client_path = argc > 1 ? argv[1] : "./remote_client";
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("SHMREG_TEST_HOME"))
+        home = getenv("SHMREG_TEST_HOME");
+    char listen[64];
+    snprintf(listen, sizeof listen, "%s:0", home);
     shmreg_remote_config config = {
-        .max_copies = 2, .max_connections = 3, .listen = "127.0.0.1:0", .tcp_device = "lo"};
+        .max_copies = 2, .max_connections = 3, .listen = listen, .tcp_device = "lo"};
     if (shmreg_remote_configure(&config) != SHMREG_OK) {
         printf("remote_configure: %s\n", shmreg_last_error());
         return 1;
     }
+#ifdef SHMREG_TEST_HOLDER
+    /* In namespaces where a second address reaches the listener
+     * (in_netns.sh): only the case that needs them. */
+    if (getenv("SHMREG_TEST_SECOND_SOURCE")) {
+        const struct CMUnitTest other_source[] = {cmocka_unit_test(test_unproven_other_source)};
+        return cmocka_run_group_tests(other_source, NULL, NULL);
+    }
+#endif
     /* UCX_TLS of shared memory only: what earlier releases opened then is
      * refused, and the environment no longer chooses. */
     const char *tls = getenv("UCX_TLS");

@@ -2,10 +2,11 @@
 /* A peer that holds connections to the server's listener without ever
  * proving itself (no hello), from one source address: UCX used directly.
  *
- *   unproven_holder HOST:PORT|[HOST6]:PORT COUNT LOCAL_IP
+ *   unproven_holder HOST:PORT|[HOST6]:PORT COUNT LOCAL_IP [DEVICE]
  * Opens COUNT client-server endpoints to HOST:PORT, each bound to LOCAL_IP
  * (UCP_EP_PARAM_FIELD_LOCAL_SOCK_ADDR: UCX 1.13 takes only an address
- * of one of the host's interfaces), over tcp, waits up to 5 s for each to be
+ * of one of the host's interfaces), over tcp (on DEVICE alone where given:
+ * LOCAL_IP's, so that no lane goes out on another), waits up to 5 s for each to be
  * accepted (its flush completes) or refused (it fails), and prints
  *   HELD <accepted> REFUSED <refused>
  * then keeps them open, progressing, until stdin closes. */
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
 {
     char host[64];
     unsigned port;
-    if (argc != 4 || (sscanf(argv[1], "[%63[^]]]:%u", host, &port) != 2 &&
+    if (argc < 4 || argc > 5 || (sscanf(argv[1], "[%63[^]]]:%u", host, &port) != 2 &&
                       sscanf(argv[1], "%63[^:]:%u", host, &port) != 2))
         return 2;
     unsigned count = (unsigned)atoi(argv[2]);
@@ -67,7 +68,8 @@ int main(int argc, char **argv)
     ucp_context_h ctx;
     ucp_worker_h w;
     ucp_config_t *config;
-    if (ucp_config_read(NULL, NULL, &config) != UCS_OK || ucp_config_modify(config, "TLS", "tcp") != UCS_OK)
+    if (ucp_config_read(NULL, NULL, &config) != UCS_OK || ucp_config_modify(config, "TLS", "tcp") != UCS_OK ||
+        (argc == 5 && ucp_config_modify(config, "NET_DEVICES", argv[4]) != UCS_OK))
         return 3;
     if (ucp_init(&params, config, &ctx) != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK)
         return 3;
