@@ -7,7 +7,6 @@
  * call UCX under it. Every other thread therefore calls UCX only without
  * engine.lock held, so the two locks are always taken worker first. */
 #include <errno.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include "remote/hostport.h"
 #include "remote/messages.h"
 #include "remote/server.h"
+#include "remote/source.h"
 #include "remote/worker.h"
 
 /* A close waits this long for UCX to finish the endpoint's disconnection. */
@@ -34,9 +34,6 @@
  * one host commonly holds whole), so that one host cannot take all 64 and
  * keep every other client out. */
 #define SHMREG__MAX_UNPROVEN_PER_SOURCE 8
-/* A source address as counted: family (4, 6, or 0 where UCX could not
- * say), then the IPv4 address or the IPv6 /64. */
-#define SHMREG__SOURCE_SIZE 9
 #define SHMREG__HELLO_NS 5000000000ull
 /* Windows one connection may have announced at once: each costs the server
  * a record, so a client may not announce without end. */
@@ -486,25 +483,13 @@ static unsigned unproven_expire_locked(uint64_t now)
     return waiting;
 }
 
-/* The source a connection request came from, as counted (SHMREG__SOURCE_SIZE):
+/* The source a connection request came from, as counted (remote/source.h):
  * requests whose address UCX cannot give share the zero source. */
 static void request_source(ucp_conn_request_h request, unsigned char source[SHMREG__SOURCE_SIZE])
 {
-    memset(source, 0, SHMREG__SOURCE_SIZE);
     ucp_conn_request_attr_t attr = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
-    if (engine.w.ucx->conn_request_query(request, &attr) != UCS_OK)
-        return;
-    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&attr.client_address;
-    if (attr.client_address.ss_family == AF_INET) {
-        source[0] = 4;
-        memcpy(source + 1, &((const struct sockaddr_in *)&attr.client_address)->sin_addr, 4);
-    } else if (attr.client_address.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-        source[0] = 4; /* an IPv4 client of a dual-stack listener: the same host as over IPv4 */
-        memcpy(source + 1, &in6->sin6_addr.s6_addr[12], 4);
-    } else if (attr.client_address.ss_family == AF_INET6) {
-        source[0] = 6;
-        memcpy(source + 1, in6->sin6_addr.s6_addr, 8);
-    }
+    bool known = engine.w.ucx->conn_request_query(request, &attr) == UCS_OK;
+    shmreg__remote_source(known ? &attr.client_address : NULL, source);
 }
 
 /* Connections from source still waiting to prove themselves (expired
