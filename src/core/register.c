@@ -340,8 +340,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
         .accept_unsealed_fds = reg->accept_unsealed_fds,
-        .remote_timeout_ms = reg->remote_timeout_ms,
-        .registry = reg,
+        .source_settings = shmreg__source_settings(reg, r->source),
         .fd = -1,
     };
     if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
