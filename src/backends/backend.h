@@ -23,9 +23,12 @@
  * announced), leaving id.valid false, so that its checks too answer
  * before the limits.
  *
- * prepare is cheap and does no I/O. inspect and open run outside every
- * registry lock (open may take milliseconds: mmap, pinning,
- * cudaIpcOpenMemHandle) and leave nothing behind on failure. */
+ * prepare is cheap and does no I/O, but for the remote source's, which
+ * first sweeps the registry's remote regions whose client is gone
+ * (remote/backend.c says why there); it runs outside every registry lock.
+ * inspect and open run outside every registry lock (open may take
+ * milliseconds: mmap, pinning, cudaIpcOpenMemHandle) and leave nothing
+ * behind on failure. */
 #ifndef SHMREG_BACKEND_H
 #define SHMREG_BACKEND_H
 

@@ -377,10 +377,6 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 {
     if (!reg || !r)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "register: %s is NULL", !reg ? "registry" : "registration");
-    /* A client that died gives its names back before a new one may want
-     * them (remote regions only: a sweep walks the table). */
-    if (r->source == SHMREG_SOURCE_REMOTE)
-        (void)shmreg_remote_sweep(reg, NULL);
     shmreg_err err = register_region(reg, r);
     count(reg->table, err);
     return err;

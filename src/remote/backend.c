@@ -63,6 +63,20 @@ static shmreg_err remote_inspect(struct shmreg__open_args *a)
     return err == SHMREG_OK ? window_fits(r, length) : err;
 }
 
+/* A client that died gives its names back before a new remote
+ * registration may want them: its regions are swept here, before the
+ * arguments are checked. It lives in this backend's prepare, not in the
+ * generic verb, because only a registration of this source needs it, and
+ * prepare is the one step of this source that runs before the registry
+ * checks the name (inspect runs after it), outside every registry lock.
+ * The sweep walks the registry's table, which is the core's, above this
+ * layer: it is reached through its public call. */
+static shmreg_err remote_prepare(struct shmreg__open_args *a)
+{
+    (void)shmreg_remote_sweep(settings_of(a)->registry, NULL);
+    return shmreg__remote_prepare(a);
+}
+
 static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const shmreg_registration *r = a->r;
@@ -128,7 +142,7 @@ static const char *remote_transports(const struct shmreg__opened *o)
 const struct shmreg__backend shmreg__backend_remote = {
     .name = "remote",
     .kind = SHMREG_KIND_REMOTE,
-    .prepare = shmreg__remote_prepare,
+    .prepare = remote_prepare,
     .inspect = remote_inspect,
     .open = remote_open,
     .close = remote_close,
