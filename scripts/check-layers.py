@@ -10,7 +10,7 @@ src/ is in folders by layer (docs/design.md), lowest first:
   core      the registry, its table, regions, mappings, quotas, reclaim
 
 A file may include the headers of its own layer and of lower ones, the
-public header (shmreg/shmreg.h) and system headers. Every include of a
+public headers (shmreg/shmreg.h and those beside it) and system headers. Every include of a
 header under src/ is written through its folder, from src/ as the include
 root ("base/err.h"), never bare ("err.h") nor relative ("../base/err.h").
 Every source file sits in one of the layers' folders.
@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ["base", "wire", "backends", "remote", "core"]  # lowest first
-PUBLIC = "shmreg/"  # include/shmreg/, the public header
+PUBLIC = "shmreg/"  # include/shmreg/, the public headers
 SOURCES = {".c", ".h", ".cc", ".cpp", ".cu", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 

@@ -10,11 +10,11 @@ that requests can name it as a CUDA shared-memory region.
     # ... infer over HTTP or gRPC naming region "x" ...
     sock.close()                                  # the server unregisters it
 
-Whatever allocated the tensor: the library asks the driver (shmreg.h,
-shmreg_send_cuda_region) and sends a stream-ordered pool's descriptor, a VMM
-range's chunks (PyTorch's expandable segments) or a legacy CUDA IPC handle
-with the tensor's offset in its allocation. docs/cuda.md says what each
-allocator needs.
+Whatever allocated the tensor: the library asks the driver
+(shmreg/region_socket.h, shmreg_send_cuda_region) and sends a stream-ordered
+pool's descriptor, a VMM range's chunks (PyTorch's expandable segments) or a
+legacy CUDA IPC handle with the tensor's offset in its allocation.
+docs/cuda.md says what each allocator needs.
 
 The tensor may be a PyTorch tensor, a CuPy array, anything with
 __cuda_array_interface__ (versions 2 and 3), or a DLPack producer

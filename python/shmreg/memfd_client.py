@@ -3,7 +3,7 @@ client's memory can be neither truncated nor grown under the server.
 
 Standard library only: this file needs neither the compiled shmreg extension
 nor anything from PyPI, so a client may also copy it alone. It speaks the
-format of shmreg.h's shmreg_send_region (the C client):
+format of shmreg/region_socket.h's shmreg_send_region (the C client):
 
     import mmap
     from shmreg import memfd_client

@@ -27,7 +27,7 @@ the array) alive while the region is registered; remote.unregister(url,
 name) ends it, and the server unregisters it by itself when this process
 dies or disconnect() says goodbye.
 
-Standard library only (ctypes over libshmreg's C client, shmreg.h's
+Standard library only (ctypes over libshmreg's C client, shmreg/remote.h's
 shmreg_remote_*), so it works with or without the compiled extension. The
 library is the one shipped next to this file, else $SHMREG_LIBRARY, else
 libshmreg.so.1 on the loader's path.

@@ -6,8 +6,8 @@
 #    against each build's installed package (with the CUDA toolkit hidden for
 #    the CUDA-off one);
 #  - libshmreg.so exports only shmreg_* functions, each at a SHMREG_1.x
-#    version, and every function the public header declares;
-#  - its ABI, as abidw records it from the public header, against the baseline
+#    version, and every function the public headers declare;
+#  - its ABI, as abidw records it from the public headers, against the baseline
 #    abi/libshmreg.abi: an incompatible change fails; a compatible addition
 #    passes with the report, and the baseline should be re-recorded in the
 #    same change (scripts/abi-baseline.sh).
@@ -25,9 +25,10 @@ standalone=$(find src tests bench examples server -name CMakeLists.txt -exec gre
              | xargs -r -n1 dirname | sort || true)
 
 # The public functions: the name before the first '(' of each SHMREG_API
-# declaration, declarations joined across lines.
+# declaration, declarations joined across lines, in every public header
+# (shmreg.h and the supplements beside it that it includes).
 header_functions() {
-  grep -v '^#' include/shmreg/shmreg.h | tr '\n' ' ' | grep -o 'SHMREG_API[^(;]*(' \
+  cat include/shmreg/*.h | grep -v '^#' | tr '\n' ' ' | grep -o 'SHMREG_API[^(;]*(' \
     | sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*\($/\1/' | sort -u
 }
 
@@ -40,7 +41,7 @@ check_exports() {
   for f in $(header_functions); do
     grep -qE " $f@@SHMREG_1\.[0-9]+\$" <<<"$syms" || missing+=("$f")
   done
-  [ ${#missing[@]} -eq 0 ] || fail "$flavour: declared in shmreg.h but not exported (add to src/libshmreg.map): ${missing[*]}"
+  [ ${#missing[@]} -eq 0 ] || fail "$flavour: declared in a public header (include/shmreg/*.h) but not exported (add to src/libshmreg.map): ${missing[*]}"
   echo "15-abi: $flavour: $(grep -c '@@SHMREG_' <<<"$syms") functions exported, all shmreg_*@@SHMREG_1.x"
 }
 
@@ -69,6 +70,14 @@ check_abi() {
     echo "15-abi: $flavour: no ABI change against $baseline that abidiff reports (harmless ones, such as an added enumerator, it leaves out)"
   fi
 }
+
+# A supplement beside shmreg.h that shmreg.h does not include would be
+# missing from every program that includes only shmreg.h.
+for h in include/shmreg/*.h; do
+  name=${h#include/}
+  [ "$name" = shmreg/shmreg.h ] || grep -qx "#include <$name>" include/shmreg/shmreg.h \
+    || fail "include/shmreg/shmreg.h does not include <$name>, a public header beside it"
+done
 
 [ -f "$baseline" ] || { echo "15-abi: no $baseline; record it with: bash scripts/abi-baseline.sh"; exit 1; }
 

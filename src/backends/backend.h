@@ -23,9 +23,12 @@
  * announced), leaving id.valid false, so that its checks too answer
  * before the limits.
  *
- * prepare is cheap and does no I/O. inspect and open run outside every
- * registry lock (open may take milliseconds: mmap, pinning,
- * cudaIpcOpenMemHandle) and leave nothing behind on failure. */
+ * prepare is cheap and does no I/O, but for the remote source's, which
+ * first sweeps the registry's remote regions whose client is gone
+ * (remote/backend.c says why there); it runs outside every registry lock.
+ * inspect and open run outside every registry lock (open may take
+ * milliseconds: mmap, pinning, cudaIpcOpenMemHandle) and leave nothing
+ * behind on failure. */
 #ifndef SHMREG_BACKEND_H
 #define SHMREG_BACKEND_H
 
@@ -56,8 +59,10 @@ struct shmreg__open_args {
     const uid_t *allowed_uids; /* a system object's owner must be one of these, */
     size_t allowed_uid_count;  /* unless the count is 0 */
     bool accept_unsealed_fds; /* SHMREG_SOURCE_FD: F_SEAL_SHRINK not required */
-    unsigned remote_timeout_ms; /* SHMREG_SOURCE_REMOTE: one copy's bound */
-    const void *registry; /* SHMREG_SOURCE_REMOTE: with r->tag, the tenant the region belongs to */
+    /* The registry's settings for this source, which only its backend reads
+     * (SHMREG_SOURCE_REMOTE: struct shmreg__remote_settings,
+     * remote/settings.h); NULL for a source that has none. */
+    const void *source_settings;
     /* Set by prepare: page-lock the mapping, and the bytes that pins.
      * pin_optional: the pin is AUTO's choice, not demanded, so register.c
      * drops it when it would pass the pin budget (table.h); the region is

@@ -340,8 +340,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .allowed_uids = reg->allowed_uids,
         .allowed_uid_count = reg->allowed_uid_count,
         .accept_unsealed_fds = reg->accept_unsealed_fds,
-        .remote_timeout_ms = reg->remote_timeout_ms,
-        .registry = reg,
+        .source_settings = shmreg__source_settings(reg, r->source),
         .fd = -1,
     };
     if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
@@ -378,10 +377,6 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 {
     if (!reg || !r)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "register: %s is NULL", !reg ? "registry" : "registration");
-    /* A client that died gives its names back before a new one may want
-     * them (remote regions only: a sweep walks the table). */
-    if (r->source == SHMREG_SOURCE_REMOTE)
-        (void)shmreg_remote_sweep(reg, NULL);
     shmreg_err err = register_region(reg, r);
     count(reg->table, err);
     return err;

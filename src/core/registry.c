@@ -22,6 +22,11 @@ bool shmreg__kind_valid(shmreg_kind kind)
            kind == SHMREG_KIND_REMOTE;
 }
 
+const void *shmreg__source_settings(const shmreg_registry *reg, shmreg_source source)
+{
+    return source == SHMREG_SOURCE_REMOTE ? &reg->remote : NULL;
+}
+
 const char *shmreg__kind_word(shmreg_kind kind)
 {
     switch (kind) {
@@ -192,7 +197,8 @@ shmreg_err shmreg_registry_create(const shmreg_config *cfg, shmreg_registry **ou
     reg->accept_unsealed_fds = cfg->accept_unsealed_fds != 0;
     /* Bounded so that milliseconds fit the engine's nanosecond clock. */
     size_t timeout = cfg->remote_timeout_ms ? cfg->remote_timeout_ms : SHMREG_REMOTE_TIMEOUT_MS;
-    reg->remote_timeout_ms = timeout > 24u * 3600 * 1000 ? 24u * 3600 * 1000 : (unsigned)timeout;
+    reg->remote.timeout_ms = timeout > 24u * 3600 * 1000 ? 24u * 3600 * 1000 : (unsigned)timeout;
+    reg->remote.registry = reg;
     const struct shmreg__table_config tc = {
         .limits = {cfg->max_regions, cfg->max_mapped_bytes, cfg->max_pinned_bytes},
         .tag_limits = {cfg->max_regions_per_tag, cfg->max_mapped_bytes_per_tag, cfg->max_pinned_bytes_per_tag},

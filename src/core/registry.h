@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "core/table.h"
+#include "remote/settings.h"
 
 struct shmreg_registry {
     struct shmreg__table *table;
@@ -17,12 +18,15 @@ struct shmreg_registry {
     uid_t *allowed_uids;      /* owned, or NULL */
     size_t allowed_uid_count;
     bool accept_unsealed_fds; /* 1.1: SHMREG_SOURCE_FD without F_SEAL_SHRINK */
-    unsigned remote_timeout_ms; /* 1.2: a remote copy's bound */
+    struct shmreg__remote_settings remote; /* 1.2: read by the remote backend only */
 };
 
 /* ---- shared by the API verbs (register.c, unregister.c, status.c) */
 
 bool shmreg__kind_valid(shmreg_kind kind);
+/* The registry's settings for source, which only that source's backend
+ * reads (shmreg__open_args.source_settings); NULL for a source without. */
+const void *shmreg__source_settings(const shmreg_registry *reg, shmreg_source source);
 const char *shmreg__kind_word(shmreg_kind kind); /* "system ", "cuda ", "remote " or "" for ANY */
 
 /* A filter's fields checked (kind in range, tag and name valid when given);

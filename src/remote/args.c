@@ -2,7 +2,8 @@
  * descriptor is INVALID_ARG whether or not this library or machine has
  * UCX, so callers see one behaviour. The window's bounds need the announced
  * window, which only the engine knows (remote/backend.c). The backend's
- * prepare (remote/backend.c, remote/stub.c) is this. */
+ * prepare is this (remote/stub.c), or this after a sweep of the registry's
+ * unreachable remote regions (remote/backend.c). */
 #include "backends/backend.h"
 #include "base/err.h"
 #include "remote/descriptor.h"

@@ -14,6 +14,7 @@
 #include "base/sys.h"
 #include "remote/descriptor.h"
 #include "remote/server.h"
+#include "remote/settings.h"
 #include "remote/ucx_calls.h"
 
 struct remote_map {
@@ -26,6 +27,13 @@ struct remote_map {
 static struct remote_map *map_of(const struct shmreg__opened *o)
 {
     return (struct remote_map *)(uintptr_t)o->priv[0];
+}
+
+/* The registry's settings for its remote regions: the core passes them
+ * with every registration of this source. */
+static const struct shmreg__remote_settings *settings_of(const struct shmreg__open_args *a)
+{
+    return a->source_settings;
 }
 
 /* The region's window must lie inside the one the client announced. */
@@ -51,8 +59,22 @@ static shmreg_err remote_inspect(struct shmreg__open_args *a)
     uint64_t length;
     shmreg_err err = shmreg__remote_descriptor_parse(r->raw_handle, r->raw_handle_size, r->name, &d);
     if (err == SHMREG_OK)
-        err = shmreg__rconn_find(&d, a->registry, r->tag, r->name, NULL, &length);
+        err = shmreg__rconn_find(&d, settings_of(a)->registry, r->tag, r->name, NULL, &length);
     return err == SHMREG_OK ? window_fits(r, length) : err;
+}
+
+/* A client that died gives its names back before a new remote
+ * registration may want them: its regions are swept here, before the
+ * arguments are checked. It lives in this backend's prepare, not in the
+ * generic verb, because only a registration of this source needs it, and
+ * prepare is the one step of this source that runs before the registry
+ * checks the name (inspect runs after it), outside every registry lock.
+ * The sweep walks the registry's table, which is the core's, above this
+ * layer: it is reached through its public call. */
+static shmreg_err remote_prepare(struct shmreg__open_args *a)
+{
+    (void)shmreg_remote_sweep(settings_of(a)->registry, NULL);
+    return shmreg__remote_prepare(a);
 }
 
 static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
@@ -66,7 +88,7 @@ static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__
     if (!m)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "out of memory registering remote region '%s'", r->name);
     uint64_t length;
-    if ((err = shmreg__rconn_find(&d, a->registry, r->tag, r->name, &m->conn, &length)) != SHMREG_OK) {
+    if ((err = shmreg__rconn_find(&d, settings_of(a)->registry, r->tag, r->name, &m->conn, &length)) != SHMREG_OK) {
         shmreg__free(m);
         return err;
     }
@@ -78,7 +100,7 @@ static shmreg_err remote_open(const struct shmreg__open_args *a, struct shmreg__
     m->window = d.window;
     m->generation = d.generation;
     m->offset = r->offset;
-    m->timeout_ns = (uint64_t)a->remote_timeout_ms * 1000000u;
+    m->timeout_ns = (uint64_t)settings_of(a)->timeout_ms * 1000000u;
     *out = (struct shmreg__opened){
         .backend = &shmreg__backend_remote,
         .addr = NULL,
@@ -120,7 +142,7 @@ static const char *remote_transports(const struct shmreg__opened *o)
 const struct shmreg__backend shmreg__backend_remote = {
     .name = "remote",
     .kind = SHMREG_KIND_REMOTE,
-    .prepare = shmreg__remote_prepare,
+    .prepare = remote_prepare,
     .inspect = remote_inspect,
     .open = remote_open,
     .close = remote_close,

@@ -1,4 +1,4 @@
-/* Remote regions through UCX: the server's engine (remote/server.c), what
+/* Remote regions through UCX: the server's engine (remote/server_*.c), what
  * the remote backend (remote/backend.c) stands on.
  *
  * One process-wide engine: a UCX context with active messages only, one

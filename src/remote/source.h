@@ -1,5 +1,5 @@
 /* The source a connection request is counted under while it has not yet
- * proven itself (remote/server.c bounds how many wait per source): a pure
+ * proven itself (remote/server_connections.c bounds how many wait per source): a pure
  * function of the client's address, apart so that it can be tested. */
 #ifndef SHMREG_REMOTE_SOURCE_H
 #define SHMREG_REMOTE_SOURCE_H

@@ -147,8 +147,8 @@ NAMES = {
     'many-prefixes': b'r\x00/internal_data\x00a\x00b\x00/internal_\x00c',
 }
 
-# The remote descriptor, version 2 (shmreg.h): version, seven zero bytes,
-# the connection id, window id and generation little-endian.
+# The remote descriptor, version 2 (shmreg/remote.h): version, seven zero
+# bytes, the connection id, window id and generation little-endian.
 CONNECTION = bytes(range(0xa0, 0xb0))
 
 

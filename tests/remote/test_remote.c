@@ -17,6 +17,8 @@
  *  - a client killed (SIGKILL) mid-request: copies fail with FAULT within
  *    the timeout, never hang, and shmreg_remote_sweep unregisters its
  *    regions;
+ *  - a killed client's region name is free for a new remote registration
+ *    with no explicit sweep (a registration of the source sweeps first);
  *  - a client that stops answering (SIGSTOP, tcp): a copy fails after
  *    remote_timeout_ms;
  *  - memory the client unmapped: FAULT, no crash;
@@ -386,6 +388,53 @@ static void test_client_killed(void **state)
                       SHMREG_ERR_NOT_FOUND);
     shmreg_registry_destroy(reg);
     free(r.buf);
+}
+
+/* A remote registration of name, for the tenant (reg, tag) that c belongs
+ * to: through shmreg_register_remote when untagged, else shmreg_register. */
+static shmreg_err register_for(shmreg_registry *reg, const char *tag, const struct client *c, const char *name)
+{
+    if (!tag)
+        return shmreg_register_remote(reg, name, c->desc, c->desc_size, 0, SIZE, 0);
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_REMOTE;
+    r.name = name;
+    r.tag = tag;
+    r.raw_handle = c->desc;
+    r.raw_handle_size = c->desc_size;
+    r.byte_size = SIZE;
+    return shmreg_register(reg, &r);
+}
+
+/* A client killed with a region registered: its name is free for a new
+ * client's registration with no shmreg_remote_sweep call, because every
+ * registration of a remote region sweeps first; through
+ * shmreg_register_remote and through shmreg_register with a tag. Until
+ * the server notices the death (the endpoint's error, or a liveness check
+ * unanswered for the timeout) the name is still taken. */
+static void test_dead_client_name_reused(void **state)
+{
+    const char *tags[] = {NULL, "tenant-a"};
+    for (size_t i = 0; i < 2; i++) {
+        shmreg_registry *reg = registry(SHMREG_POLICY_DEFER, 500);
+        struct client dead, next;
+        client_start_as(&dead, reg, tags[i], SIZE, 11, "export");
+        assert_ok(register_for(reg, tags[i], &dead, "reused"));
+        client_end(&dead, true);
+        client_start_as(&next, reg, tags[i], SIZE, 12, "export");
+        uint64_t t0 = tu_now_ns(), deadline = t0 + 30ull * 1000000000u;
+        shmreg_err err;
+        while ((err = register_for(reg, tags[i], &next, "reused")) == SHMREG_ERR_ALREADY_EXISTS &&
+               tu_now_ns() < deadline)
+            usleep(10000);
+        print_message("dead client's name (%s): %s after %.3f s\n", tags[i] ? tags[i] : "untagged",
+                      shmreg_err_name(err), (double)(tu_now_ns() - t0) / 1e9);
+        if (err != SHMREG_OK)
+            fail_msg("the name of a killed client's region stayed taken: %s", shmreg_last_error());
+        shmreg_registry_destroy(reg);
+        client_end(&next, false);
+    }
 }
 
 /* A client that stops answering: every copy asks the client, on every
@@ -1134,6 +1183,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_read_write),     cmocka_unit_test(test_allocated),
         cmocka_unit_test(test_unregister_in_flight),
         cmocka_unit_test(test_client_killed),  cmocka_unit_test(test_client_stopped),
+        cmocka_unit_test(test_dead_client_name_reused),
         cmocka_unit_test(test_memory_unmapped), cmocka_unit_test(test_bad_descriptors),
         cmocka_unit_test(test_window_before_quota),
         cmocka_unit_test(test_other_tenant),   cmocka_unit_test(test_secret_once),

@@ -1,6 +1,7 @@
-"""The CUDA-region register request of shmreg.h ("the CUDA-region wire
-format"), built byte for byte with struct, so that tests can send well-formed
-requests without a GPU and malformed ones no client library would send.
+"""The CUDA-region register request of shmreg/region_socket.h ("the
+CUDA-region wire format"), built byte for byte with struct, so that tests can
+send well-formed requests without a GPU and malformed ones no client library
+would send.
 
 A request is one shmreg_send_fds frame on a SOCK_SEQPACKET socket: a 16-byte
 header (uint32 magic "SRFS", uint32 payload size, uint32 descriptor count,

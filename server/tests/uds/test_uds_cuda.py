@@ -1,7 +1,7 @@
 """--uds PATH: GPU memory registered over the same Unix socket as sealed
-memfds, in the CUDA-region format of shmreg.h (a VMM range with a descriptor
-per chunk, a pool allocation with the pool's descriptor, a legacy IPC handle
-with none), on a machine without a GPU.
+memfds, in the CUDA-region format of shmreg/region_socket.h (a VMM range
+with a descriptor per chunk, a pool allocation with the pool's descriptor, a
+legacy IPC handle with none), on a machine without a GPU.
 
 The requests are built byte for byte (support/cuda_region_frames.py), with
 memfds standing in for the chunks' and the pool's descriptors: the server
