@@ -385,9 +385,42 @@ static int apply(const flag *f, const char *arg, server_options *o, size_t *n_pr
     return -1;
 }
 
+enum { FIRST = 256 }; /* a long flag's getopt_long value: its index + FIRST */
+
+/* How many flags' names start with given's ("--remote-t" or "--remote-t=x"). */
+static size_t starts_of(const char *given)
+{
+    given += strspn(given, "-");
+    size_t len = strcspn(given, "="), n = 0;
+    for (size_t i = 0; i < N_FLAGS; i++)
+        n += strncmp(flags[i].name, given, len) == 0;
+    return n;
+}
+
+/* Why getopt_long refused the flag it answered c (':' or '?') for, on one
+ * line that points at --help: the whole help here, some hundred lines,
+ * would scroll the reason off the terminal. */
+static void refuse_flag(int c, char **argv)
+{
+    const char *given = argv[optind - 1];
+    if (optopt >= FIRST && optopt < FIRST + N_FLAGS) {
+        const char *name = flags[optopt - FIRST].name;
+        if (c == ':')
+            fprintf(stderr, "error: --%s wants an argument; see --help\n", name);
+        else
+            fprintf(stderr, "error: --%s takes no argument, got '%s'; see --help\n", name, given);
+    } else if (optopt != 0) {
+        fprintf(stderr, "error: unknown option '-%c'; see --help\n", optopt);
+    } else if (starts_of(given) > 1) { /* getopt_long takes a flag's start */
+        fprintf(stderr, "error: '%.*s' is the start of more than one option; see --help\n",
+                (int)strcspn(given, "="), given);
+    } else {
+        fprintf(stderr, "error: unknown option '%s'; see --help\n", given);
+    }
+}
+
 /* The flag getopt_long answered c for: a long one's index + FIRST, or a
- * short name. NULL for '?', an unknown flag or a missing argument. */
-enum { FIRST = 256 };
+ * short name. NULL for ':' (a missing argument) and '?' (any other refusal). */
 static const flag *flag_of(int c)
 {
     if (c >= FIRST && c < FIRST + N_FLAGS)
@@ -401,8 +434,9 @@ static const flag *flag_of(int c)
 int options_parse(int argc, char **argv, server_options *o)
 {
     struct option longopts[N_FLAGS + 1];
-    char shortopts[2 * N_FLAGS + 1];
+    char shortopts[2 * N_FLAGS + 2];
     size_t n_short = 0;
+    shortopts[n_short++] = ':'; /* a missing argument answers ':', not '?' */
     for (size_t i = 0; i < N_FLAGS; i++) {
         longopts[i] = (struct option){flags[i].name, flags[i].arg ? required_argument : no_argument,
                                       NULL, FIRST + (int)i};
@@ -427,11 +461,11 @@ int options_parse(int argc, char **argv, server_options *o)
     access_options_init(&o->access);
     size_t n_prefixes = 0;
     int c;
-    opterr = 1;
+    opterr = 0; /* refuse_flag says why, on one line */
     while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         const flag *f = flag_of(c);
         if (!f) {
-            usage(stderr, argv[0]);
+            refuse_flag(c, argv);
             return -1;
         }
         if (f->kind == FLAG_HELP) {
@@ -452,8 +486,7 @@ int options_parse(int argc, char **argv, server_options *o)
     if (access_quota_config(&o->access, &shares) != 0)
         return -1;
     if (optind < argc) {
-        fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr, argv[0]);
+        fprintf(stderr, "error: unexpected argument '%s'; see --help\n", argv[optind]);
         return -1;
     }
     /* Else a body the size limit allows could never be buffered. */
