@@ -3,7 +3,8 @@
 # `pip install .[fastapi]` the Python package into a venv under build/ for
 # examples/python-frontend, then drive both with plain HTTP, the official
 # tritonclient (HTTP and gRPC; gRPC for the C server only) and perf_analyzer
-# from PyPI (the C server only). Exit 0 only if every test passed.
+# from PyPI (the C server only), and KServe's own SDK clients from PyPI in a
+# venv of their own (the C server only). Exit 0 only if every test passed.
 source "$(dirname "$0")/lib.sh"
 dir=build/server-ci
 prefix=$PWD/$dir/prefix
@@ -58,11 +59,25 @@ echo "--- perf_analyzer: ${PERF_ANALYZER:-none ($PERF_ANALYZER_MISSING)}"
 
 pytest=("$dir/venv/bin/python" -m pytest -rs -p no:cacheprovider)
 echo "--- release build of the C server, and the Python server"
-SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote || exit 1
+SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -v server/tests --ignore=server/tests/parity --ignore=server/tests/remote \
+  --ignore=server/tests/kserve_sdk || exit 1
+echo "--- KServe's SDK clients, unmodified, against the C server (server/tests/kserve_sdk)"
+# kserve pins its own FastAPI, grpcio and protobuf: a venv of its own, which
+# builds nothing (the server is the one built above).
+kv=$dir/kserve-venv
+[ -x "$kv/bin/python" ] || python3 -m venv "$kv"
+"$kv/bin/pip" install -q kserve pytest || exit 1
+SERVER_BIN=$PWD/$dir/app/shmreg-server "$kv/bin/python" -m pytest -rs -p no:cacheprovider -q \
+  server/tests/kserve_sdk | tee "$dir/kserve-sdk.txt"
+rc=${PIPESTATUS[0]}
+[ $rc -eq 0 ] || exit $rc
+# Skipped (kserve could not be imported) is a failure here.
+! grep -qi skipped "$dir/kserve-sdk.txt" || { echo "server: KServe's SDK clients were skipped"; exit 1; }
 echo "--- ASan+UBSan build of the C server (perf_analyzer left to the release build)"
 SERVER_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote --server c --deselect server/tests/http/test_perf_analyzer.py \
+  "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote \
+  --ignore=server/tests/kserve_sdk --server c --deselect server/tests/http/test_perf_analyzer.py \
   --deselect server/tests/grpc/test_perf_analyzer_grpc.py || exit 1
 echo "--- the hostile clients' cases, the C server beside the Python one (tests/python/test_server_defences.py)"
 SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -q tests/python/test_server_defences.py || exit 1

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/datatype.h"
+#include "grpc/typed_contents.h"
 
 namespace grpc_service {
 
@@ -126,6 +127,51 @@ void InferCall::done()
     s->call_done();
 }
 
+/* Where input in's bytes are, with Triton's rules and words: a window of
+ * shared memory, its typed contents (never beside raw_input_contents), or
+ * the next of raw_input_contents (*raw_used counts those taken). */
+unsigned InferCall::input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
+                               int *raw_used)
+{
+    infer_ctx *c = &c_;
+    const auto &req = *req_;
+    shm_window w;
+    unsigned st = shm_window_from_params(c, in, &w);
+    if (st)
+        return st;
+    if (w.region) {
+        if (in.has_contents())
+            return infer_fail(c, 400,
+                              "unexpected 'content' provided when using shared memory "
+                              "for input tensor '%s' for model '%s'",
+                              t->name, model_name(c->m));
+        /* the window's bounds first, then its size: Triton's order */
+        if ((st = infer_input_from_window(c, t, &w)) != 0)
+            return st;
+        return infer_check_input_size(c, t, w.byte_size);
+    }
+    if (in.has_contents()) {
+        if (req.raw_input_contents_size() != 0)
+            return infer_fail(c, 400,
+                              "contents field must not be specified when using "
+                              "raw_input_contents for '%s' for model '%s'",
+                              t->name, model_name(c->m));
+        return input_from_contents(c, in, t);
+    }
+    if (*raw_used >= req.raw_input_contents_size())
+        return infer_fail(c, 400,
+                          "unable to find data for input tensor '%s' for model '%s' "
+                          "in request.",
+                          t->name, model_name(c->m));
+    const std::string &raw = req.raw_input_contents((*raw_used)++);
+    if ((st = infer_check_input_size(c, t, raw.size())) != 0)
+        return st;
+    /* The request outlives the model's run (run frees it after). */
+    t->data = const_cast<char *>(raw.data());
+    t->byte_size = raw.size();
+    return 0;
+}
+
 unsigned InferCall::parse_inputs()
 {
     infer_ctx *c = &c_;
@@ -154,38 +200,9 @@ unsigned InferCall::parse_inputs()
                 return infer_fail(c, 400, "'shape' must be an array of non-negative integers");
             t->shape[d] = in.shape(d);
         }
-        shm_window w;
-        unsigned st = shm_window_from_params(c, in, &w);
+        unsigned st = input_data(in, t, &raw_used);
         if (st)
             return st;
-        if (w.region) {
-            if (in.has_contents())
-                return infer_fail(c, 400,
-                                  "unexpected 'content' provided when using shared memory "
-                                  "for input tensor '%s' for model '%s'",
-                                  t->name, model_name(c->m));
-            /* the window's bounds first, then its size: Triton's order */
-            if ((st = infer_input_from_window(c, t, &w)) != 0 ||
-                (st = infer_check_input_size(c, t, w.byte_size)) != 0)
-                return st;
-            continue;
-        }
-        if (in.has_contents())
-            return infer_fail(c, 400,
-                              "input '%s': typed 'contents' are not supported by this "
-                              "server; send raw_input_contents or shared memory",
-                              t->name);
-        if (raw_used >= req.raw_input_contents_size())
-            return infer_fail(c, 400,
-                              "unable to find data for input tensor '%s' for model '%s' "
-                              "in request.",
-                              t->name, model_name(c->m));
-        const std::string &raw = req.raw_input_contents(raw_used++);
-        if ((st = infer_check_input_size(c, t, raw.size())) != 0)
-            return st;
-        /* The request outlives the model's run (run frees it after). */
-        t->data = const_cast<char *>(raw.data());
-        t->byte_size = raw.size();
     }
     if (raw_used != req.raw_input_contents_size())
         return infer_fail(c, 400,

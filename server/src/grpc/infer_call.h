@@ -135,6 +135,8 @@ class InferCall final : public QueueTag {
     /* The response for the request's result st, built and sent: the last
      * touch of *this. */
     void answer(unsigned st);
+    unsigned input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
+                        int *raw_used);
     unsigned parse_inputs();
     unsigned parse_outputs();
     void build_response();

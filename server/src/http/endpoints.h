@@ -19,6 +19,11 @@ extern "C" {
  * show (under --tenants: its tenant's; 401 without a known token). */
 void model_endpoints_handle(const route *rt, const region_scope *scope, reply *out);
 
+/* v2/health/live (ready_route 0) or v2/health/ready, with the Open
+ * Inference Protocol's body; draining: the server is shutting down, and not
+ * ready. */
+void reply_health(reply *out, int ready_route, int draining);
+
 /* 404 for a model (or version) that is not served, in Triton's words (triton.h). */
 void reply_unknown_model(reply *out, const route *rt);
 

@@ -34,6 +34,21 @@ static void model_ready_reply(const model *m, reply *out)
         reply_empty(out);
 }
 
+/* The Open Inference Protocol's bodies, {"live": true} and {"ready": B},
+ * beside Triton's statuses (Triton sends no body): KServe's clients read
+ * the body, Triton's the status. A draining server is live and not ready,
+ * with Triton's status for not ready (400), so that a balancer stops
+ * sending it requests while those in flight finish. */
+void reply_health(reply *out, int ready_route, int draining)
+{
+    json_object *j = json_object_new_object();
+    if (ready_route)
+        jobj_add(j, "ready", json_object_new_boolean(!draining));
+    else
+        jobj_add(j, "live", json_object_new_boolean(1));
+    reply_json(out, ready_route && draining ? 400 : 200, j);
+}
+
 void reply_unknown_model(reply *out, const route *rt)
 {
     char message[600];
@@ -44,7 +59,7 @@ void reply_unknown_model(reply *out, const route *rt)
 void model_endpoints_handle(const route *rt, const region_scope *scope, reply *out)
 {
     if (rt->id == ROUTE_HEALTH_LIVE || rt->id == ROUTE_HEALTH_READY) {
-        reply_empty(out);
+        reply_health(out, rt->id == ROUTE_HEALTH_READY, 0);
         return;
     }
     if (rt->id == ROUTE_SERVER_METADATA) {

@@ -109,12 +109,23 @@ static size_t unescape_without_nul(void *cls, struct MHD_Connection *conn, char 
     return len;
 }
 
+/* While the server drains, health still answers (live, not ready) and
+ * every other request is refused. */
+static void reply_draining(request *rq, reply *out)
+{
+    if (strcmp(rq->method, MHD_HTTP_METHOD_GET) == 0 && route_match(rq->url, &rq->rt) == 0 &&
+        (rq->rt.id == ROUTE_HEALTH_LIVE || rq->rt.id == ROUTE_HEALTH_READY))
+        reply_health(out, rq->rt.id == ROUTE_HEALTH_READY, 1);
+    else
+        reply_error(out, 503, "the server is shutting down");
+}
+
 /* Answer what can be answered at once into out and return 0; return 1 for
  * an inference, which runs here (run_inline) or goes to a worker. */
 static int triage(http_server *s, request *rq, reply *out)
 {
     if (atomic_load(&s->draining)) {
-        reply_error(out, 503, "the server is shutting down");
+        reply_draining(rq, out);
     } else if (rq->body_too_large) {
         reply_too_large(out, rq, s->cfg.max_body);
     } else if (rq->over_budget) {

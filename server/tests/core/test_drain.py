@@ -4,6 +4,8 @@ the ones still waiting 503 (gRPC: UNAVAILABLE) and cuts the running one
 short, instead of running them all: the server exits within about the drain
 time, every region reference released (the fixtures check the server's
 leftover report and, in the ASan build, that nothing leaked)."""
+import http.client
+import json
 import signal
 import threading
 import time
@@ -78,3 +80,37 @@ def test_sigterm_stops_queued_requests_after_the_drain_time(start_grpc_server, s
         assert outcomes.count(REFUSED[protocol]) >= QUEUED - 2, outcomes
     finally:
         shm.destroy_shared_memory_region(handle)
+
+
+
+def test_draining_server_is_live_and_not_ready(start_grpc_server):
+    """After SIGTERM the server takes no new connection; on one kept alive,
+    while a request runs out its drain, v2/health/ready answers Triton's
+    not-ready status (400) with {"ready": false}, so that a balancer stops
+    sending requests; live stays 200 {"live": true}; every other request
+    is refused with 503."""
+    server = start_grpc_server("--delay-ms", "3000", "--threads", "1", "--drain-s", "10")
+    kept = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+
+    def get(path):
+        kept.request("GET", path)
+        resp = kept.getresponse()
+        data = resp.read()
+        return resp.status, json.loads(data) if data else None
+
+    body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}
+                       for n in ("INPUT0", "INPUT1")]}
+    running = threading.Thread(target=server.json,
+                               args=("POST", "/v2/models/simple_delayed/infer", body))
+    try:
+        assert get("/v2/health/ready") == (200, {"ready": True})
+        running.start()
+        time.sleep(0.5)  # the request is on the worker
+        server.proc.send_signal(signal.SIGTERM)
+        server.wait_until(lambda: get("/v2/health/ready")[0] != 200, what="the drain to start")
+        assert get("/v2/health/ready") == (400, {"ready": False})
+        assert get("/v2/health/live") == (200, {"live": True})
+        assert get("/v2")[0] == 503
+    finally:
+        running.join(30)
+        kept.close()

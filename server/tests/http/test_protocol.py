@@ -53,8 +53,29 @@ def shm(shm_key):
 
 def test_health_live_and_ready(server):
     for path in ("/v2/health/live", "/v2/health/ready"):
-        status, _, body = server.request("GET", path)
-        assert (status, body) == (200, b"")
+        assert server.request("GET", path)[0] == 200
+
+
+@pytest.mark.servers("c")
+def test_health_answers_the_open_inference_protocols_bodies(server):
+    """KServe's clients read {"live": true} and {"ready": true}; Triton's
+    read the status (200), which Triton sends with an empty body."""
+    for path, body in (("/v2/health/live", {"live": True}), ("/v2/health/ready", {"ready": True})):
+        status, headers, data = server.request("GET", path)
+        assert (status, json.loads(data)) == (200, body)
+        assert headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.servers("c")
+def test_tritonclient_http_reads_health_from_the_status(server):
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(server.url)
+    try:
+        assert client.is_server_live() and client.is_server_ready()
+        assert client.is_model_ready("simple")
+    finally:
+        client.close()
 
 
 def test_server_metadata_lists_shared_memory_extensions(server):

@@ -413,6 +413,57 @@ def infer_region_without_byte_size(c, shm):
     return infer_simple(c, in0={"region": "io", "offset": 0})
 
 
+# ------------------------------------------------------------ typed contents (gRPC)
+# Triton's explicit-content example clients: the elements of each input in
+# the typed field of its datatype rather than in raw_input_contents.
+
+def infer_int_contents(c, in1=None, inputs=None, raw=()):
+    in0 = {"int_contents": list(range(16))}
+    inputs = inputs or [("INPUT0", [1, 16], "INT32", in0),
+                        ("INPUT1", [1, 16], "INT32", in1 or {"int_contents": [1] * 16})]
+    return c.infer_contents("simple", inputs, ["OUTPUT0", "OUTPUT1"], raw)
+
+
+@case(protocols=("grpc",))
+def infer_contents_int32(c, shm):
+    return infer_int_contents(c)
+
+
+@case(protocols=("grpc",))
+def infer_contents_count_not_shape(c, shm):
+    return infer_int_contents(c, in1={"int_contents": [1] * 15})
+
+
+@case(protocols=("grpc",))
+def infer_contents_beside_raw(c, shm):
+    return infer_int_contents(c, inputs=[("INPUT0", [1, 16], "INT32",
+                                          {"int_contents": list(range(16))}),
+                                         ("INPUT1", [1, 16], "INT32", {})],
+                              raw=[bytes(TENSOR)])
+
+
+@case(protocols=("grpc",))
+def infer_contents_two_fields(c, shm):
+    return infer_int_contents(c, in1={"int_contents": [1] * 16, "int64_contents": [1] * 16})
+
+
+@case(protocols=("grpc",))
+def infer_contents_field_of_another_datatype(c, shm):
+    return infer_int_contents(c, in1={"fp32_contents": [1.0] * 16})
+
+
+# ------------------------------------------------------------ health
+
+@case(protocols=("http",))
+def health_live(c, shm):
+    return c.request("GET", "/v2/health/live")
+
+
+@case(protocols=("http",))
+def health_ready(c, shm):
+    return c.request("GET", "/v2/health/ready")
+
+
 # ------------------------------------------------------------ malformed HTTP bodies
 
 @case(protocols=("http",))

@@ -192,5 +192,18 @@ class GrpcClient(Client):
             self.set_window(req.outputs.add(name=n).parameters, w)
         return self.call("ModelInfer", req, pb.ModelInferResponse)
 
+    def infer_contents(self, model, inputs, outputs, raw=()):
+        """inputs: [(name, shape, datatype, {typed contents field: values})],
+        as Triton's explicit-content clients send them; outputs: names;
+        raw: raw_input_contents sent beside them."""
+        req = pb.ModelInferRequest(model_name=model, raw_input_contents=list(raw))
+        for n, s, d, contents in inputs:
+            t = req.inputs.add(name=n, datatype=d, shape=s)
+            for field, values in contents.items():
+                getattr(t.contents, field).extend(values)
+        for n in outputs:
+            req.outputs.add(name=n)
+        return self.call("ModelInfer", req, pb.ModelInferResponse)
+
 
 CLIENTS = {"http": HttpClient, "grpc": GrpcClient}
