@@ -1,8 +1,8 @@
 """The Python package's copies of C tables, checked against the C they copy:
 the extension's export of the header's SHMREG_ERR_MAP (ERROR_TABLE), the
 error classes (shmreg._types) against it, and kserve.py's error-to-status
-table against the server's only one, TRITON_STATUS_MAP in
-server/src/core/triton.h. A code added, renumbered or given another status
+table against the server's only one, the rows of the library's errors
+(STATUS_LIBRARY_MAP) in server/src/common/status.h. A code added, renumbered or given another status
 on one side and not the other fails here; the classes and kserve's statuses
 also fail their import on it, which the planted-drift tests show."""
 
@@ -17,7 +17,7 @@ from shmreg._types import ERRORS
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = ROOT / "include" / "shmreg" / "shmreg.h"
-TRITON_H = ROOT / "server" / "src" / "core" / "triton.h"
+STATUS_H = ROOT / "server" / "src" / "common" / "status.h"
 
 
 def macro_rows(path, macro, columns):
@@ -42,9 +42,13 @@ def library_errors():
 
 
 def triton_table():
-    """{name without SHMREG_: (HTTP status, gRPC code name)} of the server's table."""
-    return {name: (int(http), grpc) for name, http, grpc in
-            macro_rows(TRITON_H, "TRITON_STATUS_MAP", 3)}
+    """{name without SHMREG_: (HTTP status, gRPC code name)} of the server's
+    table, whose rows of library errors are named without SHMREG_ERR_."""
+    rows = {f"ERR_{name}": (int(http), grpc) for name, http, grpc in
+            macro_rows(STATUS_H, "STATUS_LIBRARY_MAP", 3)}
+    rows.update({name: (int(http), grpc) for name, http, grpc in
+                 macro_rows(STATUS_H, "STATUS_SERVER_MAP", 3) if name == "OK"})
+    return rows
 
 
 def test_error_classes_are_the_headers():

@@ -389,25 +389,17 @@ void access_caller(const access_options *a, const restriction *r, const char *r_
         out->scope.tenant = tenants_find(a->tenants, token, token_len, &out->scope.tenant_no);
 }
 
-unsigned access_refusal(const caller *who, char *msg, size_t len)
+server_status access_refusal(const caller *who, char *msg, size_t len)
 {
-    /* Triton's words and status (403 over HTTP; gRPC says UNAVAILABLE). */
+    /* Triton's words and status. */
     if (who->unmet) {
         snprintf(msg, len, "This %s is restricted, expecting header '%s'", who->unmet->what,
                  who->unmet->header);
-        return 403;
+        return STATUS_RESTRICTED;
     }
     if (scope_refused(&who->scope)) {
         snprintf(msg, len, "%s", SCOPE_NO_TOKEN_MESSAGE);
-        return 401;
+        return STATUS_UNAUTHENTICATED;
     }
-    return 0;
-}
-
-unsigned access_http_status(shmreg_err e, const char *message)
-{
-    /* The library says "limit of" only when a configured limit refused. */
-    if (e == SHMREG_ERR_NO_MEMORY && strstr(message, "limit of"))
-        return 429;
-    return http_status_from_shmreg(e);
+    return STATUS_OK;
 }

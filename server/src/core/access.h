@@ -18,6 +18,7 @@
 #include <shmreg/shmreg.h>
 
 #include "core/region_scope.h"
+#include "common/status.h"
 #include "core/tenants.h"
 
 #ifdef __cplusplus
@@ -91,16 +92,10 @@ typedef struct caller {
 void access_caller(const access_options *a, const restriction *r, const char *r_value,
                    size_t r_len, const char *authorization, size_t auth_len, caller *out);
 
-/* Whether who may use the shared-memory endpoints: 0, or the HTTP status of
- * the refusal (403: a restriction, Triton's; 401: no known token) with its
- * message in msg. */
-unsigned access_refusal(const caller *who, char *msg, size_t len);
-
-/* The HTTP status of the library's failure e with this message: the usual
- * one (http_status_from_shmreg), except 429 (Too Many Requests) for a
- * registration over a configured limit, which the client can wait out; it
- * is not the server's lack of memory (507). */
-unsigned access_http_status(shmreg_err e, const char *message);
+/* Whether who may use the shared-memory endpoints: STATUS_OK, or the
+ * refusal (STATUS_RESTRICTED: a restriction, Triton's; STATUS_UNAUTHENTICATED:
+ * no known token) with its message in msg. */
+server_status access_refusal(const caller *who, char *msg, size_t len);
 
 #ifdef __cplusplus
 }

@@ -16,43 +16,45 @@
 #include "models/device_copy.h"
 #include "models/model_ops.h"
 
-unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
+server_status infer_fail(infer_ctx *c, server_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->err, sizeof c->err, fmt, ap);
     va_end(ap);
-    return status;
+    return st;
 }
 
 /* The library's failure, with its message. */
-static unsigned fail_shmreg(infer_ctx *c, shmreg_err e)
+static server_status fail_shmreg(infer_ctx *c, shmreg_err e)
 {
-    return infer_fail(c, http_status_from_shmreg(e), "%s", shmreg_last_error());
+    const char *message = shmreg_last_error();
+    return infer_fail(c, status_from_shmreg(e, message), "%s", message);
 }
 
 /* Acquire the window for this request: the reference belongs to the request
  * from here on (*ref is lent for guarded copies), and view->addr stays
  * mapped until its response has been sent. */
-static unsigned acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
-                               shmreg_region **ref)
+static server_status acquire_window(infer_ctx *c, const shm_window *w, shmreg_view *view,
+                                    shmreg_region **ref)
 {
     if (c->on_transport == INFER_ON_TRANSPORT)
         return INFER_DEFERRED;
     if (scope_refused(&c->scope)) /* --tenants: a region of no tenant is nobody's to name */
-        return infer_fail(c, 401, "%s", SCOPE_NO_TOKEN_MESSAGE);
+        return infer_fail(c, STATUS_UNAUTHENTICATED, "%s", SCOPE_NO_TOKEN_MESSAGE);
     shmreg_err e = scope_acquire(c->reg, &c->scope, w->region, w->offset, w->byte_size, ref, view);
     if (e != SHMREG_OK)
         return fail_shmreg(c, e);
     if (refs_hold(c->held, *ref) != 0)
-        return infer_fail(c, 500, "out of memory holding region '%s'", w->region);
+        return infer_fail(c, STATUS_INTERNAL, "out of memory holding region '%s'", w->region);
     /* An empty window (a region named without a byte size, which Triton's
      * HTTP reads as 0) holds no tensor: Triton refuses it with these words
      * (its end, offset + 0 - 1, wraps past the region). */
     if (w->byte_size == 0)
-        return infer_fail(c, 400, "Invalid offset + byte size for shared memory region: '%s'",
+        return infer_fail(c, STATUS_INVALID_ARG,
+                          "Invalid offset + byte size for shared memory region: '%s'",
                           w->region);
-    return 0;
+    return STATUS_OK;
 }
 
 /* The path a tensor in this view takes (tensor_paths.h). A client can
@@ -85,12 +87,12 @@ static void hand_over(tensor *t, const shmreg_view *view, shmreg_region *ref, te
 }
 
 /* A guarded copy's failure (FAULT: the client truncated its object; a
- * remote region's copy over its tenant's limit, 429 as every limit), with
+ * remote region's copy over its tenant's limit, OVER_LIMIT as every limit), with
  * the tensor named; the library's message names the region. */
-static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const char *name)
+static server_status fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const char *name)
 {
     const char *message = shmreg_last_error();
-    return infer_fail(c, access_http_status(e, message), "%s '%s': %s", what, name, message);
+    return infer_fail(c, status_from_shmreg(e, message), "%s '%s': %s", what, name, message);
 }
 
 /* A guarded copy between buf and the view of region ref, into the region
@@ -98,14 +100,14 @@ static unsigned fail_guarded(infer_ctx *c, shmreg_err e, const char *what, const
  * waits for its client: it takes a turn of this pool's threads first
  * (remote_turns.h), so that a client that does not answer holds no other
  * tenant's request. 0, or the failure's status with the message in c->err. */
-static unsigned guarded_copy(infer_ctx *c, tensor_direction d, shmreg_region *ref,
-                             const shmreg_view *view, void *buf, size_t n, const char *name)
+static server_status guarded_copy(infer_ctx *c, tensor_direction d, shmreg_region *ref,
+                                  const shmreg_view *view, void *buf, size_t n, const char *name)
 {
     const char *what = tensor_direction_name(d);
     int turn = view->kind == SHMREG_KIND_REMOTE && c->remote_turns;
     if (turn) {
         char why[512];
-        unsigned st = remote_turns_take(c->remote_turns, &c->scope, why, sizeof why);
+        server_status st = remote_turns_take(c->remote_turns, &c->scope, why, sizeof why);
         if (st)
             return infer_fail(c, st, "%s '%s': %s", what, name, why);
     }
@@ -113,14 +115,14 @@ static unsigned guarded_copy(infer_ctx *c, tensor_direction d, shmreg_region *re
                                      : shmreg_copy_to_view(ref, view, 0, buf, n);
     if (turn)
         remote_turns_give_back(c->remote_turns, &c->scope);
-    return e == SHMREG_OK ? 0 : fail_guarded(c, e, what, name);
+    return e == SHMREG_OK ? STATUS_OK : fail_guarded(c, e, what, name);
 }
 
 /* A device copy's failure, with the tensor and region named in the message. */
-static unsigned fail_copy(infer_ctx *c, unsigned status, const char *name, const char *region,
-                          const char *why)
+static server_status fail_copy(infer_ctx *c, server_status st, const char *name, const char *region,
+                               const char *why)
 {
-    return infer_fail(c, status, "tensor '%s' in CUDA shared memory region '%s': %s", name, region,
+    return infer_fail(c, st, "tensor '%s' in CUDA shared memory region '%s': %s", name, region,
                       why);
 }
 
@@ -152,24 +154,25 @@ uint64_t infer_inline_total(void)
     return atomic_load_explicit(&inline_runs, memory_order_relaxed);
 }
 
-unsigned infer_ready(infer_ctx *c)
+server_status infer_ready(infer_ctx *c)
 {
     return model_ready(c->m, c->err, sizeof c->err);
 }
 
-unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
+server_status infer_check_input_size(infer_ctx *c, const tensor *t, size_t given)
 {
     size_t expected;
     if (datatype_size(t->datatype) == 0)
-        return 0;
+        return STATUS_OK;
     if (tensor_expected_size(t, &expected) != 0)
-        return infer_fail(c, 400, "input '%s': shape too large", t->name);
+        return infer_fail(c, STATUS_INVALID_ARG, "input '%s': shape too large", t->name);
     if (expected != given)
-        return infer_fail(c, 400, "[request id: %s] input byte size mismatch for input '%s' for "
+        return infer_fail(c, STATUS_INVALID_ARG,
+                          "[request id: %s] input byte size mismatch for input '%s' for "
                                   "model '%s'. Expected %zu, got %zu",
                           c->request_id && *c->request_id ? c->request_id : "<id_unknown>",
                           t->name, model_name(c->m), expected, given);
-    return 0;
+    return STATUS_OK;
 }
 
 static size_t max_copy = SIZE_MAX;
@@ -184,11 +187,11 @@ size_t infer_max_copy(void)
     return max_copy;
 }
 
-unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
+server_status infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
 {
     shmreg_view view;
     shmreg_region *ref;
-    unsigned st = acquire_window(c, w, &view, &ref);
+    server_status st = acquire_window(c, w, &view, &ref);
     if (st)
         return st;
     t->byte_size = w->byte_size;
@@ -197,18 +200,19 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
     c->in_path[k] = path;
     if (path == TENSOR_PATH_DMA_IN_PLACE) {
         hand_over(t, &view, ref, path, &c->in_window[k]);
-        return 0;
+        return STATUS_OK;
     }
     /* A region may be far larger than any body; the copy is what
      * the server pays for (a host buffer, or the instance's staging buffer
      * grown to fit), so it is bounded as a body is. */
     if (t->byte_size > max_copy)
-        return infer_fail(c, 400, "input '%s' takes %zu bytes of shared memory region '%s', more "
+        return infer_fail(c, STATUS_INVALID_ARG,
+                          "input '%s' takes %zu bytes of shared memory region '%s', more "
                                   "than this server copies for one tensor (%zu, --max-body-mb)",
                           t->name, t->byte_size, w->region, max_copy);
     if (path == TENSOR_PATH_STAGED_COPY) {
         hand_over(t, &view, ref, path, &c->in_window[k]);
-        return 0;
+        return STATUS_OK;
     }
     /* A copy may wait (a remote region's, for its client, up to
      * --remote-timeout-ms): never on a transport's thread, which serves
@@ -217,7 +221,7 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
         return INFER_DEFERRED;
     t->owned = malloc(t->byte_size ? t->byte_size : 1);
     if (!t->owned)
-        return infer_fail(c, 500, "out of memory staging input '%s'", t->name);
+        return infer_fail(c, STATUS_INTERNAL, "out of memory staging input '%s'", t->name);
     /* A remote region's copy is a request to its client, bounded by the
      * registry's timeout. */
     if (view.kind == SHMREG_KIND_SYSTEM || view.kind == SHMREG_KIND_REMOTE) {
@@ -225,22 +229,22 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w)
         if (st)
             return st;
         t->data = t->owned;
-        return 0;
+        return STATUS_OK;
     }
     char why[512];
     st = device_copy_to_host(t->owned, view.addr, t->byte_size, view.device_id, why, sizeof why);
     if (st)
         return fail_copy(c, st, t->name, w->region, why);
     t->data = t->owned;
-    return 0;
+    return STATUS_OK;
 }
 
-unsigned infer_bind(infer_ctx *c, const tensor **ordered)
+server_status infer_bind(infer_ctx *c, const tensor **ordered)
 {
     if (model_bind_inputs(c->m, c->in, c->n_in, ordered, c->err, sizeof c->err) != 0)
-        return 400;
+        return STATUS_INVALID_ARG;
     model_describe_outputs(c->m, ordered, c->out);
-    return 0;
+    return STATUS_OK;
 }
 
 int infer_output_index(const infer_ctx *c, const char *name)
@@ -254,7 +258,7 @@ int infer_output_index(const infer_ctx *c, const char *name)
 /* An output is computed into a buffer (allocate_outputs) and copied into its
  * region after the model has run (outputs_to_regions), unless a GPU model
  * writes the region itself (hand_over). */
-unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
+server_status infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w)
 {
     tensor *t = &c->out[i];
     if (place == PLACE_SHM) {
@@ -267,11 +271,12 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
         shmreg_view view;
         shmreg_region *ref;
         c->out_place[i] = PLACE_SHM;
-        unsigned st = acquire_window(c, w, &view, &ref);
+        server_status st = acquire_window(c, w, &view, &ref);
         if (st)
             return st;
         if (w->byte_size < t->byte_size)
-            return infer_fail(c, 400, "shared memory size specified with the request for output "
+            return infer_fail(c, STATUS_INVALID_ARG,
+                              "shared memory size specified with the request for output "
                                       "'%s' (%zu bytes) should be at least %zu bytes to hold the "
                                       "results", t->name, w->byte_size, t->byte_size);
         /* The model would write through a mapping without write access: a
@@ -279,7 +284,8 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
          * here, before any model runs; the reference just taken is the
          * request's and is released with the others when the reply is sent. */
         if (!view.writable)
-            return infer_fail(c, 400, "output '%s' cannot be written to shared memory region "
+            return infer_fail(c, STATUS_INVALID_ARG,
+                              "output '%s' cannot be written to shared memory region "
                                       "'%s': it was registered read-only", t->name, w->region);
         tensor_path path = path_of(c, &view);
         c->out_path[i] = path;
@@ -290,18 +296,19 @@ unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_w
             c->out_ref[i] = ref;
             c->out_region[i] = w->region;
         }
-        return 0;
+        return STATUS_OK;
     }
     if (place == PLACE_JSON && !datatype_has_json(t->datatype))
-        return infer_fail(c, 400, "output '%s' is %s: request it as binary data or in shared "
+        return infer_fail(c, STATUS_INVALID_ARG,
+                          "output '%s' is %s: request it as binary data or in shared "
                                   "memory", t->name, t->datatype);
     c->out_place[i] = place;
-    return 0;
+    return STATUS_OK;
 }
 
 /* Outputs the model does not write in place (staged for a region, in the
  * response or not requested) get a buffer. */
-static unsigned allocate_outputs(infer_ctx *c)
+static server_status allocate_outputs(infer_ctx *c)
 {
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         tensor *t = &c->out[i];
@@ -309,43 +316,43 @@ static unsigned allocate_outputs(infer_ctx *c)
             continue;
         t->owned = malloc(t->byte_size ? t->byte_size : 1);
         if (!t->owned)
-            return infer_fail(c, 500, "out of memory for output '%s'", t->name);
+            return infer_fail(c, STATUS_INTERNAL, "out of memory for output '%s'", t->name);
         t->data = t->owned;
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* Copy the staged outputs into their regions: a guarded copy into a system
  * region, a device copy into a CUDA one. Each copy has finished when this
  * returns: the response that follows tells the client the bytes are there,
  * and the references are released once it has been sent. */
-static unsigned outputs_to_regions(infer_ctx *c)
+static server_status outputs_to_regions(infer_ctx *c)
 {
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
         const shmreg_view *v = &c->out_view[i];
         if (!c->out_region[i])
             continue;
         if (v->kind == SHMREG_KIND_SYSTEM || v->kind == SHMREG_KIND_REMOTE) {
-            unsigned st = guarded_copy(c, TENSOR_OUTPUT, c->out_ref[i], v, c->out[i].data,
-                                       c->out[i].byte_size, c->out[i].name);
+            server_status st = guarded_copy(c, TENSOR_OUTPUT, c->out_ref[i], v, c->out[i].data,
+                                            c->out[i].byte_size, c->out[i].name);
             if (st)
                 return st;
             continue;
         }
         char why[512];
-        unsigned st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
-                                            v->device_id, why, sizeof why);
+        server_status st = device_copy_to_device(v->addr, c->out[i].data, c->out[i].byte_size,
+                                                 v->device_id, why, sizeof why);
         if (st)
             return fail_copy(c, st, c->out[i].name, c->out_region[i], why);
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* A GPU model's guarded copy that failed (the client truncated its object):
  * its status and message replace the model's, in the words of the CPU
  * path's. The library's message is this thread's: the model ran the copy
  * on it (gpu_instances_run is synchronous). 0 when none failed. */
-static unsigned window_failure(infer_ctx *c)
+static server_status window_failure(infer_ctx *c)
 {
     for (size_t i = 0; i < c->n_in; i++)
         if (c->in[i].window && c->in_window[i].failed != SHMREG_OK)
@@ -353,7 +360,7 @@ static unsigned window_failure(infer_ctx *c)
     for (size_t i = 0; i < model_n_outputs(c->m); i++)
         if (c->out[i].window && c->out_window[i].failed != SHMREG_OK)
             return fail_guarded(c, c->out_window[i].failed, "output", c->out[i].name);
-    return 0;
+    return STATUS_OK;
 }
 
 /* A run handed over from a transport's thread must be one the device
@@ -372,40 +379,40 @@ static int all_in_place(const infer_ctx *c)
     return 1;
 }
 
-unsigned infer_compute(infer_ctx *c, const tensor *const *ordered)
+server_status infer_compute(infer_ctx *c, const tensor *const *ordered)
 {
-    unsigned st = allocate_outputs(c);
+    server_status st = allocate_outputs(c);
     if (st)
         return st;
     return infer_compute_end(c, model_run(c->m, scope_stats_book(&c->scope), ordered, c->out,
                                           c->err, sizeof c->err));
 }
 
-unsigned infer_compute_end(infer_ctx *c, unsigned st)
+server_status infer_compute_end(infer_ctx *c, server_status st)
 {
     if (st != 0) {
-        unsigned guarded = window_failure(c);
+        server_status guarded = window_failure(c);
         return guarded ? guarded : st;
     }
     return outputs_to_regions(c);
 }
 
 /* The model's end of a started run, to the protocol's. */
-static void started_run_ended(model_pending *p, unsigned st)
+static void started_run_ended(model_pending *p, server_status st)
 {
     infer_ctx *c = (infer_ctx *)((char *)p - offsetof(infer_ctx, pending));
     c->started_done(c, st);
 }
 
-unsigned infer_compute_start(infer_ctx *c, const tensor *const *ordered,
-                             void (*done)(infer_ctx *c, unsigned st))
+server_status infer_compute_start(infer_ctx *c, const tensor *const *ordered,
+                                  void (*done)(infer_ctx *c, server_status st))
 {
     if (!all_in_place(c))
         return INFER_DEFERRED;
     c->started_done = done;
     c->pending = (model_pending){.done = started_run_ended, .err = c->err, .errlen = sizeof c->err,
                                  .book = scope_stats_book(&c->scope)};
-    unsigned st = model_start(c->m, ordered, c->out, &c->pending);
+    server_status st = model_start(c->m, ordered, c->out, &c->pending);
     return st == MODEL_BUSY ? INFER_DEFERRED : st ? st : INFER_STARTED;
 }
 
@@ -442,7 +449,7 @@ static void count_paths(const infer_ctx *c)
         fprintf(stderr, "infer '%s' tensor paths:%s\n", model_name(c->m), line);
 }
 
-void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started)
+void infer_finish(infer_ctx *c, server_status st, const struct timespec *started)
 {
     if (st == 0)
         count_paths(c);

@@ -13,7 +13,7 @@
  *   3. run the model on those windows (infer_compute), each tensor by one
  *      of the paths of core/tensor_paths.h: a system region is read and
  *      written only through the library's guarded copies (a client may
- *      truncate its object: that request gets 400, the server lives on),
+ *      truncate its object: that request gets FAULT, the server lives on),
  *      once per direction: into a host buffer for a model on the CPU, or,
  *      for a GPU model, into its instance's pinned staging buffer; a
  *      pinned one a GPU model reaches by DMA where it lies; a CUDA region
@@ -22,8 +22,8 @@
  *   4. the protocol builds its response from c->out, sends it, and its
  *      completion callback releases the references (refs_release_all).
  *
- * Every failure returns an HTTP status with the message in c->err (gRPC maps
- * the status to its code: grpc/convert.cc) and leaves the references already
+ * Every failure returns a status (common/status.h, which each protocol maps
+ * once) with the message in c->err and leaves the references already
  * taken in the request's refs, released by that same completion callback.
  */
 #ifndef SERVER_INFER_CORE_H
@@ -39,6 +39,7 @@
 #include "core/refs.h"
 #include "core/region_scope.h"
 #include "core/remote_turns.h"
+#include "common/status.h"
 #include "core/tensor_paths.h"
 #include "common/tensor.h"
 
@@ -107,16 +108,16 @@ typedef struct infer_ctx {
     /* A run handed over (infer_compute_start): the model's record of it, and
      * the protocol's completion. */
     model_pending pending;
-    void (*started_done)(struct infer_ctx *c, unsigned st);
+    void (*started_done)(struct infer_ctx *c, server_status st);
     void *owner; /* the protocol's request, for started_done */
     char err[1024];
 } infer_ctx;
 
-/* Not an HTTP status: the request cannot finish on the transport's thread
+/* No answer: the request cannot finish on the transport's thread
  * (c->on_transport says why). The protocol releases what the request
  * holds and queues it to its workers, which run it from the start, so that
  * where it runs never changes its answer. */
-#define INFER_DEFERRED 1u
+#define INFER_DEFERRED STATUS_PRIVATE_WORD(1)
 
 /* The largest request (bytes on the wire) that may run on the transport's
  * thread that received it; infer_core.c says why this size. */
@@ -137,16 +138,16 @@ int infer_device_runs_inline(const model *m, size_t request_bytes);
 void infer_count_inline(void);
 uint64_t infer_inline_total(void);
 
-/* A failure: its HTTP status, with the message in c->err. */
-unsigned infer_fail(infer_ctx *c, unsigned status, const char *fmt, ...)
+/* A failure: its status, with the message in c->err. */
+server_status infer_fail(infer_ctx *c, server_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* 0 when c->m can run now; else its HTTP status, the reason in c->err. */
-unsigned infer_ready(infer_ctx *c);
+/* STATUS_OK when c->m can run now; else its status, the reason in c->err. */
+server_status infer_ready(infer_ctx *c);
 /* The byte size t's datatype and shape demand, checked against what the
  * client supplied (BYTES has no fixed size: anything goes). The message is
  * Triton's core's, with its "[request id: ...] " prefix. */
-unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
+server_status infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
 /* Acquire w for input t (one of c->in): a system region is copied to a host
  * buffer with a guarded copy for a model on the CPU, or handed to a GPU
  * model as a window it copies itself (a pinned one: where it lies); a CUDA
@@ -154,7 +155,7 @@ unsigned infer_check_input_size(infer_ctx *c, const tensor *t, size_t given);
  * to a GPU model (model_device_tensors). Call infer_check_input_size after it,
  * before the tensor is used: Triton checks the window against its region
  * first (a bounds error wins over a size mismatch). */
-unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
+server_status infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
 
 /* The most bytes one request may make the server hold for a tensor it
  * copies out of a region, or for its response (--max-body-mb, the bound on
@@ -163,29 +164,29 @@ unsigned infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
 void infer_limit_copies(size_t max_bytes);
 size_t infer_max_copy(void);
 /* Bind c->in to the model into ordered and describe c->out. */
-unsigned infer_bind(infer_ctx *c, const tensor **ordered);
+server_status infer_bind(infer_ctx *c, const tensor **ordered);
 /* The index in c->out of the output named name, or -1. */
 int infer_output_index(const infer_ctx *c, const char *name);
 /* Place output i (shared memory: checked to fit, acquired, writable). */
-unsigned infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w);
+server_status infer_place_output(infer_ctx *c, size_t i, placement place, const shm_window *w);
 /* Buffers for outputs not in a system region, the model (which may fail: its
  * status, the message in c->err), the copies to CUDA regions: when this
  * returns 0, every output is where the response says. */
-unsigned infer_compute(infer_ctx *c, const tensor *const *ordered);
-/* Not an HTTP status: infer_compute_start handed the run over. */
-#define INFER_STARTED 2u
+server_status infer_compute(infer_ctx *c, const tensor *const *ordered);
+/* No answer: infer_compute_start handed the run over. */
+#define INFER_STARTED STATUS_PRIVATE_WORD(2)
 /* infer_compute for INFER_ON_TRANSPORT_DEVICE, without waiting: INFER_STARTED
  * when the model's run was handed over (model_start), and done(c, st) is
  * called when it ends, perhaps before this returns, on whichever thread it
  * ends: the protocol passes st through infer_compute_end and answers.
- * INFER_DEFERRED when the run cannot be handed over; or an HTTP status
+ * INFER_DEFERRED when the run cannot be handed over; or a failure's status
  * (done is not called). */
-unsigned infer_compute_start(infer_ctx *c, const tensor *const *ordered,
-                             void (*done)(infer_ctx *c, unsigned st));
+server_status infer_compute_start(infer_ctx *c, const tensor *const *ordered,
+                                  void (*done)(infer_ctx *c, server_status st));
 /* After the model's run ended with st: a guarded copy's failure in place of
  * the model's, the outputs staged for regions copied there; 0 when every
  * output is where the response says. */
-unsigned infer_compute_end(infer_ctx *c, unsigned st);
+server_status infer_compute_end(infer_ctx *c, server_status st);
 /* 1: infer_finish logs each shared-memory tensor's path on stderr (-v).
  * Set once at start, before any request. */
 void infer_log_paths(int on);
@@ -193,7 +194,7 @@ void infer_log_paths(int on);
  * the model's statistics; a success counts its tensors' paths
  * (tensor_paths.h). The references stay in c->held. A request deferred
  * (INFER_DEFERRED) is not counted: its run on a worker is. */
-void infer_finish(infer_ctx *c, unsigned st, const struct timespec *started);
+void infer_finish(infer_ctx *c, server_status st, const struct timespec *started);
 
 #ifdef __cplusplus
 }

@@ -30,8 +30,8 @@ typedef struct region_scope {
     size_t tenant_no;   /* with tenant: its number (tenants_find) */
 } region_scope;
 
-/* The refusal of a request that names regions without a known token (401,
- * gRPC UNAUTHENTICATED). */
+/* The refusal of a request that names regions without a known token
+ * (STATUS_UNAUTHENTICATED). */
 #define SCOPE_NO_TOKEN_MESSAGE                                                              \
     "this server keeps shared memory per tenant: send a known token as "                   \
     "'Authorization: Bearer <token>'"

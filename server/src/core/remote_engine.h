@@ -13,7 +13,7 @@
  * none, remote_memory is optional (a CPU host has no RDMA device, and tcp
  * is opened only on a device named trusted), so the server starts without
  * it, says why in one line, and neither lists the extension nor serves
- * its connect and register calls (501, with that reason).
+ * its connect and register calls (UNSUPPORTED, with that reason).
  */
 #ifndef SERVER_REMOTE_ENGINE_H
 #define SERVER_REMOTE_ENGINE_H

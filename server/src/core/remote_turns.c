@@ -66,8 +66,8 @@ static holder *holder_of(remote_turns *t, const char *tenant)
 }
 
 /* The refusal when every turn is held, or tenant's share. */
-static unsigned refuse(const remote_turns *t, const region_scope *scope, unsigned held, int all,
-                       char *why, size_t len)
+static server_status refuse(const remote_turns *t, const region_scope *scope, unsigned held,
+                            int all, char *why, size_t len)
 {
     char who[96] = "";
     if (scope->per_tenant)
@@ -81,10 +81,10 @@ static unsigned refuse(const remote_turns *t, const region_scope *scope, unsigne
                  "threads, its share of them (at most %u of --threads %u, so that a client that "
                  "does not answer holds no other tenant's request); retry when they end", who, held,
                  t->protocol, t->per_tenant, t->threads);
-    return 429;
+    return STATUS_OVER_LIMIT;
 }
 
-unsigned remote_turns_take(remote_turns *t, const region_scope *scope, char *why, size_t len)
+server_status remote_turns_take(remote_turns *t, const region_scope *scope, char *why, size_t len)
 {
     const char *tenant = tenant_of(scope);
     unsigned share = scope->per_tenant ? t->per_tenant : t->all;
@@ -98,7 +98,7 @@ unsigned remote_turns_take(remote_turns *t, const region_scope *scope, char *why
         t->held++;
     }
     pthread_mutex_unlock(&t->lock);
-    return ok ? 0 : refuse(t, scope, held, !h, why, len);
+    return ok ? STATUS_OK : refuse(t, scope, held, !h, why, len);
 }
 
 void remote_turns_give_back(remote_turns *t, const region_scope *scope)

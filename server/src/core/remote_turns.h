@@ -16,7 +16,7 @@
  * --tenants one tenant holds at most max(1, (threads - 1) / 2) of them,
  * so that two silent tenants together still leave that thread, and one
  * leaves the others half the pool. A copy past either bound fails at once
- * with 429 (gRPC: RESOURCE_EXHAUSTED) and a message naming the tenant and
+ * with STATUS_OVER_LIMIT and a message naming the tenant and
  * --threads, as a copy past --remote-max-copies does: waiting for a turn
  * would hold the thread again.
  *
@@ -32,6 +32,7 @@
 #include <stddef.h>
 
 #include "core/region_scope.h"
+#include "common/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,8 +47,8 @@ remote_turns *remote_turns_new(unsigned threads, const char *protocol);
 void remote_turns_free(remote_turns *t);
 
 /* Take a turn for a copy of scope's tenant (the whole registry without
- * --tenants): 0, or 429 with the reason in why. */
-unsigned remote_turns_take(remote_turns *t, const region_scope *scope, char *why, size_t len);
+ * --tenants): STATUS_OK, or STATUS_OVER_LIMIT with the reason in why. */
+server_status remote_turns_take(remote_turns *t, const region_scope *scope, char *why, size_t len);
 /* Give back a turn remote_turns_take gave for the same scope. */
 void remote_turns_give_back(remote_turns *t, const region_scope *scope);
 

@@ -6,17 +6,6 @@
 
 #include "core/remote_engine.h"
 
-unsigned http_status_from_shmreg(shmreg_err err)
-{
-    switch (err) {
-#define TRITON_HTTP_CASE(name, http, grpc) \
-    case SHMREG_##name: return http;
-        TRITON_STATUS_MAP(TRITON_HTTP_CASE)
-#undef TRITON_HTTP_CASE
-    }
-    return 500;
-}
-
 void unknown_model_message(char *buf, size_t len, const char *name, const char *version)
 {
     int versioned = version != NULL;

@@ -1,10 +1,10 @@
 /*
  * What the gRPC service converts, kept apart from the service itself
- * (service.cc): the library's errors and the inference path's HTTP statuses
- * into gRPC statuses (Triton's, its GrpcStatusUtil; the library's errors by
- * core/triton.h's table), a call's metadata into its caller (access.h), the
- * models' JSON (built once by models.c, shared with HTTP) into protobuf, and
- * a tensor's shared-memory parameters into a window.
+ * (service.cc): the server's statuses into gRPC codes (Triton's, its
+ * GrpcStatusUtil, by the gRPC column of common/status.h's table), a call's
+ * metadata into its caller (access.h), the models' JSON (built once by
+ * models.c, shared with HTTP) into protobuf, and a tensor's shared-memory
+ * parameters into a window.
  */
 #include "grpc/convert.h"
 
@@ -15,33 +15,13 @@
 
 namespace grpc_service {
 
-/* The library's failures, by Triton's table (core/triton.h). */
-grpc::StatusCode grpc_code_from_shmreg(shmreg_err e)
+grpc::StatusCode grpc_code_of(server_status st)
 {
-    switch (e) {
-#define TRITON_GRPC_CASE(name, http, code) \
-    case SHMREG_##name: return grpc::StatusCode::code;
-        TRITON_STATUS_MAP(TRITON_GRPC_CASE)
-#undef TRITON_GRPC_CASE
-    }
-    return grpc::StatusCode::INTERNAL;
-}
-
-/* The inference path reports HTTP statuses (infer_core.h); Triton's HTTP
- * and gRPC frontends derive both from one error code, so the mapping back is
- * one to one. */
-grpc::StatusCode grpc_code_from_http(unsigned status)
-{
-    switch (status) {
-    case 200: return grpc::StatusCode::OK;
-    case 400: return grpc::StatusCode::INVALID_ARGUMENT;
-    case 401: return grpc::StatusCode::UNAUTHENTICATED; /* --tenants: no known token */
-    case 404: return grpc::StatusCode::NOT_FOUND;
-    case 413:
-    case 429: /* a configured limit (access_http_status) */
-    case 507: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case 501: return grpc::StatusCode::UNIMPLEMENTED;
-    case 503: return grpc::StatusCode::UNAVAILABLE;
+    switch (st) {
+#define STATUS_GRPC_CASE(name, http, code) \
+    case STATUS_##name: return grpc::StatusCode::code;
+        STATUS_MAP(STATUS_GRPC_CASE)
+#undef STATUS_GRPC_CASE
     default: return grpc::StatusCode::INTERNAL;
     }
 }
@@ -50,7 +30,8 @@ grpc::StatusCode grpc_code_from_http(unsigned status)
 grpc::Status status_of(const region_scope &, shmreg_err e)
 {
     const char *message = shmreg_last_error();
-    return grpc::Status(grpc_code_from_shmreg(e), message[0] ? message : shmreg_err_description(e));
+    return grpc::Status(grpc_code_of(status_from_shmreg(e, message)),
+                        message[0] ? message : shmreg_err_description(e));
 }
 
 
@@ -69,17 +50,14 @@ caller caller_of(const grpc::ServerContextBase &ctx, const access_options &a)
     return who;
 }
 
-/* Whether who may use the shared-memory calls; the refusal in *st.
- * Triton refuses a restricted protocol with UNAVAILABLE. */
+/* Whether who may use the shared-memory calls; the refusal in *st. */
 bool refused(const caller &who, grpc::Status *st)
 {
     char why[256];
-    unsigned http = access_refusal(&who, why, sizeof why);
-    if (http)
-        *st = grpc::Status(http == 403 ? grpc::StatusCode::UNAVAILABLE
-                                       : grpc::StatusCode::UNAUTHENTICATED,
-                           why);
-    return http != 0;
+    server_status refusal = access_refusal(&who, why, sizeof why);
+    if (refusal != STATUS_OK)
+        *st = grpc::Status(grpc_code_of(refusal), why);
+    return refusal != STATUS_OK;
 }
 
 grpc::Status unknown_model(const std::string &name, const std::string &version)
@@ -304,7 +282,7 @@ void model_metadata(const model *m, pb::ModelMetadataResponse *resp)
 namespace {
 
 template <typename Tensor>
-unsigned window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
+server_status window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
 {
     *w = shm_window{};
     const auto &params = t.parameters();
@@ -312,7 +290,7 @@ unsigned window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
     auto region = params.find("shared_memory_region");
     if (region != params.end()) {
         if (region->second.parameter_choice_case() != pb::InferParameter::kStringParam)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "invalid value type for 'shared_memory_region' parameter "
                               "for tensor '%s', expected string_param.",
                               name);
@@ -326,12 +304,12 @@ unsigned window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
         if (it == params.end())
             continue;
         if (!w->region)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "'%s' can not be specified without 'shared_memory_region' "
                               "parameter for tensor '%s'",
                               keys[k], name);
         if (it->second.parameter_choice_case() != pb::InferParameter::kInt64Param)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "invalid value type for '%s' parameter for tensor '%s', "
                               "expected int64_param.",
                               keys[k], name);
@@ -339,25 +317,25 @@ unsigned window_from_params(infer_ctx *c, const Tensor &t, shm_window *w)
         has_size |= k == 1;
     }
     if (w->region && !has_size)
-        return infer_fail(c, 400,
+        return infer_fail(c, STATUS_INVALID_ARG,
                           "'shared_memory_byte_size' must be specified along with "
                           "'shared_memory_region' parameter for tensor '%s'",
                           name);
-    return 0;
+    return STATUS_OK;
 }
 
 
 } // namespace
 
-unsigned shm_window_from_params(infer_ctx *c, const pb::ModelInferRequest::InferInputTensor &t,
-                                shm_window *w)
+server_status shm_window_from_params(infer_ctx *c, const pb::ModelInferRequest::InferInputTensor &t,
+                                     shm_window *w)
 {
     return window_from_params(c, t, w);
 }
 
-unsigned shm_window_from_params(infer_ctx *c,
-                                const pb::ModelInferRequest::InferRequestedOutputTensor &t,
-                                shm_window *w)
+server_status shm_window_from_params(infer_ctx *c,
+                                     const pb::ModelInferRequest::InferRequestedOutputTensor &t,
+                                     shm_window *w)
 {
     return window_from_params(c, t, w);
 }

@@ -14,6 +14,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/status.h"
 #include "core/access.h"
 #include "core/infer_core.h"
 #include "core/region_scope.h"
@@ -24,10 +25,9 @@ namespace grpc_service {
 
 namespace pb = inference;
 
-/* Triton's gRPC code for a library error (core/triton.h's table). */
-grpc::StatusCode grpc_code_from_shmreg(shmreg_err e);
-/* The gRPC code of one of the inference path's HTTP statuses (infer_core.h). */
-grpc::StatusCode grpc_code_from_http(unsigned status);
+/* The gRPC code of st: its column of common/status.h's table, which gRPC
+ * reads here only; INTERNAL for a value of no row. */
+grpc::StatusCode grpc_code_of(server_status st);
 /* The library's failure e, with the library's message in the caller's names. */
 grpc::Status status_of(const region_scope &scope, shmreg_err e);
 
@@ -56,12 +56,13 @@ void model_statistics(const model *m, size_t book, pb::ModelStatistics *out);
 void model_config(const model *m, pb::ModelConfig *out);
 
 /* The window a tensor's parameters place it in (w->region NULL: none), read
- * with Triton's rules and words; 0, or the infer_fail status. */
-unsigned shm_window_from_params(infer_ctx *c, const pb::ModelInferRequest::InferInputTensor &t,
-                                shm_window *w);
-unsigned shm_window_from_params(infer_ctx *c,
-                                const pb::ModelInferRequest::InferRequestedOutputTensor &t,
-                                shm_window *w);
+ * with Triton's rules and words; STATUS_OK, or the infer_fail status. */
+server_status shm_window_from_params(infer_ctx *c,
+                                     const pb::ModelInferRequest::InferInputTensor &t,
+                                     shm_window *w);
+server_status shm_window_from_params(infer_ctx *c,
+                                     const pb::ModelInferRequest::InferRequestedOutputTensor &t,
+                                     shm_window *w);
 
 } // namespace grpc_service
 

@@ -130,18 +130,18 @@ void InferCall::done()
 /* Where input in's bytes are, with Triton's rules and words: a window of
  * shared memory, its typed contents (never beside raw_input_contents), or
  * the next of raw_input_contents (*raw_used counts those taken). */
-unsigned InferCall::input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
-                               int *raw_used)
+server_status InferCall::input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
+                                    int *raw_used)
 {
     infer_ctx *c = &c_;
     const auto &req = *req_;
     shm_window w;
-    unsigned st = shm_window_from_params(c, in, &w);
+    server_status st = shm_window_from_params(c, in, &w);
     if (st)
         return st;
     if (w.region) {
         if (in.has_contents())
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "unexpected 'content' provided when using shared memory "
                               "for input tensor '%s' for model '%s'",
                               t->name, model_name(c->m));
@@ -152,14 +152,14 @@ unsigned InferCall::input_data(const pb::ModelInferRequest::InferInputTensor &in
     }
     if (in.has_contents()) {
         if (req.raw_input_contents_size() != 0)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "contents field must not be specified when using "
                               "raw_input_contents for '%s' for model '%s'",
                               t->name, model_name(c->m));
         return input_from_contents(c, in, t);
     }
     if (*raw_used >= req.raw_input_contents_size())
-        return infer_fail(c, 400,
+        return infer_fail(c, STATUS_INVALID_ARG,
                           "unable to find data for input tensor '%s' for model '%s' "
                           "in request.",
                           t->name, model_name(c->m));
@@ -169,17 +169,18 @@ unsigned InferCall::input_data(const pb::ModelInferRequest::InferInputTensor &in
     /* The request outlives the model's run (run frees it after). */
     t->data = const_cast<char *>(raw.data());
     t->byte_size = raw.size();
-    return 0;
+    return STATUS_OK;
 }
 
-unsigned InferCall::parse_inputs()
+server_status InferCall::parse_inputs()
 {
     infer_ctx *c = &c_;
     const auto &req = *req_;
     if (req.inputs_size() == 0)
-        return infer_fail(c, 400, "the request needs at least one input");
+        return infer_fail(c, STATUS_INVALID_ARG, "the request needs at least one input");
     if (req.inputs_size() > INFER_MAX_INPUTS)
-        return infer_fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
+        return infer_fail(c, STATUS_INVALID_ARG,
+                          "at most %d inputs are accepted", INFER_MAX_INPUTS);
     int raw_used = 0;
     for (int i = 0; i < req.inputs_size(); i++) {
         const auto &in = req.inputs(i);
@@ -189,54 +190,58 @@ unsigned InferCall::parse_inputs()
         t->name = in.name().c_str();
         t->datatype = in.datatype().c_str();
         if (datatype_size(t->datatype) < 0)
-            return infer_fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name,
+            return infer_fail(c, STATUS_INVALID_ARG,
+                              "input '%s' has an unknown datatype '%s'", t->name,
                               t->datatype);
         if (in.shape_size() > TENSOR_MAX_DIMS)
-            return infer_fail(c, 400, "shape has %d dimensions; at most %d are supported",
+            return infer_fail(c, STATUS_INVALID_ARG,
+                              "shape has %d dimensions; at most %d are supported",
                               in.shape_size(), TENSOR_MAX_DIMS);
         t->ndims = in.shape_size();
         for (int d = 0; d < t->ndims; d++) {
             if (in.shape(d) < 0)
-                return infer_fail(c, 400, "'shape' must be an array of non-negative integers");
+                return infer_fail(c, STATUS_INVALID_ARG,
+                                  "'shape' must be an array of non-negative integers");
             t->shape[d] = in.shape(d);
         }
-        unsigned st = input_data(in, t, &raw_used);
+        server_status st = input_data(in, t, &raw_used);
         if (st)
             return st;
     }
     if (raw_used != req.raw_input_contents_size())
-        return infer_fail(c, 400,
+        return infer_fail(c, STATUS_INVALID_ARG,
                           "the request carries %d raw_input_contents but only %d inputs "
                           "read from them",
                           req.raw_input_contents_size(), raw_used);
-    return 0;
+    return STATUS_OK;
 }
 
-unsigned InferCall::parse_outputs()
+server_status InferCall::parse_outputs()
 {
     infer_ctx *c = &c_;
     if (req_->outputs_size() == 0) { /* no list: every output, in raw_output_contents */
         for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-            unsigned st = infer_place_output(c, i, PLACE_BINARY, nullptr);
+            server_status st = infer_place_output(c, i, PLACE_BINARY, nullptr);
             if (st)
                 return st;
         }
-        return 0;
+        return STATUS_OK;
     }
     for (const auto &o : req_->outputs()) {
         int i = infer_output_index(c, o.name().c_str());
         if (i < 0 || c->out_place[i] != PLACE_NONE)
-            return infer_fail(c, 400, "unexpected inference output '%s' for model '%s'",
+            return infer_fail(c, STATUS_INVALID_ARG,
+                              "unexpected inference output '%s' for model '%s'",
                               o.name().c_str(), model_name(c->m));
         shm_window w;
-        unsigned st = shm_window_from_params(c, o, &w);
+        server_status st = shm_window_from_params(c, o, &w);
         if (st)
             return st;
         if ((st = infer_place_output(c, static_cast<size_t>(i), w.region ? PLACE_SHM : PLACE_BINARY,
                                      &w)) != 0)
             return st;
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* Every output requested, in the model's order, each with an entry in
@@ -289,15 +294,14 @@ bool InferCall::run_here(infer_thread where)
         return true;
     }
     /* A model that cannot run now is refused before anything is parsed or
-     * acquired. HTTP says 400, as Triton does for a model that is not ready;
-     * gRPC says UNAVAILABLE, Triton's code for inferring on one. */
-    if (unsigned st = infer_ready(c)) {
+     * acquired (NOT_READY: common/status.h says what Triton answers). */
+    if (server_status st = infer_ready(c)) {
         infer_finish(c, st, &started_);
-        finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, c->err));
+        finish(grpc::Status(grpc_code_of(st), c->err));
         return true;
     }
     const tensor *ordered[INFER_MAX_INPUTS];
-    unsigned st;
+    server_status st;
     if (!(st = parse_inputs()) && !(st = infer_bind(c, ordered)) && !(st = parse_outputs())) {
         if (where != INFER_ON_TRANSPORT_DEVICE)
             st = infer_compute(c, ordered);
@@ -314,18 +318,18 @@ bool InferCall::run_here(infer_thread where)
     return true;
 }
 
-void InferCall::device_run_ended(infer_ctx *c, unsigned st)
+void InferCall::device_run_ended(infer_ctx *c, server_status st)
 {
     static_cast<InferCall *>(c->owner)->answer(infer_compute_end(c, st));
 }
 
-void InferCall::answer(unsigned st)
+void InferCall::answer(server_status st)
 {
     infer_ctx *c = &c_;
     if (!st)
         build_response(); /* before the request goes: the tensors may point into it */
     infer_finish(c, st, &started_);
-    grpc::Status status = st ? grpc::Status(grpc_code_from_http(st), c->err) : grpc::Status::OK;
+    grpc::Status status = st ? grpc::Status(grpc_code_of(st), c->err) : grpc::Status::OK;
     req_.reset(); /* freed before the response is serialized, which takes as much again */
     if (status.ok() && !serialize_response(*resp_, &reply_))
         status = grpc::Status(grpc::StatusCode::INTERNAL,

@@ -131,14 +131,14 @@ class InferCall final : public QueueTag {
     void reset_ctx(region_scope scope);
     /* The end of a run handed to the device from the transport's thread,
      * on the thread where it ended. */
-    static void device_run_ended(infer_ctx *c, unsigned st);
+    static void device_run_ended(infer_ctx *c, server_status st);
     /* The response for the request's result st, built and sent: the last
      * touch of *this. */
-    void answer(unsigned st);
-    unsigned input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
-                        int *raw_used);
-    unsigned parse_inputs();
-    unsigned parse_outputs();
+    void answer(server_status st);
+    server_status input_data(const pb::ModelInferRequest::InferInputTensor &in, tensor *t,
+                             int *raw_used);
+    server_status parse_inputs();
+    server_status parse_outputs();
     void build_response();
 
     CallOwner *service_;

@@ -27,10 +27,11 @@
  * (infer_core.c), its references released through refs.h.
  *
  * The conversions (statuses, metadata, JSON -> protobuf, shared-memory
- * parameters) are in convert.cc. Status codes are Triton's (its GrpcStatusUtil): the library's errors map
- * through grpc_code_from_shmreg, the inference path's HTTP statuses through
- * grpc_code_from_http; messages are the library's and the HTTP side's, which
- * are Triton's words where Triton has some.
+ * parameters) are in convert.cc. Status codes are Triton's (its
+ * GrpcStatusUtil): the library's errors and the inference path's statuses
+ * map through grpc_code_of, the gRPC column of common/status.h's table;
+ * messages are the library's and the core's, which are Triton's words where
+ * Triton has some.
  */
 #include "grpc/grpc_frontend.h"
 

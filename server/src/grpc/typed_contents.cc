@@ -83,7 +83,7 @@ const void *elements_of(const contents &v, field f)
 
 /* The field with elements, or F_COUNT for none; Triton's refusals of a
  * second one and of one of another datatype, in its order. */
-unsigned pick_field(infer_ctx *c, const contents &v, const tensor *t, field *picked)
+server_status pick_field(infer_ctx *c, const contents &v, const tensor *t, field *picked)
 {
     *picked = F_COUNT;
     for (int i = 0; i < F_COUNT; i++) {
@@ -91,29 +91,29 @@ unsigned pick_field(infer_ctx *c, const contents &v, const tensor *t, field *pic
         if (count_of(v, f) == 0)
             continue;
         if (*picked != F_COUNT)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "unexpected explicit tensor data for input tensor '%s' for model "
                               "'%s', binary data was already supplied.",
                               t->name, model_name(c->m));
         if (strcmp(type_of(f, t->datatype), t->datatype) != 0)
-            return infer_fail(c, 400,
+            return infer_fail(c, STATUS_INVALID_ARG,
                               "unexpected explicit tensor data for input tensor '%s' for model "
                               "'%s' of type '%s', expected datatype '%s'",
                               t->name, model_name(c->m), type_of(f, t->datatype), t->datatype);
         *picked = f;
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* BYTES elements as the raw form has them: each a 4-byte length, then its
  * bytes. Bounded by --max-body-mb like any tensor the server copies: the
  * prefixes make the buffer up to twice the message's bytes. */
-unsigned bytes_input(infer_ctx *c, const contents &v, tensor *t)
+server_status bytes_input(infer_ctx *c, const contents &v, tensor *t)
 {
     size_t size = 0;
     for (const std::string &e : v.bytes_contents()) {
         if (e.size() > UINT32_MAX || e.size() + 4 > infer_max_copy() - size)
-            return infer_fail(c, 413,
+            return infer_fail(c, STATUS_TOO_LARGE,
                               "input '%s': its bytes_contents take more than the %zu bytes "
                               "the server copies for one tensor (--max-body-mb)",
                               t->name, infer_max_copy());
@@ -121,7 +121,8 @@ unsigned bytes_input(infer_ctx *c, const contents &v, tensor *t)
     }
     char *out = static_cast<char *>(std::malloc(size ? size : 1));
     if (!out)
-        return infer_fail(c, 500, "input '%s': out of memory for %zu bytes", t->name, size);
+        return infer_fail(c, STATUS_INTERNAL,
+                          "input '%s': out of memory for %zu bytes", t->name, size);
     t->owned = t->data = out;
     t->byte_size = size;
     for (const std::string &e : v.bytes_contents()) {
@@ -130,33 +131,34 @@ unsigned bytes_input(infer_ctx *c, const contents &v, tensor *t)
         std::memcpy(out + 4, e.data(), e.size());
         out += 4 + e.size();
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* 4-byte elements into size-byte ones, each keeping its low bytes (the
  * host is little-endian, as the raw form is). */
-unsigned narrowed_input(infer_ctx *c, const void *wide, size_t count, int size, tensor *t)
+server_status narrowed_input(infer_ctx *c, const void *wide, size_t count, int size, tensor *t)
 {
     char *out = static_cast<char *>(std::malloc(count ? count * size : 1));
     if (!out)
-        return infer_fail(c, 500, "input '%s': out of memory for %zu bytes", t->name,
+        return infer_fail(c, STATUS_INTERNAL, "input '%s': out of memory for %zu bytes", t->name,
                           count * size);
     for (size_t i = 0; i < count; i++)
         std::memcpy(out + i * size, static_cast<const char *>(wide) + i * 4, size);
     t->owned = t->data = out;
     t->byte_size = count * size;
-    return 0;
+    return STATUS_OK;
 }
 
 } // namespace
 
-unsigned input_from_contents(infer_ctx *c, const inference::ModelInferRequest::InferInputTensor &in,
-                             tensor *t)
+server_status input_from_contents(infer_ctx *c,
+                                  const inference::ModelInferRequest::InferInputTensor &in,
+                                  tensor *t)
 {
     static char no_elements;
     const contents &v = in.contents();
     field f;
-    unsigned st = pick_field(c, v, t, &f);
+    server_status st = pick_field(c, v, t, &f);
     if (st)
         return st;
     if (f == F_BYTES)
@@ -169,14 +171,14 @@ unsigned input_from_contents(infer_ctx *c, const inference::ModelInferRequest::I
     if (f == F_COUNT) { /* an empty message: a tensor of no elements */
         t->data = &no_elements;
         t->byte_size = 0;
-        return 0;
+        return STATUS_OK;
     }
     if ((f == F_INT || f == F_UINT) && size < 4)
         return narrowed_input(c, elements_of(v, f), count, size, t);
     /* The request outlives the model's run (InferCall::run frees it after). */
     t->data = const_cast<void *>(elements_of(v, f));
     t->byte_size = count * static_cast<size_t>(size);
-    return 0;
+    return STATUS_OK;
 }
 
 } // namespace grpc_service

@@ -14,11 +14,12 @@ namespace grpc_service {
 /* Point t (its name and datatype set) at the elements of in.contents(), or
  * at a buffer of its own (t->owned) where the field's elements are wider
  * than the datatype's or BYTES need their length prefixes. in outlives the
- * model's run, as the raw path's bytes do. 0, or the infer_fail status:
+ * model's run, as the raw path's bytes do. STATUS_OK, or the infer_fail status:
  * a field of another datatype than the input's, two fields with elements, a
  * byte size the shape does not give, or BYTES larger than --max-body-mb. */
-unsigned input_from_contents(infer_ctx *c, const inference::ModelInferRequest::InferInputTensor &in,
-                             tensor *t);
+server_status input_from_contents(infer_ctx *c,
+                                  const inference::ModelInferRequest::InferInputTensor &in,
+                                  tensor *t);
 
 } // namespace grpc_service
 

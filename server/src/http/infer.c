@@ -95,25 +95,28 @@ static int json_size(const json_val *v, size_t *out)
  * status. As in Triton's HTTP: an offset or size without a region is not
  * looked at, and a region without a size is an empty window (refused when
  * acquired, after the region's own checks). */
-static unsigned shm_window_from_params(infer_ctx *c, const json_val *params, const char *what,
-                                       const char *name, shm_window *w)
+static server_status shm_window_from_params(infer_ctx *c, const json_val *params, const char *what,
+                                            const char *name, shm_window *w)
 {
     *w = (shm_window){0};
     const json_val *region = get(params, "shared_memory_region");
     const json_val *offset = get(params, "shared_memory_offset");
     const json_val *size = get(params, "shared_memory_byte_size");
     if (!region)
-        return 0;
+        return STATUS_OK;
     if (!is_string(region))
-        return fail(c, 400, "'shared_memory_region' of %s '%s' must be a string", what, name);
+        return fail(c, STATUS_INVALID_ARG,
+                    "'shared_memory_region' of %s '%s' must be a string", what, name);
     if (size && json_size(size, &w->byte_size) != 0)
-        return fail(c, 400, "'shared_memory_byte_size' of %s '%s' must be a non-negative integer",
+        return fail(c, STATUS_INVALID_ARG,
+                    "'shared_memory_byte_size' of %s '%s' must be a non-negative integer",
                     what, name);
     if (offset && json_size(offset, &w->offset) != 0)
-        return fail(c, 400, "'shared_memory_offset' of %s '%s' must be a non-negative integer",
+        return fail(c, STATUS_INVALID_ARG,
+                    "'shared_memory_offset' of %s '%s' must be a non-negative integer",
                     what, name);
     w->region = str(region);
-    return 0;
+    return STATUS_OK;
 }
 
 /* ------------------------------------------------------------------ inputs */
@@ -147,15 +150,16 @@ static size_t leaf_count(const json_val *v)
 }
 
 /* type: t's datatype, from datatype_find. */
-static unsigned input_from_json_data(http_infer *h, tensor *t, int type, const json_val *data)
+static server_status input_from_json_data(http_infer *h, tensor *t, int type, const json_val *data)
 {
     infer_ctx *c = &h->c;
     if (!datatype_type_has_json(type))
-        return fail(c, 400, "input '%s': %s tensors must be sent as binary data or in shared "
+        return fail(c, STATUS_INVALID_ARG,
+                    "input '%s': %s tensors must be sent as binary data or in shared "
                             "memory, not as JSON", t->name, t->datatype);
     size_t expected;
     if (tensor_expected_size(t, &expected) != 0)
-        return fail(c, 400, "input '%s': shape too large", t->name);
+        return fail(c, STATUS_INVALID_ARG, "input '%s': shape too large", t->name);
     size_t elems = expected / (size_t)datatype_type_size(type), n = 0;
     /* A shape that the data does not fill is the client's error, found
      * before the shape's bytes are asked of malloc (a huge shape with a
@@ -166,42 +170,46 @@ static unsigned input_from_json_data(http_infer *h, tensor *t, int type, const j
     if (!buf)
         buf = t->owned = malloc(expected ? expected : 1);
     if (!buf)
-        return fail(c, 500, "out of memory for input '%s'", t->name);
+        return fail(c, STATUS_INTERNAL, "out of memory for input '%s'", t->name);
     if (flatten(data, type, buf, elems, &n) != 0 || n != elems)
         goto mismatch;
     t->data = buf;
     t->byte_size = expected;
-    return 0;
+    return STATUS_OK;
 mismatch:
-    return fail(c, 400, "unable to parse 'data' of input '%s': expected %zu %s elements "
+    return fail(c, STATUS_INVALID_ARG,
+                "unable to parse 'data' of input '%s': expected %zu %s elements "
                         "matching its shape", t->name, elems, t->datatype);
 }
 
-static unsigned parse_input(http_infer *h, const json_val *j, tensor *t)
+static server_status parse_input(http_infer *h, const json_val *j, tensor *t)
 {
     infer_ctx *c = &h->c;
     const json_val *name = get(j, "name"), *dt = get(j, "datatype");
     const json_val *params = get(j, "parameters"), *data = get(j, "data");
     if (!is_object(j) || !is_string(name) || !is_string(dt))
-        return fail(c, 400, "each input needs a string 'name', a string 'datatype' and a 'shape'");
+        return fail(c, STATUS_INVALID_ARG,
+                    "each input needs a string 'name', a string 'datatype' and a 'shape'");
     t->name = str(name);
     t->datatype = str(dt);
     int type = datatype_find(t->datatype);
     if (type < 0)
-        return fail(c, 400, "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
+        return fail(c, STATUS_INVALID_ARG,
+                    "input '%s' has an unknown datatype '%s'", t->name, t->datatype);
     if (tensor_shape_from_json(get(j, "shape"), t, c->err, sizeof c->err) != 0)
-        return 400;
+        return STATUS_INVALID_ARG;
     if (params && !is_object(params))
-        return fail(c, 400, "'parameters' of input '%s' must be an object", t->name);
+        return fail(c, STATUS_INVALID_ARG, "'parameters' of input '%s' must be an object", t->name);
 
     shm_window w;
-    unsigned st = shm_window_from_params(c, params, "input", t->name, &w);
+    server_status st = shm_window_from_params(c, params, "input", t->name, &w);
     if (st)
         return st;
     const json_val *binary_size = get(params, "binary_data_size");
     int sources = (w.region != NULL) + (binary_size != NULL) + (data != NULL);
     if (sources != 1) /* Triton's words */
-        return fail(c, 400, "Input must set only one of the following fields: 'data', "
+        return fail(c, STATUS_INVALID_ARG,
+                    "Input must set only one of the following fields: 'data', "
                             "'binary_data_size' in 'parameters', 'shared_memory_region' in "
                             "'parameters'. But%s%s%s%s", sources ? " set" : " no field is set",
                     data ? " 'data'" : "", binary_size ? " 'binary_data_size'" : "",
@@ -215,10 +223,12 @@ static unsigned parse_input(http_infer *h, const json_val *j, tensor *t)
     }
     size_t n;
     if (json_size(binary_size, &n) != 0)
-        return fail(c, 400, "'binary_data_size' of input '%s' must be a non-negative integer",
+        return fail(c, STATUS_INVALID_ARG,
+                    "'binary_data_size' of input '%s' must be a non-negative integer",
                     t->name);
     if (n > h->binary_left)
-        return fail(c, 400, "input '%s' claims %zu bytes of binary data but only %zu remain in "
+        return fail(c, STATUS_INVALID_ARG,
+                    "input '%s' claims %zu bytes of binary data but only %zu remain in "
                             "the request", t->name, n, h->binary_left);
     if ((st = infer_check_input_size(c, t, n)) != 0)
         return st;
@@ -226,32 +236,33 @@ static unsigned parse_input(http_infer *h, const json_val *j, tensor *t)
     t->byte_size = n;
     h->binary += n;
     h->binary_left -= n;
-    return 0;
+    return STATUS_OK;
 }
 
-static unsigned parse_inputs(http_infer *h)
+static server_status parse_inputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
     const json_val *inputs = get(h->root, "inputs");
     if (!is_array(inputs) || jv_len(inputs) == 0)
-        return fail(c, 400, "the request needs a non-empty 'inputs' array");
+        return fail(c, STATUS_INVALID_ARG, "the request needs a non-empty 'inputs' array");
     if (jv_len(inputs) > INFER_MAX_INPUTS)
-        return fail(c, 400, "at most %d inputs are accepted", INFER_MAX_INPUTS);
+        return fail(c, STATUS_INVALID_ARG, "at most %d inputs are accepted", INFER_MAX_INPUTS);
     for (size_t i = 0; i < jv_len(inputs); i++) {
         c->n_in = i + 1; /* counted before parsing, so that a half-built one is freed too */
-        unsigned st = parse_input(h, jv_at(inputs, i), &c->in[i]);
+        server_status st = parse_input(h, jv_at(inputs, i), &c->in[i]);
         if (st)
             return st;
     }
     if (h->binary_left)
-        return fail(c, 400, "the request carries %zu bytes of binary data that no input claims",
+        return fail(c, STATUS_INVALID_ARG,
+                    "the request carries %zu bytes of binary data that no input claims",
                     h->binary_left);
-    return 0;
+    return STATUS_OK;
 }
 
 /* ----------------------------------------------------------------- outputs */
 
-static unsigned parse_outputs(http_infer *h)
+static server_status parse_outputs(http_infer *h)
 {
     infer_ctx *c = &h->c;
     const json_val *params = get(h->root, "parameters");
@@ -259,29 +270,30 @@ static unsigned parse_outputs(http_infer *h)
     const json_val *outputs = get(h->root, "outputs");
     if (!outputs) { /* no list: every output, binary if the request says so */
         for (size_t i = 0; i < model_n_outputs(c->m); i++) {
-            unsigned st = infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
+            server_status st =
+                infer_place_output(c, i, binary_all ? PLACE_BINARY : PLACE_JSON, NULL);
             if (st)
                 return st;
         }
-        return 0;
+        return STATUS_OK;
     }
     if (!is_array(outputs))
-        return fail(c, 400, "'outputs' must be an array");
+        return fail(c, STATUS_INVALID_ARG, "'outputs' must be an array");
     for (size_t k = 0; k < jv_len(outputs); k++) {
         const json_val *j = jv_at(outputs, k);
         const json_val *name = get(j, "name");
         const json_val *oparams = get(j, "parameters");
         if (!is_string(name))
-            return fail(c, 400, "each requested output needs a string 'name'");
+            return fail(c, STATUS_INVALID_ARG, "each requested output needs a string 'name'");
         int i = infer_output_index(c, str(name));
         if (i < 0 || c->out_place[i] != PLACE_NONE)
-            return fail(c, 400, "unexpected inference output '%s' for model '%s'",
+            return fail(c, STATUS_INVALID_ARG, "unexpected inference output '%s' for model '%s'",
                         str(name), model_name(c->m));
         if (oparams && !is_object(oparams))
-            return fail(c, 400, "'parameters' of output '%s' must be an object",
+            return fail(c, STATUS_INVALID_ARG, "'parameters' of output '%s' must be an object",
                         str(name));
         shm_window w;
-        unsigned st = shm_window_from_params(c, oparams, "output", str(name), &w);
+        server_status st = shm_window_from_params(c, oparams, "output", str(name), &w);
         if (st)
             return st;
         const json_val *binary = get(oparams, "binary_data");
@@ -291,7 +303,7 @@ static unsigned parse_outputs(http_infer *h)
         if ((st = infer_place_output(c, (size_t)i, place, &w)) != 0)
             return st;
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* ---------------------------------------------------------------- response */
@@ -333,7 +345,7 @@ static void write_output(jbuf *b, const infer_ctx *c, size_t i)
 /* An upper bound on the response's size, checked before any of it is
  * written: a large output as JSON would otherwise cost ~48 bytes of
  * server memory per byte. */
-static unsigned check_response_size(infer_ctx *c)
+static server_status check_response_size(infer_ctx *c)
 {
     size_t total = 0, max = infer_max_copy();
     for (size_t i = 0; i < model_n_outputs(c->m); i++) {
@@ -345,8 +357,9 @@ static unsigned check_response_size(infer_ctx *c)
         total = n > SIZE_MAX - total ? SIZE_MAX : total + n;
     }
     if (total <= max)
-        return 0;
-    return fail(c, 400, "the response could take up to %zu bytes, more than this server sends "
+        return STATUS_OK;
+    return fail(c, STATUS_INVALID_ARG,
+                "the response could take up to %zu bytes, more than this server sends "
                         "(%zu, --max-body-mb): ask for large outputs in shared memory, or as "
                         "binary data rather than JSON", total, max);
 }
@@ -354,10 +367,10 @@ static unsigned check_response_size(infer_ctx *c)
 /* Room for the JSON header of an answer with a few outputs. */
 #define RESPONSE_HEADER_HINT 512
 
-static unsigned build_response(http_infer *h, reply *out)
+static server_status build_response(http_infer *h, reply *out)
 {
     infer_ctx *c = &h->c;
-    unsigned st = check_response_size(c);
+    server_status st = check_response_size(c);
     if (st)
         return st;
     jbuf b = {0};
@@ -393,22 +406,23 @@ static unsigned build_response(http_infer *h, reply *out)
     size_t len;
     char *body = jbuf_take(&b, &len);
     if (!body)
-        return fail(c, 500, "out of memory building the response");
+        return fail(c, STATUS_INTERNAL, "out of memory building the response");
     *out = (reply){.status = 200, .body = body, .len = len,
                    .json_len = binary_bytes ? header_len : 0};
-    return 0;
+    return STATUS_OK;
 }
 
 /* ------------------------------------------------------------------- entry */
 
-static unsigned locate_header(http_infer *h)
+static server_status locate_header(http_infer *h)
 {
     infer_ctx *c = &h->c;
     request *rq = h->rq;
     size_t header_len = rq->body_len;
     if (rq->header_length >= 0) {
         if ((uint64_t)rq->header_length > rq->body_len || rq->header_length == 0)
-            return fail(c, 400, "Inference-Header-Content-Length %lld is outside the request body "
+            return fail(c, STATUS_INVALID_ARG,
+                        "Inference-Header-Content-Length %lld is outside the request body "
                                 "of %zu bytes", (long long)rq->header_length, rq->body_len);
         header_len = (size_t)rq->header_length;
     }
@@ -419,25 +433,25 @@ static unsigned locate_header(http_infer *h)
         h->doc = json_doc_parse(rq->body ? rq->body : "", header_len, h->tok, c->err,
                                 sizeof c->err);
         if (!h->doc)
-            return 400;
+            return STATUS_INVALID_ARG;
     }
     h->root = json_doc_root(h->doc);
     if (!is_object(h->root))
-        return fail(c, 400, "the inference request must be a JSON object");
+        return fail(c, STATUS_INVALID_ARG, "the inference request must be a JSON object");
     const json_val *id = get(h->root, "id");
     c->request_id = is_string(id) ? str(id) : NULL;
     const json_val *params = get(h->root, "parameters");
     if (params && !is_object(params))
-        return fail(c, 400, "request 'parameters' must be an object");
+        return fail(c, STATUS_INVALID_ARG, "request 'parameters' must be an object");
     h->binary = rq->body + header_len;
     h->binary_left = rq->body_len - header_len;
-    return 0;
+    return STATUS_OK;
 }
 
-static unsigned run(http_infer *h, reply *out)
+static server_status run(http_infer *h, reply *out)
 {
     infer_ctx *c = &h->c;
-    unsigned st;
+    server_status st;
     const tensor *ordered[INFER_MAX_INPUTS];
     if ((st = infer_ready(c)) || (st = locate_header(h)) || (st = parse_inputs(h)) ||
         (st = infer_bind(c, ordered)) || (st = parse_outputs(h)) || (st = infer_compute(c, ordered)))
@@ -445,8 +459,8 @@ static unsigned run(http_infer *h, reply *out)
     return build_response(h, out);
 }
 
-static unsigned handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
-                       reply *out, int on_transport, struct json_tokener **tok)
+static server_status handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
+                            reply *out, int on_transport, struct json_tokener **tok)
 {
     http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
                           .remote_turns = turns, .on_transport = on_transport,
@@ -454,18 +468,18 @@ static unsigned handle(shmreg_registry *reg, remote_turns *turns, request *rq, c
                     .rq = rq, .tok = tok};
     if (!h.c.m) {
         reply_unknown_model(out, rt);
-        return 0;
+        return STATUS_OK;
     }
-    unsigned st = run(&h, out);
+    server_status st = run(&h, out);
     if (st && st != INFER_DEFERRED)
-        reply_error(out, st, "%s", h.c.err);
+        reply_failure(out, st, "%s", h.c.err);
     infer_finish(&h.c, st, &rq->started);
     if (st == INFER_DEFERRED) { /* the worker starts from this parse */
         rq->parsed_header = h.doc;
         h.doc = NULL;
     }
     json_doc_free(h.doc);
-    return st == INFER_DEFERRED ? st : 0;
+    return st == INFER_DEFERRED ? st : STATUS_OK;
 }
 
 void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
@@ -474,11 +488,11 @@ void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const 
     handle(reg, turns, rq, rt, out, 0, NULL);
 }
 
-unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out,
-                             struct json_tokener **tok)
+server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt,
+                                  reply *out, struct json_tokener **tok)
 {
-    unsigned st = handle(reg, NULL, rq, rt, out, 1, tok); /* no copy here: INFER_DEFERRED */
-    if (st == 0)
+    server_status st = handle(reg, NULL, rq, rt, out, 1, tok); /* no copy here: INFER_DEFERRED */
+    if (st == STATUS_OK)
         infer_count_inline();
     return st;
 }

@@ -14,12 +14,12 @@ void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const 
                   reply *out);
 
 /* infer_handle on the HTTP thread, for a request infer_runs_inline allows:
- * 0 with out set, or INFER_DEFERRED (out untouched, no reference held,
+ * STATUS_OK with out set, or INFER_DEFERRED (out untouched, no reference held,
  * nothing counted; its parsed JSON header kept in rq->parsed_header) when the
  * request names a shared-memory region: the caller queues it to a worker,
  * which runs it with infer_handle from that header. *tok is the thread's
  * JSON tokener, kept from one request to the next (json_doc_parse). */
-unsigned infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out,
-                             struct json_tokener **tok);
+server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt,
+                                  reply *out, struct json_tokener **tok);
 
 #endif

@@ -27,9 +27,9 @@ static void model_stats(const model *m, const region_scope *scope, reply *out)
 static void model_ready_reply(const model *m, reply *out)
 {
     char why[600];
-    unsigned st = model_ready(m, why, sizeof why);
+    server_status st = model_ready(m, why, sizeof why);
     if (st)
-        reply_error(out, st, "%s", why);
+        reply_failure(out, st, "%s", why);
     else
         reply_empty(out);
 }

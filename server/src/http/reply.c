@@ -1,4 +1,4 @@
-/* Building replies; library errors get their statuses from core/triton.h. */
+/* Building replies; failures get their HTTP statuses from common/status.h's table. */
 #include "http/reply.h"
 
 #include <stdarg.h>
@@ -53,18 +53,45 @@ static void reply_message(reply *r, unsigned status, const char *message)
         r->status = status;
 }
 
-void reply_error(reply *r, unsigned status, const char *fmt, ...)
+static void reply_vmessage(reply *r, unsigned status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void reply_vmessage(reply *r, unsigned status, const char *fmt, va_list ap)
 {
     char message[1024];
+    vsnprintf(message, sizeof message, fmt, ap);
+    reply_message(r, status, message);
+}
+
+void reply_error(reply *r, unsigned status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    reply_vmessage(r, status, fmt, ap);
     va_end(ap);
-    reply_message(r, status, message);
+}
+
+unsigned http_status_of(server_status st)
+{
+    switch (st) {
+#define STATUS_HTTP_CASE(name, http, grpc) \
+    case STATUS_##name: return http;
+        STATUS_MAP(STATUS_HTTP_CASE)
+#undef STATUS_HTTP_CASE
+    default: return 500;
+    }
+}
+
+void reply_failure(reply *r, server_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_vmessage(r, http_status_of(st), fmt, ap);
+    va_end(ap);
 }
 
 void reply_shmreg_error(reply *r, shmreg_err err)
 {
     const char *message = shmreg_last_error();
-    reply_message(r, http_status_from_shmreg(err), message[0] ? message : shmreg_err_description(err));
+    reply_message(r, http_status_of(status_from_shmreg(err, message)),
+                  message[0] ? message : shmreg_err_description(err));
 }

@@ -7,7 +7,7 @@
 #include <shmreg/shmreg.h>
 
 #include "common/json_io.h"
-#include "core/triton.h"
+#include "common/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +28,13 @@ void reply_json(reply *r, unsigned status, json_object *j);
 void reply_text(reply *r, jbuf *b);
 /* status with {"error": message}. */
 void reply_error(reply *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The HTTP status of st: its column of common/status.h's table, which HTTP
+ * reads here only; 500 for a value of no row. */
+unsigned http_status_of(server_status st);
+/* The core's or a model's failure st with {"error": message}. */
+void reply_failure(reply *r, server_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The library's failure err, with this thread's message from the library. */
 void reply_shmreg_error(reply *r, shmreg_err err);

@@ -37,10 +37,10 @@
 static int refuse_shm(const request *rq, reply *out)
 {
     char why[256];
-    unsigned status = access_refusal(&rq->who, why, sizeof why);
-    if (status)
-        reply_error(out, status, "%s", why);
-    return status != 0;
+    server_status st = access_refusal(&rq->who, why, sizeof why);
+    if (st)
+        reply_failure(out, st, "%s", why);
+    return st != STATUS_OK;
 }
 
 /* The request's caller, from its headers (they are complete on the first

@@ -23,7 +23,7 @@
  * true or false}. While the engine is off (remote_engine.h), connect,
  * engine and a remote register answer 501 with the reason.
  * Bodies are parsed with json-c; every error is {"error": "..."} with the
- * status of http_status_from_shmreg.
+ * status of the library's error (common/status.h's table).
  */
 #include "http/endpoints.h"
 
@@ -63,8 +63,7 @@ static int body_size(const json_object *body, const char *field, int required, s
 static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
 {
     (void)scope;
-    const char *message = shmreg_last_error();
-    reply_error(r, access_http_status(e, message), "%s", message);
+    reply_shmreg_error(r, e);
 }
 
 static json_object *parse_body(const request *rq, reply *r)
@@ -379,8 +378,7 @@ static int remote_engine_off(const route *rt, reply *r)
                 (rt->id == ROUTE_SHM_REGISTER && rt->kind == SHMREG_KIND_REMOTE);
     if (!needs || remote_engine_get(&why))
         return 0;
-    reply_error(r, http_status_from_shmreg(SHMREG_ERR_UNSUPPORTED), "remote_memory is off: %s",
-                why);
+    reply_failure(r, STATUS_UNSUPPORTED, "remote_memory is off: %s", why);
     return 1;
 }
 
@@ -390,8 +388,7 @@ void shm_endpoints_handle(shmreg_registry *reg, int allow_client_shm, const requ
     if (rt->id == ROUTE_SHM_STATUS)
         status(reg, &rq->who.scope, rt, r);
     else if (!allow_client_shm) /* Triton 2.73: status stays open, the rest is refused */
-        reply_error(r, http_status_from_shmreg(SHMREG_ERR_UNSUPPORTED), "%s",
-                    CLIENT_SHM_DISABLED_MESSAGE);
+        reply_failure(r, STATUS_UNSUPPORTED, "%s", CLIENT_SHM_DISABLED_MESSAGE);
     else if (rt->id == ROUTE_SHM_UNREGISTER)
         unregister(reg, &rq->who.scope, rt, r);
     else if (remote_engine_off(rt, r))

@@ -9,7 +9,7 @@
  * holds what the response promises.
  *
  * Built without CUDA (device_copy_none.c) or run where no device can be
- * reached, every call answers 501 with the reason; nothing crashes. The
+ * reached, every call answers UNSUPPORTED with the reason; nothing crashes. The
  * calling thread's current device is the same after a call as before it.
  */
 #ifndef SERVER_DEVICE_COPY_H
@@ -17,16 +17,19 @@
 
 #include <stddef.h>
 
+#include "common/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Each returns 0, or an HTTP status (501: no device copy in this build or on
- * this machine; 500: the copy itself failed) with a message in err. */
-unsigned device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
-                             char *err, size_t errlen);
-unsigned device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
-                               char *err, size_t errlen);
+/* Each returns STATUS_OK, or the failure's status (UNSUPPORTED: no device
+ * copy in this build or on this machine; INTERNAL: the copy itself failed)
+ * with a message in err. */
+server_status device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
+                                  char *err, size_t errlen);
+server_status device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
+                                    char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -27,20 +27,20 @@ static void probe(void)
     probe_err = cudaGetDeviceCount(&probe_count);
 }
 
-static unsigned unavailable(int device_id, char *err, size_t errlen)
+static server_status unavailable(int device_id, char *err, size_t errlen)
 {
     pthread_once(&probe_once, probe);
     if (probe_err != cudaSuccess) {
         snprintf(err, errlen, "no device copy on this machine: cudaGetDeviceCount failed: %s (%s)",
                  cudaGetErrorName(probe_err), cudaGetErrorString(probe_err));
-        return 501;
+        return STATUS_UNSUPPORTED;
     }
     if (device_id < 0 || device_id >= probe_count) {
         snprintf(err, errlen, "no device copy to device %d: this machine has %d device(s)",
                  device_id, probe_count);
-        return 501;
+        return STATUS_UNSUPPORTED;
     }
-    return 0;
+    return STATUS_OK;
 }
 
 /* The copy on this thread's own stream, waited for. The own stream keeps
@@ -60,10 +60,10 @@ static cudaError_t copy_and_wait(void *dst, const void *src, size_t n, enum cuda
 
 /* Copy on device_id, then put the thread's current device back: worker
  * threads serve every request, and the next one may be on another device. */
-static unsigned copy_on(int device_id, void *dst, const void *src, size_t n,
-                        enum cudaMemcpyKind dir, char *err, size_t errlen)
+static server_status copy_on(int device_id, void *dst, const void *src, size_t n,
+                             enum cudaMemcpyKind dir, char *err, size_t errlen)
 {
-    unsigned st = unavailable(device_id, err, errlen);
+    server_status st = unavailable(device_id, err, errlen);
     if (st || n == 0)
         return st;
     int previous;
@@ -82,21 +82,21 @@ static unsigned copy_on(int device_id, void *dst, const void *src, size_t n,
         }
     }
     if (e == cudaSuccess)
-        return 0;
+        return STATUS_OK;
     snprintf(err, errlen, "copy of %zu bytes %s device %d failed in %s: %s (%s)", n,
              dir == cudaMemcpyDeviceToHost ? "from" : "to", device_id, what,
              cudaGetErrorName(e), cudaGetErrorString(e));
-    return 500;
+    return STATUS_INTERNAL;
 }
 
-unsigned device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
-                             char *err, size_t errlen)
+server_status device_copy_to_host(void *host, const void *device_ptr, size_t n, int device_id,
+                                  char *err, size_t errlen)
 {
     return copy_on(device_id, host, device_ptr, n, cudaMemcpyDeviceToHost, err, errlen);
 }
 
-unsigned device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
-                               char *err, size_t errlen)
+server_status device_copy_to_device(void *device_ptr, const void *host, size_t n, int device_id,
+                                    char *err, size_t errlen)
 {
     return copy_on(device_id, device_ptr, host, n, cudaMemcpyHostToDevice, err, errlen);
 }

@@ -350,12 +350,12 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
 }
 
 /* A CUDA call's failure on in's device, as the request's message. */
-static unsigned cuda_failure(const gpu_instance *in, const char *what, cudaError_t e, char *err,
-                             size_t errlen)
+static server_status cuda_failure(const gpu_instance *in, const char *what, cudaError_t e,
+                                  char *err, size_t errlen)
 {
     snprintf(err, errlen, "model 'yolo' failed on device %d in %s: %s (%s)", in->device, what,
              cudaGetErrorName(e), cudaGetErrorString(e));
-    return 500;
+    return STATUS_INTERNAL;
 }
 
 /* The instance for job (gpu_take_instance, by where its tensors lie). */
@@ -368,8 +368,8 @@ static gpu_instance *instance_for(const gpu_job *job, unsigned *load_before)
 
 /* job's whole run on in, which the caller took (and gives back), on this
  * thread; a run alone polls its end for up to spin nanoseconds. */
-static unsigned run_taken(gpu_instance *in, const gpu_job *job, uint64_t spin, model_phases *ph,
-                          char *err, size_t errlen)
+static server_status run_taken(gpu_instance *in, const gpu_job *job, uint64_t spin,
+                               model_phases *ph, char *err, size_t errlen)
 {
     int previous = -1;
     const char *what = "cudaGetDevice";
@@ -392,19 +392,19 @@ static unsigned run_taken(gpu_instance *in, const gpu_job *job, uint64_t spin, m
         /* infer_core.c answers with the window's failure and the library's
          * message; this one stands only where a caller does not. */
         snprintf(err, errlen, "model 'yolo': a guarded copy of a shared memory tensor failed");
-        return 400;
+        return STATUS_FAULT;
     }
-    return e == cudaSuccess ? 0 : cuda_failure(in, what, e, err, errlen);
+    return e == cudaSuccess ? STATUS_OK : cuda_failure(in, what, e, err, errlen);
 }
 
-unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
 {
     if (!gpu_pool.n)
         return gpu_instances_ready(err, errlen);
     unsigned load_before;
     gpu_instance *in = instance_for(job, &load_before);
-    unsigned st = run_taken(in, job, atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
-                            ph, err, errlen);
+    server_status st = run_taken(in, job, atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
+                                 ph, err, errlen);
     gpu_give_back(in);
     return st;
 }
@@ -426,10 +426,10 @@ static uint64_t short_run_poll_ns(void)
 }
 
 /* p's run into slot sl of in, joining in's waiting runs for the finishing
- * thread to complete: 0, or an HTTP status with sl left as it was (then
+ * thread to complete: STATUS_OK, or the failure's status with sl left as it was (then
  * done is not called). The thread's current device is in's. Nothing
  * touches p once it is queued: its done may run at once. */
-static unsigned start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
+static server_status start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
 {
     const char *what;
     cudaError_t e = gpu_grow_slot(sl, &p->job, 0, 0, &what);
@@ -443,7 +443,7 @@ static unsigned start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *p)
     pthread_mutex_lock(&in->lock);
     join_waiting(in, sl);
     pthread_mutex_unlock(&in->lock);
-    return 0;
+    return STATUS_OK;
 }
 
 /* A run's slot given back: to the first handed-over run waiting for one
@@ -467,7 +467,7 @@ static void release_slot(gpu_instance *in, run_slot *sl)
         if (!in->slotless)
             in->slotless_tail = &in->slotless;
         pthread_mutex_unlock(&in->lock);
-        unsigned st = start_in_slot(in, sl, p);
+        server_status st = start_in_slot(in, sl, p);
         if (!st)
             return;
         gpu_give_back(in);
@@ -477,7 +477,7 @@ static void release_slot(gpu_instance *in, run_slot *sl)
 
 /* p's run to in without waiting: into a free slot, or, where all are held,
  * to wait for one (release_slot starts it). 0 or an HTTP status. */
-static unsigned hand_over(gpu_instance *in, gpu_pending *p)
+static server_status hand_over(gpu_instance *in, gpu_pending *p)
 {
     p->started_ns = gpu_now_ns();
     pthread_mutex_lock(&in->lock);
@@ -491,11 +491,11 @@ static unsigned hand_over(gpu_instance *in, gpu_pending *p)
     }
     pthread_mutex_unlock(&in->lock);
     if (!sl)
-        return 0;
+        return STATUS_OK;
     int previous = -1;
     cudaError_t e = cudaGetDevice(&previous);
     if (e == cudaSuccess && (e = cudaSetDevice(in->device)) == cudaSuccess) {
-        unsigned st = start_in_slot(in, sl, p);
+        server_status st = start_in_slot(in, sl, p);
         if (st)
             release_slot(in, sl);
         cudaSetDevice(previous);
@@ -508,7 +508,7 @@ static unsigned hand_over(gpu_instance *in, gpu_pending *p)
                         p->errlen);
 }
 
-unsigned gpu_instances_submit(gpu_pending *p)
+server_status gpu_instances_submit(gpu_pending *p)
 {
     if (!gpu_pool.n)
         return gpu_instances_ready(p->err, p->errlen);
@@ -517,12 +517,12 @@ unsigned gpu_instances_submit(gpu_pending *p)
     unsigned load_before;
     gpu_instance *in = instance_for(&p->job, &load_before);
     if (!load_before && gpu_runs_short(in)) {
-        unsigned st = run_taken(in, &p->job, short_run_poll_ns(), p->ph, p->err, p->errlen);
+        server_status st = run_taken(in, &p->job, short_run_poll_ns(), p->ph, p->err, p->errlen);
         gpu_give_back(in);
         p->done(p, st);
-        return 0;
+        return STATUS_OK;
     }
-    unsigned st = hand_over(in, p);
+    server_status st = hand_over(in, p);
     if (st)
         gpu_give_back(in);
     return st;
@@ -544,7 +544,8 @@ static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, 
         gpu_pending *p = sl->pending;
         uint64_t gpu[GPU_PHASES];
         batch_done(in, b, now - sl->queued_ns, queued ? gpu : NULL);
-        unsigned st = e == cudaSuccess ? 0 : cuda_failure(in, what, e, p->err, p->errlen);
+        server_status st =
+            e == cudaSuccess ? STATUS_OK : cuda_failure(in, what, e, p->err, p->errlen);
         if (!st) {
             p->ph->queue_ns = sl->queued_ns - p->started_ns;
             p->ph->input_ns = gpu[GPU_INPUT];

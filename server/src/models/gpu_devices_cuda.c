@@ -245,12 +245,12 @@ void gpu_instances_stop(void)
     gpu_pool.n_devices = 0;
 }
 
-unsigned gpu_instances_ready(char *err, size_t errlen)
+server_status gpu_instances_ready(char *err, size_t errlen)
 {
     if (gpu_pool.n)
-        return 0;
+        return STATUS_OK;
     snprintf(err, errlen, "%s", gpu_pool.why[0] ? gpu_pool.why : "no GPU instance was started");
-    return 400;
+    return STATUS_NOT_READY;
 }
 
 unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices)

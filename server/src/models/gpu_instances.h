@@ -86,8 +86,9 @@ void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
                          size_t n_weights);
 /* Free everything; no run may be in progress. */
 void gpu_instances_stop(void);
-/* 0 when at least one instance runs; else 400 and the reason. */
-unsigned gpu_instances_ready(char *err, size_t errlen);
+/* STATUS_OK when at least one instance runs; else STATUS_NOT_READY and the
+ * reason. */
+server_status gpu_instances_ready(char *err, size_t errlen);
 /* The devices that hold instances, into devices (up to max); returns how
  * many instances there are in all. */
 unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices);
@@ -100,8 +101,9 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);
 /* Process-wide: a run that is the only one waiting for the device polls its
  * end for up to ns before it sleeps (0, the default: sleeps at once). */
 void gpu_instances_set_wait_spin_ns(uint64_t ns);
-/* One request on one instance: 0, or an HTTP status with the message. */
-unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
+/* One request on one instance: STATUS_OK, or the failure's status with the
+ * message. */
+server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);
 
 /* The longest a run may take on the device, its copies included, for
  * gpu_instances_submit to run it on the calling thread: the instance's last
@@ -116,8 +118,9 @@ typedef struct gpu_pending {
     model_phases *ph;            /* the run's phases, set before done */
     char *err;                   /* done's message, when st is not 0 */
     size_t errlen;
-    /* Called once: st 0, or an HTTP status with the message in err. */
-    void (*done)(struct gpu_pending *p, unsigned st);
+    /* Called once: st STATUS_OK, or the failure's status with the message
+     * in err. */
+    void (*done)(struct gpu_pending *p, server_status st);
     uint64_t started_ns;         /* the scheduler's */
     struct gpu_pending *next;
 } gpu_pending;
@@ -131,10 +134,10 @@ typedef struct gpu_pending {
  * runs (first waiting for a free slot where all twelve are held, without
  * its caller) and done is called on the thread that ends it: the
  * instance's finishing thread once the device is done, or one giving a
- * slot back where that slot could not be readied. Returns 0 (done is or
+ * slot back where that slot could not be readied. Returns STATUS_OK (done is or
  * will be called), MODEL_BUSY (nothing done: a tensor needs staging), or
- * an HTTP status with the message in p->err (done is not called). */
-unsigned gpu_instances_submit(gpu_pending *p);
+ * the failure's status with the message in p->err (done is not called). */
+server_status gpu_instances_submit(gpu_pending *p);
 
 #ifdef __cplusplus
 }

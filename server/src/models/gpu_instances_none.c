@@ -17,10 +17,10 @@ void gpu_instances_stop(void)
 {
 }
 
-unsigned gpu_instances_ready(char *err, size_t errlen)
+server_status gpu_instances_ready(char *err, size_t errlen)
 {
     snprintf(err, errlen, "%s", WHY);
-    return 400;
+    return STATUS_NOT_READY;
 }
 
 unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices)
@@ -45,12 +45,12 @@ void gpu_instances_set_wait_spin_ns(uint64_t ns)
 {
 }
 
-unsigned gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
+server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)
 {
     return gpu_instances_ready(err, errlen);
 }
 
-unsigned gpu_instances_submit(gpu_pending *p)
+server_status gpu_instances_submit(gpu_pending *p)
 {
     return gpu_instances_ready(p->err, p->errlen);
 }

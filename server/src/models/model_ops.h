@@ -12,6 +12,7 @@
 
 #include "common/json_io.h"
 
+#include "common/status.h"
 #include "common/tensor.h"
 
 #ifdef __cplusplus
@@ -27,9 +28,9 @@ typedef struct model_phases {
     uint64_t output_ns; /* outputs to where the request wants them */
 } model_phases;
 
-/* Not an HTTP status: model_start cannot hand this run over (it needs a
+/* No answer: model_start cannot hand this run over (it needs a
  * CPU copy of a tensor, or the model has no such run), and did nothing. */
-#define MODEL_BUSY 1u
+#define MODEL_BUSY STATUS_PRIVATE_WORD(0)
 
 struct model_pending;
 
@@ -38,16 +39,16 @@ typedef struct model_ops {
     int (*check_input)(const tensor *in, const char *model, char *err, size_t errlen);
     /* Name, datatype, shape and byte size of each output. */
     void (*describe)(const tensor *const *in, tensor *out);
-    /* 0 when the model can run; else an HTTP status and the reason. */
-    unsigned (*ready)(char *err, size_t errlen);
+    /* STATUS_OK when the model can run; else its status and the reason. */
+    server_status (*ready)(char *err, size_t errlen);
     /* Run; inputs and outputs may be device pointers (tensor.on_device).
-     * 0, or an HTTP status with the message in err. */
-    unsigned (*run)(const tensor *const *in, tensor *out, model_phases *ph, char *err,
-                    size_t errlen);
+     * STATUS_OK, or the failure's status with the message in err. */
+    server_status (*run)(const tensor *const *in, tensor *out, model_phases *ph, char *err,
+                         size_t errlen);
     /* Hand the run over without waiting for it (models.h, model_start):
-     * 0 (p->done is or will be called), MODEL_BUSY, or an HTTP status with
-     * the message in p->err. NULL: the model has no such run. */
-    unsigned (*start)(const tensor *const *in, tensor *out, struct model_pending *p);
+     * STATUS_OK (p->done is or will be called), MODEL_BUSY, or the failure's
+     * status with the message in p->err. NULL: the model has no such run. */
+    server_status (*start)(const tensor *const *in, tensor *out, struct model_pending *p);
     /* Add what this model's config says beyond the common fields. */
     void (*config)(json_object *config);
 } model_ops;

@@ -36,33 +36,33 @@ static void describe(const tensor *const *in, tensor *out)
                       .shape = {YOLO_ROWS, (int64_t)a}, .byte_size = YOLO_ROWS * a * 2};
 }
 
-static unsigned ready(char *err, size_t errlen)
+static server_status ready(char *err, size_t errlen)
 {
     char why[400];
-    unsigned st = gpu_instances_ready(why, sizeof why);
+    server_status st = gpu_instances_ready(why, sizeof why);
     if (st)
         snprintf(err, errlen, "model 'yolo' is not available: %s", why);
     return st;
 }
 
-static unsigned run(const tensor *const *in, tensor *out, model_phases *ph, char *err,
-                    size_t errlen)
+static server_status run(const tensor *const *in, tensor *out, model_phases *ph, char *err,
+                         size_t errlen)
 {
     gpu_job job = {.in = in[0], .out = &out[0], .height = (int)in[0]->shape[1],
                    .width = (int)in[0]->shape[2]};
-    unsigned st = gpu_instances_run(&job, ph, err, errlen);
-    if (st == 400) /* not available: say which model */
-        return ready(err, errlen) ? 400 : st;
+    server_status st = gpu_instances_run(&job, ph, err, errlen);
+    if (st == STATUS_NOT_READY) /* not available: say which model */
+        return ready(err, errlen) ? STATUS_NOT_READY : st;
     return st;
 }
 
 /* A started run's end, from the GPU scheduler. */
-static void run_ended(gpu_pending *g, unsigned st)
+static void run_ended(gpu_pending *g, server_status st)
 {
     model_run_ended((model_pending *)((char *)g - offsetof(model_pending, gpu)), st);
 }
 
-static unsigned start(const tensor *const *in, tensor *out, model_pending *p)
+static server_status start(const tensor *const *in, tensor *out, model_pending *p)
 {
     p->gpu = (gpu_pending){.job = {.in = in[0], .out = &out[0], .height = (int)in[0]->shape[1],
                                    .width = (int)in[0]->shape[2]},

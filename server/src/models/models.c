@@ -420,9 +420,9 @@ void model_describe_outputs(const model *m, const tensor *const *in, tensor *out
     }
 }
 
-unsigned model_ready(const model *m, char *err, size_t errlen)
+server_status model_ready(const model *m, char *err, size_t errlen)
 {
-    return m->ops && m->ops->ready ? m->ops->ready(err, errlen) : 0;
+    return m->ops && m->ops->ready ? m->ops->ready(err, errlen) : STATUS_OK;
 }
 
 int model_device_tensors(const model *m)
@@ -452,12 +452,12 @@ static void count_phases(const model *m, size_t book, const model_phases *ph)
     atomic_fetch_add_explicit(&w->output_ns, ph->output_ns, memory_order_relaxed);
 }
 
-unsigned model_run(const model *m, size_t book, const tensor *const *in, tensor *out, char *err,
-                   size_t errlen)
+server_status model_run(const model *m, size_t book, const tensor *const *in, tensor *out,
+                        char *err, size_t errlen)
 {
     if (m->ops) {
         model_phases ph = {0};
-        unsigned st = m->ops->run(in, out, &ph, err, errlen);
+        server_status st = m->ops->run(in, out, &ph, err, errlen);
         if (st == 0)
             count_phases(m, book, &ph);
         return st;
@@ -465,20 +465,20 @@ unsigned model_run(const model *m, size_t book, const tensor *const *in, tensor 
     if (m->delayed && delay_ms_ && delay() != 0) {
         snprintf(err, errlen, "the server is shutting down: model '%s' was stopped after the "
                               "drain time", m->name);
-        return 503;
+        return STATUS_UNAVAILABLE;
     }
     m->kernel(in, out);
-    return 0;
+    return STATUS_OK;
 }
 
-void model_run_ended(model_pending *p, unsigned st)
+void model_run_ended(model_pending *p, server_status st)
 {
     if (st == 0)
         count_phases(p->m, p->book, &p->ph);
     p->done(p, st);
 }
 
-unsigned model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p)
+server_status model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p)
 {
     if (!m->ops || !m->ops->start)
         return MODEL_BUSY;

@@ -30,7 +30,7 @@ typedef struct model model;
 
 void models_set_delay(unsigned delay_ms);
 /* Shutdown's drain time is over: cut short every delay, running and to come
- * (those runs answer 503). Idempotent. */
+ * (those runs answer STATUS_UNAVAILABLE). Idempotent. */
 void models_cut_delays(void);
 const model *model_find(const char *name);
 /* model_find, for a request naming version (NULL or "" for any): every
@@ -58,8 +58,8 @@ int model_bind_inputs(const model *m, const tensor *in, size_t n, const tensor *
                       char *err, size_t errlen);
 /* Name, datatype, shape and byte size of each output for these inputs. */
 void model_describe_outputs(const model *m, const tensor *const *in, tensor *out);
-/* 0 when the model can run now; else an HTTP status with the reason in err. */
-unsigned model_ready(const model *m, char *err, size_t errlen);
+/* STATUS_OK when the model can run now; else its status with the reason in err. */
+server_status model_ready(const model *m, char *err, size_t errlen);
 /* 1: the model takes tensors in CUDA regions where they lie (device
  * pointers, tensor.on_device) and places outputs there itself; 0: they are
  * staged through host buffers for it. */
@@ -69,17 +69,17 @@ int model_device_tensors(const model *m);
  * Not the GPU model, identity (a tensor of any size) or simple_delayed. */
 int model_runs_short(const model *m);
 /* Compute the outputs into out[i].data (each out[i].byte_size bytes); a
- * model with ops counts the run's phases in book. Returns 0, or an HTTP
- * status with the message in err. */
-unsigned model_run(const model *m, size_t book, const tensor *const *in, tensor *out, char *err,
-                   size_t errlen);
+ * model with ops counts the run's phases in book. Returns STATUS_OK, or the
+ * failure's status with the message in err. */
+server_status model_run(const model *m, size_t book, const tensor *const *in, tensor *out,
+                        char *err, size_t errlen);
 /* A run handed over by model_start. The caller fills done, err, errlen and
  * book and keeps the struct until done has been called; the rest is the
  * model's. */
 typedef struct model_pending {
-    /* Called once, on whichever thread the run ends: st 0, or an HTTP
-     * status with the message in err. */
-    void (*done)(struct model_pending *p, unsigned st);
+    /* Called once, on whichever thread the run ends: st STATUS_OK, or the
+     * failure's status with the message in err. */
+    void (*done)(struct model_pending *p, server_status st);
     char *err;
     size_t errlen;
     size_t book; /* the statistics' book that counts the run */
@@ -93,11 +93,11 @@ typedef struct model_pending {
  * this returns. 0 (done is or will be called); MODEL_BUSY: the model cannot
  * take this run so (a tensor needs a CPU copy, or the model has no such
  * run), nothing was done, and the caller runs it with model_run elsewhere;
- * or an HTTP status with the message in p->err (done is not called). */
-unsigned model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p);
+ * or the failure's status with the message in p->err (done is not called). */
+server_status model_start(const model *m, const tensor *const *in, tensor *out, model_pending *p);
 /* For a model's ops->start: its run has ended (st as p->done's); counts
  * it in the statistics and calls p->done. */
-void model_run_ended(model_pending *p, unsigned st);
+void model_run_ended(model_pending *p, server_status st);
 /* Count one request in book of the statistics. */
 void model_record(const model *m, size_t book, int ok, uint64_t ns);
 
