@@ -18,6 +18,10 @@ python3 scripts/check-doc-versions.py --self-test
 python3 scripts/check-doc-versions.py README.md docs/*.md server/README.md
 python3 scripts/check-layers.py --self-test
 python3 scripts/check-layers.py
+# The server's core and models return its neutral status, never an HTTP
+# number (server/src/common/status.h); the self-test plants each kind first.
+python3 scripts/check-server-status.py --self-test
+python3 scripts/check-server-status.py
 # The docs, headers, sources, tests, scripts and examples speak of the
 # product, not of how it was made (scripts/check-process-words.py lists the
 # words); each occurrence is printed as FILE:LINE. The self-test plants such
