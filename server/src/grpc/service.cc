@@ -337,7 +337,7 @@ class Service final : public ServiceBase, public CallOwner {
             return st;
         caller who = caller_of(ctx, *cfg_.access);
         if (scope_refused(&who.scope))
-            return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, SCOPE_NO_TOKEN_MESSAGE);
+            return grpc::Status(grpc_code_of(STATUS_UNAUTHENTICATED), SCOPE_NO_TOKEN_MESSAGE);
         size_t book = scope_stats_book(&who.scope);
         const model *only = nullptr;
         if (!req.name().empty()) {
@@ -526,7 +526,7 @@ class Service final : public ServiceBase, public CallOwner {
      * which its gRPC endpoint answers as UNIMPLEMENTED. */
     static grpc::Status client_shm_disabled()
     {
-        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, CLIENT_SHM_DISABLED_MESSAGE);
+        return grpc::Status(grpc_code_of(STATUS_UNSUPPORTED), CLIENT_SHM_DISABLED_MESSAGE);
     }
 
     /* A model's name and version, as every model call names them. */
