@@ -4,6 +4,9 @@
 #include <stddef.h>
 #include <string.h>
 
+_Static_assert(STATUS_OK == 0, "`if (st)` asks whether st failed: OK must be 0");
+_Static_assert(STATUS_COUNT <= STATUS_PRIVATE, "the table's rows must stay below the private words");
+
 /* The table's row of e. */
 static server_status library_row(shmreg_err e)
 {

@@ -57,6 +57,7 @@ extern "C" {
 
 #define STATUS_MAP(X) STATUS_SERVER_MAP(X) STATUS_LIBRARY_MAP(X)
 
+/* OK is the first row, so STATUS_OK is 0: `if (st)` asks whether st failed. */
 typedef enum server_status {
 #define STATUS_ENUM(name, http, grpc) STATUS_##name,
     STATUS_MAP(STATUS_ENUM)

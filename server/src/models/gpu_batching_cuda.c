@@ -476,7 +476,7 @@ static void release_slot(gpu_instance *in, run_slot *sl)
 }
 
 /* p's run to in without waiting: into a free slot, or, where all are held,
- * to wait for one (release_slot starts it). 0 or an HTTP status. */
+ * to wait for one (release_slot starts it). STATUS_OK or the failure's status. */
 static server_status hand_over(gpu_instance *in, gpu_pending *p)
 {
     p->started_ns = gpu_now_ns();
