@@ -28,3 +28,13 @@ python3 scripts/check-server-status.py
 # lines in a copy of the tree and expects each one reported.
 python3 scripts/check-process-words.py --self-test
 python3 scripts/check-process-words.py
+# The server's core and models speak no protocol: models describe
+# themselves as structs that each adapter renders (JSON is the HTTP
+# adapter's), so no file under server/src/core or server/src/models includes
+# a JSON header itself (json-c's or common/json_*.h). Each offender is
+# printed as FILE:LINE.
+if grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](json-c/|common/json_)' \
+  server/src/core server/src/models; then
+  echo "server: the includes above bring JSON into core/ or models/; it is the HTTP adapter's business"
+  exit 1
+fi

@@ -23,6 +23,8 @@
 
 #include <json-c/json.h>
 
+#include "common/utf8.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,8 +62,6 @@ int json_get_u64(const json_object *v, uint64_t *out);
 void jobj_add(json_object *o, const char *key, json_object *v);
 void jarr_add(json_object *a, json_object *v);
 
-/* Whether the len bytes at s are well-formed UTF-8. */
-int utf8_valid(const char *s, size_t len);
 
 /* A growing text buffer. Every write after a failed allocation is a no-op
  * and jbuf_take then returns NULL, so writers check once, at the end. */

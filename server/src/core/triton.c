@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "core/remote_engine.h"
 
 void unknown_model_message(char *buf, size_t len, const char *name, const char *version)
@@ -13,23 +14,18 @@ void unknown_model_message(char *buf, size_t len, const char *name, const char *
              versioned ? " version " : "", versioned ? version : "");
 }
 
-json_object *server_metadata_json(void)
+void server_get_metadata(server_metadata *out)
 {
     /* Listed whatever --allow-client-shm says, as Triton lists its two
      * shared-memory extensions: their status endpoints answer either way.
      * remote_memory only while its engine runs: a client that reads the
      * list need not connect to learn that it cannot (remote_engine.h). */
-    static const char *const extensions[] = {"binary_tensor_data", "statistics",
-                                             "system_shared_memory", "cuda_shared_memory"};
-    json_object *j = json_object_new_object(), *ext = json_object_new_array();
-    for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-        jarr_add(ext, json_object_new_string(extensions[i]));
+    *out = (server_metadata){.name = "shmreg-v2-frontend", .version = shmreg_version(),
+                             .extensions = {"binary_tensor_data", "statistics",
+                                            "system_shared_memory", "cuda_shared_memory"},
+                             .n_extensions = 4};
     if (remote_engine_get(NULL))
-        jarr_add(ext, json_object_new_string("remote_memory"));
-    jobj_add(j, "name", json_object_new_string("shmreg-v2-frontend"));
-    jobj_add(j, "version", json_object_new_string(shmreg_version()));
-    jobj_add(j, "extensions", ext);
-    return j;
+        out->extensions[out->n_extensions++] = "remote_memory";
 }
 
 int shm_name_is_valid(const char *name, char *err, size_t errlen)

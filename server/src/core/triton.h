@@ -12,7 +12,6 @@
 
 #include <shmreg/shmreg.h>
 
-#include "common/json_io.h"
 #include "core/region_scope.h"
 #include "common/status.h"
 
@@ -32,8 +31,13 @@ extern "C" {
 void unknown_model_message(char *buf, size_t len, const char *name, const char *version);
 
 /* The server's name, version and extensions (HTTP's v2, gRPC's
- * ServerMetadata); the caller owns the object. */
-json_object *server_metadata_json(void);
+ * ServerMetadata), which each adapter renders. Strings are constant. */
+typedef struct server_metadata {
+    const char *name, *version;
+    const char *extensions[5];
+    size_t n_extensions;
+} server_metadata;
+void server_get_metadata(server_metadata *out);
 
 /* 1 when name can be registered as far as the server is concerned (it is
  * UTF-8: JSON and protobuf strings must be); else 0 with the reason in err.

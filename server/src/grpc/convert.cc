@@ -2,9 +2,9 @@
  * What the gRPC service converts, kept apart from the service itself
  * (service.cc): the server's statuses into gRPC codes (Triton's, its
  * GrpcStatusUtil, by the gRPC column of common/status.h's table), a call's
- * metadata into its caller (access.h), the models' JSON (built once by
- * models.c, shared with HTTP) into protobuf, and a tensor's shared-memory
- * parameters into a window.
+ * metadata into its caller (access.h), the models' and the server's
+ * descriptions (models.h, triton.h) into protobuf, and a tensor's
+ * shared-memory parameters into a window.
  */
 #include "grpc/convert.h"
 
@@ -129,149 +129,114 @@ grpc::Status refuse_nul(const pb::ModelInferRequest &req)
     return st;
 }
 
-/* -------------------------------------------- JSON (shared with HTTP) -> pb */
+/* ------------------------------------- the models' descriptions -> protobuf */
 
 namespace {
 
-/* The models' metadata and statistics are built once, as JSON, by models.c
- * for HTTP; gRPC reads its fields from the same objects. */
-struct json_ref {
-    json_object *j;
-    explicit json_ref(json_object *v) : j(v) {}
-    ~json_ref() { json_object_put(j); }
-    json_ref(const json_ref &) = delete;
-    json_ref &operator=(const json_ref &) = delete;
-};
-
-const json_object *member(const json_object *o, const char *key)
-{
-    return json_object_object_get(o, key);
-}
-
-std::string json_str(const json_object *o, const char *key)
-{
-    const char *s = json_object_get_string(const_cast<json_object *>(member(o, key)));
-    return s ? s : "";
-}
-
-uint64_t json_u64(const json_object *o, const char *key)
-{
-    return json_object_get_uint64(member(o, key));
-}
-
-int64_t json_i64(const json_object *o, const char *key)
-{
-    return json_object_get_int64(member(o, key));
-}
-
-/* f(element) for each element of the array list (none when it is not one). */
-template <typename F> void each(const json_object *list, F f)
-{
-    if (!json_object_is_type(list, json_type_array))
-        return;
-    for (size_t i = 0; i < json_object_array_length(list); i++)
-        f(static_cast<const json_object *>(json_object_array_get_idx(list, i)));
-}
-
 void tensor_metadata(
-    const json_object *list,
+    const model_tensor_info *t, size_t n,
     google::protobuf::RepeatedPtrField<pb::ModelMetadataResponse::TensorMetadata> *out)
 {
-    each(list, [out](const json_object *t) {
+    for (size_t i = 0; i < n; i++) {
         auto *m = out->Add();
-        m->set_name(json_str(t, "name"));
-        m->set_datatype(json_str(t, "datatype"));
-        each(member(t, "shape"), [m](const json_object *dim) { m->add_shape(json_object_get_int64(dim)); });
-    });
+        m->set_name(t[i].name);
+        m->set_datatype(t[i].datatype);
+        for (int d = 0; d < t[i].ndims; d++)
+            m->add_shape(t[i].dims[d]);
+    }
 }
 
-void duration(const json_object *stats, const char *key, pb::StatisticDuration *out)
+void duration(const model_duration &d, pb::StatisticDuration *out)
 {
-    const json_object *d = member(stats, key);
-    out->set_count(json_u64(d, "count"));
-    out->set_ns(json_u64(d, "ns"));
+    out->set_count(d.count);
+    out->set_ns(d.ns);
+}
+
+/* A config's data_type: the datatype's "TYPE_" name in the enum. */
+pb::DataType config_type(const char *datatype)
+{
+    pb::DataType type = pb::TYPE_INVALID;
+    pb::DataType_Parse(std::string("TYPE_") + datatype, &type);
+    return type;
+}
+
+template <typename Tensor> void config_tensor(const model_tensor_info &t, Tensor *out)
+{
+    out->set_name(t.name);
+    out->set_data_type(config_type(t.datatype));
+    for (int d = 0; d < t.ndims; d++)
+        out->add_dims(t.dims[d]);
 }
 
 } // namespace
 
-void model_statistics(const model *m, size_t book, pb::ModelStatistics *out)
+void model_statistics_pb(const model *m, size_t book, pb::ModelStatistics *out)
 {
-    json_ref j(model_stats_json(m, book));
-    out->set_name(json_str(j.j, "name"));
-    out->set_version(json_str(j.j, "version"));
-    out->set_last_inference(json_u64(j.j, "last_inference"));
-    out->set_inference_count(json_u64(j.j, "inference_count"));
-    out->set_execution_count(json_u64(j.j, "execution_count"));
-    const json_object *s = member(j.j, "inference_stats");
+    model_statistics st;
+    model_get_statistics(m, book, &st);
+    out->set_name(st.name);
+    out->set_version(st.version);
+    out->set_last_inference(st.last_inference);
+    out->set_inference_count(st.inference_count);
+    out->set_execution_count(st.execution_count);
     pb::InferStatistics *is = out->mutable_inference_stats();
-    duration(s, "success", is->mutable_success());
-    duration(s, "fail", is->mutable_fail());
-    duration(s, "queue", is->mutable_queue());
-    duration(s, "compute_input", is->mutable_compute_input());
-    duration(s, "compute_infer", is->mutable_compute_infer());
-    duration(s, "compute_output", is->mutable_compute_output());
-    duration(s, "cache_hit", is->mutable_cache_hit());
-    duration(s, "cache_miss", is->mutable_cache_miss());
+    duration(st.success, is->mutable_success());
+    duration(st.fail, is->mutable_fail());
+    duration(st.queue, is->mutable_queue());
+    duration(st.compute_input, is->mutable_compute_input());
+    duration(st.compute_infer, is->mutable_compute_infer());
+    duration(st.compute_output, is->mutable_compute_output());
+    duration(st.cache_hit, is->mutable_cache_hit());
+    duration(st.cache_miss, is->mutable_cache_miss());
 }
 
-/* Triton's model configuration of m, from the JSON the HTTP side returns. */
-void model_config(const model *m, pb::ModelConfig *out)
+/* Triton's model configuration of m. The GPU model's devices and
+ * parameters, which HTTP's config answer lists, are not filled in here. */
+void model_config_pb(const model *m, pb::ModelConfig *out)
 {
-    json_ref j(model_config_json(m));
-    out->set_name(json_str(j.j, "name"));
-    out->set_platform(json_str(j.j, "platform"));
-    out->set_backend(json_str(j.j, "backend"));
-    out->set_max_batch_size(static_cast<int32_t>(json_i64(j.j, "max_batch_size")));
-    each(member(j.j, "input"), [out](const json_object *t) {
+    model_config cfg;
+    model_get_config(m, &cfg);
+    out->set_name(cfg.name);
+    out->set_platform(cfg.platform);
+    out->set_backend(cfg.backend);
+    out->set_max_batch_size(cfg.max_batch_size);
+    pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
+    pb::ModelInput::Format_Parse(cfg.format, &format);
+    for (size_t i = 0; i < cfg.n_inputs; i++) {
         pb::ModelInput *in = out->add_input();
-        in->set_name(json_str(t, "name"));
-        pb::DataType type = pb::TYPE_INVALID;
-        pb::DataType_Parse(json_str(t, "data_type"), &type);
-        in->set_data_type(type);
-        pb::ModelInput::Format format = pb::ModelInput::FORMAT_NONE;
-        pb::ModelInput::Format_Parse(json_str(t, "format"), &format);
+        config_tensor(cfg.inputs[i], in);
         in->set_format(format);
-        each(member(t, "dims"), [in](const json_object *dim) { in->add_dims(json_object_get_int64(dim)); });
-    });
-    each(member(j.j, "output"), [out](const json_object *t) {
-        pb::ModelOutput *o = out->add_output();
-        o->set_name(json_str(t, "name"));
-        pb::DataType type = pb::TYPE_INVALID;
-        pb::DataType_Parse(json_str(t, "data_type"), &type);
-        o->set_data_type(type);
-        each(member(t, "dims"), [o](const json_object *dim) { o->add_dims(json_object_get_int64(dim)); });
-    });
-    each(member(j.j, "instance_group"), [out](const json_object *t) {
-        pb::ModelInstanceGroup *g = out->add_instance_group();
-        g->set_count(static_cast<int32_t>(json_i64(t, "count")));
-        pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
-        pb::ModelInstanceGroup::Kind_Parse(json_str(t, "kind"), &kind);
-        g->set_kind(kind);
-    });
-    out->mutable_model_transaction_policy()->set_decoupled(
-        json_object_get_boolean(member(member(j.j, "model_transaction_policy"), "decoupled")));
+    }
+    for (size_t i = 0; i < cfg.n_outputs; i++)
+        config_tensor(cfg.outputs[i], out->add_output());
+    pb::ModelInstanceGroup *g = out->add_instance_group();
+    g->set_count(cfg.group.count);
+    pb::ModelInstanceGroup::Kind kind = pb::ModelInstanceGroup::KIND_AUTO;
+    pb::ModelInstanceGroup::Kind_Parse(cfg.group.kind, &kind);
+    g->set_kind(kind);
+    out->mutable_model_transaction_policy()->set_decoupled(cfg.decoupled != 0);
 }
 
-void server_metadata(pb::ServerMetadataResponse *resp)
+void server_metadata_pb(pb::ServerMetadataResponse *resp)
 {
-    json_ref j(server_metadata_json());
-    resp->set_name(json_str(j.j, "name"));
-    resp->set_version(json_str(j.j, "version"));
-    each(member(j.j, "extensions"), [resp](const json_object *e) {
-        resp->add_extensions(json_object_get_string(const_cast<json_object *>(e)));
-    });
+    server_metadata md;
+    server_get_metadata(&md);
+    resp->set_name(md.name);
+    resp->set_version(md.version);
+    for (size_t i = 0; i < md.n_extensions; i++)
+        resp->add_extensions(md.extensions[i]);
 }
 
-void model_metadata(const model *m, pb::ModelMetadataResponse *resp)
+void model_metadata_pb(const model *m, pb::ModelMetadataResponse *resp)
 {
-    json_ref j(model_metadata_json(m));
-    resp->set_name(json_str(j.j, "name"));
-    each(member(j.j, "versions"), [resp](const json_object *v) {
-        resp->add_versions(json_object_get_string(const_cast<json_object *>(v)));
-    });
-    resp->set_platform(json_str(j.j, "platform"));
-    tensor_metadata(member(j.j, "inputs"), resp->mutable_inputs());
-    tensor_metadata(member(j.j, "outputs"), resp->mutable_outputs());
+    model_metadata md;
+    model_get_metadata(m, &md);
+    resp->set_name(md.name);
+    for (size_t i = 0; i < md.n_versions; i++)
+        resp->add_versions(md.versions[i]);
+    resp->set_platform(md.platform);
+    tensor_metadata(md.inputs, md.n_inputs, resp->mutable_inputs());
+    tensor_metadata(md.outputs, md.n_outputs, resp->mutable_outputs());
 }
 
 /* The parameters of a tensor that place it in shared memory, read with

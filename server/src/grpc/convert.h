@@ -1,7 +1,7 @@
 /*
  * The gRPC service's conversions (convert.cc), for service.cc only: Triton's
- * gRPC statuses, the caller of a call, the models' JSON as protobuf, and a
- * tensor's shared-memory parameters.
+ * gRPC statuses, the caller of a call, the models' descriptions as protobuf,
+ * and a tensor's shared-memory parameters.
  */
 #ifndef SERVER_GRPC_CONVERT_H
 #define SERVER_GRPC_CONVERT_H
@@ -48,12 +48,13 @@ grpc::Status refuse_nul(std::initializer_list<named_string> fields);
  * parameters (their keys and string values), the model, version and id. */
 grpc::Status refuse_nul(const pb::ModelInferRequest &req);
 
-/* The models' JSON (models.c, the same objects HTTP sends) as protobuf. */
-void server_metadata(pb::ServerMetadataResponse *resp);
-void model_metadata(const model *m, pb::ModelMetadataResponse *resp);
+/* The models' and the server's descriptions (models.h, triton.h: the same
+ * structs HTTP renders as JSON) as protobuf. */
+void server_metadata_pb(pb::ServerMetadataResponse *resp);
+void model_metadata_pb(const model *m, pb::ModelMetadataResponse *resp);
 /* book: the caller's book of statistics (models.h, scope_stats_book). */
-void model_statistics(const model *m, size_t book, pb::ModelStatistics *out);
-void model_config(const model *m, pb::ModelConfig *out);
+void model_statistics_pb(const model *m, size_t book, pb::ModelStatistics *out);
+void model_config_pb(const model *m, pb::ModelConfig *out);
 
 /* The window a tensor's parameters place it in (w->region NULL: none), read
  * with Triton's rules and words; STATUS_OK, or the infer_fail status. */

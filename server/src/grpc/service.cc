@@ -298,7 +298,7 @@ class Service final : public ServiceBase, public CallOwner {
                                       const pb::ServerMetadataRequest &,
                                       pb::ServerMetadataResponse *resp)
     {
-        server_metadata(resp);
+        server_metadata_pb(resp);
         return grpc::Status::OK;
     }
 
@@ -311,7 +311,7 @@ class Service final : public ServiceBase, public CallOwner {
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
             return unknown_model(req.name(), req.version());
-        model_metadata(m, resp);
+        model_metadata_pb(m, resp);
         return grpc::Status::OK;
     }
 
@@ -323,7 +323,7 @@ class Service final : public ServiceBase, public CallOwner {
         const model *m = model_find_version(req.name().c_str(), req.version().c_str());
         if (!m)
             return unknown_model(req.name(), req.version());
-        model_config(m, resp->mutable_config());
+        model_config_pb(m, resp->mutable_config());
         return grpc::Status::OK;
     }
 
@@ -347,7 +347,7 @@ class Service final : public ServiceBase, public CallOwner {
         }
         for (size_t i = 0; i < model_count(); i++)
             if (!only || only == model_at(i))
-                model_statistics(model_at(i), book, resp->add_model_stats());
+                model_statistics_pb(model_at(i), book, resp->add_model_stats());
         return grpc::Status::OK;
     }
 

@@ -71,41 +71,36 @@ static const registry_metric registry_metrics[] = {
      FIELD(cache_evictions)},
 };
 
-/* One /v2/models/stats figure, found by its path in model_stats_json's
- * tree, under Triton's metric name: dashboards made for Triton read these
- * as they are, so they keep Triton's names (which end in neither _total nor
- * a unit suffix Prometheus would choose). ns_to_us: Triton counts durations
- * in microseconds where the statistics extension counts nanoseconds. */
+/* One /v2/models/stats figure (a field of model_statistics), under
+ * Triton's metric name: dashboards made for Triton read these as they are,
+ * so they keep Triton's names (which end in neither _total nor a unit
+ * suffix Prometheus would choose). ns_to_us: Triton counts durations in
+ * microseconds where the statistics extension counts nanoseconds. */
 typedef struct model_metric {
     const char *name;
     const char *help;
-    const char *path[3]; /* keys from the model's object down; NULL-padded */
+    size_t offset; /* of the uint64_t in model_statistics */
     int ns_to_us;
 } model_metric;
 
+#define STAT(field) offsetof(model_statistics, field)
+
 static const model_metric model_metrics[] = {
-    {"nv_inference_request_success", "Successful inference requests.",
-     {"inference_stats", "success", "count"}, 0},
-    {"nv_inference_request_failure", "Failed inference requests.",
-     {"inference_stats", "fail", "count"}, 0},
+    {"nv_inference_request_success", "Successful inference requests.", STAT(success.count), 0},
+    {"nv_inference_request_failure", "Failed inference requests.", STAT(fail.count), 0},
     {"nv_inference_count", "Inferences performed (a batch of n counts n).",
-     {"inference_count", NULL, NULL}, 0},
-    {"nv_inference_exec_count", "Inference executions.", {"execution_count", NULL, NULL}, 0},
+     STAT(inference_count), 0},
+    {"nv_inference_exec_count", "Inference executions.", STAT(execution_count), 0},
     {"nv_inference_request_duration_us",
-     "Cumulative time of successful inference requests, in microseconds.",
-     {"inference_stats", "success", "ns"}, 1},
+     "Cumulative time of successful inference requests, in microseconds.", STAT(success.ns), 1},
     {"nv_inference_queue_duration_us",
-     "Cumulative time requests waited in a queue, in microseconds.",
-     {"inference_stats", "queue", "ns"}, 1},
+     "Cumulative time requests waited in a queue, in microseconds.", STAT(queue.ns), 1},
     {"nv_inference_compute_input_duration_us",
-     "Cumulative time spent on inputs, in microseconds.",
-     {"inference_stats", "compute_input", "ns"}, 1},
+     "Cumulative time spent on inputs, in microseconds.", STAT(compute_input.ns), 1},
     {"nv_inference_compute_infer_duration_us",
-     "Cumulative time spent running models, in microseconds.",
-     {"inference_stats", "compute_infer", "ns"}, 1},
+     "Cumulative time spent running models, in microseconds.", STAT(compute_infer.ns), 1},
     {"nv_inference_compute_output_duration_us",
-     "Cumulative time spent on outputs, in microseconds.",
-     {"inference_stats", "compute_output", "ns"}, 1},
+     "Cumulative time spent on outputs, in microseconds.", STAT(compute_output.ns), 1},
 };
 
 #define COUNT(a) (sizeof a / sizeof a[0])
@@ -296,25 +291,15 @@ static void write_request_queue(jbuf *b)
     jbuf_lit(b, "\n");
 }
 
-/* The number at path in a model's statistics; 0 where the tree lacks it
- * (an allocation failed while it was built). */
-static uint64_t stat_at(json_object *j, const char *const path[3])
-{
-    for (int i = 0; i < 3 && path[i] && j; i++)
-        if (!json_object_object_get_ex(j, path[i], &j))
-            j = NULL;
-    uint64_t v = 0;
-    return j && json_get_u64(j, &v) == 0 ? v : 0;
-}
-
-/* One metric family: a sample per model. The stats trees are built once per
+/* One metric family: a sample per model. The statistics are read once per
  * page by the caller. Model names are the built-in ones (models.c), plain
  * identifiers, so the label values need no escaping. */
-static void write_model_family(jbuf *b, const model_metric *m, json_object *const *stats)
+static void write_model_family(jbuf *b, const model_metric *m, const model_statistics *stats)
 {
     write_header(b, m->name, COUNTER, m->help);
     for (size_t i = 0; i < model_count(); i++) {
-        uint64_t v = stat_at(stats[i], m->path);
+        uint64_t v;
+        memcpy(&v, (const char *)&stats[i] + m->offset, sizeof v);
         jbuf_lit(b, m->name);
         jbuf_lit(b, "{model=\"");
         jbuf_lit(b, model_name(model_at(i)));
@@ -325,21 +310,18 @@ static void write_model_family(jbuf *b, const model_metric *m, json_object *cons
 }
 
 /* The models' figures of one book of statistics (models.h); 0, or -1 when
- * a model's statistics could not be built. */
+ * the built-in models outnumber the array. */
 static int write_models(jbuf *b, size_t book)
 {
     size_t n = model_count();
-    json_object *stats[16] = {0};
+    model_statistics stats[16];
     if (n > COUNT(stats)) /* a new built-in model must grow the array */
         return -1;
-    int rc = 0;
     for (size_t i = 0; i < n; i++)
-        rc |= (stats[i] = model_stats_json(model_at(i), book)) == NULL ? -1 : 0;
-    for (size_t i = 0; rc == 0 && i < COUNT(model_metrics); i++)
+        model_get_statistics(model_at(i), book, &stats[i]);
+    for (size_t i = 0; i < COUNT(model_metrics); i++)
         write_model_family(b, &model_metrics[i], stats);
-    for (size_t i = 0; i < n; i++)
-        json_object_put(stats[i]);
-    return rc;
+    return 0;
 }
 
 /* One tenant's figures, counted from its own regions (scope_status): the

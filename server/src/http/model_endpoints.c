@@ -1,6 +1,7 @@
 /* Health, server metadata and the models' metadata, config and statistics. */
 #include "http/endpoints.h"
 
+#include "http/model_json.h"
 #include "models/models.h"
 
 #include <stdio.h>
@@ -14,12 +15,38 @@ static void model_stats(const model *m, const region_scope *scope, reply *out)
         return;
     }
     size_t book = scope_stats_book(scope);
-    json_object *j = json_object_new_object(), *list = json_object_new_array();
-    for (size_t i = 0; i < model_count(); i++)
-        if (!m || m == model_at(i))
-            jarr_add(list, model_stats_json(model_at(i), book));
-    jobj_add(j, "model_stats", list);
-    reply_json(out, 200, j);
+    jbuf b = {0};
+    int listed = 0;
+    jbuf_lit(&b, "{\"model_stats\":[");
+    for (size_t i = 0; i < model_count(); i++) {
+        if (m && m != model_at(i))
+            continue;
+        model_statistics st;
+        model_get_statistics(model_at(i), book, &st);
+        if (listed++)
+            jbuf_lit(&b, ",");
+        json_model_statistics(&b, &st);
+    }
+    jbuf_lit(&b, "]}");
+    reply_text(out, &b);
+}
+
+static void model_metadata_reply(const model *m, reply *out)
+{
+    model_metadata md;
+    model_get_metadata(m, &md);
+    jbuf b = {0};
+    json_model_metadata(&b, &md);
+    reply_text(out, &b);
+}
+
+static void model_config_reply(const model *m, reply *out)
+{
+    model_config cfg;
+    model_get_config(m, &cfg);
+    jbuf b = {0};
+    json_model_config(&b, &cfg);
+    reply_text(out, &b);
 }
 
 /* 200 when the model can run; else (the GPU model without a GPU) 400 with
@@ -63,7 +90,11 @@ void model_endpoints_handle(const route *rt, const region_scope *scope, reply *o
         return;
     }
     if (rt->id == ROUTE_SERVER_METADATA) {
-        reply_json(out, 200, server_metadata_json());
+        server_metadata md;
+        server_get_metadata(&md);
+        jbuf b = {0};
+        json_server_metadata(&b, &md);
+        reply_text(out, &b);
         return;
     }
     const model *m = rt->model ? model_find_version(rt->model, rt->version) : NULL;
@@ -72,9 +103,9 @@ void model_endpoints_handle(const route *rt, const region_scope *scope, reply *o
         return;
     }
     switch (rt->id) {
-    case ROUTE_MODEL_METADATA: reply_json(out, 200, model_metadata_json(m)); break;
+    case ROUTE_MODEL_METADATA: model_metadata_reply(m, out); break;
     case ROUTE_MODEL_READY: model_ready_reply(m, out); break;
-    case ROUTE_MODEL_CONFIG: reply_json(out, 200, model_config_json(m)); break;
+    case ROUTE_MODEL_CONFIG: model_config_reply(m, out); break;
     case ROUTE_MODEL_STATS: model_stats(m, scope, out); break;
     default: reply_error(out, 404, "Not Found"); break;
     }

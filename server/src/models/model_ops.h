@@ -10,8 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/json_io.h"
-
 #include "common/status.h"
 #include "common/tensor.h"
 
@@ -33,6 +31,7 @@ typedef struct model_phases {
 #define MODEL_BUSY STATUS_PRIVATE_WORD(0)
 
 struct model_pending;
+struct model_config;
 
 typedef struct model_ops {
     /* Checks beyond the spec's datatype and dimensions: 0, or -1 with a message. */
@@ -49,8 +48,8 @@ typedef struct model_ops {
      * STATUS_OK (p->done is or will be called), MODEL_BUSY, or the failure's
      * status with the message in p->err. NULL: the model has no such run. */
     server_status (*start)(const tensor *const *in, tensor *out, struct model_pending *p);
-    /* Add what this model's config says beyond the common fields. */
-    void (*config)(json_object *config);
+    /* Change or add what this model's config says beyond the common fields. */
+    void (*config)(struct model_config *config);
 } model_ops;
 
 #ifdef __cplusplus

@@ -71,26 +71,19 @@ static server_status start(const tensor *const *in, tensor *out, model_pending *
 }
 
 /* Triton's config fields for where the instances run, and the window. */
-static void config(json_object *cfg)
+static void config(model_config *cfg)
 {
-    int devices[64];
     unsigned n_devices = 0;
-    unsigned n = gpu_instances_placement(devices, 64, &n_devices);
-    json_object *gpus = json_object_new_array(), *groups = json_object_new_array();
-    json_object *group = json_object_new_object();
-    for (unsigned i = 0; i < n_devices; i++)
-        jarr_add(gpus, json_object_new_int(devices[i]));
-    jobj_add(group, "count", json_object_new_int(n_devices ? (int)(n / n_devices) : 0));
-    jobj_add(group, "kind", json_object_new_string("KIND_GPU"));
-    jobj_add(group, "gpus", gpus);
-    jarr_add(groups, group);
-    jobj_add(cfg, "instance_group", groups); /* replaces the CPU group */
-    char k[16];
-    snprintf(k, sizeof k, "%u", window_);
-    json_object *params = json_object_new_object(), *window = json_object_new_object();
-    jobj_add(window, "string_value", json_object_new_string(k));
-    jobj_add(params, "window", window);
-    jobj_add(cfg, "parameters", params);
+    unsigned n = gpu_instances_placement(cfg->group.gpus, MODEL_MAX_GPUS, &n_devices);
+    /* replaces the CPU group */
+    cfg->group.count = n_devices ? (int)(n / n_devices) : 0;
+    cfg->group.kind = "KIND_GPU";
+    cfg->group.lists_gpus = 1;
+    cfg->group.n_gpus = n_devices;
+    cfg->parameters[0].key = "window";
+    snprintf(cfg->parameters[0].string_value, sizeof cfg->parameters[0].string_value, "%u",
+             window_);
+    cfg->n_parameters = 1;
 }
 
 const model_ops yolo_ops = {

@@ -192,134 +192,65 @@ size_t model_n_outputs(const model *m)
     return m->n_outputs;
 }
 
-/* The shape clients see: the batch dimension first (-1) when batching. */
-static json_object *spec_shape(const model *m, const tensor_spec *s)
+static void tensor_info(const tensor_spec *s, int batch, model_tensor_info *out)
 {
-    json_object *a = json_object_new_array();
-    if (m->max_batch_size > 0)
-        jarr_add(a, json_object_new_int64(-1));
+    *out = (model_tensor_info){.name = s->name, .datatype = s->datatype};
+    if (batch)
+        out->dims[out->ndims++] = -1;
     for (int i = 0; i < s->ndims; i++)
-        jarr_add(a, json_object_new_int64(s->dims[i]));
-    return a;
+        out->dims[out->ndims++] = s->dims[i];
 }
 
-static json_object *metadata_tensors(const model *m, const tensor_spec *specs, size_t n)
+void model_get_metadata(const model *m, model_metadata *out)
 {
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        json_object *t = json_object_new_object();
-        jobj_add(t, "name", json_object_new_string(specs[i].name));
-        jobj_add(t, "datatype", json_object_new_string(specs[i].datatype));
-        jobj_add(t, "shape", spec_shape(m, &specs[i]));
-        jarr_add(a, t);
-    }
-    return a;
+    *out = (model_metadata){.name = m->name, .versions = {"1"}, .n_versions = 1,
+                            .platform = "shmreg_builtin", .n_inputs = m->n_inputs,
+                            .n_outputs = m->n_outputs};
+    for (size_t i = 0; i < m->n_inputs; i++)
+        tensor_info(&m->inputs[i], m->max_batch_size > 0, &out->inputs[i]);
+    for (size_t i = 0; i < m->n_outputs; i++)
+        tensor_info(&m->outputs[i], m->max_batch_size > 0, &out->outputs[i]);
 }
 
-json_object *model_metadata_json(const model *m)
+void model_get_config(const model *m, model_config *out)
 {
-    json_object *j = json_object_new_object(), *versions = json_object_new_array();
-    jarr_add(versions, json_object_new_string("1"));
-    jobj_add(j, "name", json_object_new_string(m->name));
-    jobj_add(j, "versions", versions);
-    jobj_add(j, "platform", json_object_new_string("shmreg_builtin"));
-    jobj_add(j, "inputs", metadata_tensors(m, m->inputs, m->n_inputs));
-    jobj_add(j, "outputs", metadata_tensors(m, m->outputs, m->n_outputs));
-    return j;
+    *out = (model_config){.name = m->name, .platform = "shmreg_builtin",
+                          .backend = "shmreg_builtin", .max_batch_size = m->max_batch_size,
+                          .n_inputs = m->n_inputs, .n_outputs = m->n_outputs,
+                          .format = "FORMAT_NONE", .group = {.count = 1, .kind = "KIND_CPU"}};
+    for (size_t i = 0; i < m->n_inputs; i++)
+        tensor_info(&m->inputs[i], 0, &out->inputs[i]);
+    for (size_t i = 0; i < m->n_outputs; i++)
+        tensor_info(&m->outputs[i], 0, &out->outputs[i]);
+    if (m->ops && m->ops->config)
+        m->ops->config(out);
 }
 
-/* Triton's model-config fields that its clients read. */
-static json_object *config_tensors(const tensor_spec *specs, size_t n)
+static uint64_t load(_Atomic uint64_t *counter)
 {
-    json_object *a = json_object_new_array();
-    for (size_t i = 0; i < n; i++) {
-        json_object *t = json_object_new_object(), *dims = json_object_new_array();
-        for (int d = 0; d < specs[i].ndims; d++)
-            jarr_add(dims, json_object_new_int64(specs[i].dims[d]));
-        char type[32];
-        snprintf(type, sizeof type, "TYPE_%s", specs[i].datatype);
-        jobj_add(t, "name", json_object_new_string(specs[i].name));
-        jobj_add(t, "data_type", json_object_new_string(type));
-        jobj_add(t, "format", json_object_new_string("FORMAT_NONE"));
-        jobj_add(t, "dims", dims);
-        jarr_add(a, t);
-    }
-    return a;
+    return atomic_load_explicit(counter, memory_order_relaxed);
 }
 
-json_object *model_config_json(const model *m)
-{
-    json_object *cfg = json_object_new_object();
-    json_object *policy = json_object_new_object(), *groups = json_object_new_array();
-    json_object *group = json_object_new_object();
-    jobj_add(policy, "decoupled", json_object_new_boolean(0));
-    jobj_add(group, "count", json_object_new_int(1));
-    jobj_add(group, "kind", json_object_new_string("KIND_CPU"));
-    jarr_add(groups, group);
-    jobj_add(cfg, "name", json_object_new_string(m->name));
-    jobj_add(cfg, "platform", json_object_new_string("shmreg_builtin"));
-    jobj_add(cfg, "backend", json_object_new_string("shmreg_builtin"));
-    jobj_add(cfg, "max_batch_size", json_object_new_int(m->max_batch_size));
-    jobj_add(cfg, "input", config_tensors(m->inputs, m->n_inputs));
-    jobj_add(cfg, "output", config_tensors(m->outputs, m->n_outputs));
-    jobj_add(cfg, "model_transaction_policy", policy);
-    jobj_add(cfg, "instance_group", groups);
-    if (cfg && m->ops && m->ops->config)
-        m->ops->config(cfg);
-    return cfg;
-}
-
-static json_object *duration(uint64_t count, uint64_t ns)
-{
-    json_object *d = json_object_new_object();
-    jobj_add(d, "count", json_object_new_uint64(count));
-    jobj_add(d, "ns", json_object_new_uint64(ns));
-    return d;
-}
-
-/* Triton's inference_stats, in its order. */
-static json_object *inference_stats(uint64_t ok, uint64_t ok_ns, uint64_t bad, uint64_t bad_ns,
-                                    uint64_t runs, const uint64_t phase_ns[4])
-{
-    static const char *const phases[4] = {"queue", "compute_input", "compute_infer",
-                                          "compute_output"};
-    json_object *s = json_object_new_object();
-    jobj_add(s, "success", duration(ok, ok_ns));
-    jobj_add(s, "fail", duration(bad, bad_ns));
-    for (int i = 0; i < 4; i++)
-        jobj_add(s, phases[i], duration(runs, phase_ns[i]));
-    jobj_add(s, "cache_hit", duration(0, 0));
-    jobj_add(s, "cache_miss", duration(0, 0));
-    return s;
-}
-
-json_object *model_stats_json(const model *m, size_t book)
+void model_get_statistics(const model *m, size_t book, model_statistics *out)
 {
     model_counters *w = counters(m, book);
-    uint64_t ok = atomic_load_explicit(&w->success, memory_order_relaxed);
-    uint64_t ok_ns = atomic_load_explicit(&w->success_ns, memory_order_relaxed);
-    uint64_t bad = atomic_load_explicit(&w->fail, memory_order_relaxed);
-    uint64_t bad_ns = atomic_load_explicit(&w->fail_ns, memory_order_relaxed);
-    uint64_t last = atomic_load_explicit(&w->last_ms, memory_order_relaxed);
+    uint64_t ok = load(&w->success), ok_ns = load(&w->success_ns);
+    *out = (model_statistics){.name = m->name, .version = "1", .last_inference = load(&w->last_ms),
+                              .inference_count = ok, .execution_count = ok,
+                              .success = {ok, ok_ns},
+                              .fail = {load(&w->fail), load(&w->fail_ns)}};
     /* The whole request is compute_infer here: no queue, no batching. A
      * model with ops reports the phases of its runs instead. */
-    uint64_t runs = ok, phase_ns[4] = {0, 0, ok_ns, 0};
-    if (m->ops) {
-        runs = atomic_load_explicit(&w->runs, memory_order_relaxed);
-        phase_ns[0] = atomic_load_explicit(&w->queue_ns, memory_order_relaxed);
-        phase_ns[1] = atomic_load_explicit(&w->input_ns, memory_order_relaxed);
-        phase_ns[2] = atomic_load_explicit(&w->infer_ns, memory_order_relaxed);
-        phase_ns[3] = atomic_load_explicit(&w->output_ns, memory_order_relaxed);
+    if (!m->ops) {
+        out->queue = out->compute_input = out->compute_output = (model_duration){ok, 0};
+        out->compute_infer = (model_duration){ok, ok_ns};
+        return;
     }
-    json_object *j = json_object_new_object();
-    jobj_add(j, "name", json_object_new_string(m->name));
-    jobj_add(j, "version", json_object_new_string("1"));
-    jobj_add(j, "last_inference", json_object_new_uint64(last));
-    jobj_add(j, "inference_count", json_object_new_uint64(ok));
-    jobj_add(j, "execution_count", json_object_new_uint64(ok));
-    jobj_add(j, "inference_stats", inference_stats(ok, ok_ns, bad, bad_ns, runs, phase_ns));
-    jobj_add(j, "batch_stats", json_object_new_array());
-    return j;
+    uint64_t runs = load(&w->runs);
+    out->queue = (model_duration){runs, load(&w->queue_ns)};
+    out->compute_input = (model_duration){runs, load(&w->input_ns)};
+    out->compute_infer = (model_duration){runs, load(&w->infer_ns)};
+    out->compute_output = (model_duration){runs, load(&w->output_ns)};
 }
 
 void model_record(const model *m, size_t book, int ok, uint64_t ns)
@@ -357,15 +288,13 @@ static int bind_one(const model *m, const tensor_spec *s, const tensor *t, char 
         return -1;
     }
     if (!shape_matches(m, s, t)) {
-        char want[64], got[128];
-        json_object *ws = spec_shape(m, s);
-        const char *wtext = ws ? json_object_to_json_string_ext(ws, JSON_C_TO_STRING_PLAIN) : NULL;
-        snprintf(want, sizeof want, "%s", wtext ? wtext : "?");
-        json_object_put(ws); /* wtext belongs to ws */
+        char want[128], got[128];
+        model_tensor_info clients; /* the shape clients see: batch first */
+        tensor_info(s, m->max_batch_size > 0, &clients);
         snprintf(err, errlen,
                  "unexpected shape for input '%s' for model '%s'. Expected %s (batch at most %d), got %s",
-                 t->name, m->name, want, m->max_batch_size,
-                 tensor_shape_string(t->shape, t->ndims, got, sizeof got));
+                 t->name, m->name, tensor_shape_string(clients.dims, clients.ndims, want, sizeof want),
+                 m->max_batch_size, tensor_shape_string(t->shape, t->ndims, got, sizeof got));
         return -1;
     }
     if (m->ops && m->ops->check_input && m->ops->check_input(t, m->name, err, errlen) != 0)

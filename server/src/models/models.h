@@ -14,8 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/json_io.h"
-
 #include "common/tensor.h"
 #include "models/gpu_instances.h"
 #include "models/model_ops.h"
@@ -41,8 +39,79 @@ const model *model_at(size_t i);
 const char *model_name(const model *m);
 size_t model_n_outputs(const model *m);
 
-json_object *model_metadata_json(const model *m);
-json_object *model_config_json(const model *m);
+/* What a model says of itself, as plain structs that each adapter renders
+ * in its protocol (HTTP as JSON, gRPC as protobuf, /metrics as samples).
+ * Strings point at the model's constant table; the structs own nothing and
+ * need no release. Fields are listed in Triton's order for each answer. */
+#define MODEL_MAX_DIMS 4
+#define MODEL_MAX_INPUTS 2
+#define MODEL_MAX_GPUS 64
+
+/* One input or output: its name, the protocol's datatype ("INT32", "FP16";
+ * a config's data_type is "TYPE_" and this) and its dimensions, -1 for any
+ * size. */
+typedef struct model_tensor_info {
+    const char *name;
+    const char *datatype;
+    int64_t dims[MODEL_MAX_DIMS];
+    int ndims;
+} model_tensor_info;
+
+/* The metadata extension's answer. shape is what clients send: the batch
+ * dimension first (-1) when the model batches. */
+typedef struct model_metadata {
+    const char *name;
+    const char *versions[1]; /* every built-in model has exactly version "1" */
+    size_t n_versions;
+    const char *platform;
+    model_tensor_info inputs[MODEL_MAX_INPUTS], outputs[MODEL_MAX_OUTPUTS];
+    size_t n_inputs, n_outputs;
+} model_metadata;
+
+/* Triton's model-config fields that its clients read. dims are without the
+ * batch dimension, as Triton's config has them. */
+typedef struct model_instance_group {
+    int count;
+    const char *kind; /* "KIND_CPU" or "KIND_GPU" */
+    int lists_gpus;   /* a GPU group lists its devices, even none */
+    int gpus[MODEL_MAX_GPUS];
+    size_t n_gpus;
+} model_instance_group;
+
+typedef struct model_config_parameter {
+    const char *key;
+    char string_value[24];
+} model_config_parameter;
+
+typedef struct model_config {
+    const char *name, *platform, *backend;
+    int max_batch_size;
+    model_tensor_info inputs[MODEL_MAX_INPUTS], outputs[MODEL_MAX_OUTPUTS];
+    size_t n_inputs, n_outputs;
+    const char *format; /* every tensor's: "FORMAT_NONE" */
+    int decoupled;      /* model_transaction_policy */
+    model_instance_group group;
+    model_config_parameter parameters[1];
+    size_t n_parameters;
+} model_config;
+
+/* A count and its cumulative nanoseconds (Triton's StatisticDuration). */
+typedef struct model_duration {
+    uint64_t count, ns;
+} model_duration;
+
+/* The statistics extension's figures of one model in one book; its
+ * batch_stats are always empty (no dynamic batching is reported). */
+typedef struct model_statistics {
+    const char *name, *version;
+    uint64_t last_inference; /* milliseconds since the epoch; 0: never */
+    uint64_t inference_count, execution_count;
+    model_duration success, fail, queue, compute_input, compute_infer, compute_output,
+        cache_hit, cache_miss;
+} model_statistics;
+
+void model_get_metadata(const model *m, model_metadata *out);
+void model_get_config(const model *m, model_config *out);
 /* Statistics are kept in books: book 0 is the server's, and under
  * --tenants book 1 + N is tenant N's own (region_scope.h, scope_stats_book),
  * so that one tenant's counts and timings never show in another's. A book
@@ -50,7 +119,7 @@ json_object *model_config_json(const model *m);
 /* Keep a book for each of tenants tenants, all at zero: 0, or -1 when out
  * of memory. Once, at start-up, before any request. */
 int models_keep_tenant_books(size_t tenants);
-json_object *model_stats_json(const model *m, size_t book);
+void model_get_statistics(const model *m, size_t book, model_statistics *out);
 
 /* Match the request's inputs against the model: ordered[i] becomes the input
  * for the model's i-th input. Returns 0, or -1 with a message in err. */
