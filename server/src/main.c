@@ -23,7 +23,7 @@
 #include <shmreg/shmreg.h>
 
 #include "common/worker_pool.h"
-#include "grpc/grpc_frontend.h"
+#include "grpc/grpc_server.h"
 #include "core/infer_core.h"
 #include "core/remote_engine.h"
 #include "core/remote_sweep.h"
@@ -31,7 +31,7 @@
 #include "models/model_yolo.h"
 #include "models/models.h"
 #include "options.h"
-#include "http/server.h"
+#include "http/http_server.h"
 #include "uds/uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a

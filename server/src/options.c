@@ -523,7 +523,7 @@ void options_http(const server_options *o, http_config *out)
                          .access = &o->access};
 }
 
-/* gRPC's serving threads (grpc_frontend.h): --grpc-threads, else half the
+/* gRPC's serving threads (grpc_server.h): --grpc-threads, else half the
  * cores, at least two and at most eight. Each runs the short calls it reads
  * to their answer; more would wait for cores that the workers and the GPU's
  * threads need. */

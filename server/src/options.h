@@ -12,8 +12,8 @@
 
 #include "core/access.h"
 #include "core/remote_engine.h"
-#include "grpc/grpc_frontend.h"
-#include "http/server.h"
+#include "grpc/grpc_server.h"
+#include "http/http_server.h"
 #include "uds/uds_server.h"
 
 #ifdef __cplusplus

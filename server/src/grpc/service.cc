@@ -32,7 +32,7 @@
  * grpc_code_from_http; messages are the library's and the HTTP side's, which
  * are Triton's words where Triton has some.
  */
-#include "grpc/grpc_frontend.h"
+#include "grpc/grpc_server.h"
 
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
@@ -537,7 +537,7 @@ class Service final : public ServiceBase, public CallOwner {
     enum class shm_call { status, unregister, register_ };
 
     /* What refuses a shared-memory call before the library sees it, in the
-     * HTTP side's order (server.c, then shm_endpoints.c): a restriction or a
+     * HTTP side's order (http_server.c, then shm_endpoints.c): a restriction or a
      * missing token; for unregister and register, --allow-client-shm; for
      * register, a name that is not UTF-8 (shm_name_is_valid says why). A
      * name with a NUL is refused after the access check (refuse_nul). */

@@ -22,7 +22,7 @@
 #include <shmreg/shmreg.h>
 
 #include "options.h"
-#include "http/server.h"
+#include "http/http_server.h"
 
 /* The region the test names, registered read-only: 0, or -1 with a message. */
 static int register_readonly(shmreg_registry *reg, const char *name, const char *key,

@@ -1,6 +1,6 @@
 /* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
-#ifndef SERVER_SERVER_H
-#define SERVER_SERVER_H
+#ifndef SERVER_HTTP_SERVER_H
+#define SERVER_HTTP_SERVER_H
 
 #include <stdatomic.h>
 

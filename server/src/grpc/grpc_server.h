@@ -10,8 +10,8 @@
  * threads; each call's region references are released once its response
  * has been sent: the same rule as HTTP's completion callback.
  */
-#ifndef SERVER_GRPC_FRONTEND_H
-#define SERVER_GRPC_FRONTEND_H
+#ifndef SERVER_GRPC_SERVER_H
+#define SERVER_GRPC_SERVER_H
 
 #include <shmreg/shmreg.h>
 

@@ -8,7 +8,7 @@
  * libmicrohttpd calls request_completed after the response has been sent,
  * or when the connection fails or the daemon stops: all paths release.
  */
-#include "http/server.h"
+#include "http/http_server.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
