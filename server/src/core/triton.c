@@ -37,7 +37,7 @@ json_object *server_metadata_json(void)
         jarr_add(ext, json_object_new_string(extensions[i]));
     if (remote_engine_get(NULL))
         jarr_add(ext, json_object_new_string("remote_memory"));
-    jobj_add(j, "name", json_object_new_string("shmreg-v2-frontend"));
+    jobj_add(j, "name", json_object_new_string("shmreg-server"));
     jobj_add(j, "version", json_object_new_string(shmreg_version()));
     jobj_add(j, "extensions", ext);
     return j;

@@ -78,7 +78,7 @@ def test_health(client):
 
 def test_server_metadata(client):
     md = client.get_server_metadata(as_json=True)
-    assert md["name"] == "shmreg-v2-frontend"
+    assert md["name"] == "shmreg-server"
     assert set(md["extensions"]) >= {"system_shared_memory", "cuda_shared_memory", "statistics"}
 
 
