@@ -53,7 +53,7 @@ typedef struct kserve_grpc_server kserve_grpc_server;
  * Budget). cfg is copied; what it points to must outlive the service. NULL
  * with a message on stderr when the port cannot be bound. */
 kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg, shmreg_registry *reg,
-                                   byte_budget *held);
+                                             byte_budget *held);
 /* The port actually bound. */
 unsigned kserve_grpc_server_port(const kserve_grpc_server *g);
 /* Refuse new calls, let the calls in flight finish (up to cfg->drain_s,

@@ -668,8 +668,8 @@ bool start_serving(kserve_grpc_server *g)
 
 } // namespace
 
-extern "C" kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg, shmreg_registry *reg,
-                                              byte_budget *held)
+extern "C" kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg,
+                                                        shmreg_registry *reg, byte_budget *held)
 {
     auto g = std::make_unique<kserve_grpc_server>();
     g->cfg = *cfg;
