@@ -1,6 +1,6 @@
 # Parity with Triton, measured: a real tritonserver 2.51 (from PyPI's
 # nvidia-pytriton 0.7.0 wheel, with Python-backend models that the tests
-# write) and the example server (release build, as tier 60 builds it) get
+# write) and the server (release build, as tier 60 builds it) get
 # the same requests, valid and invalid, over HTTP and gRPC
 # (server/tests/parity/cases.py); their status codes and messages must be
 # equal except where server/tests/parity/expected_differences.toml lists

@@ -3,11 +3,13 @@
  * shared-memory extension, on libshmreg's public API alone.
  *
  * Start-up:  with --allow-client-shm=true, remote_memory's engine
- *            (remote_engine.h: a line on stderr); the registry, then the
- *            HTTP server; print "listening on HOST:PORT";
- *            with --grpc-port, the gRPC service too ("grpc listening on
- *            HOST:PORT").
- * Shutdown:  SIGINT or SIGTERM -> both servers stop accepting and finish
+ *            (remote_engine.h: a line on stderr); the models; the registry;
+ *            then the adapters of the table below that the flags ask for
+ *            (HTTP always, gRPC with --grpc-port, the Unix socket with
+ *            --uds), and once all of them are up, one line each:
+ *            "listening on HOST:PORT (libshmreg VERSION)", "grpc listening
+ *            on HOST:PORT", "uds listening on PATH".
+ * Shutdown:  SIGINT or SIGTERM -> the adapters stop accepting and finish
  *            their in-flight requests at the same time (their completion
  *            releases their region references), stop their workers, then the
  *            registry is destroyed, which unmaps every region.
@@ -22,16 +24,14 @@
 
 #include <shmreg/shmreg.h>
 
-#include "common/worker_pool.h"
-#include "grpc/grpc_frontend.h"
+#include "common/byte_budget.h"
+#include "grpc/grpc_server.h"
 #include "core/infer_core.h"
 #include "core/remote_engine.h"
 #include "core/remote_sweep.h"
-#include "models/gpu_instances.h"
-#include "models/model_yolo.h"
 #include "models/models.h"
 #include "options.h"
-#include "http/server.h"
+#include "http/http_server.h"
 #include "uds/uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a
@@ -104,11 +104,176 @@ static void report_leftovers(void)
             descriptors);
 }
 
-/* The gRPC drain runs on its own thread, so that both servers drain at once. */
-static void *stop_grpc(void *g)
+/* ------------------------------------------------------------ adapters */
+
+/* Every adapter has the same shape: SERVER_start(config, registry, budget)
+ * returns the running server or NULL after a message on stderr,
+ * SERVER_port gives the port it bound (0: none, a Unix socket's path),
+ * SERVER_stop drains and frees it (NULL: no-op); SERVER is http_server,
+ * kserve_grpc_server or uds_server. The glue here fills each adapter's own
+ * config from the options (options_KIND, which also says whether the flags
+ * ask for it), so that no adapter sees a flag that is not its own. */
+typedef struct adapter {
+    const char *name;
+    /* 0 with *out the server (NULL: not asked for), -1 when it failed */
+    int (*start)(const server_options *o, shmreg_registry *reg, byte_budget *held, void **out);
+    unsigned (*port)(const void *server);
+    void (*stop)(void *server);
+} adapter;
+
+#define ADAPTER_GLUE(kind, server)                                                             \
+    static int kind##_start(const server_options *o, shmreg_registry *reg, byte_budget *held,  \
+                            void **out)                                                        \
+    {                                                                                          \
+        kind##_config cfg;                                                                     \
+        *out = NULL;                                                                           \
+        if (!options_##kind(o, &cfg))                                                          \
+            return 0;                                                                          \
+        *out = server##_start(&cfg, reg, held);                                                \
+        return *out ? 0 : -1;                                                                  \
+    }                                                                                          \
+    static unsigned kind##_port(const void *s)                                                 \
+    {                                                                                          \
+        return server##_port(s);                                                               \
+    }                                                                                          \
+    static void kind##_stop(void *s)                                                           \
+    {                                                                                          \
+        server##_stop(s);                                                                      \
+    }
+
+ADAPTER_GLUE(http, http_server)
+ADAPTER_GLUE(grpc, kserve_grpc_server)
+ADAPTER_GLUE(uds, uds_server)
+
+/* The adapters, in the order they start and print their line; they stop
+ * in the reverse order, from stop_adapters alone, whether the start failed
+ * part way or a signal came.
+ * - They start in this order, and print their lines only once all of them
+ *   are up: an address or a socket path one must not take stops the start
+ *   before a client is told of any (clients and the tests read the lines
+ *   in this order).
+ * - Each has a budget of request bytes of its own (--max-buffered-mb each).
+ *   Shared, a flood of stalled HTTP uploads (each dropped only once it
+ *   overflows) kept the budget full often enough to refuse honest gRPC
+ *   calls; apart, each protocol's clients can only crowd out their own,
+ *   and the server holds at most the figure once per adapter.
+ * - They drain at the same time, each on a thread of its own, so that a
+ *   stop takes one --drain-s, not one per adapter. The Unix socket (last
+ *   here, its stop begun first) closes its connections at once: it takes
+ *   no new region while the requests that use its clients' regions finish,
+ *   and those regions go as they do (the registry's busy policy).
+ * - Only once every adapter has stopped, no request runs: the models stop,
+ *   then the sweeper, then the budgets and the registry go (main). */
+static const adapter adapters[] = {
+    {"http", http_start, http_port, http_stop},
+    {"grpc", grpc_start, grpc_port, grpc_stop},
+    {"uds", uds_start, uds_port, uds_stop},
+};
+#define N_ADAPTERS (sizeof adapters / sizeof adapters[0])
+
+/* One adapter as it runs. */
+typedef struct running {
+    const adapter *a;
+    void *server;      /* NULL: not asked for, or not started */
+    byte_budget *held; /* its budget of request bytes */
+    pthread_t stopper; /* runs a->stop while the others drain too */
+    int on_thread;     /* 1: stopper was started */
+} running;
+
+static void *stop_on_thread(void *arg)
 {
-    grpc_frontend_stop(g);
+    running *r = arg;
+    r->a->stop(r->server);
     return NULL;
+}
+
+/* Stop every adapter started, in the reverse order of the table, their
+ * drains at once (adapters' comment); free their budgets. An adapter whose
+ * thread cannot start stops on this one, after the drains before it. */
+static void stop_adapters(running *run)
+{
+    for (size_t i = N_ADAPTERS; i-- > 0;) {
+        running *r = &run[i];
+        r->on_thread = r->server && pthread_create(&r->stopper, NULL, stop_on_thread, r) == 0;
+        if (r->server && !r->on_thread)
+            r->a->stop(r->server);
+    }
+    for (size_t i = N_ADAPTERS; i-- > 0;) {
+        if (run[i].on_thread)
+            pthread_join(run[i].stopper, NULL);
+        run[i].server = NULL;
+        byte_budget_free(run[i].held);
+        run[i].held = NULL;
+    }
+}
+
+/* Start the adapters the flags ask for, in the table's order: 0, or -1
+ * with those started stopped again. */
+static int start_adapters(const server_options *o, shmreg_registry *reg, running *run)
+{
+    for (size_t i = 0; i < N_ADAPTERS; i++)
+        run[i] = (running){.a = &adapters[i]};
+    for (size_t i = 0; i < N_ADAPTERS; i++) {
+        run[i].held = byte_budget_new(o->max_buffered);
+        if (!run[i].held || adapters[i].start(o, reg, run[i].held, &run[i].server) != 0) {
+            if (!run[i].held)
+                fprintf(stderr, "error: out of memory for the %s adapter\n", adapters[i].name);
+            stop_adapters(run);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The lines that tell clients (and the tests) where each adapter listens,
+ * once all are up. HTTP's, the first, names no adapter and carries the
+ * library's version, as it always has. */
+static void announce(const server_options *o, const running *run)
+{
+    for (size_t i = 0; i < N_ADAPTERS; i++) {
+        if (!run[i].server)
+            continue;
+        unsigned port = run[i].a->port(run[i].server);
+        if (i == 0)
+            printf("listening on %s:%u (libshmreg %s)\n", o->host, port, shmreg_version());
+        else if (port)
+            printf("%s listening on %s:%u\n", run[i].a->name, o->host, port);
+        else
+            printf("%s listening on %s\n", run[i].a->name, o->uds_path);
+    }
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ main */
+
+/* What runs below the adapters, configured once for the process (models.h,
+ * infer_core.h and remote_engine.h say why): 0, or -1 after a message. */
+static int start_modules(const server_options *o)
+{
+    /* remote_memory's engine, before anything listens: a setting the
+     * library refuses or a port it cannot bind stops the start
+     * (remote_engine.h says when it is fatal). */
+    remote_engine_settings remote;
+    options_remote(o, &remote);
+    if (o->allow_client_shm && remote_engine_start(&remote) != 0)
+        return -1;
+    infer_config infer;
+    options_infer(o, &infer);
+    infer_configure(&infer);
+    models_config models;
+    options_models(o, &models);
+    return models_start(&models);
+}
+
+/* Block the stop signals before any thread exists, so that every worker
+ * inherits the mask and only sigwait receives them. */
+static void block_stop_signals(sigset_t *stop)
+{
+    sigemptyset(stop);
+    sigaddset(stop, SIGINT);
+    sigaddset(stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, stop, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 }
 
 int main(int argc, char **argv)
@@ -119,15 +284,8 @@ int main(int argc, char **argv)
         options_free(&opts);
         return parsed > 0 ? 0 : 2;
     }
-    /* Block the stop signals before any thread exists, so that every worker
-     * inherits the mask and only sigwait below receives them. */
     sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
-
+    block_stop_signals(&stop);
     /* Clients' named shm objects can be truncated under our mappings: with
      * the guard, a copy of a lost page fails that one request (infer_core.c)
      * instead of a SIGBUS killing the server. Before any thread starts. */
@@ -136,101 +294,27 @@ int main(int argc, char **argv)
         options_free(&opts);
         return 1;
     }
-    /* remote_memory's engine, before anything listens: a setting the
-     * library refuses or a port it cannot bind stops the start
-     * (remote_engine.h says when it is fatal). */
-    remote_engine_settings remote;
-    options_remote(&opts, &remote);
-    if (opts.allow_client_shm && remote_engine_start(&remote) != 0) {
+    if (start_modules(&opts) != 0) {
         options_free(&opts);
         return 1;
     }
-    models_set_delay(opts.delay_ms);
-    if (models_keep_tenant_books(access_tenant_count(&opts.access)) != 0) {
-        fprintf(stderr, "error: out of memory for each tenant's statistics\n");
-        options_free(&opts);
-        return 1;
-    }
-    worker_pool_set_spin_ns((uint64_t)opts.spin_us * 1000);
-    gpu_instances_set_wait_spin_ns((uint64_t)opts.spin_us * 1000);
-    yolo_start(opts.gpus, opts.instances_per_gpu, opts.yolo_window, opts.time_phases_every,
-               opts.copy_batch);
     shmreg_registry *reg = create_registry(&opts);
-    /* --uds first: a socket path it must not take stops the start before
-     * anything listens. */
-    infer_limit_copies(opts.max_body);
-    infer_log_paths(opts.verbose);
-    /* Each adapter gets its own settings, not the whole option set. */
-    http_config http;
-    grpc_config grpc_cfg;
-    uds_config uds_cfg;
-    options_http(&opts, &http);
-    options_grpc(&opts, &grpc_cfg);
-    options_uds(&opts, &uds_cfg);
-    uds_server *uds = reg && opts.uds_path ? uds_server_start(&uds_cfg, reg) : NULL;
-    /* Request bytes held at once (--max-buffered-mb), one budget per
-     * protocol: HTTP bodies, gRPC messages. Shared, a flood of stalled HTTP
-     * uploads (each dropped only once it overflows) kept the budget full
-     * often enough to refuse honest gRPC calls; apart, each protocol's
-     * clients can only crowd out their own, and the server holds at most
-     * twice the figure. */
-    byte_budget *held = byte_budget_new(opts.max_buffered);
-    byte_budget *grpc_held = byte_budget_new(opts.max_buffered);
-    http_server server;
-    if (!reg || !held || !grpc_held || (opts.uds_path && !uds) ||
-        http_server_start(&server, &http, reg, held) != 0) {
-        byte_budget_free(held);
-        byte_budget_free(grpc_held);
-        uds_server_stop(uds);
-        yolo_stop();
-        shmreg_registry_destroy(reg);
-        options_free(&opts);
-        return 1;
-    }
     /* remote_memory: dead clients' regions go without being asked. */
-    remote_sweeper *sweeper = remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
-    printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
-    fflush(stdout);
-    grpc_frontend *grpc = NULL;
-    if (opts.grpc_port) {
-        grpc = grpc_frontend_start(&grpc_cfg, reg, grpc_held);
-        if (!grpc) {
-            remote_sweep_stop(sweeper);
-            uds_server_stop(uds);
-            http_server_stop(&server);
-            byte_budget_free(held);
-            byte_budget_free(grpc_held);
-            yolo_stop();
-            shmreg_registry_destroy(reg);
-            options_free(&opts);
-            return 1;
-        }
-        printf("grpc listening on %s:%u\n", opts.host, grpc_frontend_port(grpc));
-        fflush(stdout);
+    remote_sweeper *sweeper = reg && remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
+    running run[N_ADAPTERS];
+    int rc = !reg || start_adapters(&opts, reg, run) != 0;
+    if (rc == 0) {
+        announce(&opts, run);
+        int sig = 0;
+        sigwait(&stop, &sig);
+        fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
+        stop_adapters(run);
     }
-
-    if (uds) {
-        printf("uds listening on %s\n", opts.uds_path);
-        fflush(stdout);
-    }
-
-    int sig = 0;
-    sigwait(&stop, &sig);
-    fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
-    uds_server_stop(uds); /* no new regions; its clients' regions go as requests finish */
-    pthread_t grpc_stopper;
-    int grpc_thread = grpc && pthread_create(&grpc_stopper, NULL, stop_grpc, grpc) == 0;
-    if (grpc && !grpc_thread)
-        grpc_frontend_stop(grpc); /* no thread: one drain after the other */
-    http_server_stop(&server);
-    if (grpc_thread)
-        pthread_join(grpc_stopper, NULL);
-    yolo_stop(); /* no request runs any more, on either protocol */
+    models_stop(); /* no request runs any more, on any adapter */
     remote_sweep_stop(sweeper);
-    byte_budget_free(held);
-    byte_budget_free(grpc_held);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
     options_free(&opts);
-    report_leftovers();
-    return 0;
+    if (rc == 0)
+        report_leftovers();
+    return rc;
 }

@@ -500,20 +500,22 @@ int options_parse(int argc, char **argv, server_options *o)
 
 /* ------------------------------------------------- each adapter's share */
 
-/* How many threads more each protocol's pool keeps for requests whose
- * worker waits for a GPU run (worker_pool.h): three per worker, so that 12
- * workers keep up to 36 more runs in flight on the GPU's instances. */
-static unsigned spare_threads(const server_options *o)
+/* Each protocol's pool of workers: --threads at work, and three threads
+ * more per worker for requests whose worker waits for a GPU run
+ * (worker_pool.h), so that 12 workers keep up to 36 more runs in flight on
+ * the GPU's instances. */
+static worker_pool_config workers(const server_options *o)
 {
-    return o->threads * 3u;
+    return (worker_pool_config){.working = o->threads,
+                                .spare = o->threads * 3u,
+                                .spin_ns = (uint64_t)o->spin_us * 1000};
 }
 
-void options_http(const server_options *o, http_config *out)
+int options_http(const server_options *o, http_config *out)
 {
     *out = (http_config){.host = o->host,
                          .port = o->port,
-                         .threads = o->threads,
-                         .spare_threads = spare_threads(o),
+                         .workers = workers(o),
                          .max_body = o->max_body,
                          .drain_s = o->drain_s,
                          .request_timeout_s = o->request_timeout_s,
@@ -521,9 +523,10 @@ void options_http(const server_options *o, http_config *out)
                          .allow_client_shm = o->allow_client_shm,
                          .verbose = o->verbose,
                          .access = &o->access};
+    return 1;
 }
 
-/* gRPC's serving threads (grpc_frontend.h): --grpc-threads, else half the
+/* gRPC's serving threads (grpc_server.h): --grpc-threads, else half the
  * cores, at least two and at most eight. Each runs the short calls it reads
  * to their answer; more would wait for cores that the workers and the GPU's
  * threads need. */
@@ -535,12 +538,11 @@ static unsigned serving_threads(const server_options *o)
     return cores < 4 ? 2u : cores > 16 ? 8u : (unsigned)(cores / 2);
 }
 
-void options_grpc(const server_options *o, grpc_config *out)
+int options_grpc(const server_options *o, grpc_config *out)
 {
     *out = (grpc_config){.host = o->host,
                          .port = o->grpc_port,
-                         .threads = o->threads,
-                         .spare_threads = spare_threads(o),
+                         .workers = workers(o),
                          .serving_threads = serving_threads(o),
                          .max_body = o->max_body,
                          .drain_s = o->drain_s,
@@ -548,9 +550,10 @@ void options_grpc(const server_options *o, grpc_config *out)
                          .max_client_connections = o->max_client_connections,
                          .allow_client_shm = o->allow_client_shm,
                          .access = &o->access};
+    return o->grpc_port != 0;
 }
 
-void options_uds(const server_options *o, uds_config *out)
+int options_uds(const server_options *o, uds_config *out)
 {
     *out = (uds_config){.path = o->uds_path,
                         .mode = o->uds_mode,
@@ -558,6 +561,24 @@ void options_uds(const server_options *o, uds_config *out)
                         .max_regions = o->uds_max_regions,
                         .verbose = o->verbose,
                         .access = &o->access};
+    return o->uds_path != NULL;
+}
+
+void options_models(const server_options *o, models_config *out)
+{
+    *out = (models_config){.delay_ms = o->delay_ms,
+                           .tenants = access_tenant_count(&o->access),
+                           .gpu = {.gpus = o->gpus,
+                                   .per_gpu = o->instances_per_gpu,
+                                   .window = o->yolo_window,
+                                   .time_every = o->time_phases_every,
+                                   .copy_batch = o->copy_batch,
+                                   .wait_spin_ns = (uint64_t)o->spin_us * 1000}};
+}
+
+void options_infer(const server_options *o, infer_config *out)
+{
+    *out = (infer_config){.max_copy = o->max_body, .log_paths = o->verbose};
 }
 
 void options_remote(const server_options *o, remote_engine_settings *out)

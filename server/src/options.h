@@ -1,8 +1,9 @@
 /* Command-line options of the server: the whole set, seen by main.c (and
  * the test programs that start an adapter) only. Each adapter is handed its
  * own config (http_config, grpc_config, uds_config), filled from this by
- * options_http, options_grpc and options_uds; the models and the registry
- * get their own settings from main.c. */
+ * options_http, options_grpc and options_uds, and so are the modules below
+ * them (models_config, infer_config, remote_engine_settings); the registry
+ * gets its shmreg_config from main.c. */
 #ifndef SERVER_OPTIONS_H
 #define SERVER_OPTIONS_H
 
@@ -11,9 +12,11 @@
 #include <shmreg/shmreg.h>
 
 #include "core/access.h"
+#include "core/infer_core.h"
 #include "core/remote_engine.h"
-#include "grpc/grpc_frontend.h"
-#include "http/server.h"
+#include "grpc/grpc_server.h"
+#include "http/http_server.h"
+#include "models/models.h"
 #include "uds/uds_server.h"
 
 #ifdef __cplusplus
@@ -65,11 +68,17 @@ typedef struct server_options {
 int options_parse(int argc, char **argv, server_options *o);
 void options_free(server_options *o);
 
-/* Each adapter's share of o. The configs point into o (host, paths, the
- * access options), which must outlive the adapters. */
-void options_http(const server_options *o, http_config *out);
-void options_grpc(const server_options *o, grpc_config *out);
-void options_uds(const server_options *o, uds_config *out);
+/* Each adapter's share of o: 1 when the flags ask for that adapter (HTTP
+ * always, gRPC with --grpc-port, the Unix socket with --uds), else 0. The
+ * configs point into o (host, paths, the access options), which must
+ * outlive the adapters. */
+int options_http(const server_options *o, http_config *out);
+int options_grpc(const server_options *o, grpc_config *out);
+int options_uds(const server_options *o, uds_config *out);
+/* The share of the modules below the adapters, which main.c configures
+ * once for the process (models.h and infer_core.h say why). */
+void options_models(const server_options *o, models_config *out);
+void options_infer(const server_options *o, infer_config *out);
 void options_remote(const server_options *o, remote_engine_settings *out);
 
 #ifdef __cplusplus

@@ -136,7 +136,7 @@ SHMREG_API shmreg_err shmreg_send_region(int sock, const char *name, int fd, siz
 /* --------------------------------------------------------- server half */
 
 /* The payload p[0, len) as a request: INVALID_ARG with the client's
- * message when it is not one. The messages are the ones the example server
+ * message when it is not one. The messages are the ones the server (server/)
  * answered before this half moved into the library. */
 static shmreg_err parse_request(const unsigned char *p, size_t len, shmreg_region_request *out)
 {

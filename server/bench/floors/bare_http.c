@@ -1,5 +1,5 @@
 /* The HTTP floor: libmicrohttpd, started with the server's own daemon flags
- * (src/http/server.c), answering every POST to /v2/models/<name>/infer with a
+ * (src/http/http_server.c), answering every POST to /v2/models/<name>/infer with a
  * fixed JSON body the shape of the `simple` model's answer, on the daemon's
  * thread. No registry, no worker pool, no parsing of the request body: what
  * a request costs here is what the HTTP library costs on this machine,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The registration cache's server row: a tritonclient-style client that
 registers, infers and unregisters per request, on one pinned 16 MiB region,
-against the example server with the registration cache off and on (target:
+against the server with the registration cache off and on (target:
 >= 5x infer/s with the cache on).
 
 The server is started twice, `--pin always --cache-bytes 0`, then

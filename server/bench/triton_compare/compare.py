@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The shared-memory endpoints of a real Triton (tritonserver 2.51 from PyPI's
-nvidia-pytriton wheel) and of the example server, measured in one run on one
+nvidia-pytriton wheel) and of the server (server/), measured in one run on one
 machine with the same client:
 
 - register + unregister of one system region, cycles/s;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Triton's shared-memory endpoints against the example server's, in one run
+# Triton's shared-memory endpoints against the server's (server/), in one run
 # (compare.py says what it measures). Builds the server as the CI tiers do
 # and the venv of tier 62-triton-parity (nvidia-pytriton 0.7.0 = Triton 2.51),
 # then passes its arguments to compare.py (--regions, --seconds, --repeat).

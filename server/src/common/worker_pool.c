@@ -1,6 +1,6 @@
 /* Mutex + condition variable queue; plain and sufficient for a few dozen
  * threads that each spend tens of microseconds or more per item. With a
- * spin set (worker_pool_set_spin_ns), a thread that has just finished an
+ * spin set (worker_pool_config.spin_ns), a thread that has just finished an
  * item polls the queue's length for that long before it sleeps, and a
  * submitter that sees such a thread wakes nobody: on a virtual machine a
  * sleeping thread's wake-up costs tens of microseconds, which a request
@@ -22,9 +22,6 @@ typedef struct node {
  * through them. */
 static _Atomic uint64_t queue_items, queue_wait_ns;
 
-/* worker_pool_set_spin_ns; 0 = sleep at once. */
-static _Atomic uint64_t spin_ns;
-
 static uint64_t now_ns(void)
 {
     struct timespec t;
@@ -40,7 +37,8 @@ struct worker_pool {
     worker_fn run;
     void *ctx;
     unsigned working;     /* threads running an item, less those waiting */
-    unsigned max_working; /* n of worker_pool_start */
+    unsigned max_working; /* cfg->working of worker_pool_start */
+    uint64_t spin_ns;     /* cfg->spin_ns; 0 = sleep at once */
     unsigned n_threads;
     unsigned spinners;       /* threads polling `queued` instead of sleeping */
     _Atomic unsigned queued; /* items in the list; written under lock */
@@ -75,7 +73,7 @@ static void hand_on(worker_pool *p)
  * under load, when the queue empties often, more would only burn cores. */
 static void poll_for_work(worker_pool *p)
 {
-    uint64_t spin = atomic_load_explicit(&spin_ns, memory_order_relaxed);
+    uint64_t spin = p->spin_ns;
     if (!spin || p->stopping || p->spinners)
         return;
     p->spinners++;
@@ -122,9 +120,9 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-worker_pool *worker_pool_start(unsigned n, unsigned spare, worker_fn run, void *ctx)
+worker_pool *worker_pool_start(const worker_pool_config *cfg, worker_fn run, void *ctx)
 {
-    unsigned total = n + spare;
+    unsigned n = cfg->working, total = n + cfg->spare;
     worker_pool *p = calloc(1, sizeof *p + total * sizeof(pthread_t));
     if (!p)
         return NULL;
@@ -133,6 +131,7 @@ worker_pool *worker_pool_start(unsigned n, unsigned spare, worker_fn run, void *
     p->run = run;
     p->ctx = ctx;
     p->max_working = n;
+    p->spin_ns = cfg->spin_ns;
     for (; p->n_threads < total; p->n_threads++) {
         if (pthread_create(&p->threads[p->n_threads], NULL, worker_main, p) != 0) {
             worker_pool_stop(p, NULL);
@@ -186,11 +185,6 @@ void worker_pool_wait_end(void)
     pthread_mutex_lock(&p->lock);
     p->working++;
     pthread_mutex_unlock(&p->lock);
-}
-
-void worker_pool_set_spin_ns(uint64_t ns)
-{
-    atomic_store_explicit(&spin_ns, ns, memory_order_relaxed);
 }
 
 void worker_pool_queue_totals(uint64_t *items, uint64_t *wait_ns)

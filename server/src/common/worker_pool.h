@@ -19,10 +19,20 @@ extern "C" {
 typedef struct worker_pool worker_pool;
 typedef void (*worker_fn)(void *ctx, void *item);
 
-/* n threads at work calling run(ctx, item) for each submitted item, and
- * spare threads more that take items only while others wait (n + spare
- * threads in all). NULL on failure. */
-worker_pool *worker_pool_start(unsigned n, unsigned spare, worker_fn run, void *ctx);
+/* How a pool is shaped (its adapter's config says, from the flags). */
+typedef struct worker_pool_config {
+    unsigned working; /* threads at work at once (--threads) */
+    unsigned spare;   /* more that take items only while others wait */
+    /* A thread that finished an item polls its queue for up to this long
+     * before it sleeps (--spin-us; 0: sleeps at once). Trades CPU at low
+     * load for the wake-up a lone request would wait for. */
+    uint64_t spin_ns;
+} worker_pool_config;
+
+/* cfg->working threads at work calling run(ctx, item) for each submitted
+ * item, and cfg->spare threads more that take items only while others wait
+ * (working + spare threads in all). NULL on failure. */
+worker_pool *worker_pool_start(const worker_pool_config *cfg, worker_fn run, void *ctx);
 /* Queue item; -1 when out of memory or stopping (the item is not run). */
 int worker_pool_submit(worker_pool *p, void *item);
 /* Join the threads and free p. Items still queued go to cancel(ctx, item)
@@ -35,11 +45,6 @@ void worker_pool_stop(worker_pool *p, worker_fn cancel);
  * thread that is not a pool's (the UDS server's, a test's). */
 void worker_pool_wait_begin(void);
 void worker_pool_wait_end(void);
-
-/* Process-wide: a thread that finished an item polls its queue for up to
- * ns before it sleeps (0, the default: sleeps at once). Trades CPU at low
- * load for the wake-up a lone request would wait for. Set before start. */
-void worker_pool_set_spin_ns(uint64_t ns);
 
 /* Items every pool of the process has taken from its queue, and the time
  * they waited there, from worker_pool_submit until a thread took them

@@ -61,7 +61,7 @@ void access_options_init(access_options *a);
 int access_option(access_options *a, access_opt opt, const char *arg);
 void access_options_free(access_options *a);
 /* How many tenants --tenants names (0 without it): each has its own book
- * of the models' statistics (models_keep_tenant_books). */
+ * of the models' statistics (models_config.tenants). */
 size_t access_tenant_count(const access_options *a);
 /* Whether the allow-list lets uid in (also the peers of --uds, whose
  * credentials the kernel gives). */

@@ -175,11 +175,14 @@ server_status infer_check_input_size(infer_ctx *c, const tensor *t, size_t given
     return STATUS_OK;
 }
 
+/* infer_configure's; written before any request. */
 static size_t max_copy = SIZE_MAX;
+static int log_paths;
 
-void infer_limit_copies(size_t max_bytes)
+void infer_configure(const infer_config *cfg)
 {
-    max_copy = max_bytes;
+    max_copy = cfg->max_copy;
+    log_paths = cfg->log_paths;
 }
 
 size_t infer_max_copy(void)
@@ -414,13 +417,6 @@ server_status infer_compute_start(infer_ctx *c, const tensor *const *ordered,
                                  .book = scope_stats_book(&c->scope)};
     server_status st = model_start(c->m, ordered, c->out, &c->pending);
     return st == MODEL_BUSY ? INFER_DEFERRED : st ? st : INFER_STARTED;
-}
-
-static int log_paths;
-
-void infer_log_paths(int on)
-{
-    log_paths = on;
 }
 
 /* Count (and with -v log, one line per request) the path of each tensor in

@@ -157,11 +157,23 @@ server_status infer_check_input_size(infer_ctx *c, const tensor *t, size_t given
  * first (a bounds error wins over a size mismatch). */
 server_status infer_input_from_window(infer_ctx *c, tensor *t, const shm_window *w);
 
-/* The most bytes one request may make the server hold for a tensor it
- * copies out of a region, or for its response (--max-body-mb, the bound on
- * what a client may send: shared memory must not be a way around it). Set
- * once at start, before any request; unlimited until then. */
-void infer_limit_copies(size_t max_bytes);
+/* What the request path is told (options_infer fills it from the flags). */
+typedef struct infer_config {
+    /* The most bytes one request may make the server hold for a tensor it
+     * copies out of a region, or for its response (--max-body-mb, the bound
+     * on what a client may send: shared memory must not be a way around
+     * it). */
+    size_t max_copy;
+    int log_paths; /* -v: infer_finish logs each shared-memory tensor's path on stderr */
+} infer_config;
+
+/* The request path's rules are the server's, one set for every adapter
+ * (a client must not find a larger bound on another protocol), read by
+ * every request on any thread: they are set once, here, at start-up
+ * before any request, rather than carried by each request. Until then:
+ * no bound, no log. */
+void infer_configure(const infer_config *cfg);
+/* infer_config.max_copy. */
 size_t infer_max_copy(void);
 /* Bind c->in to the model into ordered and describe c->out. */
 server_status infer_bind(infer_ctx *c, const tensor **ordered);
@@ -187,9 +199,6 @@ server_status infer_compute_start(infer_ctx *c, const tensor *const *ordered,
  * the model's, the outputs staged for regions copied there; 0 when every
  * output is where the response says. */
 server_status infer_compute_end(infer_ctx *c, server_status st);
-/* 1: infer_finish logs each shared-memory tensor's path on stderr (-v).
- * Set once at start, before any request. */
-void infer_log_paths(int on);
 /* Free the tensors' buffers and count the request (st == 0: a success) in
  * the model's statistics; a success counts its tensors' paths
  * (tensor_paths.h). The references stay in c->held. A request deferred

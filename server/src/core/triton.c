@@ -20,7 +20,7 @@ void server_get_metadata(server_metadata *out)
      * shared-memory extensions: their status endpoints answer either way.
      * remote_memory only while its engine runs: a client that reads the
      * list need not connect to learn that it cannot (remote_engine.h). */
-    *out = (server_metadata){.name = "shmreg-v2-frontend", .version = shmreg_version(),
+    *out = (server_metadata){.name = "shmreg-server", .version = shmreg_version(),
                              .extensions = {"binary_tensor_data", "statistics",
                                             "system_shared_memory", "cuda_shared_memory"},
                              .n_extensions = 4};

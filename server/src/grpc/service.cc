@@ -33,7 +33,7 @@
  * messages are the library's and the core's, which are Triton's words where
  * Triton has some.
  */
-#include "grpc/grpc_frontend.h"
+#include "grpc/grpc_server.h"
 
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
@@ -176,9 +176,9 @@ class Service final : public ServiceBase, public CallOwner {
 
     bool start_workers()
     {
-        turns_ = remote_turns_new(cfg_.threads, "gRPC");
+        turns_ = remote_turns_new(cfg_.workers.working, "gRPC");
         if (turns_)
-            workers_ = worker_pool_start(cfg_.threads, cfg_.spare_threads, run_call, this);
+            workers_ = worker_pool_start(&cfg_.workers, run_call, this);
         return workers_ != nullptr;
     }
     /* Let calls run until deadline; then answer those still queued with
@@ -538,7 +538,7 @@ class Service final : public ServiceBase, public CallOwner {
     enum class shm_call { status, unregister, register_ };
 
     /* What refuses a shared-memory call before the library sees it, in the
-     * HTTP side's order (server.c, then shm_endpoints.c): a restriction or a
+     * HTTP side's order (http_server.c, then shm_endpoints.c): a restriction or a
      * missing token; for unregister and register, --allow-client-shm; for
      * register, a name that is not UTF-8 (shm_name_is_valid says why). A
      * name with a NUL is refused after the access check (refuse_nul). */
@@ -607,7 +607,7 @@ class Service final : public ServiceBase, public CallOwner {
 
 /* Members in the order they must outlive each other: the service its
  * server, the queue its server (gRPC's rule). */
-struct grpc_frontend {
+struct kserve_grpc_server {
     std::unique_ptr<Service> service;
     std::unique_ptr<grpc::ServerCompletionQueue> queue;
     std::unique_ptr<grpc::Server> server;
@@ -623,7 +623,7 @@ constexpr std::chrono::seconds kStrandedGrace{1};
 /* After server's Shutdown has returned (gRPC's rule): shut the queue down
  * and join its threads, which delete the calls still asked for there; what
  * is left (no thread started) is drained here. */
-void stop_serving(grpc_frontend *g)
+void stop_serving(kserve_grpc_server *g)
 {
     if (!g->queue)
         return;
@@ -641,7 +641,7 @@ void stop_serving(grpc_frontend *g)
  * calls waiting for a request, before it refuses new ones): matched to no
  * request, such a call is never seen here and would hold the stop, and its
  * client, until --drain-s. The grace lets an answer being sent go first. */
-void cancel_stranded_calls(grpc_frontend *g, const std::future<void> &shut)
+void cancel_stranded_calls(kserve_grpc_server *g, const std::future<void> &shut)
 {
     if (shut.wait_for(kStrandedGrace) == std::future_status::timeout)
         grpc_server_cancel_all_calls(g->server->c_server());
@@ -652,7 +652,7 @@ void cancel_stranded_calls(grpc_frontend *g, const std::future<void> &shut)
  * it on the queue it waits on and runs it, where with a queue a thread it
  * would often have to wake that queue's thread instead. false (those
  * started are left running) when a thread cannot start. */
-bool start_serving(grpc_frontend *g)
+bool start_serving(kserve_grpc_server *g)
 {
     g->service->ask_all(g->queue.get());
     try {
@@ -669,16 +669,16 @@ bool start_serving(grpc_frontend *g)
 
 } // namespace
 
-extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
-                                              byte_budget *held)
+extern "C" kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg,
+                                                        shmreg_registry *reg, byte_budget *held)
 {
-    auto g = std::make_unique<grpc_frontend>();
+    auto g = std::make_unique<kserve_grpc_server>();
     g->cfg = *cfg;
     if (!g->listener.listen_on(cfg->host, cfg->port))
         return nullptr;
     g->service = std::make_unique<Service>(reg, cfg, held);
     if (!g->service->start_workers()) {
-        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", cfg->threads);
+        std::fprintf(stderr, "error: cannot start %u gRPC worker threads\n", cfg->workers.working);
         return nullptr;
     }
     grpc::ServerBuilder builder; /* no listening port: the listener adds connections */
@@ -708,12 +708,12 @@ extern "C" grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_reg
     return g.release();
 }
 
-extern "C" unsigned grpc_frontend_port(const grpc_frontend *g)
+extern "C" unsigned kserve_grpc_server_port(const kserve_grpc_server *g)
 {
     return g->listener.port();
 }
 
-extern "C" void grpc_frontend_stop(grpc_frontend *g)
+extern "C" void kserve_grpc_server_stop(kserve_grpc_server *g)
 {
     if (!g)
         return;

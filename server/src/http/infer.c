@@ -12,7 +12,7 @@
  *   3. run the model on those windows: a system region through guarded
  *      copies (a truncated object is a 400, not a SIGBUS), a CUDA region
  *      staged through a host buffer (device_copy.h);
- *   4. build the response; server.c queues it, and libmicrohttpd's completion
+ *   4. build the response; http_server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
  *
  * Steps 2 and 3 are infer_core.c, shared with the gRPC service.

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* What the reply's Content-Type must say (server.c sets it). */
+/* What the reply's Content-Type must say (http_server.c sets it). */
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* 200 with every field of shmreg_registry_stats (shmreg_...) and each

@@ -1,4 +1,4 @@
-/* What a handler answers: a status and a body, built here and sent by server.c. */
+/* What a handler answers: a status and a body, built here and sent by http_server.c. */
 #ifndef SERVER_REPLY_H
 #define SERVER_REPLY_H
 

@@ -16,15 +16,8 @@
 #include "common/worker_pool.h"
 #include "models/yolo_kernel.h"
 
-/* gpu_instances_set_wait_spin_ns, and the runs waiting for their batch's
- * end on every instance. */
-static _Atomic uint64_t wait_spin_ns;
+/* The runs waiting for their batch's end on every instance. */
 static _Atomic unsigned runs_waiting;
-
-void gpu_instances_set_wait_spin_ns(uint64_t ns)
-{
-    atomic_store_explicit(&wait_spin_ns, ns, memory_order_relaxed);
-}
 
 static void release_slot(gpu_instance *in, run_slot *sl);
 
@@ -403,8 +396,7 @@ server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err,
         return gpu_instances_ready(err, errlen);
     unsigned load_before;
     gpu_instance *in = instance_for(job, &load_before);
-    server_status st = run_taken(in, job, atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
-                                 ph, err, errlen);
+    server_status st = run_taken(in, job, gpu_pool.wait_spin_ns, ph, err, errlen);
     gpu_give_back(in);
     return st;
 }
@@ -421,7 +413,7 @@ static int in_place(const tensor *t)
  * short run, or --spin-us where that is longer. */
 static uint64_t short_run_poll_ns(void)
 {
-    uint64_t spin = atomic_load_explicit(&wait_spin_ns, memory_order_relaxed);
+    uint64_t spin = gpu_pool.wait_spin_ns;
     return spin > 2u * GPU_SHORT_RUN_NS ? spin : 2u * GPU_SHORT_RUN_NS;
 }
 
@@ -535,7 +527,7 @@ static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, 
     const char *what = b->what;
     cudaError_t e = b->err;
     if (e == cudaSuccess)
-        e = wait_for_batch(batch_end(b), atomic_load_explicit(&wait_spin_ns, memory_order_relaxed),
+        e = wait_for_batch(batch_end(b), gpu_pool.wait_spin_ns,
                            &what);
     uint64_t now = gpu_now_ns();
     int queued = b->err == cudaSuccess;

@@ -170,12 +170,14 @@ static void ask_hardware_queues(unsigned per_gpu, char *why, size_t whylen)
              streams > queues ? ", some shared" : "");
 }
 
-void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, unsigned copy_batch, const float *weights,
+void gpu_instances_start(const gpu_instances_config *cfg, const float *weights,
                          size_t n_weights)
 {
+    const char *gpus = cfg->gpus;
+    unsigned per_gpu = cfg->per_gpu, window = cfg->window, copy_batch = cfg->copy_batch;
     gpu_pool.window = window;
-    gpu_pool.time_every = time_every ? time_every : 1;
+    gpu_pool.time_every = cfg->time_every ? cfg->time_every : 1;
+    gpu_pool.wait_spin_ns = cfg->wait_spin_ns;
     gpu_pool.copy_batch = copy_batch < 1 ? 1 : copy_batch > SLOTS_PER_INSTANCE ? SLOTS_PER_INSTANCE
                                                                           : copy_batch;
     char queues[160];

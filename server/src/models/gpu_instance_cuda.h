@@ -148,6 +148,7 @@ struct gpu_pool {
     unsigned window;
     unsigned time_every;         /* --time-phases-every */
     unsigned copy_batch;         /* --copy-batch: most runs in one batch */
+    uint64_t wait_spin_ns;       /* --spin-us (gpu_instances_config); written before any run */
     atomic_uint next;            /* round robin among equally busy instances */
     /* relaxed counters, for /metrics */
     _Atomic uint64_t batches_queued, batched_runs;

@@ -73,16 +73,28 @@ typedef struct gpu_job {
     int height, width;
 } gpu_job;
 
-/* Start the instances: gpus "all", "none" or "0,1"; time_every: the phases
- * of the batch holding one run in time_every on each instance are timed on
- * the device, and the others count that instance's last timed batch's (1:
- * every batch is timed); copy_batch: the most runs in one batch (1 to 12;
- * 1: each run's copies alone); weights: the model's table of taps x 84
+/* What the instances are told (the models' config carries it). */
+typedef struct gpu_instances_config {
+    const char *gpus;      /* --gpus: "all", "none" or "0,1" */
+    unsigned per_gpu;      /* --instances-per-gpu */
+    unsigned window;       /* --yolo-window: K of model_yolo.h */
+    /* --time-phases-every: the phases of the batch holding one run in
+     * time_every on each instance are timed on the device, and the others
+     * count that instance's last timed batch's (1: every batch is timed) */
+    unsigned time_every;
+    unsigned copy_batch;   /* --copy-batch: the most runs in one batch (1 to 12;
+                              1: each run's copies alone) */
+    uint64_t wait_spin_ns; /* --spin-us: a run that is the only one waiting for the
+                              device polls its end this long before it sleeps
+                              (0: sleeps at once) */
+} gpu_instances_config;
+
+/* Start the instances as cfg says; weights: the model's table of taps x 84
  * floats, copied to each device. Never fails the server: where no instance
  * can be made, the reason is kept for gpu_instances_ready and printed on
- * stderr. */
-void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, unsigned copy_batch, const float *weights,
+ * stderr. The instances are the process's one set, shared by every
+ * adapter's requests: started once, before any request. */
+void gpu_instances_start(const gpu_instances_config *cfg, const float *weights,
                          size_t n_weights);
 /* Free everything; no run may be in progress. */
 void gpu_instances_stop(void);
@@ -98,9 +110,6 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs);
 /* The requests given an instance since start, per placement case
  * (placement.h; relaxed counters, for /metrics). */
 void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);
-/* Process-wide: a run that is the only one waiting for the device polls its
- * end for up to ns before it sleeps (0, the default: sleeps at once). */
-void gpu_instances_set_wait_spin_ns(uint64_t ns);
 /* One request on one instance: STATUS_OK, or the failure's status with the
  * message. */
 server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen);

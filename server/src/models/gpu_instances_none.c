@@ -6,8 +6,7 @@
 
 #define WHY "this server was built without CUDA (SERVER_WITH_CUDA=OFF, or no CUDA toolkit found)"
 
-void gpu_instances_start(const char *gpus, unsigned per_gpu, unsigned window,
-                         unsigned time_every, unsigned copy_batch, const float *weights,
+void gpu_instances_start(const gpu_instances_config *cfg, const float *weights,
                          size_t n_weights)
 {
     fprintf(stderr, "gpu model 'yolo' is not available: %s\n", WHY);
@@ -39,10 +38,6 @@ void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
 {
     for (int c = 0; c < PLACEMENT_CASES; c++)
         placed[c] = 0;
-}
-
-void gpu_instances_set_wait_spin_ns(uint64_t ns)
-{
 }
 
 server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err, size_t errlen)

@@ -95,11 +95,10 @@ const model_ops yolo_ops = {
     .config = config,
 };
 
-void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
-                unsigned time_phases_every, unsigned copy_batch)
+void yolo_start(const gpu_instances_config *cfg)
 {
-    window_ = window;
-    size_t taps = 3 * (size_t)window * window;
+    window_ = cfg->window;
+    size_t taps = 3 * (size_t)window_ * window_;
     float *w = malloc(taps * YOLO_ROWS * sizeof *w);
     if (w) {
         /* w(r,t) of model_yolo.h, laid out [t][r] so that a thread reads the
@@ -108,8 +107,7 @@ void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
             for (size_t r = 0; r < YOLO_ROWS; r++)
                 w[t * YOLO_ROWS + r] = (float)((long)((7 * r + 13 * t) % 17) - 8) / 64.0f;
     }
-    gpu_instances_start(gpus, instances_per_gpu, window, time_phases_every, copy_batch, w,
-                        w ? taps * YOLO_ROWS : 0);
+    gpu_instances_start(cfg, w, w ? taps * YOLO_ROWS : 0);
     free(w);
 }
 

@@ -23,6 +23,7 @@
 #ifndef SERVER_MODEL_YOLO_H
 #define SERVER_MODEL_YOLO_H
 
+#include "models/gpu_instances.h"
 #include "models/model_ops.h"
 
 #define YOLO_ROWS 84
@@ -30,8 +31,7 @@
 extern const model_ops yolo_ops;
 
 /* Start the model's GPU instances (gpu_instances.h) and stop them. */
-void yolo_start(const char *gpus, unsigned instances_per_gpu, unsigned window,
-                unsigned time_phases_every, unsigned copy_batch);
+void yolo_start(const gpu_instances_config *cfg);
 void yolo_stop(void);
 
 #endif

@@ -94,11 +94,6 @@ static pthread_mutex_t delay_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t delay_cut = PTHREAD_COND_INITIALIZER;
 static int delays_cut;
 
-void models_set_delay(unsigned delay_ms)
-{
-    delay_ms_ = delay_ms;
-}
-
 void models_cut_delays(void)
 {
     pthread_mutex_lock(&delay_lock);
@@ -144,7 +139,9 @@ const model *model_at(size_t i)
 static model_counters *tenant_books;
 static size_t n_tenant_books;
 
-int models_keep_tenant_books(size_t tenants)
+/* A book for each of tenants tenants, all at zero: 0, or -1 when out of
+ * memory. */
+static int keep_tenant_books(size_t tenants)
 {
     if (tenants == 0)
         return 0;
@@ -156,6 +153,22 @@ int models_keep_tenant_books(size_t tenants)
     tenant_books = books;
     n_tenant_books = tenants;
     return 0;
+}
+
+int models_start(const models_config *cfg)
+{
+    delay_ms_ = cfg->delay_ms;
+    if (keep_tenant_books(cfg->tenants) != 0) {
+        fprintf(stderr, "error: out of memory for each tenant's statistics\n");
+        return -1;
+    }
+    yolo_start(&cfg->gpu);
+    return 0;
+}
+
+void models_stop(void)
+{
+    yolo_stop();
 }
 
 /* m's counters in book (models.h). The table is static and writable; only

@@ -26,7 +26,22 @@ extern "C" {
 
 typedef struct model model;
 
-void models_set_delay(unsigned delay_ms);
+/* What the models are told (options_models fills it from the flags). */
+typedef struct models_config {
+    unsigned delay_ms;        /* --delay-ms: how long simple_delayed sleeps */
+    size_t tenants;           /* the tenants of --tenants: a book of statistics each */
+    gpu_instances_config gpu; /* yolo's instances: --gpus, --instances-per-gpu, ... */
+} models_config;
+
+/* The models are one table for the whole process, which every adapter's
+ * requests run: they are configured once, here, at start-up before any
+ * request, rather than per adapter. Keeps a statistics book for each
+ * tenant, all at zero, and starts yolo's GPU instances (whose failure
+ * never fails this: the model says why it cannot run). 0, or -1 after a
+ * message on stderr (out of memory for the books). */
+int models_start(const models_config *cfg);
+/* Stop yolo's GPU instances; no run may be in progress. */
+void models_stop(void);
 /* Shutdown's drain time is over: cut short every delay, running and to come
  * (those runs answer STATUS_UNAVAILABLE). Idempotent. */
 void models_cut_delays(void);
@@ -116,9 +131,6 @@ void model_get_config(const model *m, model_config *out);
  * --tenants book 1 + N is tenant N's own (region_scope.h, scope_stats_book),
  * so that one tenant's counts and timings never show in another's. A book
  * past those kept reads and counts as book 0. */
-/* Keep a book for each of tenants tenants, all at zero: 0, or -1 when out
- * of memory. Once, at start-up, before any request. */
-int models_keep_tenant_books(size_t tenants);
 void model_get_statistics(const model *m, size_t book, model_statistics *out);
 
 /* Match the request's inputs against the model: ordered[i] becomes the input

@@ -570,8 +570,9 @@ static void destroy(uds_server *u)
     free(u);
 }
 
-uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg)
+uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg, byte_budget *held)
 {
+    (void)held; /* uds_server.h: no request bytes are held past one record */
     struct sockaddr_un addr;
     if (path_address(cfg->path, &addr) != 0 || clear_stale_socket(cfg->path, &addr) != 0)
         return NULL;
@@ -612,6 +613,12 @@ uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg)
         return NULL;
     }
     return u;
+}
+
+unsigned uds_server_port(const uds_server *u)
+{
+    (void)u;
+    return 0;
 }
 
 void uds_server_stop(uds_server *u)

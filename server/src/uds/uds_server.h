@@ -17,6 +17,7 @@
 
 #include <shmreg/shmreg.h>
 
+#include "common/byte_budget.h"
 #include "core/access.h"
 
 /* What the Unix-socket server is told (main.c fills it from the flags). */
@@ -31,10 +32,20 @@ typedef struct uds_config {
 
 typedef struct uds_server uds_server;
 
+/* The shape every adapter has (main.c starts them from one table). */
+
 /* Create the socket at cfg->path (refusing to replace anything but a
  * stale socket) with mode cfg->mode, and serve it on a thread of its
- * own. NULL after a message on stderr. */
-uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg);
+ * own. held, the adapter's budget of request bytes, is not drawn on: each
+ * request is one record of a bounded size (the library refuses longer
+ * ones), read and answered before the next, so the socket holds no client's bytes beyond
+ * it (NULL is fine). cfg is
+ * copied; what it points to must outlive the server. NULL after a message
+ * on stderr. */
+uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg, byte_budget *held);
+
+/* 0: a Unix socket has a path (cfg->path), not a port. */
+unsigned uds_server_port(const uds_server *u);
 
 /* Stop serving: close every connection (unregistering its regions) and
  * remove the socket file. NULL is a no-op. */

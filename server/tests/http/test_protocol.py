@@ -86,6 +86,16 @@ def test_server_metadata_lists_shared_memory_extensions(server):
     )
 
 
+@pytest.mark.servers("c")
+def test_server_metadata_names_the_server_as_its_program(server):
+    # Triton's own health and metadata examples check the server's name; it
+    # is the program's, the same over gRPC (test_grpc.py). The Python
+    # server (examples/) names itself.
+    status, meta = server.json("GET", "/v2")
+    assert status == 200
+    assert meta["name"] == "shmreg-server"
+
+
 def test_model_metadata_ready_and_config(server):
     status, meta = server.json("GET", "/v2/models/simple")
     assert status == 200

@@ -1,5 +1,5 @@
 """Fixtures of the parity tests: one real Triton (triton_process.Triton) and
-one example server (the C binary of $SERVER_BIN, HTTP and gRPC), each
+one server of server/ (the C binary of $SERVER_BIN, HTTP and gRPC), each
 started once for the whole test run and stopped at its end; the example must then
 exit 0 with nothing left mapped or open, as in server/tests."""
 import os

@@ -1,5 +1,5 @@
 """The differential test: every case of cases.py, over HTTP and gRPC, sent
-to a real Triton 2.51 and to the example server; their answers (clients.py:
+to a real Triton 2.51 and to the server (server/); their answers (clients.py:
 status code and message) must be equal, except where
 expected_differences.toml lists the case with both answers as they are.
 A listed difference that no longer occurs, or that now reads otherwise,

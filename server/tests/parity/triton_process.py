@@ -5,7 +5,7 @@ stop it.
 The wheel puts the binary, the Python backend and per-Python-version backend
 stubs in its package folder; Triton wants them as one backend directory, so
 start() assembles one (links, not copies) in a scratch folder together with
-the model repository. The models are the example server's `simple` (INT32
+the model repository. The models are the server's `simple` (INT32
 [-1,16] INPUT0, INPUT1 -> OUTPUT0 = sum, OUTPUT1 = difference) written as
 Python-backend models.
 """

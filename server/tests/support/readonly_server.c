@@ -22,7 +22,7 @@
 #include <shmreg/shmreg.h>
 
 #include "options.h"
-#include "http/server.h"
+#include "http/http_server.h"
 
 /* The region the test names, registered read-only: 0, or -1 with a message. */
 static int register_readonly(shmreg_registry *reg, const char *name, const char *key,
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     cfg.busy_policy = opts.busy_policy;
     shmreg_registry *reg = NULL;
     byte_budget *held = byte_budget_new(opts.max_buffered);
-    http_server server;
+    http_server *server = NULL;
     http_config http;
     options_http(&opts, &http);
     int rc = 1;
@@ -75,12 +75,13 @@ int main(int argc, char **argv)
         shmreg_registry_create(&cfg, &reg) != SHMREG_OK)
         fprintf(stderr, "error: %s\n", shmreg_last_error());
     else if (register_readonly(reg, name, key, size) == 0 &&
-             http_server_start(&server, &http, reg, held) == 0) {
-        printf("listening on %s:%u (libshmreg %s)\n", opts.host, server.port, shmreg_version());
+             (server = http_server_start(&http, reg, held)) != NULL) {
+        printf("listening on %s:%u (libshmreg %s)\n", opts.host, http_server_port(server),
+               shmreg_version());
         fflush(stdout);
         int sig = 0;
         sigwait(&stop, &sig);
-        http_server_stop(&server);
+        http_server_stop(server);
         rc = 0;
     }
     shmreg_registry_destroy(reg);

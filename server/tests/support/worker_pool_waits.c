@@ -2,7 +2,7 @@
  * The worker pool's accounting of waits (src/common/worker_pool.h): n bounds
  * the items at work, an item between worker_pool_wait_begin and _end does
  * not count, and the spare threads bound how many may wait; all of it again
- * with threads polling for work (worker_pool_set_spin_ns), where an item
+ * with threads polling for work (worker_pool_config.spin_ns), where an item
  * queued while a thread polls runs on that thread, and a stop does not wait
  * for the polls to end. Printed as
  * "ok NAME" or "FAIL NAME: why" lines for server/tests/core/test_worker_pool.py;
@@ -90,6 +90,8 @@ static void item(void *ctx, void *arg)
 }
 
 static int failures;
+/* The polls of the pools that one_at_work and spares_bound_waits start. */
+static uint64_t spin_ns;
 
 static void check(int ok, const char *name, const char *why)
 {
@@ -107,7 +109,8 @@ static void one_at_work(int waits)
 {
     static int marker;
     reset();
-    worker_pool *p = worker_pool_start(1, 1, item, waits ? &marker : NULL);
+    worker_pool *p =
+        worker_pool_start(&(worker_pool_config){1, 1, spin_ns}, item, waits ? &marker : NULL);
     worker_pool_submit(p, (void *)0L);
     worker_pool_submit(p, (void *)1L);
     int first = started_within(0, 5);
@@ -128,7 +131,7 @@ static void spares_bound_waits(void)
 {
     static int marker;
     reset();
-    worker_pool *p = worker_pool_start(1, 1, item, &marker);
+    worker_pool *p = worker_pool_start(&(worker_pool_config){1, 1, spin_ns}, item, &marker);
     for (long i = 0; i < 3; i++)
         worker_pool_submit(p, (void *)i);
     int two = started_within(0, 5) && started_within(1, 5);
@@ -167,9 +170,9 @@ static double seconds_since(const struct timespec *t0)
  * before the 10 s poll would end. */
 static void polling_thread_takes_the_next_item(void)
 {
-    worker_pool_set_spin_ns(10ull * 1000 * 1000 * 1000);
     done[0] = done[1] = 0;
-    worker_pool *p = worker_pool_start(2, 2, note_thread, NULL);
+    worker_pool *p = worker_pool_start(&(worker_pool_config){2, 2, 10ull * 1000 * 1000 * 1000},
+                                       note_thread, NULL);
     usleep(100 * 1000); /* every thread asleep in the queue's wait */
     worker_pool_submit(p, (void *)0L);
     pthread_mutex_lock(&lock);
@@ -184,7 +187,6 @@ static void polling_thread_takes_the_next_item(void)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     worker_pool_stop(p, NULL);
     double stop_s = seconds_since(&t0);
-    worker_pool_set_spin_ns(0);
     check(first && second && pthread_equal(ran_on[0], ran_on[1]),
           "an item queued while a thread polls runs on that thread",
           "the second item ran on another thread, or an item never ran");
@@ -217,9 +219,8 @@ static void *submit_with_gaps(void *pool)
  * once, none waits for a wake-up that never comes. */
 static void polls_lose_no_item(void)
 {
-    worker_pool_set_spin_ns(50 * 1000);
     atomic_store(&counted, 0);
-    worker_pool *p = worker_pool_start(2, 2, count_item, NULL);
+    worker_pool *p = worker_pool_start(&(worker_pool_config){2, 2, 50 * 1000}, count_item, NULL);
     pthread_t t[SUBMITTERS];
     for (int i = 0; i < SUBMITTERS; i++)
         pthread_create(&t[i], NULL, submit_with_gaps, p);
@@ -229,7 +230,6 @@ static void polls_lose_no_item(void)
         usleep(10 * 1000); /* at most 5 s for the last items */
     int ran = atomic_load(&counted);
     worker_pool_stop(p, NULL);
-    worker_pool_set_spin_ns(0);
     check(ran == SUBMITTERS * PER_SUBMITTER, "items queued around the polls all run, each once",
           "an item was lost or ran twice while threads polled");
 }
@@ -240,7 +240,7 @@ int main(void)
     worker_pool_wait_end();
     for (int spin = 0; spin <= 1; spin++) {
         /* 1 ms a poll: each rule holds with threads that poll before they sleep */
-        worker_pool_set_spin_ns(spin ? 1000 * 1000 : 0);
+        spin_ns = spin ? 1000 * 1000 : 0;
         one_at_work(0);
         one_at_work(1);
         spares_bound_waits();

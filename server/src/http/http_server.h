@@ -1,6 +1,6 @@
 /* The HTTP server: libmicrohttpd glue, routing, and the drain at shutdown. */
-#ifndef SERVER_SERVER_H
-#define SERVER_SERVER_H
+#ifndef SERVER_HTTP_SERVER_H
+#define SERVER_HTTP_SERVER_H
 
 #include <stdatomic.h>
 
@@ -16,8 +16,8 @@
 typedef struct http_config {
     const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
     unsigned port;                   /* --port; 0: any free port */
-    unsigned threads;                /* --threads: inference workers at work at once */
-    unsigned spare_threads;          /* more for requests whose worker waits for a GPU run */
+    worker_pool_config workers;      /* --threads at work, spares for requests whose worker
+                                        waits for a GPU run, --spin-us */
     size_t max_body;                 /* --max-body-mb: largest request body, bytes */
     unsigned drain_s;                /* --drain-s: how long the stop waits for requests */
     unsigned request_timeout_s;      /* --request-timeout-s: an idle connection is closed */
@@ -45,13 +45,21 @@ typedef struct http_server {
     struct json_tokener *inline_tok;
 } http_server;
 
-/* Start listening; 0 on success, -1 with a message on stderr. */
-int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *reg,
-                      byte_budget *bodies);
+/* The shape every adapter has (main.c starts them from one table). */
+
+/* Listen on cfg->host:cfg->port (0: any free port). Each request body is
+ * charged to bodies (the bytes of HTTP requests the server holds,
+ * --max-buffered-mb) while it is held; one that does not fit is refused.
+ * cfg is copied; what it points to must outlive the server. NULL with a
+ * message on stderr. */
+http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
+                               byte_budget *bodies);
+/* The port actually bound. */
+unsigned http_server_port(const http_server *s);
 /* Stop accepting, let in-flight requests finish (up to cfg->drain_s), then
  * answer 503 to those still queued, cut the running ones short (a slow
- * model's delay) and stop every thread. Every request's references are
- * released when this returns. */
+ * model's delay), stop every thread and free s. Every request's references
+ * are released when this returns. NULL is a no-op. */
 void http_server_stop(http_server *s);
 
 #endif

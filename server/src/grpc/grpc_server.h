@@ -10,12 +10,13 @@
  * threads; each call's region references are released once its response
  * has been sent: the same rule as HTTP's completion callback.
  */
-#ifndef SERVER_GRPC_FRONTEND_H
-#define SERVER_GRPC_FRONTEND_H
+#ifndef SERVER_GRPC_SERVER_H
+#define SERVER_GRPC_SERVER_H
 
 #include <shmreg/shmreg.h>
 
 #include "common/byte_budget.h"
+#include "common/worker_pool.h"
 #include "core/access.h"
 
 #ifdef __cplusplus
@@ -26,8 +27,8 @@ extern "C" {
 typedef struct grpc_config {
     const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
     unsigned port;                   /* --grpc-port (not 0 here) */
-    unsigned threads;                /* --threads: inference workers at work at once */
-    unsigned spare_threads;          /* more for calls whose worker waits for a GPU run */
+    worker_pool_config workers;      /* --threads at work, spares for calls whose worker
+                                        waits for a GPU run, --spin-us */
     unsigned serving_threads;        /* --grpc-threads: threads draining the completion queue */
     size_t max_body;                 /* --max-body-mb: largest ModelInfer message, bytes;
                                         also the memory quota's room for gRPC's read buffers */
@@ -38,22 +39,27 @@ typedef struct grpc_config {
     const access_options *access;    /* --allow-uid, --grpc-restricted-protocol, --tenants: outlives the service */
 } grpc_config;
 
-typedef struct grpc_frontend grpc_frontend;
+/* Not grpc_server: gRPC's core library owns the grpc_ prefix (its own
+ * grpc_server and grpc_server_start, which a symbol of ours of that name
+ * would clash with at link time). The shape every adapter has (main.c
+ * starts them from one table). */
+typedef struct kserve_grpc_server kserve_grpc_server;
 
 /* Listen on cfg->host:cfg->port (which must not be 0). Each
  * ModelInfer message is charged to held (the bytes of gRPC requests the
  * server holds, --max-buffered-mb) until its call is done; one that does
  * not fit is answered RESOURCE_EXHAUSTED at once. While they arrive, gRPC's
  * memory quota bounds them, as the cap less what held holds (service.cc's
- * Budget). NULL with a message on stderr when the port cannot be bound. */
-grpc_frontend *grpc_frontend_start(const grpc_config *cfg, shmreg_registry *reg,
-                                   byte_budget *held);
+ * Budget). cfg is copied; what it points to must outlive the service. NULL
+ * with a message on stderr when the port cannot be bound. */
+kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg, shmreg_registry *reg,
+                                             byte_budget *held);
 /* The port actually bound. */
-unsigned grpc_frontend_port(const grpc_frontend *g);
+unsigned kserve_grpc_server_port(const kserve_grpc_server *g);
 /* Refuse new calls, let the calls in flight finish (up to cfg->drain_s,
  * then they are cancelled), wait until every call's references are
  * released, stop the threads and free g. NULL is a no-op. */
-void grpc_frontend_stop(grpc_frontend *g);
+void kserve_grpc_server_stop(kserve_grpc_server *g);
 
 #ifdef __cplusplus
 }

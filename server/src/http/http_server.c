@@ -8,7 +8,7 @@
  * libmicrohttpd calls request_completed after the response has been sent,
  * or when the connection fails or the daemon stops: all paths release.
  */
-#include "http/server.h"
+#include "http/http_server.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -357,24 +357,20 @@ static int bind_address(const char *host, unsigned port, struct sockaddr_storage
     return -1;
 }
 
-int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *reg,
-                      byte_budget *bodies)
+/* http_server_start on s, allocated: 0, or -1 with a message on stderr
+ * and nothing left running. */
+static int start(http_server *s, const http_config *cfg)
 {
-    *s = (http_server){.registry = reg, .cfg = *cfg, .bodies = bodies};
-    atomic_init(&s->in_flight, 0);
-    atomic_init(&s->draining, 0);
     struct sockaddr_storage addr;
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (bind_address(cfg->host, cfg->port, &addr, &flags) != 0)
         return -1;
-    s->remote_turns = remote_turns_new(cfg->threads, "HTTP");
-    s->workers = s->remote_turns ? worker_pool_start(cfg->threads, cfg->spare_threads,
-                                                     run_suspended, s)
-                                 : NULL;
+    s->remote_turns = remote_turns_new(cfg->workers.working, "HTTP");
+    s->workers = s->remote_turns ? worker_pool_start(&cfg->workers, run_suspended, s) : NULL;
     if (!s->workers) {
-        fprintf(stderr, "error: cannot start %u worker threads\n", cfg->threads);
+        fprintf(stderr, "error: cannot start %u worker threads\n", cfg->workers.working);
         remote_turns_free(s->remote_turns);
         return -1;
     }
@@ -401,6 +397,29 @@ int http_server_start(http_server *s, const http_config *cfg, shmreg_registry *r
     return 0;
 }
 
+http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
+                               byte_budget *bodies)
+{
+    http_server *s = malloc(sizeof *s);
+    if (!s) {
+        fprintf(stderr, "error: out of memory for the HTTP server\n");
+        return NULL;
+    }
+    *s = (http_server){.registry = reg, .cfg = *cfg, .bodies = bodies};
+    atomic_init(&s->in_flight, 0);
+    atomic_init(&s->draining, 0);
+    if (start(s, cfg) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+unsigned http_server_port(const http_server *s)
+{
+    return s->port;
+}
+
 /* Wait until no request is in flight, or for at most ms milliseconds. */
 static void wait_in_flight(http_server *s, unsigned ms)
 {
@@ -411,6 +430,8 @@ static void wait_in_flight(http_server *s, unsigned ms)
 
 void http_server_stop(http_server *s)
 {
+    if (!s)
+        return;
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);
     /* Requests already queued or running finish and send their responses;
@@ -436,4 +457,5 @@ void http_server_stop(http_server *s)
         close(listener);        /* quiesce handed the listening socket to us */
     s->daemon = NULL;
     json_parse_tokener_free(&s->inline_tok); /* its thread has stopped */
+    free(s);
 }
