@@ -63,7 +63,7 @@ __all__ = [
 
 # ------------------------------------------------------------------- errors
 
-# The table of server/src/core/triton.h (tests/python/test_status_table.py
+# The table of server/src/core/triton.h (python/tests/test_status_table.py
 # checks this copy against it): Triton's statuses where Triton has one,
 # since clients test for them. By the library's names of its errors, each of
 # which must be here and nothing else: checked against the library's error
