@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Triton's error-to-status table, the only one (docs/errors.md prints it;
- * python/shmreg/kserve.py's copy is tested against it): X(library error
+ * python/shmreg/kserve/status.py's copy is tested against it): X(library error
  * without SHMREG_, HTTP status, gRPC status code name). Triton's statuses
  * where Triton has one, since clients test for them: ALREADY_EXISTS is 400
  * over HTTP; a region in use (BUSY) is INTERNAL over gRPC, as Triton
