@@ -166,7 +166,7 @@ def self_test():
             with open(path, "w", encoding="utf-8") as f:
                 f.writelines(kept)
         # The product's own uses of the words pass.
-        ok = os.path.join(tmp, "tests/python/test_words_ok.py")
+        ok = os.path.join(tmp, "python/tests/test_words_ok.py")
         os.makedirs(os.path.dirname(ok), exist_ok=True)
         with open(ok, "w", encoding="utf-8") as f:
             f.write('@pytest.fixture(scope="session")  # a session fixture\n'

@@ -45,7 +45,7 @@ NB_MODULE(_shmreg, m) {
 
     // The header's error table, row by row: (name, value, description).
     // shmreg._types checks its classes against it, name by name and value
-    // by value, and fails the import on any difference; kserve.py takes its
+    // by value, and fails the import on any difference; shmreg.kserve.status takes its
     // statuses by these names.
     nb::list rows;
 #define SHMREG_PY_ROW_(name, value, desc) rows.append(nb::make_tuple("SHMREG_" #name, value, desc));

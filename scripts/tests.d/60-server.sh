@@ -1,7 +1,7 @@
 # The v2 servers, consumed as a user would: install the library to a prefix
 # under build/, build server/ against it with find_package,
 # `pip install .[fastapi]` the Python package into a venv under build/ for
-# examples/python-frontend, then drive both with plain HTTP, the official
+# python/examples/fastapi_server, then drive both with plain HTTP, the official
 # tritonclient (HTTP and gRPC; gRPC for the C server only) and perf_analyzer
 # from PyPI (the C server only), and KServe's own SDK clients from PyPI in a
 # venv of their own (the C server only). Exit 0 only if every test passed.
@@ -79,8 +79,8 @@ SERVER_BIN=$PWD/$dir/app-asan/shmreg-server ASAN_OPTIONS=detect_leaks=1 \
   "${pytest[@]}" -q server/tests --ignore=server/tests/parity --ignore=server/tests/remote \
   --ignore=server/tests/kserve_sdk --server c --deselect server/tests/http/test_perf_analyzer.py \
   --deselect server/tests/grpc/test_perf_analyzer_grpc.py || exit 1
-echo "--- the hostile clients' cases, the C server beside the Python one (tests/python/test_server_defences.py)"
-SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -q tests/python/test_server_defences.py || exit 1
+echo "--- the hostile clients' cases, the C server beside the Python one (python/tests/test_server_defences.py)"
+SERVER_BIN=$PWD/$dir/app/shmreg-server "${pytest[@]}" -q python/tests/test_server_defences.py || exit 1
 echo "--- hostile and honest clients side by side (server/tests/support/hostile_clients.py), 20 s"
 SERVER_BIN=$PWD/$dir/app/shmreg-server "$dir/venv/bin/python" server/tests/support/hostile_clients.py \
   --seconds 20 || exit 1

@@ -2,9 +2,9 @@
 # the repository root built by pip (scikit-build-core and nanobind from PyPI
 # in pip's isolated build environment, the library built by the repository's
 # CMake build) and repaired with auditwheel (liburcu grafted into it, as a
-# wheel on PyPI must be), installed; then the suite in tests/python with
+# wheel on PyPI must be), installed; then the suite in python/tests with
 # pytest, mypy installed so that test_typing.py checks the shipped stub, and
-# the KServe example (examples/kserve) in a second venv with kserve from PyPI,
+# the KServe example (python/examples/kserve) in a second venv with kserve from PyPI,
 # which test_server_defences.py also starts beside the FastAPI example.
 # pytest's exit 5 (no tests collected) fails the tier like any other non-zero.
 source "$(dirname "$0")/lib.sh"
@@ -26,7 +26,7 @@ PATH=$PWD/$dir/venv/bin:$PATH "$py" -m auditwheel repair -w "$dir/repaired" "$di
   || { cat "$dir/auditwheel.log"; exit 1; }
 whl=$(ls "$dir"/repaired/shmreg-*.whl)
 "$py" -m pip install -q "$whl" || exit 1
-# fastapi, httpx and prometheus_client: tests/python/test_kserve_module.py drives the routers
+# fastapi, httpx and prometheus_client: python/tests/test_kserve_module.py drives the routers
 # through FastAPI's TestClient; uvicorn: test_server_defences.py starts the FastAPI example.
 "$py" -m pip install -q pytest 'numpy>=1.25' mypy 'fastapi>=0.118' httpx prometheus_client uvicorn \
   || exit 1
@@ -41,7 +41,7 @@ python3 -m venv "$kv"
 
 # Run from outside the checkout, so that `import shmreg` can only mean the
 # installed package. test_package.py checks that liburcu comes from the wheel.
-tests=$PWD/tests/python
+tests=$PWD/python/tests
 (cd "$dir" && SHMREG_EXPECT_REPAIRED_WHEEL=1 SHMREG_KSERVE_PYTHON=$PWD/kserve-venv/bin/python \
   "$PWD/venv/bin/python" -m pytest -p no:cacheprovider -rs -q "$tests") | tee "$dir/pytest.txt"
 rc=${PIPESTATUS[0]}
@@ -52,13 +52,13 @@ rc=${PIPESTATUS[0]}
 ! grep -iE "SKIPPED.*test_server_defences.*(fastapi|kserve)" "$dir/pytest.txt" \
   || { echo "python: a Python server's defences were not tested"; exit 1; }
 # The Python bench runs for a moment so that it cannot rot; no figure is judged.
-"$py" bench/python/bench_acquire.py --seconds 0.02 --repeat 2 >"$dir/bench.txt" \
+"$py" python/bench/bench_acquire.py --seconds 0.02 --repeat 2 >"$dir/bench.txt" \
   || { cat "$dir/bench.txt"; exit 1; }
 grep -q '^| np.from_dlpack(region) |' "$dir/bench.txt" || { echo "python: bench output incomplete"; exit 1; }
 grep -q '^read_into / numpy copy of 1 MiB' "$dir/bench.txt" || { echo "python: bench output incomplete"; exit 1; }
 
 # The KServe example driven by Triton's client, in its venv.
-example=$PWD/examples/kserve/test_server.py
+example=$PWD/python/examples/kserve/test_server.py
 (cd "$dir" && "$PWD/kserve-venv/bin/python" -m pytest -p no:cacheprovider -rs -q "$example") \
   | tee "$dir/kserve.txt"
 rc=${PIPESTATUS[0]}

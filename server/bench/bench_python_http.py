@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The identity model through the Python server (examples/python-frontend)
+"""The identity model through the Python server (python/examples/fastapi_server)
 with the benchmark detector's FP16 3x384x640 image (1474560 bytes in and out): inputs and
 outputs in system shared memory against inline binary tensor data, at a few
 concurrencies, over HTTP with the official tritonclient.
@@ -36,8 +36,8 @@ import numpy as np
 
 SHAPE = (3, 384, 640)
 NBYTES = int(np.prod(SHAPE)) * 2
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
-                      "python-frontend", "server.py")
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
+                      "examples", "fastapi_server", "server.py")
 
 
 def client(url: str, mode: str, seconds: float, warmup: float, tag: str, out: mp.Queue) -> None:

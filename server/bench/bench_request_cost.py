@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The server's own cost per request, against the transport floors measured
-in the same run: the bare gRPC and HTTP servers of bench/floors (the same
+in the same run: the bare gRPC and HTTP servers of bench/baselines (the same
 gRPC, proto and libmicrohttpd, a fixed answer, nothing of ours).
 
 For each of five targets (the server over gRPC and over HTTP, each floor,

@@ -4,7 +4,7 @@ open), and a unique prefix for the /dev/shm objects the tests create.
 
 Every test that starts a server through `server` or `start_server` runs
 once per server: "c" (shmreg-server) and "python"
-(examples/python-frontend). `--server c` (or python) picks one; a test
+(python/examples/fastapi_server). `--server c` (or python) picks one; a test
 marked `@pytest.mark.servers("c")` runs against those only."""
 import os
 import sys

@@ -2,7 +2,7 @@
 """The light GPU model's cost per request, against floors measured in the
 same run: the server's GPU model 'yolo' (FP16 input [3,384,640] and
 [3,640,640]) through system and CUDA shared memory, beside the bare gRPC
-server of bench/floors and the link's own time for the same bytes.
+server of bench/baselines and the link's own time for the same bytes.
 
 Measured, in one run:
 

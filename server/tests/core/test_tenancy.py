@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 from server_process import binary
 from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 
-# The flags are the C server's (examples/python-frontend has none of them).
+# The flags are the C server's (python/examples/fastapi_server has none of them).
 pytestmark = pytest.mark.servers("c")
 
 NBYTES = 64  # one [1, 16] INT32 tensor

@@ -4,7 +4,7 @@ truncates it must get a 400 naming its region, never kill the server
 input read from the region and an output written into it, while another
 client's slow request runs beside it and succeeds.
 
-Over HTTP, the same against the Python server (examples/python-frontend),
+Over HTTP, the same against the Python server (python/examples/fastapi_server),
 whose shmreg.kserve reads and writes regions with guarded copies; gRPC is
 the C server's only."""
 import os

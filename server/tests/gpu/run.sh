@@ -7,7 +7,7 @@
 # system region: DMA in place, the one-copy staged path, a truncating
 # client), then test_framework_tensors.py (PyTorch tensors of each allocator
 # registered over --uds by shmreg.cuda_client: the shmreg package is built
-# for the machine's Python into $BUILD/python-site, as tests/python/gpu/run.sh
+# for the machine's Python into $BUILD/python-site, as python/tests/gpu/run.sh
 # builds it, and put on PYTHONPATH), then the bench register_per_request.py
 # (register per request), then the light model's cells (light_model_cost.py,
 # about 2 minutes; SKIP_LIGHT_BENCH=1 leaves it out), then the GPU benchmark

@@ -2,8 +2,9 @@
 
 Two servers take the same options and give the same answers: the C
 binary shmreg-server, from $SERVER_BIN (scripts/tests.d/60-server.sh
-sets it), and the Python one, examples/python-frontend/server.py, run by this
-interpreter (which must have the shmreg package with its fastapi extra).
+sets it), and the Python one, python/examples/fastapi_server/server.py,
+run by this interpreter (which must have the shmreg package with its
+fastapi extra).
 Each server listens on a free loopback port (--port 0) and prints it first.
 """
 import http.client
@@ -28,7 +29,7 @@ def binary():
 
 
 PYTHON_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                               "examples", "python-frontend", "server.py")
+                               "python", "examples", "fastapi_server", "server.py")
 
 
 def under_asan():

@@ -1,4 +1,4 @@
-"""examples/kserve/server.py, started as a user would, driven by Triton's
+"""python/examples/kserve/server.py, started as a user would, driven by Triton's
 own client (tritonclient[http]): server/README.md's snippet unchanged but
 for the address, the system shared-memory flow (register, status, infer
 with inputs and outputs in a region, unregister), a client that truncates
@@ -29,7 +29,8 @@ import tritonclient.utils.shared_memory as shm  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parents[1] / "server" / "README.md"
+ROOT = HERE.parents[2]
+README = ROOT / "server" / "README.md"
 A = np.arange(16, dtype=np.int32).reshape(1, 16)
 B = np.full((1, 16), 10, dtype=np.int32)
 N = A.nbytes
@@ -44,8 +45,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
-    log = open(HERE.parents[1] / "build" / f"kserve-example-{port}.log", "w+") \
-        if (HERE.parents[1] / "build").is_dir() else subprocess.DEVNULL
+    log = open(ROOT / "build" / f"kserve-example-{port}.log", "w+") \
+        if (ROOT / "build").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, str(HERE / "server.py"), "--http_port", str(port),
                              "--enable_grpc", "false", "--allow-client-shm=true"],
                             stdout=log, stderr=subprocess.STDOUT)

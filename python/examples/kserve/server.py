@@ -5,7 +5,7 @@ request's parameters, and the model's inputs are read from it and its
 outputs written into it (guarded copies: a client that truncates its object
 gets a 400, the server goes on).
 
-    python examples/kserve/server.py --http_port 8000 --allow-client-shm=true
+    python python/examples/kserve/server.py --http_port 8000 --allow-client-shm=true
 
 The model is ``simple`` as in the C server (INT32 [1, 16] INPUT0, INPUT1 ->
 OUTPUT0 = sum, OUTPUT1 = difference), so server/README.md's tritonclient

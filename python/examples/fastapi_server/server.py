@@ -3,7 +3,7 @@ uvicorn) with Triton's shared-memory extension from shmreg.kserve, serving
 the C example's built-in models (models.py) with the same options, answers
 and shutdown report, so that server/tests runs against both.
 
-    python examples/python-frontend/server.py --port 8000 [--busy-policy defer|detach|refuse]
+    python python/examples/fastapi_server/server.py --port 8000 [--busy-policy defer|detach|refuse]
 
 Start-up: registry, then the HTTP server; print "listening on HOST:PORT".
 Shutdown: SIGINT or SIGTERM -> stop accepting, let in-flight requests finish

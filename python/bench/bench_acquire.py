@@ -5,7 +5,7 @@ cost of a zero-copy array from a region (np.from_dlpack, memoryview), and a
 guarded copy of 1 MiB out of a region (Region.read_into) against a numpy copy
 of the same mapped bytes.
 
-    python bench/python/bench_acquire.py [--seconds S] [--repeat N]
+    python python/bench/bench_acquire.py [--seconds S] [--repeat N]
 
 Needs the installed package (pip install .) and numpy. Prints a Markdown
 table; docs/performance.md ("Python") has figures and how to read them.

@@ -1,6 +1,6 @@
 """CUDA IPC, CUDA VMM descriptor and pinned regions made into PyTorch and
 CuPy tensors: zero copy, writes that the memory's owner sees, the lifetime
-rule. Runs on the GPU machine (tests/python/gpu/run.sh); without a usable
+rule. Runs on the GPU machine (python/tests/gpu/run.sh); without a usable
 device, or without torch / cupy, every test here is skipped.
 
 A CUDA IPC handle cannot be opened by the process that made it, so its

@@ -5,8 +5,8 @@
 #   pip install --no-build-isolation --no-deps .
 # which uses the installed nanobind and scikit-build-core instead of fetching
 # them), into a folder of its own under build/ (--target, never into the
-# image's site-packages), then run all of tests/python against it: the CPU
-# suite with CUDA live, and tests/python/gpu (CUDA IPC, VMM descriptor and
+# image's site-packages), then run all of python/tests against it: the CPU
+# suite with CUDA live, and python/tests/gpu (CUDA IPC, VMM descriptor and
 # pinned regions through torch and cupy). Prints pytest's summary line last;
 # exit 0 only if tests passed, none failed, and the GPU tests ran.
 #
@@ -38,9 +38,9 @@ if ! unpack_carried "$BUILD/debs" >>"$LOG" 2>&1 ||
 fi
 grep -E "shmreg: CUDA backends" "$LOG"
 
-echo "=== python-gpu: pytest tests/python"
+echo "=== python-gpu: pytest python/tests"
 PYTHONPATH=$BUILD/site PYTHONDONTWRITEBYTECODE=1 timeout 400 \
-  "$PYTHON" -m pytest -p no:cacheprovider -rsx -v tests/python >>"$LOG" 2>&1
+  "$PYTHON" -m pytest -p no:cacheprovider -rsx -v python/tests >>"$LOG" 2>&1
 rc=$?
 grep -E "PASSED|FAILED|ERROR|SKIPPED|XFAIL" "$LOG" | grep -v "^=" | grep gpu/ | head -30
 last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" "$LOG" | tail -1 |

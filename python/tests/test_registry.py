@@ -135,7 +135,7 @@ def test_limits(make_shm):
 
 def test_pinning_without_cuda(make_shm):
     if shmreg.cuda_available():
-        pytest.skip("this machine can pin: tests/python/gpu covers it")
+        pytest.skip("this machine can pin: python/tests/gpu covers it")
     obj = make_shm()
     with shmreg.Registry(pin_policy="always") as reg:
         with pytest.raises(shmreg.Unsupported):
@@ -206,7 +206,7 @@ def test_register_messages_are_the_librarys(reg, shm):
 
 def test_cuda_registration_without_cuda(reg):
     if shmreg.cuda_available():
-        pytest.skip("tests/python/gpu covers CUDA registration")
+        pytest.skip("python/tests/gpu covers CUDA registration")
     with pytest.raises(shmreg.Error) as info:
         reg.register_cuda_ipc("g", bytes(64), 0, 1024)
     assert isinstance(info.value, (shmreg.Unsupported, shmreg.InvalidArgument))

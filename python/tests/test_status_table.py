@@ -1,6 +1,6 @@
 """The Python package's copies of C tables, checked against the C they copy:
 the extension's export of the header's SHMREG_ERR_MAP (ERROR_TABLE), the
-error classes (shmreg._types) against it, and kserve.py's error-to-status
+error classes (shmreg._types) against it, and shmreg.kserve's error-to-status
 table against the server's only one, the rows of the library's errors
 (STATUS_LIBRARY_MAP) in server/src/common/status.h. A code added, renumbered or given another status
 on one side and not the other fails here; the classes and kserve's statuses
@@ -97,7 +97,8 @@ def test_the_import_check_fails_on_drift(what, change, says):
 
 
 def test_kserve_fails_its_import_on_drift(monkeypatch):
-    kserve = pytest.importorskip("shmreg.kserve", reason="shmreg[fastapi] is not installed")
+    pytest.importorskip("shmreg.kserve", reason="shmreg[fastapi] is not installed")
+    from shmreg.kserve import status as kserve
     assert kserve._status_by_code() == kserve._STATUS_BY_CODE
     added = drifted(lambda rows: rows.append(["SHMREG_ERR_NEW", 12, ""]))
     removed = drifted(lambda rows: rows.pop())

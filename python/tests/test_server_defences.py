@@ -1,6 +1,6 @@
 """The C server's defences, asked of every server shipped in Python: the
-FastAPI example (examples/python-frontend) and KServe's model server
-(examples/kserve), each started as a user would, and the C server beside
+FastAPI example (python/examples/fastapi_server) and KServe's model server
+(python/examples/kserve), each started as a user would, and the C server beside
 them when $SERVER_BIN names one, so that each answer is compared with its.
 
 What a hostile client tried: register without client shared memory being
@@ -33,8 +33,8 @@ import pytest
 pytest.importorskip("shmreg.kserve", reason="shmreg[fastapi] is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
-FASTAPI_SERVER = ROOT / "examples" / "python-frontend" / "server.py"
-KSERVE_SERVER = ROOT / "examples" / "kserve" / "server.py"
+FASTAPI_SERVER = ROOT / "python" / "examples" / "fastapi_server" / "server.py"
+KSERVE_SERVER = ROOT / "python" / "examples" / "kserve" / "server.py"
 NOBODY = 65534
 MIB = 1 << 20
 DISABLED = ("Client shared memory is disabled. Start the server with "
