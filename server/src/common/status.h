@@ -15,7 +15,7 @@ extern "C" {
 
 /* The only table of the server's statuses: X(name, HTTP status, gRPC status
  * code name). Triton's statuses where Triton has one, since clients test for
- * them. docs/errors.md prints it; python/shmreg/kserve.py's copy of the HTTP
+ * them. docs/errors.md prints it; python/shmreg/kserve/status.py's copy of the HTTP
  * column is tested against it.
  *
  * STATUS_LIBRARY_MAP has one row per library error, named as the library
