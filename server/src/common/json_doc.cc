@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include <rapidjson/document.h>
-#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 
@@ -73,7 +72,9 @@ constexpr int MAX_DEPTH = 32;
 constexpr unsigned FLAGS = rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNanAndInfFlag |
                            rapidjson::kParseNumbersAsStringsFlag;
 
-using stream = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
+/* The bytes as they are: RapidJSON's encoded stream would skip a byte order
+ * mark, and any one of its three bytes alone, before the text. */
+using stream = rapidjson::MemoryStream;
 
 /* A lone "\udc00"-"\udfff" escape, which RapidJSON 1.1 writes as the
  * surrogate's own three bytes (no UTF-8), becomes U+FFFD (three bytes too),
@@ -333,8 +334,7 @@ void blank_numbers(char *s, size_t len)
 rapidjson::ParseResult read_from(json_doc *d, const char *source, const char *text, size_t len,
                                  char *err, size_t errlen, bool *too_big)
 {
-    rapidjson::MemoryStream bytes(source, len);
-    stream in(bytes);
+    stream in(source, len);
     reader_handler h(d->doc, in, text, source != text);
     rapidjson::ParseResult result;
     auto generate = [&](document &) {
