@@ -298,13 +298,31 @@ size_t number_end(const char *s, size_t len, size_t i)
     return i;
 }
 
-/* Every number of three characters or more in the copy s, outside strings,
- * blanked to "0.0...0" of its length: RapidJSON 1.1 refuses a number past a
- * double's range ("Number too big to be stored in double", 1E400 or 400
- * digits) where json-c read Infinity or said the integer does not fit, and
- * the reader then reads the numbers from the client's text instead. A number
- * blanked stays a number, so what is JSON, and where a text is not, do not
- * change. */
+/* The number s[i, end) blanked to one of the same length and shape that
+ * RapidJSON reads without complaint: a mantissa of three characters or more
+ * becomes "0.0...0", the exponent's digits zeros. It keeps its exponent if
+ * it had one, and a fraction once it has three characters, so the bytes
+ * after it cannot extend it where they did not extend the number ("1e400"
+ * then "e5" stays no JSON). */
+void blank_number(char *s, size_t i, size_t end)
+{
+    size_t e = i;
+    while (e < end && s[e] != 'e' && s[e] != 'E')
+        e++;
+    if (e - i >= 3) {
+        memset(s + i, '0', e - i);
+        s[i + 1] = '.';
+    }
+    for (size_t k = e + 1; k < end; k++)
+        if (s[k] >= '0' && s[k] <= '9')
+            s[k] = '0';
+}
+
+/* Every number in the copy s, outside strings, blanked (blank_number):
+ * RapidJSON 1.1 refuses a number past a double's range ("Number too big to
+ * be stored in double", 1E400 or 400 digits) where json-c read Infinity or
+ * said the integer does not fit, and the reader then reads the numbers from
+ * the client's text instead. */
 void blank_numbers(char *s, size_t len)
 {
     bool in_string = false;
@@ -321,12 +339,10 @@ void blank_numbers(char *s, size_t len)
             continue;
         }
         size_t end = number_end(s, len, i);
-        if (end - i >= 3) {
-            memset(s + i, '0', end - i);
-            s[i + 1] = '.';
-        }
-        if (end > i)
+        if (end > i) {
+            blank_number(s, i, end);
             i = end - 1;
+        }
     }
 }
 

@@ -173,10 +173,11 @@ bool not_rfc_8259(const char *text, size_t size, const char *message)
     return false;
 }
 
-/* A text that is one number and ends with its last digit ("7"): json-c
- * waited for more digits and said the text ended; RapidJSON reads the
- * number (and may find it past 64 bits). Every caller refuses a root that
- * is not an object, in its words, so a client is refused either way. */
+/* A text that is one number (after whitespace) and ends with its last
+ * digit ("7"): json-c waited for more digits and said the text ended;
+ * RapidJSON reads the number (and may find it past 64 bits). Every caller
+ * refuses a root that is not an object, in its words, so a client is
+ * refused either way. */
 bool number_at_the_end(const char *text, size_t size, const char *reference_message)
 {
     char words[128];
@@ -184,8 +185,11 @@ bool number_at_the_end(const char *text, size_t size, const char *reference_mess
              "failed to parse the request JSON buffer: unexpected end of the text at %zu", size);
     if (size == 0 || strcmp(reference_message, words) != 0)
         return false;
-    for (size_t i = 0; i < size; i++)
-        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-", text[i])))
+    size_t i = 0;
+    while (i < size && strchr(" \t\n\r", text[i]) && text[i])
+        i++;
+    for (; i < size; i++)
+        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-", text[i])) || !text[i])
             return false;
     return true;
 }
