@@ -299,19 +299,19 @@ size_t number_end(const char *s, size_t len, size_t i)
 }
 
 /* The number s[i, end) blanked to one of the same length and shape that
- * RapidJSON reads without complaint: a mantissa of three characters or more
- * becomes "0.0...0", the exponent's digits zeros. It keeps its exponent if
+ * RapidJSON reads without complaint: a mantissa of three digits or more
+ * becomes "0.0...0" (after its sign), the exponent's digits zeros. It keeps its exponent if
  * it had one, and a fraction once it has three characters, so the bytes
  * after it cannot extend it where they did not extend the number ("1e400"
  * then "e5" stays no JSON). */
 void blank_number(char *s, size_t i, size_t end)
 {
-    size_t e = i;
+    size_t e = i, digits = i + (s[i] == '-'); /* a sign stays: "--320" stays no JSON */
     while (e < end && s[e] != 'e' && s[e] != 'E')
         e++;
-    if (e - i >= 3) {
-        memset(s + i, '0', e - i);
-        s[i + 1] = '.';
+    if (e - digits >= 3) {
+        memset(s + digits, '0', e - digits);
+        s[digits + 1] = '.';
     }
     for (size_t k = e + 1; k < end; k++)
         if (s[k] >= '0' && s[k] <= '9')

@@ -174,7 +174,7 @@ bool not_rfc_8259(const char *text, size_t size, const char *message)
 }
 
 /* A text that is one number (after whitespace) and ends with its last
- * digit ("7"): json-c waited for more digits and said the text ended;
+ * character ("7", "NaN"): json-c waited for more and said the text ended;
  * RapidJSON reads the number (and may find it past 64 bits). Every caller
  * refuses a root that is not an object, in its words, so a client is
  * refused either way. */
@@ -189,7 +189,7 @@ bool number_at_the_end(const char *text, size_t size, const char *reference_mess
     while (i < size && strchr(" \t\n\r", text[i]) && text[i])
         i++;
     for (; i < size; i++)
-        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-", text[i])) || !text[i])
+        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-NaIfity", text[i])) || !text[i])
             return false;
     return true;
 }
