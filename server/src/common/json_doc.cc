@@ -61,9 +61,11 @@ constexpr size_t VALUES_INLINE = 4096, STACK_FIRST = 1024;
 constexpr size_t CHUNK = 64 * 1024;
 
 /* json-c's nesting limit, which clients have met since the server began:
- * RapidJSON has none of its own and reads nesting recursively, so a deeper
- * text is refused before it can exhaust the thread's stack. */
-constexpr int MAX_DEPTH = 32;
+ * 32 containers one in another (the root's level is 0, the innermost's 31),
+ * and nothing inside the innermost, refused at the first character of what
+ * is. RapidJSON has no limit of its own and reads nesting recursively, so a
+ * deeper text is refused before it can exhaust the thread's stack. */
+constexpr int LAST_LEVEL = 31;
 
 /* RFC 8259 plus Triton's NaN, Infinity and -Infinity; strings checked to be
  * UTF-8; numbers handed over as text, read below with strtoull/strtoll/strtod
@@ -93,8 +95,8 @@ class reader_handler {
 public:
     /* text: the client's, from which numbers are read (the stream may read
      * a copy with its numbers blanked: read_blanked). */
-    reader_handler(document &doc, stream &in, const char *text, bool blanked)
-        : doc_(doc), in_(in), text_(text), blanked_(blanked)
+    reader_handler(document &doc, stream &in, const char *text, size_t len, bool blanked)
+        : doc_(doc), in_(in), text_(text), len_(len), blanked_(blanked)
     {
     }
     bool Null() { return doc_.Null(); }
@@ -114,9 +116,20 @@ public:
         replace_surrogates(&fixed[0], len);
         return doc_.String(fixed.data(), len, true);
     }
-    bool Key(const char *s, rapidjson::SizeType len, bool copy) { return String(s, len, copy); }
-    bool StartObject() { return deeper() && doc_.StartObject(); }
-    bool StartArray() { return deeper() && doc_.StartArray(); }
+    bool Key(const char *s, rapidjson::SizeType len, bool copy)
+    {
+        return (depth_ <= LAST_LEVEL || member_value_fits()) && String(s, len, copy);
+    }
+    bool StartObject()
+    {
+        depth_++;
+        return doc_.StartObject();
+    }
+    bool StartArray()
+    {
+        depth_++;
+        return (depth_ <= LAST_LEVEL || empty_array()) && doc_.StartArray();
+    }
     bool EndObject(rapidjson::SizeType n)
     {
         depth_--;
@@ -128,18 +141,36 @@ public:
         return doc_.EndArray(n);
     }
 
-    size_t too_deep_at = SIZE_MAX;   /* the bracket past MAX_DEPTH */
+    size_t too_deep_at = SIZE_MAX;   /* the first character past LAST_LEVEL */
     size_t big_at = SIZE_MAX;        /* the first integer past 64 bits */
     size_t big_len = 0;
     bool nul = false;                /* some string holds a NUL */
     bool bad_number = false;         /* Inf or -Inf, which json-c never took */
 
 private:
-    bool deeper()
+    /* The innermost container (its level LAST_LEVEL) may hold nothing:
+     * whether the array just opened is empty, or the member whose key was
+     * just read has no value yet; else where what it holds starts. */
+    size_t skip_space(size_t at) const
     {
-        if (++depth_ <= MAX_DEPTH)
+        while (at < len_ && strchr(" \t\n\r", text_[at]) && text_[at])
+            at++;
+        return at;
+    }
+    bool empty_array()
+    {
+        size_t at = skip_space(in_.Tell());
+        if (at >= len_ || text_[at] == ']')
             return true;
-        too_deep_at = in_.Tell() - 1;
+        too_deep_at = at;
+        return false;
+    }
+    bool member_value_fits()
+    {
+        size_t at = skip_space(in_.Tell());
+        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_)
+            return true; /* RapidJSON says what is missing */
+        too_deep_at = at;
         return false;
     }
     void note_nul(const char *s, size_t len)
@@ -152,6 +183,7 @@ private:
     document &doc_;
     stream &in_;
     const char *text_;
+    size_t len_;
     bool blanked_;
     int depth_ = 0;
 };
@@ -351,7 +383,7 @@ rapidjson::ParseResult read_from(json_doc *d, const char *source, const char *te
                                  char *err, size_t errlen, bool *too_big)
 {
     stream in(source, len);
-    reader_handler h(d->doc, in, text, source != text);
+    reader_handler h(d->doc, in, text, len, source != text);
     rapidjson::ParseResult result;
     auto generate = [&](document &) {
         rapidjson::GenericReader<rapidjson::UTF8<>, rapidjson::UTF8<>, throwing_allocator> r(

@@ -173,12 +173,12 @@ bool not_rfc_8259(const char *text, size_t size, const char *message)
     return false;
 }
 
-/* A text that is one number (after whitespace) and ends with its last
- * character ("7", "NaN"): json-c waited for more and said the text ended;
- * RapidJSON reads the number (and may find it past 64 bits). Every caller
- * refuses a root that is not an object, in its words, so a client is
- * refused either way. */
-bool number_at_the_end(const char *text, size_t size, const char *reference_message)
+/* A text that is one scalar (after whitespace) and ends with its last
+ * character ("7", "NaN", "false"): json-c waited for more and said the
+ * text ended; RapidJSON reads the scalar (and may find a number past 64
+ * bits). Every caller refuses a root that is not an object, in its words,
+ * so a client is refused either way. */
+bool scalar_at_the_end(const char *text, size_t size, const char *reference_message)
 {
     char words[128];
     snprintf(words, sizeof words,
@@ -189,7 +189,7 @@ bool number_at_the_end(const char *text, size_t size, const char *reference_mess
     while (i < size && strchr(" \t\n\r", text[i]) && text[i])
         i++;
     for (; i < size; i++)
-        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-NaIfity", text[i])) || !text[i])
+        if (!((text[i] >= '0' && text[i] <= '9') || strchr(".eE+-NaIfitytruefalsnul", text[i])) || !text[i])
             return false;
     return true;
 }
@@ -206,7 +206,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ref_json_doc_free(r);
         return 0;
     }
-    if (!r && number_at_the_end(text, size, rerr)) {
+    if (!r && scalar_at_the_end(text, size, rerr)) {
         json_doc_free(n);
         return 0;
     }
