@@ -157,10 +157,20 @@ private:
             at++;
         return at;
     }
+    /* Whether the character at `at` is UTF-8: json-c said a byte that is
+     * not was invalid UTF-8 before it said anything of nesting. */
+    bool utf8_at(size_t at) const
+    {
+        struct discard {
+            void Put(char) {}
+        } out;
+        rapidjson::MemoryStream bytes(text_ + at, len_ - at);
+        return rapidjson::UTF8<>::Validate(bytes, out);
+    }
     bool empty_array()
     {
         size_t at = skip_space(in_.Tell());
-        if (at >= len_ || text_[at] == ']')
+        if (at >= len_ || text_[at] == ']' || !utf8_at(at))
             return true;
         too_deep_at = at;
         return false;
@@ -168,8 +178,8 @@ private:
     bool member_value_fits()
     {
         size_t at = skip_space(in_.Tell());
-        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_)
-            return true; /* RapidJSON says what is missing */
+        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_ || !utf8_at(at))
+            return true; /* RapidJSON says what is wrong */
         too_deep_at = at;
         return false;
     }
