@@ -158,7 +158,8 @@ private:
         return at;
     }
     /* Whether the character at `at` is UTF-8: json-c said a byte that is
-     * not was invalid UTF-8 before it said anything of nesting. */
+     * not was invalid UTF-8, and a NUL byte was the end of the data, before
+     * it said anything of nesting (a NUL is checked by the callers). */
     bool utf8_at(size_t at) const
     {
         struct discard {
@@ -170,7 +171,7 @@ private:
     bool empty_array()
     {
         size_t at = skip_space(in_.Tell());
-        if (at >= len_ || text_[at] == ']' || !utf8_at(at))
+        if (at >= len_ || text_[at] == ']' || !text_[at] || !utf8_at(at))
             return true;
         too_deep_at = at;
         return false;
@@ -178,7 +179,8 @@ private:
     bool member_value_fits()
     {
         size_t at = skip_space(in_.Tell());
-        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_ || !utf8_at(at))
+        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_ || !text_[at] ||
+            !utf8_at(at))
             return true; /* RapidJSON says what is wrong */
         too_deep_at = at;
         return false;

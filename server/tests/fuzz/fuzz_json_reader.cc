@@ -153,7 +153,8 @@ bool malformed_number(const char *text, size_t size, size_t at)
 /* The deliberate differences, where json-c took a text that RFC 8259
  * forbids and RapidJSON (so Triton) refuses it: a raw control character
  * (below 0x20) in a string, a malformed number, a "\ud800"-"\udbff"
- * escape with no low surrogate after it. Whether the reader's refusal is
+ * escape with no low surrogate after it, an overlong UTF-8 form (led by
+ * 0xc0 or 0xc1, which RFC 3629 forbids). Whether the reader's refusal is
  * one of these. */
 bool not_rfc_8259(const char *text, size_t size, const char *message)
 {
@@ -162,6 +163,8 @@ bool not_rfc_8259(const char *text, size_t size, const char *message)
         return at < size && (unsigned char)text[at] < 0x20;
     if (refused_at(message, "The surrogate pair in string is invalid.") != SIZE_MAX)
         return true;
+    if (refused_at(message, "Invalid encoding in string.") != SIZE_MAX) /* an overlong form */
+        return memchr(text, 0xc0, size) || memchr(text, 0xc1, size);
     const char *number_words[] = {"Miss fraction part in number.", "Invalid value.",
                                   "Missing a comma or ']' after an array element.",
                                   "Missing a comma or '}' after an object member.",
