@@ -17,20 +17,34 @@ build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 test_tier "$dir" -L 'fuzz|fault'
 
-for harness in ops names remote_descriptor remote_messages fds_frame; do
-  fuzzer=$dir/tests/fuzz/fuzz-$harness
+# run_fuzzer NAME FUZZER CORPUS: fuzz for $seconds on a scratch corpus
+# seeded from CORPUS.
+run_fuzzer() {
+  local harness=$1 fuzzer=$2 corpus=$3
   [ -x "$fuzzer" ] || { echo "70-fuzz: $fuzzer was not built (no libFuzzer?)"; exit 1; }
-  scratch=$dir/corpus-$harness
+  local scratch=$dir/corpus-$harness
   rm -rf "$scratch" && mkdir -p "$scratch"
   echo "--- fuzz-$harness for ${seconds} s"
-  log=$dir/fuzz-$harness.log
-  rc=0
+  local log=$dir/fuzz-$harness.log
+  local rc=0
   "$fuzzer" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$dir/crash-$harness-" "$scratch" "tests/fuzz/corpus/$harness" >"$log" 2>&1 || rc=$?
+    -artifact_prefix="$dir/crash-$harness-" "$scratch" "$corpus" >"$log" 2>&1 || rc=$?
   grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec)' "$log" || true
   if [ "$rc" -ne 0 ]; then
     tail -40 "$log"
     echo "70-fuzz: fuzz-$harness failed; the input is in $dir/crash-$harness-*"
     exit 1
   fi
+}
+
+for harness in ops names remote_descriptor remote_messages fds_frame; do
+  run_fuzzer "$harness" "$dir/tests/fuzz/fuzz-$harness" "tests/fuzz/corpus/$harness"
 done
+
+# The server's JSON reader against the reading it replaced, kept as the
+# reference (server/tests/fuzz): a project of its own, since it needs json-c
+# and RapidJSON rather than the library.
+cmake -S server/tests/fuzz -B "$dir/server-json" -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ >/dev/null || exit 1
+cmake --build "$dir/server-json" -j "$JOBS" || exit 1
+run_fuzzer json_reader "$dir/server-json/fuzz-json_reader" server/tests/fuzz/corpus/json_reader

@@ -1,5 +1,4 @@
-/* An inference request header in a RapidJSON document: json_doc.h says why,
- * and when json-c reads the text instead. */
+/* A request body in a RapidJSON document, read as json_doc.h says. */
 #include "common/json_doc.h"
 
 #include <climits>
@@ -7,11 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
 
-#include <json-c/json.h>
+#include <cmath>
+#include <cstring>
+
 #include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
 
-#include "common/json_io.h"
 
 namespace {
 
@@ -57,139 +60,184 @@ using value = document::ValueType;
 constexpr size_t VALUES_INLINE = 4096, STACK_FIRST = 1024;
 constexpr size_t CHUNK = 64 * 1024;
 
-/* Nesting that RapidJSON reads itself (recursively): a request nests about
- * five deep, json-c refuses past 32, and deeper texts go to json-c. */
-constexpr int MAX_DEPTH = 16;
-/* Objects with more members go to json-c, whose keys are unique by
- * construction, rather than be checked for repeats pair by pair. */
-constexpr rapidjson::SizeType MAX_MEMBERS = 32;
-/* Digits in a row that always fit 64 bits (as json_io.c's check). */
-constexpr size_t MAX_DIGITS = 18;
-/* A number with an exponent that RapidJSON 1.1 rounds as strtod does: a
- * mantissa of at most 17 digits that starts with 1-9, and an exponent of at
- * most 2 digits. Past these it can be wrong in the last bit (more digits),
- * wildly so (a zero mantissa: 0e-79 read as 7e100; an overflow read as
- * NaN), or assert. */
-constexpr size_t MAX_EXP_MANTISSA = 17, MAX_EXP_DIGITS = 2;
+/* json-c's nesting limit, which clients have met since the server began:
+ * 32 containers one in another (the root's level is 0, the innermost's 31),
+ * and nothing inside the innermost, refused at the first character of what
+ * is. RapidJSON has no limit of its own and reads nesting recursively, so a
+ * deeper text is refused before it can exhaust the thread's stack. */
+constexpr int LAST_LEVEL = 31;
 
-bool is_digit(char c)
+/* RFC 8259 plus Triton's NaN, Infinity and -Infinity; strings checked to be
+ * UTF-8; numbers handed over as text, read below with strtoull/strtoll/strtod
+ * (RapidJSON 1.1's own reading misreads some exponents: 0e-79 as 7e100, an
+ * overflow as NaN; and reads an integer past 64 bits as a double). */
+constexpr unsigned FLAGS = rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNanAndInfFlag |
+                           rapidjson::kParseNumbersAsStringsFlag;
+
+/* The bytes as they are: RapidJSON's encoded stream would skip a byte order
+ * mark, and any one of its three bytes alone, before the text. */
+using stream = rapidjson::MemoryStream;
+
+/* A lone "\udc00"-"\udfff" escape, which RapidJSON 1.1 writes as the
+ * surrogate's own three bytes (no UTF-8), becomes U+FFFD (three bytes too),
+ * as json-c wrote it: a string the server holds is always UTF-8. */
+void replace_surrogates(char *s, size_t len)
 {
-    return c >= '0' && c <= '9';
+    for (size_t i = 0; i + 2 < len; i++)
+        if ((unsigned char)s[i] == 0xed && (unsigned char)s[i + 1] >= 0xa0)
+            memcpy(s + i, "\xef\xbf\xbd", 3), i += 2;
 }
 
-/* The end of the digits at s[i]. */
-size_t skip_digits(const char *s, size_t len, size_t i)
-{
-    while (i < len && is_digit(s[i]))
-        i++;
-    return i;
-}
-
-/* The number at s[i] (a '-' or a digit): the index after it, or 0 when it
- * has an exponent that RapidJSON might read otherwise than strtod. A
- * malformed number is left to RapidJSON, which refuses it. */
-size_t plain_number_end(const char *s, size_t len, size_t i)
-{
-    if (s[i] == '-')
-        i++;
-    size_t first = i, digits;
-    i = skip_digits(s, len, i);
-    digits = i - first;
-    if (i < len && s[i] == '.') {
-        size_t fraction = i + 1;
-        i = skip_digits(s, len, fraction);
-        digits += i - fraction;
+/* The document's handler, with json_io's rules on top: the nesting limit, a
+ * number read as json-c read it, an integer that does not fit 64 bits and a
+ * NUL inside a string remembered (the first of each) for the message. */
+class reader_handler {
+public:
+    /* text: the client's, from which numbers are read (the stream may read
+     * a copy with its numbers blanked: read_blanked). */
+    reader_handler(document &doc, stream &in, const char *text, size_t len, bool blanked)
+        : doc_(doc), in_(in), text_(text), len_(len), blanked_(blanked)
+    {
     }
-    if (i >= len || (s[i] != 'e' && s[i] != 'E'))
-        return i;
-    if (i + 1 < len && (s[i + 1] == '+' || s[i + 1] == '-'))
-        i++;
-    size_t exponent = i + 1;
-    i = skip_digits(s, len, exponent);
-    if (digits > MAX_EXP_MANTISSA || first >= len || s[first] == '0' ||
-        i - exponent > MAX_EXP_DIGITS)
-        return 0;
-    return i;
-}
+    bool Null() { return doc_.Null(); }
+    bool Bool(bool b) { return doc_.Bool(b); }
+    bool Int(int i) { return doc_.Int64(i); }
+    bool Uint(unsigned u) { return doc_.Uint64(u); }
+    bool Int64(int64_t i) { return doc_.Int64(i); }
+    bool Uint64(uint64_t u) { return doc_.Uint64(u); }
+    bool Double(double d) { return doc_.Double(d); }
+    bool RawNumber(const char *s, rapidjson::SizeType len, bool);
+    bool String(const char *s, rapidjson::SizeType len, bool copy)
+    {
+        note_nul(s, len);
+        if (!memchr(s, 0xed, len))
+            return doc_.String(s, len, copy);
+        std::string fixed(s, len);
+        replace_surrogates(&fixed[0], len);
+        return doc_.String(fixed.data(), len, true);
+    }
+    bool Key(const char *s, rapidjson::SizeType len, bool copy)
+    {
+        return (depth_ <= LAST_LEVEL || member_value_fits()) && String(s, len, copy);
+    }
+    bool StartObject()
+    {
+        depth_++;
+        return doc_.StartObject();
+    }
+    bool StartArray()
+    {
+        depth_++;
+        return (depth_ <= LAST_LEVEL || empty_array()) && doc_.StartArray();
+    }
+    bool EndObject(rapidjson::SizeType n)
+    {
+        depth_--;
+        return doc_.EndObject(n);
+    }
+    bool EndArray(rapidjson::SizeType n)
+    {
+        depth_--;
+        return doc_.EndArray(n);
+    }
 
-/* Whether the text is one that RapidJSON reads as json-c does (json_doc.h):
- * one object with nothing around it, printable ASCII and JSON's whitespace
- * only, no backslash, nesting and digit runs within bounds, exponents as
- * above. Strings hold no escape, so a quote always opens or closes one, and
- * no NUL (json_doc.h). */
-bool plain_text(const char *s, size_t len)
-{
-    if (len < 2 || len > INT_MAX || s[0] != '{' || s[len - 1] != '}')
+    size_t too_deep_at = SIZE_MAX;   /* the first character past LAST_LEVEL */
+    size_t big_at = SIZE_MAX;        /* the first integer past 64 bits */
+    size_t big_len = 0;
+    bool nul = false;                /* some string holds a NUL */
+    bool bad_number = false;         /* Inf or -Inf, which json-c never took */
+
+private:
+    /* The innermost container (its level LAST_LEVEL) may hold nothing:
+     * whether the array just opened is empty, or the member whose key was
+     * just read has no value yet; else where what it holds starts. */
+    size_t skip_space(size_t at) const
+    {
+        while (at < len_ && strchr(" \t\n\r", text_[at]) && text_[at])
+            at++;
+        return at;
+    }
+    /* Whether the character at `at` is UTF-8: json-c said a byte that is
+     * not was invalid UTF-8, and a NUL byte was the end of the data, before
+     * it said anything of nesting (a NUL is checked by the callers). */
+    bool utf8_at(size_t at) const
+    {
+        struct discard {
+            void Put(char) {}
+        } out;
+        rapidjson::MemoryStream bytes(text_ + at, len_ - at);
+        return rapidjson::UTF8<>::Validate(bytes, out);
+    }
+    bool empty_array()
+    {
+        size_t at = skip_space(in_.Tell());
+        if (at >= len_ || text_[at] == ']' || !text_[at] || !utf8_at(at))
+            return true;
+        too_deep_at = at;
         return false;
-    int depth = 0;
-    bool in_string = false;
-    size_t digits = 0, number_end = 0; /* the end of the last number seen */
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x7f || c == '\\' || (c < 0x20 && c != '\t' && c != '\n' && c != '\r'))
-            return false;
-        digits = is_digit(s[i]) ? digits + 1 : 0;
-        if (digits > MAX_DIGITS)
-            return false;
-        if (c == '"')
-            in_string = !in_string;
-        else if (in_string)
-            continue;
-        else if (c == '{' || c == '[') {
-            if (++depth > MAX_DEPTH)
-                return false;
-        } else if (c == '}' || c == ']')
-            depth--;
-        else if ((c == '-' || is_digit(s[i])) && i >= number_end) {
-            number_end = plain_number_end(s, len, i);
-            if (number_end == 0)
-                return false;
-        }
     }
-    return true;
-}
-
-/* Whether every object in v names each key once (json-c keeps the last of
- * a repeated key; RapidJSON keeps both and finds the first). */
-bool keys_unique(const value &v)
-{
-    if (v.IsArray()) {
-        for (rapidjson::SizeType i = 0; i < v.Size(); i++)
-            if ((v[i].IsArray() || v[i].IsObject()) && !keys_unique(v[i]))
-                return false;
-        return true;
-    }
-    if (!v.IsObject())
-        return true;
-    if (v.MemberCount() > MAX_MEMBERS)
+    bool member_value_fits()
+    {
+        size_t at = skip_space(in_.Tell());
+        if (at >= len_ || text_[at] != ':' || (at = skip_space(at + 1)) >= len_ || !text_[at] ||
+            !utf8_at(at))
+            return true; /* RapidJSON says what is wrong */
+        too_deep_at = at;
         return false;
-    for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
-        for (auto earlier = v.MemberBegin(); earlier != m; ++earlier)
-            if (earlier->name == m->name)
-                return false;
-        if (!keys_unique(m->value))
-            return false;
     }
-    return true;
+    void note_nul(const char *s, size_t len)
+    {
+        if (!nul && memchr(s, 0, len))
+            nul = true;
+    }
+    bool integer(const char *s, size_t len, size_t at);
+
+    document &doc_;
+    stream &in_;
+    const char *text_;
+    size_t len_;
+    bool blanked_;
+    int depth_ = 0;
+};
+
+/* An integer as json-c keeps it (signed 64-bit, or unsigned above
+ * INT64_MAX); one past either range is remembered and read as the nearest
+ * bound, so the parse goes on to say whether the text is JSON at all. */
+bool reader_handler::integer(const char *s, size_t len, size_t at)
+{
+    const char *limit = s[0] == '-' ? "9223372036854775808" : "18446744073709551615";
+    size_t digits = len - (s[0] == '-'), limit_len = strlen(limit);
+    const char *d = s + (s[0] == '-');
+    if (digits > limit_len || (digits == limit_len && memcmp(d, limit, digits) > 0)) {
+        if (big_at == SIZE_MAX)
+            big_at = at, big_len = len;
+        return s[0] == '-' ? doc_.Int64(INT64_MIN) : doc_.Uint64(UINT64_MAX);
+    }
+    if (s[0] == '-')
+        return doc_.Int64(strtoll(s, nullptr, 10));
+    uint64_t u = strtoull(s, nullptr, 10);
+    return u > (uint64_t)INT64_MAX ? doc_.Uint64(u) : doc_.Int64((int64_t)u);
 }
 
-/* A json_val is a RapidJSON value, or a json-c object with its low bit set
- * (both are at least 8-byte aligned): each accessor reads either as json-c
- * would have read the text. */
-bool from_json_c(const json_val *v)
+bool reader_handler::RawNumber(const char *s, rapidjson::SizeType len, bool)
 {
-    return reinterpret_cast<uintptr_t>(v) & 1;
-}
-
-json_object *as_json_c(const json_val *v)
-{
-    return reinterpret_cast<json_object *>(reinterpret_cast<uintptr_t>(v) & ~uintptr_t{1});
-}
-
-/* json-c reads a JSON null as NULL, as absent as a missing key. */
-const json_val *val_of_json_c(json_object *j)
-{
-    return j ? reinterpret_cast<const json_val *>(reinterpret_cast<uintptr_t>(j) | 1) : nullptr;
+    size_t at = in_.Tell() - len;
+    std::string original;
+    if (blanked_) { /* the client's number, NUL-terminated for strtod */
+        original.assign(text_ + at, len);
+        s = original.c_str();
+    }
+    if (strchr(s, 'I') || strchr(s, 'N')) {
+        if (strcmp(s, "NaN") == 0)
+            return doc_.Double(NAN);
+        if (strcmp(s, "Infinity") == 0 || strcmp(s, "-Infinity") == 0)
+            return doc_.Double(s[0] == '-' ? -INFINITY : INFINITY);
+        bad_number = true;
+        return false;
+    }
+    if (!strpbrk(s, ".eE"))
+        return integer(s, len, at);
+    return doc_.Double(strtod(s, nullptr));
 }
 
 const value *as_value(const json_val *v)
@@ -197,20 +245,15 @@ const value *as_value(const json_val *v)
     return reinterpret_cast<const value *>(v);
 }
 
+/* A JSON null reads as NULL, as absent as a missing key (json_doc.h). */
 const json_val *val_of(const value *v)
 {
     return v && !v->IsNull() ? reinterpret_cast<const json_val *>(v) : nullptr;
 }
 
-int json_c_is(const json_val *v, json_type type)
-{
-    return json_object_is_type(as_json_c(v), type);
-}
-
 } // namespace
 
 struct json_doc {
-    json_object *tree = nullptr; /* json-c's reading, or NULL: RapidJSON's, in doc */
     throwing_allocator base;
     alignas(max_align_t) char values_inline[VALUES_INLINE];
     pool values{values_inline, sizeof values_inline, CHUNK, &base};
@@ -219,130 +262,285 @@ struct json_doc {
 
 namespace {
 
-/* RapidJSON's reading of a plain text, or false with nothing kept (json-c
- * then reads it, or says why it cannot). */
-bool read_plain(json_doc *d, const char *text, size_t len)
+/* Where the first NUL character of the text is (a "\u0000" escape or a raw
+ * NUL byte), or len: the place the message names. */
+size_t first_nul(const char *s, size_t len)
 {
-    if (!plain_text(text, len))
-        return false;
-    try {
-        d->doc.Parse<rapidjson::kParseFullPrecisionFlag>(text, len);
-        if (!d->doc.HasParseError() && d->doc.IsObject() && keys_unique(d->doc))
-            return true;
-    } catch (const std::bad_alloc &) {
+    const char *raw = static_cast<const char *>(memchr(s, 0, len));
+    size_t end = raw ? (size_t)(raw - s) : len;
+    for (size_t i = 0; i < end; i++) {
+        const char *p = static_cast<const char *>(memchr(s + i, '\\', end - i));
+        if (!p)
+            break;
+        i = (size_t)(p - s);
+        if (end - i >= 6 && memcmp(p + 1, "u0000", 5) == 0)
+            return i;
+        i++; /* the escaped character: "\\\\" is one backslash */
     }
-    d->doc.SetNull(); /* values in the pool: nothing of theirs to free */
+    return end;
+}
+
+/* The message for a text that parsed but breaks a rule above, in the order
+ * clients have seen: an integer past 64 bits, then a NUL character. */
+bool rule_broken(const reader_handler &h, const char *text, size_t len, char *err,
+                 size_t errlen)
+{
+    if (h.big_at != SIZE_MAX) {
+        size_t n = h.big_len;
+        snprintf(err, errlen, "failed to parse the request JSON buffer: too big integer "
+                              "%.*s%s at %zu (it does not fit 64 bits)",
+                 (int)(n > 24 ? 24 : n), text + h.big_at, n > 24 ? "..." : "", h.big_at);
+        return true;
+    }
+    size_t nul = first_nul(text, len);
+    if (nul == len)
+        return false;
+    snprintf(err, errlen, "%s at %zu", JSON_NUL_MESSAGE, nul);
+    return true;
+}
+
+/* The message for a text RapidJSON stopped reading: RapidJSON's words and
+ * place, as Triton (which reads with RapidJSON too) says them, save for the
+ * nesting limit's words. */
+void parse_error(const reader_handler &h, rapidjson::ParseResult r, char *err, size_t errlen)
+{
+    if (h.too_deep_at != SIZE_MAX)
+        snprintf(err, errlen, "failed to parse the request JSON buffer: nesting too deep at %zu",
+                 h.too_deep_at);
+    else
+        snprintf(err, errlen, "failed to parse the request JSON buffer: %s at %zu",
+                 rapidjson::GetParseError_En(h.bad_number ? rapidjson::kParseErrorValueInvalid
+                                                          : r.Code()),
+                 r.Offset());
+}
+
+/* The end of the JSON number at s[i] (RFC 8259's grammar), or i when none
+ * starts there. */
+size_t number_end(const char *s, size_t len, size_t i)
+{
+    size_t start = i;
+    auto digits = [&](size_t at) {
+        while (at < len && s[at] >= '0' && s[at] <= '9')
+            at++;
+        return at;
+    };
+    if (i < len && s[i] == '-')
+        i++;
+    if (i < len && s[i] == '0')
+        i++;
+    else if (i < len && s[i] >= '1' && s[i] <= '9')
+        i = digits(i);
+    else
+        return start;
+    if (i + 1 < len && s[i] == '.' && s[i + 1] >= '0' && s[i + 1] <= '9')
+        i = digits(i + 1);
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        size_t e = i + 1 + (i + 1 < len && (s[i + 1] == '+' || s[i + 1] == '-'));
+        if (e < len && s[e] >= '0' && s[e] <= '9')
+            i = digits(e);
+    }
+    return i;
+}
+
+/* The number s[i, end) blanked to one of the same length and shape that
+ * RapidJSON reads without complaint: a mantissa of three digits or more
+ * becomes "0.0...0" (after its sign), the exponent's digits zeros. It keeps its exponent if
+ * it had one, and a fraction once it has three characters, so the bytes
+ * after it cannot extend it where they did not extend the number ("1e400"
+ * then "e5" stays no JSON). */
+void blank_number(char *s, size_t i, size_t end)
+{
+    size_t e = i, digits = i + (s[i] == '-'); /* a sign stays: "--320" stays no JSON */
+    while (e < end && s[e] != 'e' && s[e] != 'E')
+        e++;
+    if (e - digits >= 3) {
+        memset(s + digits, '0', e - digits);
+        s[digits + 1] = '.';
+    }
+    for (size_t k = e + 1; k < end; k++)
+        if (s[k] >= '0' && s[k] <= '9')
+            s[k] = '0';
+}
+
+/* Every number in the copy s, outside strings, blanked (blank_number):
+ * RapidJSON 1.1 refuses a number past a double's range ("Number too big to
+ * be stored in double", 1E400 or 400 digits) where json-c read Infinity or
+ * said the integer does not fit, and the reader then reads the numbers from
+ * the client's text instead. */
+void blank_numbers(char *s, size_t len)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (in_string) {
+            if (s[i] == '\\')
+                i++;
+            else if (s[i] == '"')
+                in_string = false;
+            continue;
+        }
+        if (s[i] == '"') {
+            in_string = true;
+            continue;
+        }
+        size_t end = number_end(s, len, i);
+        if (end > i) {
+            blank_number(s, i, end);
+            i = end - 1;
+        }
+    }
+}
+
+/* Read the text (or the copy `source` of it) into d; the parse's result. */
+rapidjson::ParseResult read_from(json_doc *d, const char *source, const char *text, size_t len,
+                                 char *err, size_t errlen, bool *too_big)
+{
+    stream in(source, len);
+    reader_handler h(d->doc, in, text, len, source != text);
+    rapidjson::ParseResult result;
+    auto generate = [&](document &) {
+        rapidjson::GenericReader<rapidjson::UTF8<>, rapidjson::UTF8<>, throwing_allocator> r(
+            &d->base, STACK_FIRST);
+        result = r.Parse<FLAGS>(in, h);
+        return !result.IsError();
+    };
+    d->doc.Populate(generate);
+    /* RapidJSON's stream reads a raw NUL byte as the end of the text: one
+     * after the root ends the parse there, and the bytes after it must be
+     * refused as any others after the root are. */
+    if (!result.IsError() && in.Tell() != len)
+        result.Set(rapidjson::kParseErrorDocumentRootNotSingular, in.Tell());
+    *too_big = result.Code() == rapidjson::kParseErrorNumberTooBig;
+    if (result.IsError() && !*too_big)
+        parse_error(h, result, err, errlen);
+    else if (!result.IsError() && rule_broken(h, text, len, err, errlen))
+        result.Set(rapidjson::kParseErrorTermination, 0);
+    return result;
+}
+
+/* Read the text into d, or say why not in err. */
+bool read(json_doc *d, const char *text, size_t len, char *err, size_t errlen)
+{
+    bool too_big;
+    if (!read_from(d, text, text, len, err, errlen, &too_big).IsError())
+        return true;
+    if (!too_big)
+        return false;
+    std::string blanked(text, len);
+    blank_numbers(&blanked[0], len);
+    d->doc.SetNull();
     d->values.Clear();
-    return false;
+    return !read_from(d, blanked.data(), text, len, err, errlen, &too_big).IsError();
 }
 
 } // namespace
 
-json_doc *json_doc_parse(const char *text, size_t len, struct json_tokener **tok, char *err,
-                         size_t errlen)
+json_doc *json_doc_parse(const char *text, size_t len, char *err, size_t errlen)
 {
+    if (len > INT_MAX) { /* RapidJSON counts a string's bytes in 32 bits */
+        snprintf(err, errlen, "request JSON size of %zu bytes is more than the JSON parser "
+                              "takes (%d)", len, INT_MAX);
+        return nullptr;
+    }
     json_doc *d = new (std::nothrow) json_doc;
     if (!d) {
         snprintf(err, errlen, "out of memory parsing the request JSON buffer");
         return nullptr;
     }
-    if (read_plain(d, text, len))
-        return d;
-    struct json_tokener *once = nullptr;
-    d->tree = json_parse_reusing(tok ? tok : &once, text, len, err, errlen);
-    json_parse_tokener_free(&once);
-    if (!d->tree) {
-        delete d;
-        return nullptr;
+    try {
+        if (read(d, text, len, err, errlen))
+            return d;
+    } catch (const std::bad_alloc &) {
+        snprintf(err, errlen, "out of memory parsing the request JSON buffer");
     }
-    return d;
+    delete d;
+    return nullptr;
 }
 
 void json_doc_free(json_doc *d)
 {
-    if (d)
-        json_object_put(d->tree);
     delete d;
 }
 
 const json_val *json_doc_root(const json_doc *d)
 {
-    return d->tree ? val_of_json_c(d->tree) : val_of(&d->doc);
+    return val_of(&d->doc);
 }
 
-const json_val *jv_get(const json_val *o, const char *key)
+namespace {
+
+/* A repeated key reads as its last (json-c's reading, which clients have
+ * had since the server began); RapidJSON keeps every one, so the search
+ * goes to the end. */
+
+const value *last_member(const json_val *o, const char *key)
 {
-    if (from_json_c(o))
-        return val_of_json_c(json_object_object_get(as_json_c(o), key));
     const value *v = as_value(o);
     if (!v || !v->IsObject())
         return nullptr;
-    auto m = v->FindMember(key);
-    return m == v->MemberEnd() ? nullptr : val_of(&m->value);
+    const value *found = nullptr;
+    size_t key_len = strlen(key);
+    for (auto m = v->MemberBegin(); m != v->MemberEnd(); ++m)
+        if (m->name.GetStringLength() == key_len && memcmp(m->name.GetString(), key, key_len) == 0)
+            found = &m->value;
+    return found;
+}
+
+} // namespace
+
+const json_val *jv_get(const json_val *o, const char *key)
+{
+    return val_of(last_member(o, key));
+}
+
+int jv_has(const json_val *o, const char *key)
+{
+    return last_member(o, key) != nullptr;
 }
 
 int jv_is_string(const json_val *v)
 {
-    if (from_json_c(v))
-        return json_c_is(v, json_type_string);
     return v && as_value(v)->IsString();
 }
 
 int jv_is_object(const json_val *v)
 {
-    if (from_json_c(v))
-        return json_c_is(v, json_type_object);
     return v && as_value(v)->IsObject();
 }
 
 int jv_is_array(const json_val *v)
 {
-    if (from_json_c(v))
-        return json_c_is(v, json_type_array);
     return v && as_value(v)->IsArray();
 }
 
 int jv_is_bool(const json_val *v)
 {
-    if (from_json_c(v))
-        return json_c_is(v, json_type_boolean);
     return v && as_value(v)->IsBool();
 }
 
 const char *jv_str(const json_val *v)
 {
-    if (!jv_is_string(v))
-        return nullptr;
-    return from_json_c(v) ? json_object_get_string(as_json_c(v)) : as_value(v)->GetString();
+    return jv_is_string(v) ? as_value(v)->GetString() : nullptr;
 }
 
 int jv_true(const json_val *v)
 {
-    if (from_json_c(v))
-        return json_c_is(v, json_type_boolean) && json_object_get_boolean(as_json_c(v));
     return v && as_value(v)->IsTrue();
 }
 
 size_t jv_len(const json_val *v)
 {
-    if (!jv_is_array(v))
-        return 0;
-    return from_json_c(v) ? json_object_array_length(as_json_c(v)) : as_value(v)->Size();
+    return jv_is_array(v) ? as_value(v)->Size() : 0;
 }
 
 const json_val *jv_at(const json_val *v, size_t i)
 {
     if (i >= jv_len(v))
         return nullptr;
-    if (from_json_c(v))
-        return val_of_json_c(json_object_array_get_idx(as_json_c(v), i));
     return val_of(&(*as_value(v))[(rapidjson::SizeType)i]);
 }
 
 int jv_u64(const json_val *v, uint64_t *out)
 {
-    if (from_json_c(v))
-        return json_get_u64(as_json_c(v), out);
     if (!v)
         return -1;
     const value *x = as_value(v);
@@ -355,18 +553,6 @@ int jv_u64(const json_val *v, uint64_t *out)
 
 int jv_i64(const json_val *v, int64_t *out)
 {
-    if (from_json_c(v)) {
-        /* json-c reads an integer above INT64_MAX as INT64_MAX through the
-         * signed accessor, so that one is checked twice */
-        json_object *j = as_json_c(v);
-        if (!json_c_is(v, json_type_int))
-            return -1;
-        int64_t x = json_object_get_int64(j);
-        if (x == INT64_MAX && json_object_get_uint64(j) != (uint64_t)INT64_MAX)
-            return -1;
-        *out = x;
-        return 0;
-    }
     if (!v || !as_value(v)->IsInt64())
         return -1; /* an integer past INT64_MAX is a Uint64 only */
     *out = as_value(v)->GetInt64();
@@ -375,12 +561,6 @@ int jv_i64(const json_val *v, int64_t *out)
 
 int jv_number(const json_val *v, double *out)
 {
-    if (from_json_c(v)) {
-        if (!json_c_is(v, json_type_int) && !json_c_is(v, json_type_double))
-            return -1;
-        *out = json_object_get_double(as_json_c(v));
-        return 0;
-    }
     if (!v || !as_value(v)->IsNumber())
         return -1;
     *out = as_value(v)->GetDouble();

@@ -1,24 +1,24 @@
 /*
- * A parsed inference request header, read in place.
+ * A parsed request body, read in place by RapidJSON.
  *
  * json-c builds a tree of one allocated object per element (a short
  * inference's header is about a hundred mallocs); RapidJSON keeps the
  * document in a pool that here starts inside the document itself, so a short
- * header takes two allocations. RapidJSON reads the text where it is sure to
- * read it as json-c does: plain ASCII with no escapes, no integer that might
- * not fit 64 bits, no exponent of the kind RapidJSON 1.1 misreads, shallow
- * nesting, no repeated key, and nothing around the one object. Any other
- * text (and any text RapidJSON refuses) is read by json_parse (json_io.h),
- * as before, and the accessors below read json-c's tree: what a client
- * gets, error messages included, does not depend on which of the two read
- * it. Neither lets a NUL character into a string: RapidJSON reads no text
- * with an escape or a control byte, and json_parse refuses a "\u0000"
- * (JSON_NUL_MESSAGE), since every string is read as a C string.
+ * header takes two allocations.
  *
- * The accessors keep json-c's view of a document: a JSON null is a NULL
- * value, as absent as a missing key; the key an object names twice is its
- * last; an integer is signed or unsigned 64-bit, a number with a fraction or
- * an exponent a double.
+ * The reading is the one clients have had from the server since it began
+ * (json-c's): RFC 8259 plus Triton's NaN, Infinity and -Infinity; strings
+ * checked to be UTF-8; nesting within 32; every integer checked to fit 64
+ * bits (a larger one must not reach a UINT64 tensor or a bounds check as its
+ * nearest bound); numbers read with strtod, not RapidJSON 1.1's own reading,
+ * which misreads some exponents; and no NUL character in a string
+ * (JSON_NUL_MESSAGE), since every string is read as a C string. A text that
+ * is not JSON is refused in RapidJSON's words, which are Triton's.
+ *
+ * The accessors keep that view of a document: a JSON null is a NULL value,
+ * as absent as a missing key; the key an object names twice is its last; an
+ * integer is signed or unsigned 64-bit, a number with a fraction or an
+ * exponent a double.
  */
 #ifndef SERVER_JSON_DOC_H
 #define SERVER_JSON_DOC_H
@@ -30,15 +30,18 @@
 extern "C" {
 #endif
 
-struct json_tokener;
 typedef struct json_doc json_doc;
 typedef struct json_val json_val; /* a value inside a json_doc, valid while it lives */
 
-/* Parse len bytes of text; NULL with json_parse's message in err. tok: a
- * json-c tokener kept by the calling thread for the texts RapidJSON does
- * not take (json_parse_reusing), or NULL. Free with json_doc_free. */
-json_doc *json_doc_parse(const char *text, size_t len, struct json_tokener **tok, char *err,
-                         size_t errlen);
+/* What a body with a NUL character in a string is refused with, followed
+ * by " at " and where. */
+#define JSON_NUL_MESSAGE                                                                        \
+    "the request JSON holds a NUL character (\\u0000) in a string, which no name, key or "     \
+    "parameter may contain"
+
+/* Parse len bytes of text; NULL with Triton's "failed to parse the request
+ * JSON buffer: ..." (or JSON_NUL_MESSAGE) in err. Free with json_doc_free. */
+json_doc *json_doc_parse(const char *text, size_t len, char *err, size_t errlen);
 /* NULL is a no-op. */
 void json_doc_free(json_doc *d);
 /* The document's root value (NULL: the root is null). */
@@ -46,6 +49,8 @@ const json_val *json_doc_root(const json_doc *d);
 
 /* Member key of o; NULL when absent, null, or when o is not an object. */
 const json_val *jv_get(const json_val *o, const char *key);
+/* Whether the object o names key at all, null included. */
+int jv_has(const json_val *o, const char *key);
 int jv_is_string(const json_val *v);
 int jv_is_object(const json_val *v);
 int jv_is_array(const json_val *v);

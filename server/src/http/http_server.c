@@ -159,7 +159,7 @@ static int run_inline(http_server *s, request *rq, reply *out)
     const model *m = model_find_version(rq->rt.model, rq->rt.version);
     if (!infer_runs_inline(m, rq->body_len))
         return 1;
-    return infer_handle_inline(s->registry, rq, &rq->rt, out, &s->inline_tok) != 0;
+    return infer_handle_inline(s->registry, rq, &rq->rt, out) != 0;
 }
 
 /* Worker thread: run the inference, then wake the connection so that
@@ -456,6 +456,5 @@ void http_server_stop(http_server *s)
     if (listener != MHD_INVALID_SOCKET)
         close(listener);        /* quiesce handed the listening socket to us */
     s->daemon = NULL;
-    json_parse_tokener_free(&s->inline_tok); /* its thread has stopped */
     free(s);
 }

@@ -40,9 +40,6 @@ typedef struct http_server {
     byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     unsigned port;          /* the port actually bound */
-    /* The JSON tokener of the inferences run on the HTTP thread (run_inline),
-     * kept from one to the next; that thread's alone. */
-    struct json_tokener *inline_tok;
 } http_server;
 
 /* The shape every adapter has (main.c starts them from one table). */

@@ -58,7 +58,6 @@ typedef struct http_infer {
     const json_val *root;        /* its root */
     const char *binary;          /* binary tensor data not yet claimed by an input */
     size_t binary_left;
-    struct json_tokener **tok;   /* the thread's, reused (json_doc_parse); NULL: none */
     /* Small inputs sent as JSON are stored here rather than each in its own
      * allocation (a short inference's inputs are a few hundred bytes). */
     _Alignas(max_align_t) unsigned char small[HTTP_SMALL_INPUT_BYTES];
@@ -430,8 +429,7 @@ static server_status locate_header(http_infer *h)
         h->doc = rq->parsed_header;
         rq->parsed_header = NULL;
     } else {
-        h->doc = json_doc_parse(rq->body ? rq->body : "", header_len, h->tok, c->err,
-                                sizeof c->err);
+        h->doc = json_doc_parse(rq->body ? rq->body : "", header_len, c->err, sizeof c->err);
         if (!h->doc)
             return STATUS_INVALID_ARG;
     }
@@ -460,12 +458,12 @@ static server_status run(http_infer *h, reply *out)
 }
 
 static server_status handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
-                            reply *out, int on_transport, struct json_tokener **tok)
+                            reply *out, int on_transport)
 {
     http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
                           .remote_turns = turns, .on_transport = on_transport,
                           .m = model_find_version(rt->model, rt->version)},
-                    .rq = rq, .tok = tok};
+                    .rq = rq};
     if (!h.c.m) {
         reply_unknown_model(out, rt);
         return STATUS_OK;
@@ -485,13 +483,13 @@ static server_status handle(shmreg_registry *reg, remote_turns *turns, request *
 void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
                   reply *out)
 {
-    handle(reg, turns, rq, rt, out, 0, NULL);
+    handle(reg, turns, rq, rt, out, 0);
 }
 
 server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt,
-                                  reply *out, struct json_tokener **tok)
+                                  reply *out)
 {
-    server_status st = handle(reg, NULL, rq, rt, out, 1, tok); /* no copy here: INFER_DEFERRED */
+    server_status st = handle(reg, NULL, rq, rt, out, 1); /* no copy here: INFER_DEFERRED */
     if (st == STATUS_OK)
         infer_count_inline();
     return st;

@@ -17,9 +17,7 @@ void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const 
  * STATUS_OK with out set, or INFER_DEFERRED (out untouched, no reference held,
  * nothing counted; its parsed JSON header kept in rq->parsed_header) when the
  * request names a shared-memory region: the caller queues it to a worker,
- * which runs it with infer_handle from that header. *tok is the thread's
- * JSON tokener, kept from one request to the next (json_doc_parse). */
-server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt,
-                                  reply *out, struct json_tokener **tok);
+ * which runs it with infer_handle from that header. */
+server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt, reply *out);
 
 #endif

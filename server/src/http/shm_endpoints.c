@@ -22,8 +22,8 @@
  * null, "tcp_ports": "LOW-HIGH" or null, "open_to_any_host_on_tcp_device":
  * true or false}. While the engine is off (remote_engine.h), connect,
  * engine and a remote register answer 501 with the reason.
- * Bodies are parsed with json-c; every error is {"error": "..."} with the
- * status of the library's error (common/status.h's table).
+ * Bodies are read as json_doc (common/json_doc.h); every error is {"error": "..."}
+ * with the status of the library's error (common/status.h's table).
  */
 #include "http/endpoints.h"
 
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_doc.h"
 #include "core/access.h"
 #include "core/region_scope.h"
 #include "core/remote_engine.h"
@@ -39,15 +40,17 @@
 /* A size field of a register body: an unsigned 64-bit JSON integer, all of
  * it, so that the library's bounds and overflow checks answer for values
  * past 2^63 with Triton's messages. */
-static int body_size(const json_object *body, const char *field, int required, size_t *out,
+static int body_size(const json_val *body, const char *field, int required, size_t *out,
                      reply *r)
 {
-    const json_object *v = json_object_object_get(body, field);
+    const json_val *v = jv_get(body, field);
     uint64_t u = 0;
-    int rc = v || required ? json_get_u64(v, &u) : 0;
+    int64_t negative = 0;
+    int rc = v || required ? jv_u64(v, &u) : 0;
     if (rc == -2) {
+        jv_i64(v, &negative);
         reply_error(r, 400, "'%s' must be an unsigned integer, got the negative %lld", field,
-                    (long long)json_object_get_int64(v));
+                    (long long)negative);
         return -1;
     }
     if (rc != 0) {
@@ -66,35 +69,34 @@ static void reply_scope_error(reply *r, const region_scope *scope, shmreg_err e)
     reply_shmreg_error(r, e);
 }
 
-static json_object *parse_body(const request *rq, reply *r)
+static json_doc *parse_body(const request *rq, reply *r)
 {
     char err[512];
-    json_object *body = json_parse(rq->body ? rq->body : "", rq->body_len, err, sizeof err);
+    json_doc *body = json_doc_parse(rq->body ? rq->body : "", rq->body_len, err, sizeof err);
     if (!body) {
         reply_error(r, 400, "%s", err);
         return NULL;
     }
-    if (!json_object_is_type(body, json_type_object)) {
-        json_object_put(body);
+    if (!jv_is_object(json_doc_root(body))) {
+        json_doc_free(body);
         reply_error(r, 400, "the register request must be a JSON object");
         return NULL;
     }
     return body;
 }
 
-static const char *string_member(const json_object *o, const char *key)
+static const char *string_member(const json_val *o, const char *key)
 {
-    json_object *v = json_object_object_get(o, key);
-    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    return jv_str(jv_get(o, key));
 }
 
 static void register_system(shmreg_registry *reg, const region_scope *scope, const char *name,
-                            const json_object *body, reply *r)
+                            const json_val *body, reply *r)
 {
     const char *key = string_member(body, "key");
     size_t offset, byte_size;
     if (!key) { /* Triton's words when there is none */
-        reply_error(r, 400, json_object_object_get_ex(body, "key", NULL)
+        reply_error(r, 400, jv_has(body, "key")
                                 ? "'key' must be given as a string"
                                 : "Shared memory register request has no 'key' field");
         return;
@@ -128,19 +130,19 @@ static int decode_handle(const char *b64, unsigned char handle[CUDA_IPC_HANDLE_S
 }
 
 static void register_cuda(shmreg_registry *reg, const region_scope *scope, const char *name,
-                          const json_object *body, reply *r)
+                          const json_val *body, reply *r)
 {
-    const char *b64 = string_member(json_object_object_get(body, "raw_handle"), "b64");
-    const json_object *device = json_object_object_get(body, "device_id");
+    const char *b64 = string_member(jv_get(body, "raw_handle"), "b64");
+    const json_val *device = jv_get(body, "device_id");
     uint64_t device_id;
     size_t byte_size;
     if (!b64) { /* Triton's words when there is none */
-        reply_error(r, 400, json_object_object_get_ex(body, "raw_handle", NULL)
+        reply_error(r, 400, jv_has(body, "raw_handle")
                                 ? "'raw_handle' must be given as {\"b64\": \"<base64>\"}"
                                 : "Shared memory register request has no 'raw_handle' field");
         return;
     }
-    if (json_get_u64(device, &device_id) != 0 || device_id > 1 << 20) {
+    if (jv_u64(device, &device_id) != 0 || device_id > 1 << 20) {
         reply_error(r, 400, "'device_id' must be given as a non-negative integer");
         return;
     }
@@ -164,12 +166,12 @@ static void register_cuda(shmreg_registry *reg, const region_scope *scope, const
 /* A remote client's region (SHMREG_SOURCE_REMOTE): its descriptor decoded
  * and handed to the library, which checks every field of it. */
 static void register_remote(shmreg_registry *reg, const region_scope *scope, const char *name,
-                            const json_object *body, reply *r)
+                            const json_val *body, reply *r)
 {
-    const char *b64 = string_member(json_object_object_get(body, "descriptor"), "b64");
+    const char *b64 = string_member(jv_get(body, "descriptor"), "b64");
     size_t offset, byte_size;
     if (!b64) {
-        reply_error(r, 400, json_object_object_get_ex(body, "descriptor", NULL)
+        reply_error(r, 400, jv_has(body, "descriptor")
                                 ? "'descriptor' must be given as {\"b64\": \"<base64>\"}"
                                 : "Remote memory register request has no 'descriptor' field");
         return;
@@ -332,16 +334,17 @@ static void register_region(shmreg_registry *reg, const request *rq, const route
         reply_error(r, 400, "%s", why);
         return;
     }
-    json_object *body = parse_body(rq, r);
-    if (!body)
+    json_doc *doc = parse_body(rq, r);
+    if (!doc)
         return;
+    const json_val *body = json_doc_root(doc);
     if (rt->kind == SHMREG_KIND_SYSTEM)
         register_system(reg, &rq->who.scope, rt->region, body, r);
     else if (rt->kind == SHMREG_KIND_REMOTE)
         register_remote(reg, &rq->who.scope, rt->region, body, r);
     else
         register_cuda(reg, &rq->who.scope, rt->region, body, r);
-    json_object_put(body);
+    json_doc_free(doc);
 }
 
 /* GET v2/remotememory/engine: where clients connect and by which

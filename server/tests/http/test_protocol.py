@@ -253,9 +253,8 @@ def test_bad_infer_requests_are_400_and_server_keeps_serving(server, body, fragm
     '{"id": "\\ud800',                         # the text ends inside a surrogate pair
 ])
 def test_a_request_cut_inside_a_string_leaves_the_next_ones_alone(server, broken):
-    """The HTTP thread keeps its JSON tokener from one `simple` request to
-    the next: what a broken request left half-read must not reach the
-    strings of the requests that follow it."""
+    """What a broken request left half-read must not reach the strings of
+    the requests that follow it on the same thread."""
     assert_error(server.json("POST", "/v2/models/simple/infer", broken), 400,
                  "failed to parse the request JSON")
     req = dict(simple_json_request(), id="\u00e9\ud83d\ude00")
@@ -291,9 +290,9 @@ IDENTITY_FP64 = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [4
     IDENTITY_FP64.replace("[-0, -0.0, 0.1, 1e-320]", "[" * 20 + "-0, -0.0, 0.1, 1e-320" + "]" * 20),
 ], ids=["plain", "escape", "utf8", "whitespace", "repeated-key", "nested"])
 def test_every_spelling_of_a_request_gets_the_same_answer(server, text):
-    """The header is read by RapidJSON when it is plain and by json-c
-    otherwise (common/json_doc.h): the tensor must come out the same
-    either way, the sign of a zero and a subnormal included."""
+    """Escapes, UTF-8, whitespace, a repeated key and nesting change nothing
+    in what the reader (common/json_doc.h) reads: the tensor must come out
+    the same, the sign of a zero and a subnormal included."""
     status, body = server.json("POST", "/v2/models/identity/infer", text)
     assert status == 200, body
     data = body["outputs"][0]["data"]
@@ -303,9 +302,9 @@ def test_every_spelling_of_a_request_gets_the_same_answer(server, text):
 
 @pytest.mark.servers("c")
 def test_numbers_with_exponents_read_as_strtod_reads_them(server):
-    """Exponents that RapidJSON 1.1 misreads (a zero mantissa, an overflow,
-    many digits) go to json-c: each element is the double nearest to its
-    text, as Python's float() gives it."""
+    """Exponents that RapidJSON 1.1's own number reading misreads (a zero
+    mantissa, an overflow, many digits) are read with strtod: each element
+    is the double nearest to its text, as Python's float() gives it."""
     texts = ["0e-79", "-0E71", "1.797693138623157e+308", "4.9406564584124654e324",
              "2.2250738585072011e-308", "70990099009990090.6281514609E-88", "1e-05", "1.5e+16"]
     req = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [%d], "data": [%s]}]}'
@@ -563,17 +562,16 @@ def nul_region(server, shm):
 
 
 @pytest.mark.servers("c")
-@pytest.mark.parametrize("spelling", ["escape-only", "json-c-number"])
+@pytest.mark.parametrize("spelling", ["escape-only", "long-exponent"])
 @pytest.mark.parametrize("where", ["region", "input name", "output name", "datatype", "id",
                                    "parameter key", "parameter value"])
 def test_a_nul_in_any_string_of_an_inference_is_400(server, nul_region, where, spelling):
     """A region named "p_nul\\u0000junk" was served from p_nul: every string
-    is read as a C string, which the NUL cut short. RapidJSON never reads a
-    text with an escape (common/json_doc.h), so both spellings reach json-c;
-    the second also carries a number that only json-c reads (an exponent of
-    many digits), the way a header with no escape at all would get there."""
+    is read as a C string, which the NUL cut short. The second spelling
+    also carries a number of many exponent digits, which RapidJSON's own
+    number reading would misread (common/json_doc.h)."""
     text = json.dumps(nul_infer_body(where))
-    if spelling == "json-c-number":
+    if spelling == "long-exponent":
         text = text.replace('"outputs"', '"parameters_x": 1.5e+0016, "outputs"', 1)
     assert "\\u0000" in text
     status, body = server.json("POST", "/v2/models/simple/infer", text)
@@ -600,7 +598,7 @@ def test_a_nul_in_a_registered_key_is_400_and_registers_nothing(server, shm):
 
 @pytest.mark.servers("c")
 @pytest.mark.parametrize("body", [
-    {"key\0": "/k", "byte_size": 8},  # an object key: json-c keeps "key"
+    {"key\0": "/k", "byte_size": 8},  # an object key: read as the C string "key"
     {"raw_handle": {"b64": "AAAA\0"}, "device_id": 0, "byte_size": 8},
     {"raw_handle\0x": {"b64": "AAAA"}, "device_id": 0, "byte_size": 8},
 ], ids=["system-key-name", "cuda-handle", "cuda-key-name"])

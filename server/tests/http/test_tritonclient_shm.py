@@ -160,7 +160,7 @@ def test_infer_offset_and_size_out_of_bounds(client, regions):
 
 
 def test_integer_overflow_in_offset_plus_size(server_kind, client, regions):
-    """offset + byte_size past 2**64: the C server (json-c) reads all of
+    """offset + byte_size past 2**64: the C server reads all of
     uint64 and its registry's bounds check answers, as Triton's does; the
     Python server still refuses numbers beyond int64 while parsing. Within
     int64 the registry's bounds check answers on both."""
