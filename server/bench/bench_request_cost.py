@@ -83,15 +83,18 @@ class Server:
 
     def __init__(self, name: str, argv: list[str], want: tuple[str, ...]):
         self.name = name
+        # Unbuffered: the lines are waited for with select on the pipe, and a
+        # buffered reader would take a line the server printed with the first
+        # ("grpc listening on ...") off the pipe, where select no longer sees it.
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     bufsize=0)
         self.urls: dict[str, str] = {}
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(self.urls) < len(want) and time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
             if not ready:
                 continue
-            line = self.proc.stdout.readline()
+            line = self.proc.stdout.readline().decode()
             if not line:
                 break
             match = re.match(r"(grpc )?listening on (127\.0\.0\.1:\d+)", line)
@@ -100,7 +103,7 @@ class Server:
         if set(self.urls) != set(want):
             self.proc.kill()
             _, err = self.proc.communicate()
-            raise RuntimeError(f"{name} did not start (got {self.urls}): {err[-2000:]}")
+            raise RuntimeError(f"{name} did not start (got {self.urls}): {err.decode()[-2000:]}")
 
     def cpu_s(self) -> float:
         with open(f"/proc/{self.proc.pid}/stat") as f:
@@ -120,6 +123,7 @@ class Server:
             self.proc.kill()
             self.proc.communicate()
             raise RuntimeError(f"{self.name} did not stop within 30 s")
+        err = err.decode()
         if self.proc.returncode != 0:
             raise RuntimeError(f"{self.name} exited {self.proc.returncode}: {err[-2000:]}")
         return err
