@@ -17,17 +17,21 @@ build_tier "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 test_tier "$dir" -L 'fuzz|fault'
 
-# run_fuzzer NAME FUZZER CORPUS: fuzz for $seconds on a scratch corpus
-# seeded from CORPUS.
+# run_fuzzer NAME FUZZER CORPUS [RUNS]: fuzz for $seconds on a scratch corpus
+# seeded from CORPUS; with RUNS, for that many inputs instead (what a run
+# explores then depends on the seed alone, not on the machine's speed), time
+# bounded at four times $seconds.
 run_fuzzer() {
-  local harness=$1 fuzzer=$2 corpus=$3
+  local harness=$1 fuzzer=$2 corpus=$3 runs=${4:-}
+  local bound=(-max_total_time="$seconds")
+  [ -z "$runs" ] || bound=(-runs="$runs" -max_total_time=$((4 * seconds)))
   [ -x "$fuzzer" ] || { echo "70-fuzz: $fuzzer was not built (no libFuzzer?)"; exit 1; }
   local scratch=$dir/corpus-$harness
   rm -rf "$scratch" && mkdir -p "$scratch"
-  echo "--- fuzz-$harness for ${seconds} s"
+  echo "--- fuzz-$harness for ${runs:+$runs inputs, at most }$((${runs:+4 * }seconds)) s"
   local log=$dir/fuzz-$harness.log
   local rc=0
-  "$fuzzer" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$fuzzer" -seed="$seed" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$dir/crash-$harness-" "$scratch" "$corpus" >"$log" 2>&1 || rc=$?
   grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|average_exec_per_sec)' "$log" || true
   if [ "$rc" -ne 0 ]; then
@@ -47,4 +51,8 @@ done
 cmake -S server/tests/fuzz -B "$dir/server-json" -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null || exit 1
 cmake --build "$dir/server-json" -j "$JOBS" || exit 1
-run_fuzzer json_reader "$dir/server-json/fuzz-json_reader" server/tests/fuzz/corpus/json_reader
+# By count: a differential target finds the reading's deliberate
+# differences anew as it explores, and CI must explore the same inputs each
+# time (a long run: SHMREG_FUZZ_JSON_RUNS, or the harness by hand).
+run_fuzzer json_reader "$dir/server-json/fuzz-json_reader" server/tests/fuzz/corpus/json_reader \
+  "${SHMREG_FUZZ_JSON_RUNS:-300000}"
