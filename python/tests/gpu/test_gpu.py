@@ -76,10 +76,10 @@ class Exporter:
         self.proc.wait(30)
 
 
-# Session-scoped, and each makes its CUDA context at once: a framework's
-# first CUDA call opens descriptors (pipes, eventfds) it keeps for the
-# process, and a session fixture is set up before the per-test leak check
-# (conftest.no_leaks) takes its baseline.
+# Made once for the whole test run, and each makes its CUDA context at
+# once: a framework's first CUDA call opens descriptors (pipes, eventfds) it
+# keeps for the process, and a fixture of that scope is set up before the
+# per-test leak check (conftest.no_leaks) takes its baseline.
 @pytest.fixture(scope="session")
 def torch():
     t = pytest.importorskip("torch")
