@@ -9,8 +9,9 @@ packages=(
   liburcu-dev libxxhash-dev libcmocka-dev
   clang libclang-rt-14-dev llvm valgrind
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
-  libmicrohttpd-dev libjson-c-dev  # json-c: the server's JSON, unsigned 64-bit integers included
-  rapidjson-dev  # RapidJSON (headers only): the server's reading of an inference request
+  libmicrohttpd-dev
+  rapidjson-dev  # RapidJSON (headers only): the server's reading of every request body
+  libjson-c-dev  # json-c: the reading the server's JSON reader replaced, the fuzz target's reference (tier 70)
   libb64-0d  # tritonclient 2.48.0's perf_analyzer, which runs on glibc 2.36 (tier 60)
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   python3 python3-venv python3-pip curl

@@ -1,7 +1,7 @@
 # Sourced by the scripts that run on the GPU machine (tests/cuda/run.sh,
 # server/tests/gpu/run.sh, python/tests/gpu/run.sh): that machine has no
 # network and lacks some build dependencies (liburcu, xxhash, cmocka,
-# libmicrohttpd, json-c, RapidJSON, gRPC, maybe pkg-config), so their Debian packages
+# libmicrohttpd, RapidJSON, gRPC, maybe pkg-config), so their Debian packages
 # travel as .deb files in $SHMREG_CARRY/debs (default .carry/debs, relative
 # to the repository root; docs/cuda.md lists them). Sets no shell options.
 

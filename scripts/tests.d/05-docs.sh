@@ -22,6 +22,10 @@ python3 scripts/check-layers.py
 # number (server/src/common/status.h); the self-test plants each kind first.
 python3 scripts/check-server-status.py --self-test
 python3 scripts/check-server-status.py
+# The server's rooms: nothing includes a room above its own, no adapter
+# another adapter, and JSON is http/'s alone.
+python3 scripts/check-server-rooms.py --self-test
+python3 scripts/check-server-rooms.py
 # The docs, headers, sources, tests, scripts and examples speak of the
 # product, not of how it was made (scripts/check-process-words.py lists the
 # words); each occurrence is printed as FILE:LINE. The self-test plants such

@@ -24,7 +24,7 @@ def _int64(text: str) -> int:
     value = int(text)
     if not _INT64_MIN <= value <= _INT64_MAX:
         # The C server's words for an integer it cannot hold (it reads all
-        # of uint64 since it moved to json-c; this module stops at int64).
+        # of uint64; this module stops at int64).
         raise ValueError("too big integer")
     return value
 

@@ -1,11 +1,9 @@
-/* KServe v2 tensor datatypes: element sizes and JSON <-> binary elements. */
+/* KServe v2 tensor datatypes: names, element sizes, and the tag that each
+ * protocol's conversion switches on (http/json_tensor.h for JSON). */
 #ifndef SERVER_DATATYPE_H
 #define SERVER_DATATYPE_H
 
 #include <stddef.h>
-
-#include "common/json_doc.h"
-#include "common/json_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,15 +25,12 @@ int datatype_find(const char *name);
 int datatype_type_size(int type);
 int datatype_type_has_json(int type);
 
-/* Store the JSON element v as element i of buf (of datatype type, from
- * datatype_find). Returns 0, or -1 when v has the wrong type or is out of
- * range. */
-int datatype_from_json(int type, const json_val *v, void *buf, size_t i);
+/* The element type of a datatype: what a conversion switches on. */
+typedef enum datatype_tag { DT_BOOL, DT_U8, DT_U16, DT_U32, DT_U64, DT_I8, DT_I16, DT_I32, DT_I64, DT_F16,
+                            DT_BF16, DT_F32, DT_F64, DT_BYTES } datatype_tag;
 
-/* The n elements at buf (of datatype name) as a flat JSON array, into b:
- * integers exactly (UINT64 past 2^63 too), floats as jbuf_double writes them.
- * Returns 0, or -1 for a datatype without a JSON form. */
-int datatype_write_json(jbuf *b, const char *name, const void *buf, size_t n);
+/* The tag of a datatype_find result; DT_BYTES (no fixed form) for -1. */
+datatype_tag datatype_type_tag(int type);
 
 #ifdef __cplusplus
 }

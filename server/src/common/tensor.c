@@ -6,43 +6,6 @@
 
 #include "common/datatype.h"
 
-int tensor_shape_from_json(const json_val *shape, tensor *t, char *err, size_t errlen)
-{
-    if (!jv_is_array(shape)) {
-        snprintf(err, errlen, "'shape' must be an array of integers");
-        return -1;
-    }
-    size_t n = jv_len(shape);
-    if (n > TENSOR_MAX_DIMS) {
-        snprintf(err, errlen, "shape has %zu dimensions; at most %d are supported", n,
-                 TENSOR_MAX_DIMS);
-        return -1;
-    }
-    t->ndims = (int)n;
-    for (int i = 0; i < t->ndims; i++) {
-        const json_val *d = jv_at(shape, (size_t)i);
-        uint64_t v;
-        /* A dimension past INT64_MAX can hold nothing: refused like a negative one. */
-        if (jv_u64(d, &v) != 0 || v > INT64_MAX) {
-            snprintf(err, errlen, "'shape' must be an array of non-negative integers");
-            return -1;
-        }
-        t->shape[i] = (int64_t)v;
-    }
-    return 0;
-}
-
-void tensor_shape_write(jbuf *b, const tensor *t)
-{
-    jbuf_raw(b, "[", 1);
-    for (int i = 0; i < t->ndims; i++) {
-        if (i)
-            jbuf_raw(b, ",", 1);
-        jbuf_i64(b, t->shape[i]);
-    }
-    jbuf_raw(b, "]", 1);
-}
-
 int tensor_expected_size(const tensor *t, size_t *bytes)
 {
     int elem = datatype_size(t->datatype);

@@ -7,8 +7,6 @@
 
 #include <shmreg/shmreg.h>
 
-#include "common/json_doc.h"
-#include "common/json_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,11 +45,6 @@ typedef struct tensor {
     tensor_window *window;
 } tensor;
 
-/* Read a JSON shape (array of non-negative integers) into t. Returns 0, or
- * -1 with a message in err. */
-int tensor_shape_from_json(const json_val *shape, tensor *t, char *err, size_t errlen);
-/* t's shape as a JSON array, into b. */
-void tensor_shape_write(jbuf *b, const tensor *t);
 /* Bytes a tensor of t's datatype and shape holds (BYTES: unknown, -1).
  * -1 also when the product overflows size_t. */
 int tensor_expected_size(const tensor *t, size_t *bytes);

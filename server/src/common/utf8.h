@@ -1,7 +1,7 @@
 /*
  * UTF-8 well-formedness: names a client gives are echoed in JSON and
  * protobuf strings, which must be UTF-8 (core/triton.h refuses a region
- * name that is not; common/json_io.h replaces bad bytes in what it writes).
+ * name that is not; http/json_write.h replaces bad bytes in what it writes).
  */
 #ifndef SERVER_UTF8_H
 #define SERVER_UTF8_H

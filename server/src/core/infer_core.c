@@ -128,7 +128,7 @@ static server_status fail_copy(infer_ctx *c, server_status st, const char *name,
 
 /* 16 KiB: every valid request for a short model fits with room to spare
  * (`simple` at its largest batch, 2 x 8 x 16 INT32 elements written as JSON
- * numbers, is about 3.5 KiB), and json-c parses that much in well under a
+ * numbers, is about 3.5 KiB), and the reader parses that much in well under a
  * millisecond; a larger body is a request the transport's thread, which also
  * serves status and register, does not parse. */
 int infer_runs_inline(const model *m, size_t request_bytes)

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/json_io.h"
+#include "http/json_write.h"
 #include "core/infer_core.h"
 #include "http/endpoints.h"
 #include "http/header_block.h"

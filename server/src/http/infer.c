@@ -33,6 +33,7 @@
 #include "core/infer_core.h"
 #include "models/models.h"
 #include "common/tensor.h"
+#include "http/json_tensor.h"
 
 /* The inputs of a short inference, as JSON, fit here without an allocation
  * of their own: `simple` at its largest batch takes 1 KiB. */
@@ -335,7 +336,7 @@ static void write_output(jbuf *b, const infer_ctx *c, size_t i)
 
 /* The JSON header, written straight into the buffer the binary outputs then
  * follow in (the order the header lists them): no tree of elements, no copy
- * of the text (json_io.h says why). */
+ * of the text (json_write.h says why). */
 /* JSON text takes at most this many bytes per byte of tensor data: a
  * BYTES element escapes a byte as \u00XX, and no number (FP64, INT8, BOOL)
  * takes more per byte with its comma. */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/gpu_regions.h"
-#include "common/json_io.h"
+#include "http/json_write.h"
 #include "common/worker_pool.h"
 #include "core/infer_core.h"
 #include "core/tensor_paths.h"

@@ -68,12 +68,12 @@ static void model_ready_reply(const model *m, reply *out)
  * sending it requests while those in flight finish. */
 void reply_health(reply *out, int ready_route, int draining)
 {
-    json_object *j = json_object_new_object();
+    jbuf b = {0};
     if (ready_route)
-        jobj_add(j, "ready", json_object_new_boolean(!draining));
+        jbuf_lit(&b, draining ? "{\"ready\":false}" : "{\"ready\":true}");
     else
-        jobj_add(j, "live", json_object_new_boolean(1));
-    reply_json(out, ready_route && draining ? 400 : 200, j);
+        jbuf_lit(&b, "{\"live\":true}");
+    reply_written(out, ready_route && draining ? 400 : 200, &b);
 }
 
 void reply_unknown_model(reply *out, const route *rt)

@@ -6,7 +6,7 @@
 #ifndef SERVER_MODEL_JSON_H
 #define SERVER_MODEL_JSON_H
 
-#include "common/json_io.h"
+#include "http/json_write.h"
 #include "core/triton.h"
 #include "models/models.h"
 

@@ -27,15 +27,9 @@ void reply_text(reply *r, jbuf *b)
         *r = (reply){.status = 200, .body = text, .len = len};
 }
 
-void reply_json(reply *r, unsigned status, json_object *j)
+void reply_written(reply *r, unsigned status, jbuf *b)
 {
-    jbuf b = {0};
-    if (j)
-        jbuf_json(&b, j);
-    else
-        b.failed = 1;
-    json_object_put(j);
-    reply_text(r, &b);
+    reply_text(r, b);
     if (r->body)
         r->status = status;
 }
@@ -48,9 +42,7 @@ static void reply_message(reply *r, unsigned status, const char *message)
     jbuf_lit(&b, "{\"error\":");
     jbuf_str(&b, message);
     jbuf_lit(&b, "}");
-    reply_text(r, &b);
-    if (r->body)
-        r->status = status;
+    reply_written(r, status, &b);
 }
 
 static void reply_vmessage(reply *r, unsigned status, const char *fmt, va_list ap)

@@ -6,7 +6,7 @@
 
 #include <shmreg/shmreg.h>
 
-#include "common/json_io.h"
+#include "http/json_write.h"
 #include "common/status.h"
 
 #ifdef __cplusplus
@@ -22,8 +22,8 @@ typedef struct reply {
 
 /* 200 with no body. */
 void reply_empty(reply *r);
-/* status with the JSON value j as body; takes j's reference. */
-void reply_json(reply *r, unsigned status, json_object *j);
+/* status with the text written into b as body; b is empty after. */
+void reply_written(reply *r, unsigned status, jbuf *b);
 /* 200 with the text written into b as body; b is empty after. */
 void reply_text(reply *r, jbuf *b);
 /* status with {"error": message}. */

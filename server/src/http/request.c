@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_doc.h"
+#include "http/json_doc.h"
 
 
 /* s made printable for the log line, in place: control characters (a

@@ -22,7 +22,7 @@
  * null, "tcp_ports": "LOW-HIGH" or null, "open_to_any_host_on_tcp_device":
  * true or false}. While the engine is off (remote_engine.h), connect,
  * engine and a remote register answer 501 with the reason.
- * Bodies are read as json_doc (common/json_doc.h); every error is {"error": "..."}
+ * Bodies are read as json_doc (http/json_doc.h); every error is {"error": "..."}
  * with the status of the library's error (common/status.h's table).
  */
 #include "http/endpoints.h"
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_doc.h"
+#include "http/json_doc.h"
 #include "core/access.h"
 #include "core/region_scope.h"
 #include "core/remote_engine.h"
@@ -247,7 +247,7 @@ static void remote_connect(shmreg_registry *reg, const region_scope *scope, repl
     reply_text(r, &b);
 }
 
-/* One region's status, written as text (json_io.h: a tree per region was
+/* One region's status, written as text (json_write.h: a tree per region was
  * most of the time of a status call). "in_use" is the key clients of this
  * server read; its value is the references callers hold (a request holds
  * one per tensor it places in the region), which is what the library counts. */

@@ -1,5 +1,5 @@
 /* Differential fuzz target of the server's JSON reader: the same bytes go
- * to the reader (server/src/common/json_doc.cc) and to the reference, the
+ * to the reader (server/src/http/json_doc.cc) and to the reference, the
  * reading it replaced (json_reference/: json-c behind a RapidJSON
  * pre-scan), and the two must agree on every verdict and every value a
  * request's code can ask for. Of the messages, those the server words
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/json_doc.h"
+#include "http/json_doc.h"
 #include "common/utf8.h"
 #include "json_reference/common/json_doc.h"
 /* The reference is declared under ref_ names; the plain names are the

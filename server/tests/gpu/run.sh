@@ -22,12 +22,12 @@
 # none failed (everything skipped means no device was usable, which on this
 # machine is a failure) and the benches ran.
 #
-# The GPU machine has no network and lacks libmicrohttpd, json-c, RapidJSON, liburcu,
+# The GPU machine has no network and lacks libmicrohttpd, RapidJSON, liburcu,
 # xxhash (and maybe pkg-config): their Debian packages travel as .deb files in
 # $SHMREG_CARRY/debs (default .carry/debs), as for tests/cuda/run.sh, with
 # these added for the server (HTTP, then the gRPC service, which generates
 # its code with protoc and grpc_cpp_plugin at build time):
-#   apt-get download libmicrohttpd12 libmicrohttpd-dev libjson-c5 libjson-c-dev rapidjson-dev \
+#   apt-get download libmicrohttpd12 libmicrohttpd-dev rapidjson-dev \
 #     libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 protobuf-compiler-grpc \
 #     protobuf-compiler libprotoc32 libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
 #     libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
@@ -64,7 +64,7 @@ echo "=== server-gpu: unpack carried packages, build library + server (CUDA) in 
 rm -rf "$BUILD/lib" "$BUILD/app"
 # The carried packages go under $BUILD/debs, a prefix of its own, so that
 # neither this script nor tests/cuda/run.sh removes the other's.
-if ! unpack_carried "$BUILD/debs" libmicrohttpd json-c RapidJSON >>"$LOG" 2>&1 || ! build >>"$LOG" 2>&1; then
+if ! unpack_carried "$BUILD/debs" libmicrohttpd RapidJSON >>"$LOG" 2>&1 || ! build >>"$LOG" 2>&1; then
   tail -40 "$LOG"
   summary "BUILD FAILED (log: $LOG)"
   exit 1

@@ -291,7 +291,7 @@ IDENTITY_FP64 = ('{"inputs": [{"name": "INPUT0", "datatype": "FP64", "shape": [4
 ], ids=["plain", "escape", "utf8", "whitespace", "repeated-key", "nested"])
 def test_every_spelling_of_a_request_gets_the_same_answer(server, text):
     """Escapes, UTF-8, whitespace, a repeated key and nesting change nothing
-    in what the reader (common/json_doc.h) reads: the tensor must come out
+    in what the reader (http/json_doc.h) reads: the tensor must come out
     the same, the sign of a zero and a subnormal included."""
     status, body = server.json("POST", "/v2/models/identity/infer", text)
     assert status == 200, body
@@ -569,7 +569,7 @@ def test_a_nul_in_any_string_of_an_inference_is_400(server, nul_region, where, s
     """A region named "p_nul\\u0000junk" was served from p_nul: every string
     is read as a C string, which the NUL cut short. The second spelling
     also carries a number of many exponent digits, which RapidJSON's own
-    number reading would misread (common/json_doc.h)."""
+    number reading would misread (http/json_doc.h)."""
     text = json.dumps(nul_infer_body(where))
     if spelling == "long-exponent":
         text = text.replace('"outputs"', '"parameters_x": 1.5e+0016, "outputs"', 1)

@@ -1,5 +1,5 @@
-/* JSON out (a text buffer, and small json-c trees): json_io.h says why. */
-#include "common/json_io.h"
+/* JSON out, written as text into one buffer: json_write.h says why. */
+#include "http/json_write.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -7,32 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------ small trees */
-
-void jobj_add(json_object *o, const char *key, json_object *v)
-{
-    if (!o || json_object_object_add(o, key, v) != 0)
-        json_object_put(v);
-}
-
-void jarr_add(json_object *a, json_object *v)
-{
-    if (!a || json_object_array_add(a, v) != 0)
-        json_object_put(v);
-}
-
-int json_get_u64(const json_object *v, uint64_t *out)
-{
-    if (!json_object_is_type(v, json_type_int))
-        return -1;
-    /* json-c keeps integers as int64 or, above INT64_MAX, uint64: the signed
-     * read is negative exactly for the negative ones. */
-    if (json_object_get_int64(v) < 0)
-        return -2;
-    *out = json_object_get_uint64(v);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- writing */
 
@@ -151,17 +125,6 @@ void jbuf_double(jbuf *b, double v)
     jbuf_raw(b, text, (size_t)n);
     if (!strpbrk(text, ".eE")) /* a real stays a real: 1.0, not 1 */
         jbuf_raw(b, ".0", 2);
-}
-
-void jbuf_json(jbuf *b, json_object *j)
-{
-    size_t len;
-    const char *s = json_object_to_json_string_length(
-        j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    if (!s)
-        b->failed = 1;
-    else
-        jbuf_raw(b, s, len);
 }
 
 char *jbuf_take(jbuf *b, size_t *len)

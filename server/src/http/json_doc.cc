@@ -1,5 +1,5 @@
 /* A request body in a RapidJSON document, read as json_doc.h says. */
-#include "common/json_doc.h"
+#include "http/json_doc.h"
 
 #include <climits>
 #include <cstdint>
