@@ -571,8 +571,11 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  * The same as shmreg_register with SHMREG_SOURCE_FD and no tag.
  *
  * Ownership: the caller keeps fd. The registry maps the window itself and
- * never closes, duplicates or keeps fd; the caller may close it as soon as
- * this returns (the mapping keeps the memory alive).
+ * never closes fd; the caller may close it as soon as this returns (the
+ * mapping keeps the memory alive). Since 1.5 the registry keeps a duplicate
+ * of its own (close-on-exec) while the region is mapped, so that a handover
+ * (shmreg/handover.h) can carry the region to another process: one
+ * descriptor per descriptor region, closed with its mapping.
  * What is checked, before anything is mapped: fd is a regular file (fstat
  * S_ISREG: a memfd is one; a pipe, socket or device is INVALID_ARG); its
  * owner (st_uid) passes the config's owner allow-list; it carries
