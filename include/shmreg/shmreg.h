@@ -34,10 +34,11 @@
  * A view of a read-only region (SHMREG_READONLY) has writable == 0: a write
  * through it faults.
  *
- * This header, with the two it includes at its end, is the whole public
+ * This header, with the three it includes at its end, is the whole public
  * API: shmreg/region_socket.h (descriptor passing and the wire formats of
- * regions passed over a Unix socket) and shmreg/remote.h (remote regions
- * through UCX). Everything else under src/ is private.
+ * regions passed over a Unix socket), shmreg/remote.h (remote regions
+ * through UCX) and shmreg/handover.h (a registry's state handed to another
+ * process). Everything else under src/ is private.
  *
  * Conventions used throughout:
  *  - Every call returns a shmreg_err; SHMREG_OK is 0. On failure the calling
@@ -964,9 +965,11 @@ SHMREG_API shmreg_err shmreg_copy_to_view(shmreg_region *ref, const shmreg_view 
 #endif
 
 /* The supplements, by audience: the wire formats of regions passed over a
- * Unix socket, and remote regions through UCX. Each includes this header, so
+ * Unix socket, remote regions through UCX, and handing a registry to another
+ * process (a restart). Each includes this header, so
  * either may be included alone; including this one declares them all. */
 #include <shmreg/region_socket.h>
 #include <shmreg/remote.h>
+#include <shmreg/handover.h>
 
 #endif /* SHMREG_SHMREG_H */
