@@ -282,7 +282,7 @@ static shmreg_err read_tail(struct cursor *c, const struct header *h, struct shm
 
 static shmreg_err parse(struct shmreg__state *s, size_t len)
 {
-    struct header h;
+    struct header h = {.version = 0};
     shmreg_err err = read_header(s->buf, len, &h);
     if (err != SHMREG_OK)
         return err;
