@@ -9,30 +9,37 @@
  *            --uds), and once all of them are up, one line each:
  *            "listening on HOST:PORT (libshmreg VERSION)", "grpc listening
  *            on HOST:PORT", "uds listening on PATH".
+ *            With --take-over PATH, the adapters start instead on the
+ *            sockets of the server listening there, with its regions
+ *            (upgrade.h); with --handover-socket PATH, a successor may take
+ *            this server over in turn.
  * Shutdown:  SIGINT or SIGTERM -> the adapters stop accepting and finish
  *            their in-flight requests at the same time (their completion
  *            releases their region references), stop their workers, then the
- *            registry is destroyed, which unmaps every region.
+ *            registry is destroyed, which unmaps every region. A successor
+ *            that took over ends it the same way, its adapters detached
+ *            instead of stopped.
  */
 #include <dirent.h>
-#include <pthread.h>
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <shmreg/shmreg.h>
 
-#include "common/byte_budget.h"
-#include "grpc/grpc_server.h"
+#include "adapters.h"
 #include "core/infer_core.h"
 #include "core/remote_engine.h"
 #include "core/remote_sweep.h"
 #include "models/models.h"
 #include "options.h"
-#include "http/http_server.h"
-#include "uds/uds_server.h"
+#include "upgrade.h"
 
 /* The library's messages that no call can return (a failing munmap in a
  * last release, say) go to stderr. */
@@ -104,146 +111,6 @@ static void report_leftovers(void)
             descriptors);
 }
 
-/* ------------------------------------------------------------ adapters */
-
-/* Every adapter has the same shape: SERVER_start(config, registry, budget)
- * returns the running server or NULL after a message on stderr,
- * SERVER_port gives the port it bound (0: none, a Unix socket's path),
- * SERVER_stop drains and frees it (NULL: no-op); SERVER is http_server,
- * kserve_grpc_server or uds_server. The glue here fills each adapter's own
- * config from the options (options_KIND, which also says whether the flags
- * ask for it), so that no adapter sees a flag that is not its own. */
-typedef struct adapter {
-    const char *name;
-    /* 0 with *out the server (NULL: not asked for), -1 when it failed */
-    int (*start)(const server_options *o, shmreg_registry *reg, byte_budget *held, void **out);
-    unsigned (*port)(const void *server);
-    void (*stop)(void *server);
-} adapter;
-
-#define ADAPTER_GLUE(kind, server)                                                             \
-    static int kind##_start(const server_options *o, shmreg_registry *reg, byte_budget *held,  \
-                            void **out)                                                        \
-    {                                                                                          \
-        kind##_config cfg;                                                                     \
-        *out = NULL;                                                                           \
-        if (!options_##kind(o, &cfg))                                                          \
-            return 0;                                                                          \
-        *out = server##_start(&cfg, reg, held);                                                \
-        return *out ? 0 : -1;                                                                  \
-    }                                                                                          \
-    static unsigned kind##_port(const void *s)                                                 \
-    {                                                                                          \
-        return server##_port(s);                                                               \
-    }                                                                                          \
-    static void kind##_stop(void *s)                                                           \
-    {                                                                                          \
-        server##_stop(s);                                                                      \
-    }
-
-ADAPTER_GLUE(http, http_server)
-ADAPTER_GLUE(grpc, kserve_grpc_server)
-ADAPTER_GLUE(uds, uds_server)
-
-/* The adapters, in the order they start and print their line; they stop
- * in the reverse order, from stop_adapters alone, whether the start failed
- * part way or a signal came.
- * - They start in this order, and print their lines only once all of them
- *   are up: an address or a socket path one must not take stops the start
- *   before a client is told of any (clients and the tests read the lines
- *   in this order).
- * - Each has a budget of request bytes of its own (--max-buffered-mb each).
- *   Shared, a flood of stalled HTTP uploads (each dropped only once it
- *   overflows) kept the budget full often enough to refuse honest gRPC
- *   calls; apart, each protocol's clients can only crowd out their own,
- *   and the server holds at most the figure once per adapter.
- * - They drain at the same time, each on a thread of its own, so that a
- *   stop takes one --drain-s, not one per adapter. The Unix socket (last
- *   here, its stop begun first) closes its connections at once: it takes
- *   no new region while the requests that use its clients' regions finish,
- *   and those regions go as they do (the registry's busy policy).
- * - Only once every adapter has stopped, no request runs: the models stop,
- *   then the sweeper, then the budgets and the registry go (main). */
-static const adapter adapters[] = {
-    {"http", http_start, http_port, http_stop},
-    {"grpc", grpc_start, grpc_port, grpc_stop},
-    {"uds", uds_start, uds_port, uds_stop},
-};
-#define N_ADAPTERS (sizeof adapters / sizeof adapters[0])
-
-/* One adapter as it runs. */
-typedef struct running {
-    const adapter *a;
-    void *server;      /* NULL: not asked for, or not started */
-    byte_budget *held; /* its budget of request bytes */
-    pthread_t stopper; /* runs a->stop while the others drain too */
-    int on_thread;     /* 1: stopper was started */
-} running;
-
-static void *stop_on_thread(void *arg)
-{
-    running *r = arg;
-    r->a->stop(r->server);
-    return NULL;
-}
-
-/* Stop every adapter started, in the reverse order of the table, their
- * drains at once (adapters' comment); free their budgets. An adapter whose
- * thread cannot start stops on this one, after the drains before it. */
-static void stop_adapters(running *run)
-{
-    for (size_t i = N_ADAPTERS; i-- > 0;) {
-        running *r = &run[i];
-        r->on_thread = r->server && pthread_create(&r->stopper, NULL, stop_on_thread, r) == 0;
-        if (r->server && !r->on_thread)
-            r->a->stop(r->server);
-    }
-    for (size_t i = N_ADAPTERS; i-- > 0;) {
-        if (run[i].on_thread)
-            pthread_join(run[i].stopper, NULL);
-        run[i].server = NULL;
-        byte_budget_free(run[i].held);
-        run[i].held = NULL;
-    }
-}
-
-/* Start the adapters the flags ask for, in the table's order: 0, or -1
- * with those started stopped again. */
-static int start_adapters(const server_options *o, shmreg_registry *reg, running *run)
-{
-    for (size_t i = 0; i < N_ADAPTERS; i++)
-        run[i] = (running){.a = &adapters[i]};
-    for (size_t i = 0; i < N_ADAPTERS; i++) {
-        run[i].held = byte_budget_new(o->max_buffered);
-        if (!run[i].held || adapters[i].start(o, reg, run[i].held, &run[i].server) != 0) {
-            if (!run[i].held)
-                fprintf(stderr, "error: out of memory for the %s adapter\n", adapters[i].name);
-            stop_adapters(run);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The lines that tell clients (and the tests) where each adapter listens,
- * once all are up. HTTP's, the first, names no adapter and carries the
- * library's version, as it always has. */
-static void announce(const server_options *o, const running *run)
-{
-    for (size_t i = 0; i < N_ADAPTERS; i++) {
-        if (!run[i].server)
-            continue;
-        unsigned port = run[i].a->port(run[i].server);
-        if (i == 0)
-            printf("listening on %s:%u (libshmreg %s)\n", o->host, port, shmreg_version());
-        else if (port)
-            printf("%s listening on %s:%u\n", run[i].a->name, o->host, port);
-        else
-            printf("%s listening on %s\n", run[i].a->name, o->uds_path);
-    }
-    fflush(stdout);
-}
-
 /* ------------------------------------------------------------------ main */
 
 /* What runs below the adapters, configured once for the process (models.h,
@@ -276,6 +143,97 @@ static void block_stop_signals(sigset_t *stop)
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 }
 
+/* Start the adapters, on sockets of their own (with the --handover-socket
+ * listener, *l, made first: a path one must not take stops the start) or on
+ * those of the server --take-over names (upgrade.h), and print their lines.
+ * 0, or 1 after a message. */
+static int start(server_options *o, shmreg_registry *reg, running *run, upgrade_carried *c,
+                 upgrade_listener **l)
+{
+    *l = NULL;
+    if (!o->take_over_path) {
+        if (o->handover_path && (*l = upgrade_listen(o->handover_path)) == NULL)
+            return 1;
+        if (adapters_start(o, reg, run, NULL) != 0)
+            return 1;
+        adapters_announce(o, run);
+        return 0;
+    }
+    int conn = -1;
+    if (upgrade_take_over(o->take_over_path, reg, o, c, &conn) != 0)
+        return 1; /* the old server serves on once the connection is gone */
+    int rc = adapters_start(o, reg, run, &c->sockets);
+    if (rc == 0)
+        adapters_announce(o, run);
+    if (rc == 0 && upgrade_confirm(conn) != 0) {
+        /* The old server serves again on these sockets: hand nothing of
+         * theirs away here (a stop would remove the --uds file). */
+        adapter_sockets kept;
+        adapters_detach(run, &kept);
+        adapter_sockets_close(&kept);
+        rc = 1;
+    }
+    if (rc != 0) {
+        close(conn);
+        return 1;
+    }
+    upgrade_finish(conn); /* the old server has let go of its --handover-socket path */
+    /* Serving already: a path that cannot be taken costs the next upgrade only. */
+    if (o->handover_path && (*l = upgrade_listen(o->handover_path)) == NULL)
+        fprintf(stderr, "warning: no --handover-socket: this server cannot be taken over\n");
+    return 0;
+}
+
+/* A successor connected to l: 1 when the serving is over (handed over: rc
+ * 0; or the adapters could not serve again: rc 1), else 0. */
+static int take_successor(const server_options *o, shmreg_registry *reg, running *run,
+                          upgrade_listener **l, int *rc)
+{
+    int conn = accept4(upgrade_listener_fd(*l), NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0)
+        return 0;
+    enum upgrade_outcome out = upgrade_hand_over(conn, reg, o, run);
+    if (out == UPGRADE_HANDED_OVER) {
+        /* The file first: the successor takes the path once this connection ends. */
+        upgrade_listener_close(*l);
+        *l = NULL;
+        fprintf(stderr, "shutdown: handed over, unmapping every region\n");
+    }
+    close(conn);
+    *rc = out == UPGRADE_FAILED;
+    return out != UPGRADE_RESUMED;
+}
+
+/* Serve until a stop signal (the adapters stop and drain) or a successor
+ * takes over (they are detached already): 0, or 1 when the adapters could
+ * not serve again after a failed upgrade. Takes l. */
+static int serve(const server_options *o, shmreg_registry *reg, running *run, const sigset_t *stop,
+                 upgrade_listener *l)
+{
+    int rc = 0, sig_fd = signalfd(-1, stop, SFD_CLOEXEC);
+    for (int over = sig_fd < 0; !over;) {
+        struct pollfd p[2] = {{.fd = sig_fd, .events = POLLIN},
+                              {.fd = l ? upgrade_listener_fd(l) : -1, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents & POLLIN)
+            over = take_successor(o, reg, run, &l, &rc);
+        else if (p[0].revents & POLLIN)
+            over = 1;
+    }
+    if (adapters_serving(run)) { /* a stop signal, not a successor */
+        struct signalfd_siginfo info = {0};
+        if (sig_fd >= 0 && read(sig_fd, &info, sizeof info) != (ssize_t)sizeof info)
+            info.ssi_signo = 0;
+        fprintf(stderr, "shutdown: signal %u, draining requests\n", info.ssi_signo);
+        adapters_stop(run);
+    }
+    upgrade_listener_close(l);
+    if (sig_fd >= 0)
+        close(sig_fd);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     server_options opts;
@@ -302,14 +260,11 @@ int main(int argc, char **argv)
     /* remote_memory: dead clients' regions go without being asked. */
     remote_sweeper *sweeper = reg && remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
     running run[N_ADAPTERS];
-    int rc = !reg || start_adapters(&opts, reg, run) != 0;
-    if (rc == 0) {
-        announce(&opts, run);
-        int sig = 0;
-        sigwait(&stop, &sig);
-        fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
-        stop_adapters(run);
-    }
+    upgrade_carried carried; /* what o points to after a take-over */
+    upgrade_listener *successors = NULL;
+    int rc = !reg || start(&opts, reg, run, &carried, &successors) != 0;
+    if (rc == 0)
+        rc = serve(&opts, reg, run, &stop, successors);
     models_stop(); /* no request runs any more, on any adapter */
     remote_sweep_stop(sweeper);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */

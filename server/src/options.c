@@ -270,6 +270,21 @@ static const flag flags[] = {
      .help = "Unix-socket clients at once (default 64)"},
     {.name = "uds-max-regions", .arg = "N", UINT(uds_max_regions, 1, 4096),
      .help = "regions per Unix-socket connection (default 16)"},
+    {.name = "handover-socket", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(handover_path),
+     .wants = "a socket path",
+     .help = "listen on this Unix socket (mode 0600, removed at exit) for\n"
+             "a new server of the same user that takes over this one\n"
+             "(--take-over): its regions, listening sockets and Unix-\n"
+             "socket clients; off by default"},
+    {.name = "take-over", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(take_over_path),
+     .wants = "a socket path",
+     .help = "start by taking over the server whose --handover-socket\n"
+             "is PATH instead of binding ports: --host, --port,\n"
+             "--grpc-port and --uds left out or equal to its own"},
+    {.name = "orphan-grace-s", .arg = "N", UINT(orphan_grace_s, 0, 86400),
+     .help = "after --take-over, unregister a Unix-socket client's\n"
+             "regions that came without its connection after N s\n"
+             "(default 60)"},
     {.name = "allow-client-shm", .arg = "=B", CHOICE(allow_client_shm, booleans),
      .help = "true | false: let clients register and unregister shared\n"
              "memory, as Triton 2.73's flag (default false, as there)"},
@@ -315,6 +330,7 @@ static const flag flags[] = {
     {.short_name = 'h', .name = "help", .kind = FLAG_HELP, .help = "print these options and exit"},
 };
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
+_Static_assert(N_FLAGS <= 64, "server_options.given has a bit per flag");
 
 /* The text of --help: each flag's spelling, then its help in a column. */
 static void usage(FILE *to, const char *argv0)
@@ -456,6 +472,7 @@ int options_parse(int argc, char **argv, server_options *o)
                           .copy_batch = 4,
                           .uds_mode = 0600,
                           .uds_max_connections = 64, .uds_max_regions = 16,
+                          .orphan_grace_s = 60,
                           .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
                           .request_timeout_s = 10};
     access_options_init(&o->access);
@@ -474,6 +491,7 @@ int options_parse(int argc, char **argv, server_options *o)
         }
         if (apply(f, optarg, o, &n_prefixes) != 0)
             return -1;
+        o->given |= (uint64_t)1 << (f - flags);
     }
     if (o->uds_path && o->access.tenants) {
         /* A --uds region belongs to its connection, not to a bearer-token
@@ -498,6 +516,14 @@ int options_parse(int argc, char **argv, server_options *o)
     return 0;
 }
 
+int options_given(const server_options *o, const char *name)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strcmp(flags[i].name, name) == 0)
+            return (o->given >> i) & 1;
+    return 0;
+}
+
 /* ------------------------------------------------- each adapter's share */
 
 /* Each protocol's pool of workers: --threads at work, and three threads
@@ -515,6 +541,7 @@ int options_http(const server_options *o, http_config *out)
 {
     *out = (http_config){.host = o->host,
                          .port = o->port,
+                         .listen_fd = -1,
                          .workers = workers(o),
                          .max_body = o->max_body,
                          .drain_s = o->drain_s,
@@ -542,6 +569,7 @@ int options_grpc(const server_options *o, grpc_config *out)
 {
     *out = (grpc_config){.host = o->host,
                          .port = o->grpc_port,
+                         .listen_fd = -1,
                          .workers = workers(o),
                          .serving_threads = serving_threads(o),
                          .max_body = o->max_body,
@@ -556,6 +584,8 @@ int options_grpc(const server_options *o, grpc_config *out)
 int options_uds(const server_options *o, uds_config *out)
 {
     *out = (uds_config){.path = o->uds_path,
+                        .listen_fd = -1,
+                        .orphan_grace_s = o->orphan_grace_s,
                         .mode = o->uds_mode,
                         .max_connections = o->uds_max_connections,
                         .max_regions = o->uds_max_regions,

@@ -8,6 +8,7 @@
 #define SERVER_OPTIONS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <shmreg/shmreg.h>
 
@@ -57,16 +58,23 @@ typedef struct server_options {
     unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
     unsigned uds_max_connections;     /* --uds-max-connections: open at once */
     unsigned uds_max_regions;         /* --uds-max-regions: registered per connection */
+    const char *handover_path;        /* --handover-socket: where a successor connects; NULL: off */
+    const char *take_over_path;       /* --take-over: the running server to take over; NULL: none */
+    unsigned orphan_grace_s;          /* --orphan-grace-s: uds/orphans.h */
     access_options access;            /* --allow-uid, --max-*, --*-restricted-*, --tenants */
     size_t max_buffered;              /* request body bytes held at once, all connections together */
     unsigned max_client_connections;  /* connections from one IP address at once; 0: no limit */
     unsigned request_timeout_s;       /* a connection idle this long is closed (stalled request) */
+    uint64_t given;                   /* a bit per flag of the table that argv gave (options_given) */
 } server_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
  * -1 after printing an error (exit 2). Free with options_free either way. */
 int options_parse(int argc, char **argv, server_options *o);
 void options_free(server_options *o);
+/* Whether argv gave the flag of this long name (a live upgrade checks the
+ * port flags that were given against what it inherits). */
+int options_given(const server_options *o, const char *name);
 
 /* Each adapter's share of o: 1 when the flags ask for that adapter (HTTP
  * always, gRPC with --grpc-port, the Unix socket with --uds), else 0. The

@@ -26,7 +26,9 @@ extern "C" {
 /* What the gRPC service is told (main.c fills it from the flags). */
 typedef struct grpc_config {
     const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
-    unsigned port;                   /* --grpc-port (not 0 here) */
+    unsigned port;                   /* --grpc-port (not 0 here, unless listen_fd is given) */
+    int listen_fd;                   /* a listening socket to serve instead of binding host:port
+                                        (a live upgrade: main.c's); -1: bind */
     worker_pool_config workers;      /* --threads at work, spares for calls whose worker
                                         waits for a GPU run, --spin-us */
     unsigned serving_threads;        /* --grpc-threads: threads draining the completion queue */
@@ -45,7 +47,9 @@ typedef struct grpc_config {
  * starts them from one table). */
 typedef struct kserve_grpc_server kserve_grpc_server;
 
-/* Listen on cfg->host:cfg->port (which must not be 0). Each
+/* Listen on cfg->host:cfg->port (which must not be 0), or on
+ * cfg->listen_fd, which the service takes from the call on (closed on
+ * failure too). Each
  * ModelInfer message is charged to held (the bytes of gRPC requests the
  * server holds, --max-buffered-mb) until its call is done; one that does
  * not fit is answered RESOURCE_EXHAUSTED at once. While they arrive, gRPC's
@@ -60,6 +64,10 @@ unsigned kserve_grpc_server_port(const kserve_grpc_server *g);
  * then they are cancelled), wait until every call's references are
  * released, stop the threads and free g. NULL is a no-op. */
 void kserve_grpc_server_stop(kserve_grpc_server *g);
+/* kserve_grpc_server_stop, except that the listening socket is left open
+ * and returned (-1: none): connections that arrive meanwhile wait in the
+ * kernel's backlog for whoever serves it next (a live upgrade). */
+int kserve_grpc_server_detach(kserve_grpc_server *g);
 
 #ifdef __cplusplus
 }

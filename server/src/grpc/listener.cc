@@ -56,17 +56,37 @@ bool Listener::listen_on(const char *host, unsigned port)
     bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0 &&
               bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 1024) == 0;
     freeaddrinfo(found);
-    sockaddr_storage bound{};
-    socklen_t len = sizeof bound;
-    if (ok && getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len) == 0)
-        port_ = ntohs(bound.ss_family == AF_INET6
-                          ? reinterpret_cast<sockaddr_in6 &>(bound).sin6_port
-                          : reinterpret_cast<sockaddr_in &>(bound).sin_port);
-    if (!ok || port_ == 0 || pipe2(wake_, O_CLOEXEC) != 0) {
+    if (!ok) {
         std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u: %s\n", host, port,
                      std::strerror(errno));
         if (fd >= 0)
             close(fd);
+        return false;
+    }
+    return ready(fd, host, port);
+}
+
+bool Listener::adopt(int fd)
+{
+    return ready(fd, "the inherited socket", 0);
+}
+
+bool Listener::ready(int fd, const char *host, unsigned port)
+{
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    if (getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &len) == 0)
+        port_ = ntohs(bound.ss_family == AF_INET6
+                          ? reinterpret_cast<sockaddr_in6 &>(bound).sin6_port
+                          : reinterpret_cast<sockaddr_in &>(bound).sin_port);
+    /* Non-blocking: poll's word that a connection waits may be stale once
+     * another process (an upgrade's other side) holds the socket too. */
+    int flags = fcntl(fd, F_GETFL);
+    if (port_ == 0 || flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        pipe2(wake_, O_CLOEXEC) != 0) {
+        std::fprintf(stderr, "error: cannot listen for gRPC on %s:%u: %s\n", host, port,
+                     std::strerror(errno));
+        close(fd);
         return false;
     }
     fd_ = fd;
@@ -85,7 +105,7 @@ bool Listener::start(grpc::Server *server, unsigned max_per_address)
     return true;
 }
 
-void Listener::stop()
+int Listener::release()
 {
     if (thread_.joinable()) {
         char one = 1;
@@ -93,11 +113,21 @@ void Listener::stop()
             continue;
         thread_.join();
     }
-    for (int *fd : {&fd_, &wake_[0], &wake_[1]})
+    for (int *fd : {&wake_[0], &wake_[1]})
         if (*fd >= 0) {
             close(*fd);
             *fd = -1;
         }
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+void Listener::stop()
+{
+    int fd = release();
+    if (fd >= 0)
+        close(fd);
 }
 
 bool Listener::admit(int fd, const sockaddr_storage &peer)

@@ -28,6 +28,9 @@ class Listener {
     /* Bind and listen on host (a numeric address) and port (0: any free
      * one); false with a message on stderr. */
     bool listen_on(const char *host, unsigned port);
+    /* Take fd, a socket already listening (a live upgrade), as listen_on's;
+     * false with a message on stderr, fd closed. */
+    bool adopt(int fd);
     /* The port bound. */
     unsigned port() const { return port_; }
     /* Accept for server on a thread of its own until stop; max_per_address
@@ -36,6 +39,9 @@ class Listener {
     /* Stop accepting and close the listening socket; the connections given
      * to the server stay its own. Idempotent. */
     void stop();
+    /* stop, except that the listening socket is returned open (-1: none):
+     * connections that arrive meanwhile wait in its backlog. */
+    int release();
 
   private:
     /* A connection handed to gRPC, remembered by its descriptor and its
@@ -49,6 +55,8 @@ class Listener {
     };
 
     void run();
+    /* The port fd is bound to and the wake pipe: false after a message. */
+    bool ready(int fd, const char *host, unsigned port);
     /* Whether peer may open one more connection (forgetting those gRPC has
      * closed since); remembers fd as one of its own when it may. */
     bool admit(int fd, const sockaddr_storage &peer);

@@ -674,7 +674,8 @@ extern "C" kserve_grpc_server *kserve_grpc_server_start(const grpc_config *cfg,
 {
     auto g = std::make_unique<kserve_grpc_server>();
     g->cfg = *cfg;
-    if (!g->listener.listen_on(cfg->host, cfg->port))
+    if (cfg->listen_fd >= 0 ? !g->listener.adopt(cfg->listen_fd)
+                            : !g->listener.listen_on(cfg->host, cfg->port))
         return nullptr;
     g->service = std::make_unique<Service>(reg, cfg, held);
     if (!g->service->start_workers()) {
@@ -713,17 +714,20 @@ extern "C" unsigned kserve_grpc_server_port(const kserve_grpc_server *g)
     return g->listener.port();
 }
 
-extern "C" void kserve_grpc_server_stop(kserve_grpc_server *g)
+namespace {
+
+/* kserve_grpc_server_stop's work. keep: the listening socket is returned
+ * open; else it is closed at once, so that a new connection is refused
+ * while the calls in flight drain (-1 is returned). */
+int halt(kserve_grpc_server *g, bool keep)
 {
-    if (!g)
-        return;
     /* New calls are refused from here on (Shutdown, on its own thread: it
      * returns only once every call is done); calls in flight run to their
      * end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run.
      * The serving threads drain the queue throughout: they finish the
      * calls and run each one's done. */
-    g->listener.stop(); /* no new connection */
+    int listening = keep ? g->listener.release() : (g->listener.stop(), -1); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
     std::future<void> shut =
         std::async(std::launch::async, [g, deadline] { g->server->Shutdown(deadline); });
@@ -734,4 +738,19 @@ extern "C" void kserve_grpc_server_stop(kserve_grpc_server *g)
     stop_serving(g);
     g->server.reset();
     delete g;
+    return listening;
+}
+
+} // namespace
+
+extern "C" void kserve_grpc_server_stop(kserve_grpc_server *g)
+{
+    if (!g)
+        return;
+    halt(g, false);
+}
+
+extern "C" int kserve_grpc_server_detach(kserve_grpc_server *g)
+{
+    return g ? halt(g, true) : -1;
 }

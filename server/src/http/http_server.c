@@ -11,6 +11,8 @@
 #include "http/http_server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -357,43 +360,104 @@ static int bind_address(const char *host, unsigned port, struct sockaddr_storage
     return -1;
 }
 
+/* The port a listening socket is bound to, 0 when it cannot be read. */
+static unsigned bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Where the daemon listens: host:port, or the inherited socket. MHD is given
+ * a duplicate of that socket, so that cfg->listen_fd stays ours to close
+ * whatever MHD does with its own on a failed start. */
+static int listen_option(const http_config *cfg, struct sockaddr_storage *addr, unsigned *flags,
+                         struct MHD_OptionItem *out)
+{
+    if (cfg->listen_fd < 0) {
+        if (bind_address(cfg->host, cfg->port, addr, flags) != 0)
+            return -1;
+        *out = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, addr};
+        return 0;
+    }
+    int fd = fcntl(cfg->listen_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "error: HTTP: cannot duplicate the inherited listening socket: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    *out = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+    return 0;
+}
+
+/* A failed start with an inherited socket: MHD may or may not have closed
+ * its duplicate. It is closed here only while its number still names the
+ * same socket as the original, then the original goes (the server took it). */
+static void drop_inherited(const http_config *cfg, const struct MHD_OptionItem *where)
+{
+    if (where->option != MHD_OPTION_LISTEN_SOCKET)
+        return;
+    struct stat a, b;
+    int dup_fd = (int)where->value;
+    if (fstat(dup_fd, &b) == 0 && fstat(cfg->listen_fd, &a) == 0 && a.st_ino == b.st_ino &&
+        a.st_dev == b.st_dev)
+        close(dup_fd);
+    close(cfg->listen_fd);
+}
+
+/* The daemon, with the bounds every connection has. One HTTP thread moves
+ * bytes, answers the quick endpoints and runs the short inferences
+ * (run_inline); the workers run the others. Connections are bounded: per
+ * client address, so that one client's idle half-open requests cannot take
+ * every connection libmicrohttpd allows, and in time, so that stalled ones go
+ * (a suspended connection, whose request a worker runs, is not idle). */
+static struct MHD_Daemon *start_daemon(http_server *s, const http_config *cfg, unsigned flags,
+                                       struct MHD_OptionItem *where)
+{
+    struct MHD_OptionItem opts[] = {*where, {MHD_OPTION_END, 0, NULL}};
+    return MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, access_handler, s,
+                            MHD_OPTION_ARRAY, opts,
+                            MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_timeout_s,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_client_connections,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape_without_nul, NULL,
+                            MHD_OPTION_END);
+}
+
 /* http_server_start on s, allocated: 0, or -1 with a message on stderr
- * and nothing left running. */
+ * and nothing left running (an inherited socket closed too). */
 static int start(http_server *s, const http_config *cfg)
 {
     struct sockaddr_storage addr;
+    struct MHD_OptionItem where = {MHD_OPTION_END, 0, NULL};
     /* ITC lets MHD_quiesce_daemon stop the listener while workers run. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (bind_address(cfg->host, cfg->port, &addr, &flags) != 0)
+    if (listen_option(cfg, &addr, &flags, &where) != 0) {
+        if (cfg->listen_fd >= 0)
+            close(cfg->listen_fd);
         return -1;
+    }
     s->remote_turns = remote_turns_new(cfg->workers.working, "HTTP");
     s->workers = s->remote_turns ? worker_pool_start(&cfg->workers, run_suspended, s) : NULL;
-    if (!s->workers) {
-        fprintf(stderr, "error: cannot start %u worker threads\n", cfg->workers.working);
-        remote_turns_free(s->remote_turns);
-        return -1;
-    }
-    /* One HTTP thread moves bytes, answers the quick endpoints and runs the
-     * short inferences (run_inline); the workers run the others. Connections are bounded: per client address,
-     * so that one client's idle half-open requests cannot take every
-     * connection libmicrohttpd allows, and in time, so that stalled ones go
-     * (a suspended connection, whose request a worker runs, is not idle). */
-    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, access_handler, s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, cfg->request_timeout_s,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_client_connections,
-                                 MHD_OPTION_UNESCAPE_CALLBACK, unescape_without_nul, NULL,
-                                 MHD_OPTION_END);
+    s->daemon = s->workers ? start_daemon(s, cfg, flags, &where) : NULL;
     if (!s->daemon) {
-        fprintf(stderr, "error: cannot listen on %s:%u\n", cfg->host, cfg->port);
+        if (!s->workers)
+            fprintf(stderr, "error: cannot start %u worker threads\n", cfg->workers.working);
+        else
+            fprintf(stderr, "error: cannot listen on %s:%u\n", cfg->host, cfg->port);
         worker_pool_stop(s->workers, NULL);
         remote_turns_free(s->remote_turns);
+        drop_inherited(cfg, &where);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : cfg->port;
+    if (cfg->listen_fd >= 0)
+        close(cfg->listen_fd); /* the daemon serves its duplicate */
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    s->port = info ? bound_port(info->listen_fd) : 0;
     return 0;
 }
 
@@ -428,10 +492,10 @@ static void wait_in_flight(http_server *s, unsigned ms)
         nanosleep(&tick, NULL);
 }
 
-void http_server_stop(http_server *s)
+/* Stop accepting, drain, stop every thread and free s (http_server_stop);
+ * the listening socket, which quiesce handed back, is returned open. */
+static int halt(http_server *s)
 {
-    if (!s)
-        return;
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     atomic_store(&s->draining, 1);
     /* Requests already queued or running finish and send their responses;
@@ -453,8 +517,21 @@ void http_server_stop(http_server *s)
      * them is closed below all the same. */
     wait_in_flight(s, 1000);
     MHD_stop_daemon(s->daemon); /* completion callbacks of the rest run here */
-    if (listener != MHD_INVALID_SOCKET)
-        close(listener);        /* quiesce handed the listening socket to us */
     s->daemon = NULL;
     free(s);
+    return listener == MHD_INVALID_SOCKET ? -1 : (int)listener;
+}
+
+void http_server_stop(http_server *s)
+{
+    if (!s)
+        return;
+    int listener = halt(s);
+    if (listener >= 0)
+        close(listener);
+}
+
+int http_server_detach(http_server *s)
+{
+    return s ? halt(s) : -1;
 }

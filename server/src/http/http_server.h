@@ -16,6 +16,8 @@
 typedef struct http_config {
     const char *host;                /* --host: numeric IPv4 or IPv6 address to listen on */
     unsigned port;                   /* --port; 0: any free port */
+    int listen_fd;                   /* a listening socket to serve instead of binding host:port
+                                        (a live upgrade: main.c's); -1: bind */
     worker_pool_config workers;      /* --threads at work, spares for requests whose worker
                                         waits for a GPU run, --spin-us */
     size_t max_body;                 /* --max-body-mb: largest request body, bytes */
@@ -44,7 +46,9 @@ typedef struct http_server {
 
 /* The shape every adapter has (main.c starts them from one table). */
 
-/* Listen on cfg->host:cfg->port (0: any free port). Each request body is
+/* Listen on cfg->host:cfg->port (0: any free port), or on cfg->listen_fd,
+ * which the server takes from the call on (closed on failure too). Each
+ * request body is
  * charged to bodies (the bytes of HTTP requests the server holds,
  * --max-buffered-mb) while it is held; one that does not fit is refused.
  * cfg is copied; what it points to must outlive the server. NULL with a
@@ -58,5 +62,9 @@ unsigned http_server_port(const http_server *s);
  * model's delay), stop every thread and free s. Every request's references
  * are released when this returns. NULL is a no-op. */
 void http_server_stop(http_server *s);
+/* http_server_stop, except that the listening socket is left open and
+ * returned (-1 when there is none): connections that arrive meanwhile wait in
+ * the kernel's backlog for whoever serves it next (a live upgrade). */
+int http_server_detach(http_server *s);
 
 #endif

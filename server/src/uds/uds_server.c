@@ -26,6 +26,8 @@
  */
 #include "uds/uds_server.h"
 
+#include <fcntl.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -41,6 +43,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/unix_socket.h"
+#include "uds/orphans.h"
+
 /* A closed connection whose regions are still busy under the refuse policy
  * keeps its slot (so disconnecting cannot escape the connection limit) and
  * is retried this often until its regions are idle. */
@@ -48,7 +53,6 @@
 /* Accepted per poll round, so a connect flood cannot starve the connections
  * already open. */
 #define ACCEPTS_PER_ROUND 32
-#define TAG_MAX 64
 
 enum slot_state { SLOT_FREE, SLOT_OPEN, SLOT_DRAINING };
 
@@ -56,7 +60,7 @@ struct slot {
     enum slot_state state;
     int fd;
     uid_t uid;         /* the peer's (SO_PEERCRED) */
-    char tag[TAG_MAX]; /* owner tag of every region this connection registers */
+    char tag[UDS_TAG_MAX]; /* owner tag of every region this connection registers */
 };
 
 struct uds_server {
@@ -73,6 +77,7 @@ struct uds_server {
     struct slot *slots;             /* cfg.max_connections */
     struct pollfd *pfds;            /* wake, listen, then open slots */
     size_t *pfd_slot;               /* pfds[i + 2] belongs to slots[pfd_slot[i]] */
+    uds_orphans *orphans;           /* carried regions that came without their connection */
 };
 
 /* ---------------------------------------------------------------- answers */
@@ -345,7 +350,7 @@ static void open_connection(uds_server *u, struct slot *s, int fd)
     socklen_t cred_len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0)
         cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-    snprintf(s->tag, sizeof s->tag, "uds:uid=%u:pid=%d:%llu", (unsigned)cred.uid, (int)cred.pid,
+    snprintf(s->tag, sizeof s->tag, UDS_TAG_PREFIX "uid=%u:pid=%d:%llu", (unsigned)cred.uid, (int)cred.pid,
              ++u->connections);
     s->uid = cred.uid;
     s->fd = fd;
@@ -453,13 +458,21 @@ static void retry_draining(uds_server *u)
     }
 }
 
+/* How long poll may sleep: until a retry, or the orphans' sweep is due. */
+static int poll_timeout(const uds_server *u, bool draining)
+{
+    int wait = draining || u->accept_paused ? DRAIN_RETRY_MS : -1;
+    int orphans = uds_orphans_wait_ms(u->orphans);
+    return orphans >= 0 && (wait < 0 || orphans < wait) ? orphans : wait;
+}
+
 static void *serve(void *arg)
 {
     uds_server *u = arg;
     for (;;) {
         bool draining;
         nfds_t n = gather(u, &draining);
-        if (poll(u->pfds, n, draining || u->accept_paused ? DRAIN_RETRY_MS : -1) < 0 && errno != EINTR) {
+        if (poll(u->pfds, n, poll_timeout(u, draining)) < 0 && errno != EINTR) {
             perror("uds: poll");
             return NULL;
         }
@@ -468,6 +481,7 @@ static void *serve(void *arg)
             return NULL; /* uds_server_stop */
         if (draining)
             retry_draining(u);
+        uds_orphans_sweep(u->orphans, u->reg);
         for (nfds_t i = 2; i < n; i++)
             if (u->pfds[i].revents)
                 serve_connection(u, &u->slots[u->pfd_slot[i - 2]], u->pfds[i].revents);
@@ -478,90 +492,20 @@ static void *serve(void *arg)
 
 /* ------------------------------------------------------------ the socket */
 
-static int path_address(const char *path, struct sockaddr_un *addr)
-{
-    *addr = (struct sockaddr_un){.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr->sun_path) {
-        fprintf(stderr, "error: --uds %s: a socket path is at most %zu bytes\n", path,
-                sizeof addr->sun_path - 1);
-        return -1;
-    }
-    memcpy(addr->sun_path, path, strlen(path) + 1);
-    return 0;
-}
-
-/* Make room for the socket without ever destroying anything but a socket
- * nobody listens on (what a server that died leaves behind): a regular file,
- * a directory, a symbolic link or a live socket at PATH is an error. */
-static int clear_stale_socket(const char *path, const struct sockaddr_un *addr)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        if (errno == ENOENT)
-            return 0;
-        fprintf(stderr, "error: --uds %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISSOCK(st.st_mode)) {
-        fprintf(stderr, "error: --uds %s exists and is not a socket; refusing to replace it\n", path);
-        return -1;
-    }
-    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    int live = probe >= 0 && connect(probe, (const struct sockaddr *)addr, sizeof *addr) == 0;
-    int why = errno;
-    if (probe >= 0)
-        close(probe);
-    if (live || why != ECONNREFUSED) {
-        fprintf(stderr, "error: --uds %s: %s; refusing to replace it\n", path,
-                live ? "another server is listening on it" : strerror(why));
-        return -1;
-    }
-    if (unlink(path) != 0) {
-        fprintf(stderr, "error: --uds %s: removing the stale socket: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Bind with the file created at its final mode: the umask is the one way to
- * set it at creation (a chmod after bind would follow a symbolic link an
- * attacker swapped in). No other thread creates files while this runs. */
-static int bind_socket(uds_server *u, const struct sockaddr_un *addr)
-{
-    const char *path = u->cfg.path;
-    u->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (u->listen_fd < 0) {
-        perror("error: --uds: socket");
-        return -1;
-    }
-    mode_t old = umask(0777 & ~(mode_t)u->cfg.mode);
-    int rc = bind(u->listen_fd, (const struct sockaddr *)addr, sizeof *addr);
-    int why = errno;
-    umask(old);
-    if (rc != 0) {
-        fprintf(stderr, "error: --uds %s: bind: %s\n", path, strerror(why));
-        return -1;
-    }
-    if (lstat(path, &u->sock_st) != 0 || listen(u->listen_fd, 64) != 0) {
-        fprintf(stderr, "error: --uds %s: %s\n", path, strerror(errno));
-        unlink(path);
-        return -1;
-    }
-    return 0;
-}
-
 /* Remove the socket file only while it is still the one we made. */
 static void remove_socket_file(const uds_server *u)
 {
-    struct stat st;
-    if (lstat(u->cfg.path, &st) == 0 && st.st_dev == u->sock_st.st_dev && st.st_ino == u->sock_st.st_ino)
-        unlink(u->cfg.path);
+    unix_socket_remove(u->cfg.path, &u->sock_st);
 }
 
 static void destroy(uds_server *u)
 {
     if (u->listen_fd >= 0)
         close(u->listen_fd);
+    for (unsigned i = 0; u->slots && i < u->cfg.max_connections; i++)
+        if (u->slots[i].state == SLOT_OPEN && u->slots[i].fd >= 0)
+            close(u->slots[i].fd); /* adopted, never served: a failed start */
+    uds_orphans_free(u->orphans);
     if (u->wake_fd >= 0)
         close(u->wake_fd);
     free(u->slots);
@@ -570,12 +514,91 @@ static void destroy(uds_server *u)
     free(u);
 }
 
-uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg, byte_budget *held)
+/* ------------------------------------------------------- a live upgrade */
+
+/* Every descriptor a live upgrade gave the start: closed when it fails
+ * before the server holds them. */
+static void close_given(const uds_config *cfg)
 {
-    (void)held; /* uds_server.h: no request bytes are held past one record */
-    struct sockaddr_un addr;
-    if (path_address(cfg->path, &addr) != 0 || clear_stale_socket(cfg->path, &addr) != 0)
-        return NULL;
+    if (cfg->listen_fd >= 0)
+        close(cfg->listen_fd);
+    for (size_t i = 0; i < cfg->n_adopt; i++)
+        close(cfg->adopt[i].fd);
+}
+
+/* Take the socket already listening at the path: it must be the socket
+ * file there, which stop removes at exit as if it had made it. */
+static int adopt_socket(uds_server *u, int fd)
+{
+    struct sockaddr_un bound;
+    socklen_t len = sizeof bound;
+    memset(&bound, 0, sizeof bound);
+    int flags = fcntl(fd, F_GETFL);
+    u->listen_fd = fd; /* destroy closes it from here on */
+    if (getsockname(fd, (struct sockaddr *)&bound, &len) != 0 || bound.sun_family != AF_UNIX ||
+        strncmp(bound.sun_path, u->cfg.path, sizeof bound.sun_path) != 0 ||
+        lstat(u->cfg.path, &u->sock_st) != 0 || !S_ISSOCK(u->sock_st.st_mode) || flags < 0 ||
+        fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        fprintf(stderr, "error: --uds %s: the inherited socket is not the one listening there\n",
+                u->cfg.path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Serve each carried connection in a slot of its own, under its tag; one
+ * without a slot, or of a uid --allow-uid refuses here, is closed, and its
+ * regions are swept as orphans. */
+static void adopt_connections(uds_server *u)
+{
+    for (size_t i = 0; i < u->cfg.n_adopt; i++) {
+        const uds_connection *c = &u->cfg.adopt[i];
+        struct slot *s = access_uid_allowed(u->cfg.access, c->uid) ? free_slot(u) : NULL;
+        int flags = fcntl(c->fd, F_GETFL);
+        if (!s || flags < 0 || fcntl(c->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+            fprintf(stderr, "uds %s: not adopted (%s); closed\n", c->tag,
+                    s ? strerror(errno) : "no slot under --uds-max-connections, or --allow-uid");
+            close(c->fd);
+            continue;
+        }
+        *s = (struct slot){.state = SLOT_OPEN, .fd = c->fd, .uid = c->uid};
+        snprintf(s->tag, sizeof s->tag, "%s", c->tag);
+    }
+    u->cfg.adopt = NULL; /* the caller's array: not kept */
+    u->cfg.n_adopt = 0;
+}
+
+static bool tag_held(const void *ctx, const char *tag)
+{
+    const uds_server *u = ctx;
+    for (unsigned i = 0; i < u->cfg.max_connections; i++)
+        if (u->slots[i].state == SLOT_OPEN && strcmp(u->slots[i].tag, tag) == 0)
+            return true;
+    return false;
+}
+
+/* The socket: bound at the path, or adopted with its connections. */
+static int open_socket(uds_server *u)
+{
+    if (u->cfg.listen_fd < 0) {
+        u->listen_fd = unix_socket_listen("--uds", u->cfg.path, SOCK_SEQPACKET, u->cfg.mode, &u->sock_st);
+        return u->listen_fd >= 0 ? 0 : -1;
+    }
+    u->connections = u->cfg.tags_made;
+    if (adopt_socket(u, u->cfg.listen_fd) != 0) {
+        for (size_t i = 0; i < u->cfg.n_adopt; i++)
+            close(u->cfg.adopt[i].fd);
+        return -1;
+    }
+    u->cfg.listen_fd = -1;
+    adopt_connections(u);
+    u->orphans = uds_orphans_find(u->reg, tag_held, u, u->cfg.orphan_grace_s);
+    return 0;
+}
+
+/* The server, its slots and each uid's share; NULL after a message. */
+static uds_server *new_server(const uds_config *cfg, shmreg_registry *reg)
+{
     uds_server *u = calloc(1, sizeof *u);
     if (!u) {
         fprintf(stderr, "error: --uds: out of memory\n");
@@ -602,13 +625,26 @@ uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg, byte_b
         destroy(u);
         return NULL;
     }
-    if (bind_socket(u, &addr) != 0) {
+    return u;
+}
+
+uds_server *uds_server_start(const uds_config *cfg, shmreg_registry *reg, byte_budget *held)
+{
+    (void)held; /* uds_server.h: no request bytes are held past one record */
+    struct sockaddr_un addr;
+    uds_server *u = NULL;
+    if (unix_socket_address("--uds", cfg->path, &addr) != 0 || (u = new_server(cfg, reg)) == NULL) {
+        close_given(cfg);
+        return NULL;
+    }
+    if (open_socket(u) != 0) {
         destroy(u);
         return NULL;
     }
     if (pthread_create(&u->thread, NULL, serve, u) != 0) {
         fprintf(stderr, "error: --uds: cannot start its thread\n");
-        remove_socket_file(u);
+        if (cfg->listen_fd < 0)
+            remove_socket_file(u); /* an adopted one is still the other server's */
         destroy(u);
         return NULL;
     }
@@ -621,14 +657,20 @@ unsigned uds_server_port(const uds_server *u)
     return 0;
 }
 
-void uds_server_stop(uds_server *u)
+/* Wake the thread and wait for it to end. */
+static void stop_thread(uds_server *u)
 {
-    if (!u)
-        return;
     uint64_t one = 1;
     if (write(u->wake_fd, &one, sizeof one) != sizeof one)
         perror("uds: waking the server thread");
     pthread_join(u->thread, NULL);
+}
+
+void uds_server_stop(uds_server *u)
+{
+    if (!u)
+        return;
+    stop_thread(u);
     remove_socket_file(u);
     /* Draining slots are left to registry_destroy, which unregisters every
      * region whatever the policy once requests are done. */
@@ -636,4 +678,37 @@ void uds_server_stop(uds_server *u)
         if (u->slots[i].state == SLOT_OPEN)
             close_connection(u, &u->slots[i]);
     destroy(u);
+}
+
+/* Hand over every open connection; 0, or -1 out of memory (then none is). */
+static int hand_connections(uds_server *u, uds_handoff *out)
+{
+    out->connections = calloc(u->cfg.max_connections, sizeof *out->connections);
+    if (!out->connections)
+        return -1;
+    for (unsigned i = 0; i < u->cfg.max_connections; i++) {
+        struct slot *s = &u->slots[i];
+        if (s->state != SLOT_OPEN)
+            continue; /* closed already: its regions, if carried, are orphans there */
+        uds_connection *c = &out->connections[out->n_connections++];
+        *c = (uds_connection){.fd = s->fd, .uid = s->uid};
+        memcpy(c->tag, s->tag, sizeof c->tag);
+        s->fd = -1; /* the caller's now */
+        s->state = SLOT_FREE;
+    }
+    return 0;
+}
+
+void uds_server_detach(uds_server *u, uds_handoff *out)
+{
+    *out = (uds_handoff){.listen_fd = -1};
+    if (!u)
+        return;
+    stop_thread(u);
+    if (hand_connections(u, out) != 0)
+        fprintf(stderr, "uds: out of memory handing over the connections: they are closed\n");
+    out->listen_fd = u->listen_fd;
+    out->tags_made = u->connections;
+    u->listen_fd = -1;
+    destroy(u); /* closes what was not handed over */
 }

@@ -45,6 +45,17 @@ def filled_region(mc):
     return fd, buf
 
 
+def register_region(path, name):
+    """(socket, memfd mmap) of a region holding simple's inputs, registered
+    as name over the socket at path."""
+    mc = load_memfd_client()
+    fd, buf = filled_region(mc)
+    sock = mc.connect(path)
+    mc.register(sock, name, fd, REGION_BYTES)
+    os.close(fd)
+    return sock, buf
+
+
 def infer_body(name, outputs_in_region=True):
     def place(offset):
         return {"shared_memory_region": name, "shared_memory_byte_size": NBYTES,

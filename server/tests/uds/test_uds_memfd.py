@@ -24,7 +24,8 @@ from server_process import sibling_binary
 from grpc_support import start_grpc_server  # noqa: F401 (a fixture)
 from uds_fixtures import (  # noqa: F401 (fixtures)
     open_fds, settled_open_fds, sock_path, status, uds_server, wait_uds_line)
-from uds_client import IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client
+from uds_client import (IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client,
+                        register_region)
 from readme_snippets import blocks, numbers, run_block
 
 pytestmark = pytest.mark.servers("c")
@@ -36,15 +37,6 @@ UDS_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 def memfd_mappings(server):
     with open(f"/proc/{server.pid}/maps") as maps:
         return [line for line in maps if " /memfd:" in line]
-
-
-def register_region(path, name):
-    """(socket, memfd mmap) of a region holding simple's inputs, registered."""
-    fd, buf = filled_region(mc)
-    sock = mc.connect(path)
-    mc.register(sock, name, fd, REGION_BYTES)
-    os.close(fd)
-    return sock, buf
 
 
 def infer(server, name, model="simple", outputs_in_region=True):
