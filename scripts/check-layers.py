@@ -8,6 +8,7 @@ src/ is in folders by layer (docs/design.md), lowest first:
   backends  the system and CUDA memory backends
   remote    the UCX backend and its client
   core      the registry, its table, regions, mappings, quotas, reclaim
+  handover  a registry's state saved, restored and sent to another process
 
 A file may include the headers of its own layer and of lower ones, the
 public headers (shmreg/shmreg.h and those beside it) and system headers. Every include of a
@@ -36,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["base", "wire", "backends", "remote", "core"]  # lowest first
+LAYERS = ["base", "wire", "backends", "remote", "core", "handover"]  # lowest first
 PUBLIC = "shmreg/"  # include/shmreg/, the public headers
 SOURCES = {".c", ".h", ".cc", ".cpp", ".cu", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')

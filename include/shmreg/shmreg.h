@@ -34,10 +34,11 @@
  * A view of a read-only region (SHMREG_READONLY) has writable == 0: a write
  * through it faults.
  *
- * This header, with the two it includes at its end, is the whole public
+ * This header, with the three it includes at its end, is the whole public
  * API: shmreg/region_socket.h (descriptor passing and the wire formats of
- * regions passed over a Unix socket) and shmreg/remote.h (remote regions
- * through UCX). Everything else under src/ is private.
+ * regions passed over a Unix socket), shmreg/remote.h (remote regions
+ * through UCX) and shmreg/handover.h (a registry's state handed to another
+ * process). Everything else under src/ is private.
  *
  * Conventions used throughout:
  *  - Every call returns a shmreg_err; SHMREG_OK is 0. On failure the calling
@@ -571,8 +572,11 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  * The same as shmreg_register with SHMREG_SOURCE_FD and no tag.
  *
  * Ownership: the caller keeps fd. The registry maps the window itself and
- * never closes, duplicates or keeps fd; the caller may close it as soon as
- * this returns (the mapping keeps the memory alive).
+ * never closes fd; the caller may close it as soon as this returns (the
+ * mapping keeps the memory alive). Since 1.5 the registry keeps a duplicate
+ * of its own (close-on-exec) while the region is mapped, so that a handover
+ * (shmreg/handover.h) can carry the region to another process: one
+ * descriptor per descriptor region, closed with its mapping.
  * What is checked, before anything is mapped: fd is a regular file (fstat
  * S_ISREG: a memfd is one; a pipe, socket or device is INVALID_ARG); its
  * owner (st_uid) passes the config's owner allow-list; it carries
@@ -961,9 +965,11 @@ SHMREG_API shmreg_err shmreg_copy_to_view(shmreg_region *ref, const shmreg_view 
 #endif
 
 /* The supplements, by audience: the wire formats of regions passed over a
- * Unix socket, and remote regions through UCX. Each includes this header, so
+ * Unix socket, remote regions through UCX, and handing a registry to another
+ * process (a restart). Each includes this header, so
  * either may be included alone; including this one declares them all. */
 #include <shmreg/region_socket.h>
 #include <shmreg/remote.h>
+#include <shmreg/handover.h>
 
 #endif /* SHMREG_SHMREG_H */

@@ -41,6 +41,20 @@
 
 struct shmreg__opened;
 
+/* A file's identity as fstat gives it. */
+struct shmreg__object_id {
+    uint64_t device, inode;
+};
+
+/* What a saved registry state (handover/) needs to open a region's memory
+ * again in another process, filled by a backend's `carried`. */
+struct shmreg__carried {
+    int fd;                       /* the registry's own descriptor of the memory, or -1;
+                                     the saver duplicates it, never closes it */
+    bool object_known;            /* object holds the shm object's identity */
+    struct shmreg__object_id object;
+};
+
 /* Who a registration's memory is, for the registration cache: equal
  * identities (of the same backend) name the same memory, mapped the same
  * way. */
@@ -79,6 +93,10 @@ struct shmreg__open_args {
     struct shmreg__identity id;
     size_t object_offset;
     int fd;
+    /* A restore (handover/) re-opening a shm key: the object must still be
+     * the one saved, fstat's device and inode, or inspect refuses it (it was
+     * unlinked and created again in between). NULL: any object. */
+    const struct shmreg__object_id *expect_object;
 };
 
 struct shmreg__backend {
@@ -107,6 +125,10 @@ struct shmreg__backend {
      * region: its connection's UCX transports); NULL or a string that lives
      * as long as m. */
     const char *(*transports)(const struct shmreg__opened *m);
+    /* Optional, for a handover (handover/): what another process needs to
+     * open this memory again. Called under the table's lock: it makes no
+     * system call. NULL: the source is not carried by a saved state. */
+    void (*carried)(const struct shmreg__opened *m, struct shmreg__carried *out);
 };
 
 /* The backend of a source, or NULL for a value no backend serves. */

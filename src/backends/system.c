@@ -18,6 +18,7 @@ static shmreg_err system_inspect(struct shmreg__open_args *a);
 static void system_forget(struct shmreg__open_args *a);
 static shmreg_err system_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err system_close(struct shmreg__opened *m, const char *region_name);
+static void system_carried(const struct shmreg__opened *m, struct shmreg__carried *out);
 
 const struct shmreg__backend shmreg__backend_system = {
     .name = "system",
@@ -27,6 +28,7 @@ const struct shmreg__backend shmreg__backend_system = {
     .forget = system_forget,
     .open = system_open,
     .close = system_close,
+    .carried = system_carried,
 };
 
 /* Not cached in a static: registrations run in many threads at once, and
@@ -105,6 +107,22 @@ static shmreg_err check_object(struct shmreg__open_args *a, int fd, struct stat 
     return err;
 }
 
+/* A restore demands the object that was saved: one unlinked and created
+ * again under the same key since is another object, whatever it holds, and
+ * mapping it would hand the new registry memory its clients never gave. */
+static shmreg_err check_expected(const struct shmreg__open_args *a, const struct stat *st)
+{
+    const struct shmreg__object_id *want = a->expect_object;
+    if (!want || (want->device == (uint64_t)st->st_dev && want->inode == (uint64_t)st->st_ino))
+        return SHMREG_OK;
+    return shmreg__fail(SHMREG_ERR_NOT_FOUND,
+                        "cannot restore shared memory region '%s': shm key '%s' is no longer the object that was "
+                        "saved (device %llu inode %llu then, device %llu inode %llu now): it was unlinked and "
+                        "created again",
+                        a->r->name, a->r->key, (unsigned long long)want->device, (unsigned long long)want->inode,
+                        (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
+}
+
 /* Open the key and run every check that needs the object (check_object).
  * On success a->fd stays open (for map_window, and forget closes it) and
  * a->id says which object it is: fstat's device and inode, and how it would
@@ -126,6 +144,8 @@ static shmreg_err system_inspect(struct shmreg__open_args *a)
                                   r->key);
     struct stat st;
     shmreg_err err = check_object(a, fd, &st);
+    if (err == SHMREG_OK)
+        err = check_expected(a, &st);
     if (err != SHMREG_OK) {
         /* A failing close on a failed path loses nothing. */
         shmreg__sys.close(fd);
@@ -168,6 +188,9 @@ static shmreg_err map_window(const struct shmreg__open_args *a, struct shmreg__o
     m->object_offset = r->offset - delta;
     m->addr = (char *)base + delta;
     m->byte_size = r->byte_size;
+    /* The object's identity, which a saved state carries (system_carried). */
+    m->priv[0] = a->id.words[0];
+    m->priv[1] = a->id.words[1];
     return SHMREG_OK;
 }
 
@@ -221,4 +244,16 @@ static shmreg_err system_close(struct shmreg__opened *m, const char *region_name
         err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "munmap of shared memory region '%s' failed",
                                  region_name);
     return err;
+}
+
+/* A shm key is carried by name and identity, not by descriptor: the
+ * descriptor is closed once mapped (a mapping needs none), and the receiver
+ * re-opens the key under its own checks (owner, no symlink, the type). */
+static void system_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
+{
+    *out = (struct shmreg__carried){
+        .fd = -1,
+        .object_known = true,
+        .object = {m->priv[0], m->priv[1]},
+    };
 }

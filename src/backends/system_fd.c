@@ -21,6 +21,7 @@
 static shmreg_err fd_prepare(struct shmreg__open_args *a);
 static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err fd_close(struct shmreg__opened *m, const char *region_name);
+static void fd_carried(const struct shmreg__opened *m, struct shmreg__carried *out);
 
 /* No inspect: a descriptor names nothing the registration cache could look
  * up again (a memfd has no key, and a descriptor number says nothing), so
@@ -31,6 +32,7 @@ const struct shmreg__backend shmreg__backend_system_fd = {
     .prepare = fd_prepare,
     .open = fd_open,
     .close = fd_close,
+    .carried = fd_carried,
 };
 
 static shmreg_err fd_prepare(struct shmreg__open_args *a)
@@ -101,6 +103,21 @@ static shmreg_err check_object(const struct shmreg__open_args *a, const struct s
     return SHMREG_OK;
 }
 
+/* The registry keeps a descriptor of its own for every descriptor region
+ * (priv[0]), closed with the mapping: a mapping cannot be handed to another
+ * process, a descriptor can (a handover, handover/). One descriptor per
+ * region is the cost. */
+static shmreg_err keep_descriptor(const shmreg_registration *r, const char *what, struct shmreg__opened *m)
+{
+    int own = shmreg__sys.fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno,
+                                  "cannot register shared memory region '%s': keeping a descriptor of %s", r->name,
+                                  what);
+    m->priv[0] = (uint64_t)own;
+    return SHMREG_OK;
+}
+
 static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__opened *out)
 {
     const shmreg_registration *r = a->r;
@@ -131,6 +148,8 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__open
         err = shmreg__host_pinning.pin(r->name, m.base, m.length, ro != 0);
         m.pinned = err == SHMREG_OK;
     }
+    if (err == SHMREG_OK && (err = keep_descriptor(r, what, &m)) != SHMREG_OK && m.pinned)
+        (void)shmreg__host_pinning.unpin(r->name, m.base);
     if (err != SHMREG_OK) {
         /* A mapping made a moment ago, with its own address and length:
          * munmap cannot fail but for EINVAL; the first error is reported. */
@@ -141,8 +160,18 @@ static shmreg_err fd_open(const struct shmreg__open_args *a, struct shmreg__open
     return SHMREG_OK;
 }
 
-/* The same mapping as a shm key's: unpin, then unmap. */
+/* The same mapping as a shm key's: unpin, then unmap; then the registry's
+ * own descriptor. A failing close has still released it (Linux). */
 static shmreg_err fd_close(struct shmreg__opened *m, const char *region_name)
 {
-    return shmreg__backend_system.close(m, region_name);
+    shmreg_err err = shmreg__backend_system.close(m, region_name);
+    if (shmreg__sys.close((int)m->priv[0]) != 0 && err == SHMREG_OK)
+        err = shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "close of shared memory region '%s' failed",
+                                 region_name);
+    return err;
+}
+
+static void fd_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
+{
+    *out = (struct shmreg__carried){.fd = (int)m->priv[0]};
 }

@@ -327,7 +327,8 @@ static shmreg_err inspect_and_reserve(struct shmreg__table *t, struct pending_re
     return err;
 }
 
-static shmreg_err register_region(shmreg_registry *reg, const shmreg_registration *r)
+static shmreg_err register_region(shmreg_registry *reg, const shmreg_registration *r,
+                                  const struct shmreg__object_id *expect)
 {
     struct pending_registration p = {.open = {.fd = -1}};
     shmreg_err err = validate(r, &p.backend);
@@ -342,6 +343,7 @@ static shmreg_err register_region(shmreg_registry *reg, const shmreg_registratio
         .accept_unsealed_fds = reg->accept_unsealed_fds,
         .source_settings = shmreg__source_settings(reg, r->source),
         .fd = -1,
+        .expect_object = expect,
     };
     if ((err = p.backend->prepare(&p.open)) != SHMREG_OK)
         return err;
@@ -377,7 +379,15 @@ shmreg_err shmreg_register(shmreg_registry *reg, const shmreg_registration *r)
 {
     if (!reg || !r)
         return shmreg__fail(SHMREG_ERR_INVALID_ARG, "register: %s is NULL", !reg ? "registry" : "registration");
-    shmreg_err err = register_region(reg, r);
+    shmreg_err err = register_region(reg, r, NULL);
+    count(reg->table, err);
+    return err;
+}
+
+shmreg_err shmreg__register_restoring(shmreg_registry *reg, const shmreg_registration *r,
+                                      const struct shmreg__object_id *expect)
+{
+    shmreg_err err = register_region(reg, r, expect);
     count(reg->table, err);
     return err;
 }

@@ -34,6 +34,12 @@ const char *shmreg__kind_word(shmreg_kind kind); /* "system ", "cuda ", "remote 
 shmreg_err shmreg__filter_check(const shmreg_filter *f, shmreg_filter *out);
 
 struct shmreg_region;
+struct shmreg__object_id;
+
+/* shmreg_register for a restore (handover/): the same checks, and a shm key
+ * must still be the object `expect` names (NULL: any object). */
+shmreg_err shmreg__register_restoring(shmreg_registry *reg, const shmreg_registration *r,
+                                      const struct shmreg__object_id *expect);
 
 /* Under the table's lock: the live region called name that passes kind and
  * tag, or NOT_FOUND (absent, or another tag's) or WRONG_KIND, each with its

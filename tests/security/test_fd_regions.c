@@ -16,21 +16,10 @@
 
 #define OBJ 16384
 
-/* A memfd of OBJ bytes filled with tu_pattern(seed, i), sealed with `seals`
- * (0: none; MFD_ALLOW_SEALING either way). */
+/* A memfd of OBJ bytes filled with tu_pattern(seed, i), sealed with `seals`. */
 static int make_memfd(uint8_t seed, int seals)
 {
-    int fd = memfd_create("shmreg-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, OBJ), 0);
-    unsigned char *p = mmap(NULL, OBJ, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    assert_true(p != MAP_FAILED);
-    for (size_t i = 0; i < OBJ; i++)
-        p[i] = tu_pattern(seed, i);
-    munmap(p, OBJ);
-    if (seals)
-        assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
-    return fd;
+    return tu_memfd_create(OBJ, seed, seals);
 }
 
 static void test_sealed_memfd_round_trip(void **state)

@@ -129,6 +129,21 @@ void tu_shm_unlink(const char *key)
     shm_unlink(key);
 }
 
+int tu_memfd_create(size_t size, uint8_t seed, int seals)
+{
+    int fd = memfd_create("shmreg-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    unsigned char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(p != MAP_FAILED);
+    for (size_t i = 0; i < size; i++)
+        p[i] = tu_pattern(seed, i);
+    munmap(p, size);
+    if (seals)
+        assert_int_equal(fcntl(fd, F_ADD_SEALS, seals), 0);
+    return fd;
+}
+
 void *tu_shm_map(const char *key, size_t size)
 {
     int fd = shm_open(key, O_RDWR, 0);

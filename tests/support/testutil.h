@@ -64,6 +64,11 @@ static inline uint8_t tu_pattern(uint8_t seed, size_t i)
 #endif
 }
 
+/* A memfd of `size` bytes filled with tu_pattern(seed, i), sealed with
+ * `seals` (0: none; MFD_ALLOW_SEALING either way), close-on-exec. Aborts the
+ * test on failure. */
+int tu_memfd_create(size_t size, uint8_t seed, int seals);
+
 /* Map the whole object `key` read-write in this process (the test's own view
  * of the bytes, independent of the registry). Unmap with munmap. */
 void *tu_shm_map(const char *key, size_t size);
@@ -78,6 +83,21 @@ static inline shmreg_err tu_register_system_tagged(shmreg_registry *reg, const c
     shmreg_registration_init(&r);
     r.name = name;
     r.key = key;
+    r.offset = offset;
+    r.byte_size = byte_size;
+    r.flags = flags;
+    r.tag = tag;
+    return shmreg_register(reg, &r);
+}
+
+static inline shmreg_err tu_register_fd_tagged(shmreg_registry *reg, const char *name, int fd, size_t offset,
+                                               size_t byte_size, unsigned flags, const char *tag)
+{
+    shmreg_registration r;
+    shmreg_registration_init(&r);
+    r.source = SHMREG_SOURCE_FD;
+    r.name = name;
+    r.fd = fd;
     r.offset = offset;
     r.byte_size = byte_size;
     r.flags = flags;
