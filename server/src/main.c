@@ -9,7 +9,10 @@
  *            --uds), and once all of them are up, one line each:
  *            "listening on HOST:PORT (libshmreg VERSION)", "grpc listening
  *            on HOST:PORT", "uds listening on PATH".
- * Shutdown:  SIGINT or SIGTERM -> the adapters stop accepting and finish
+ * Under a service manager (NOTIFY_SOCKET), the registry is restored from
+ *            its fd store before the adapters start and kept there while
+ *            serving; READY=1 once they are up (service/crash_survival.h).
+ * Shutdown:  SIGINT or SIGTERM -> the fd store is emptied, the adapters stop accepting and finish
  *            their in-flight requests at the same time (their completion
  *            releases their region references), stop their workers, then the
  *            registry is destroyed, which unmaps every region.
@@ -32,6 +35,7 @@
 #include "models/models.h"
 #include "options.h"
 #include "http/http_server.h"
+#include "service/crash_survival.h"
 #include "uds/uds_server.h"
 
 /* The library's messages that no call can return (a failing munmap in a
@@ -301,15 +305,25 @@ int main(int argc, char **argv)
     shmreg_registry *reg = create_registry(&opts);
     /* remote_memory: dead clients' regions go without being asked. */
     remote_sweeper *sweeper = reg && remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
+    /* Crash survival: the regions a crashed predecessor held are back
+     * before any adapter serves (service/crash_survival.h). */
+    crash_survival_config keep_cfg;
+    options_crash_survival(&opts, &keep_cfg);
+    crash_survival *keep = NULL;
     running run[N_ADAPTERS];
-    int rc = !reg || start_adapters(&opts, reg, run) != 0;
+    int rc = !reg || crash_survival_start(&keep_cfg, reg, &keep) != 0 ||
+             start_adapters(&opts, reg, run) != 0;
     if (rc == 0) {
         announce(&opts, run);
+        crash_survival_ready(keep);
         int sig = 0;
         sigwait(&stop, &sig);
         fprintf(stderr, "shutdown: signal %d, draining requests\n", sig);
+        crash_survival_stop(keep, 1); /* a stop asked for: nothing to restore */
+        keep = NULL;
         stop_adapters(run);
     }
+    crash_survival_stop(keep, 0); /* a failed start keeps the store for the next */
     models_stop(); /* no request runs any more, on any adapter */
     remote_sweep_stop(sweeper);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */
