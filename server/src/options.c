@@ -606,5 +606,5 @@ void options_free(server_options *o)
 
 void options_crash_survival(const server_options *o, crash_survival_config *out)
 {
-    *out = (crash_survival_config){.save_ms = o->fd_store_ms};
+    *out = (crash_survival_config){.save_ms = o->fd_store_ms, .verbose = o->verbose};
 }

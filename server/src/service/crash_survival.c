@@ -27,7 +27,7 @@ int crash_survival_start(const crash_survival_config *cfg, shmreg_registry *reg,
         return -1;
     crash_survival *c = managed ? calloc(1, sizeof *c) : NULL;
     if (c)
-        c->saver = fd_store_start(reg, cfg->save_ms, &found);
+        c->saver = fd_store_start(reg, cfg->save_ms, cfg->verbose, &found);
     fd_store_found_free(&found);
     if (managed && (!c || !c->saver)) {
         if (!c)

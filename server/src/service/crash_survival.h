@@ -10,6 +10,7 @@
 
 typedef struct crash_survival_config {
     unsigned save_ms; /* --fd-store-ms: at most one save this often */
+    int verbose;      /* -v: a line for each state stored */
 } crash_survival_config;
 
 typedef struct crash_survival crash_survival;

@@ -16,6 +16,7 @@
 struct fd_store {
     shmreg_registry *reg;
     unsigned interval_ms;
+    int verbose;          /* a line for each state stored */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* on CLOCK_MONOTONIC */
@@ -24,6 +25,7 @@ struct fd_store {
     int due;              /* a save is due whatever the counters say */
     int failing;          /* the last save failed: said once, not every interval */
     uint64_t seen[3];     /* the counters at the last save */
+    size_t listed;        /* regions not pending at that read: the save holds at least these */
     unsigned long long gen; /* the state stored, 0: none */
     fd_name_list stored;  /* regions' descriptors stored, sorted */
     fd_name_list stale;   /* names of ours found at start, to remove */
@@ -164,6 +166,9 @@ static int save_once(fd_store *s)
         return -1;
     }
     int rc = publish(s, blob, fds, n);
+    if (rc == 0 && s->verbose)
+        fprintf(stderr, "crash survival: state %llu stored: %zu descriptor(s); %zu region(s) "
+                        "listed when it began\n", s->gen, n, s->listed);
     if (rc != 0 && !s->failing)
         fprintf(stderr, "crash survival: storing the registry in the service manager failed; "
                         "the previous state stays stored, retried every interval\n");
@@ -186,6 +191,7 @@ static int changed(fd_store *s)
         return 1;
     uint64_t now[3] = {st.registrations, st.regions, st.pending_regions};
     int moved = memcmp(now, s->seen, sizeof now) != 0;
+    s->listed = st.regions - st.pending_regions;
     memcpy(s->seen, now, sizeof now);
     return moved;
 }
@@ -231,7 +237,7 @@ static int init_sync(fd_store *s)
     return rc;
 }
 
-fd_store *fd_store_start(shmreg_registry *reg, unsigned interval_ms, fd_store_found *found)
+fd_store *fd_store_start(shmreg_registry *reg, unsigned interval_ms, int verbose, fd_store_found *found)
 {
     fd_store *s = calloc(1, sizeof *s);
     if (!s || init_sync(s) != 0) {
@@ -241,6 +247,7 @@ fd_store *fd_store_start(shmreg_registry *reg, unsigned interval_ms, fd_store_fo
     }
     s->reg = reg;
     s->interval_ms = interval_ms;
+    s->verbose = verbose;
     s->gen = found->gen;
     s->stored = found->regions;
     s->stale = found->stale;

@@ -37,9 +37,10 @@ void fd_store_found_free(fd_store_found *found);
 
 typedef struct fd_store fd_store;
 
-/* Start the saver over reg, at most one save every interval_ms; it takes
- * found's lists (left empty). NULL after a message on stderr. */
-fd_store *fd_store_start(shmreg_registry *reg, unsigned interval_ms, fd_store_found *found);
+/* Start the saver over reg, at most one save every interval_ms (verbose: a
+ * line for each state stored); it takes found's lists (left empty). NULL
+ * after a message on stderr. */
+fd_store *fd_store_start(shmreg_registry *reg, unsigned interval_ms, int verbose, fd_store_found *found);
 /* Stop the saver (NULL: no-op). clear: remove everything stored, so that
  * a clean stop is not restored by the next start. */
 void fd_store_stop(fd_store *s, int clear);
