@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from server_process import ALLOW_SHM, START_TIMEOUT_S, STOP_TIMEOUT_S, binary
+from server_process import ALLOW_SHM, START_TIMEOUT_S, STOP_TIMEOUT_S, binary, unmanaged_env
 
 KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fd_keeper.py")
 NOT_BUILT = "crash survival: not compiled in"
@@ -27,7 +27,7 @@ class KeptServer:
         command = command or [server or binary(), "--host", "127.0.0.1", "--port", "0", ALLOW_SHM,
                               "-v", *args]
         cmd = [sys.executable, KEEPER, "-v", *keeper_args, "--", *command]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=unmanaged_env())
         self.lines = {"out": [], "err": []}
         self.cond = threading.Condition()
         self.readers = [threading.Thread(target=self._read, args=(s, k), daemon=True)
