@@ -77,7 +77,8 @@ static bool grow(struct shmreg__state_writer *w, size_t need)
 
 void shmreg__state_writer_put(struct shmreg__state_writer *w, const void *p, size_t n)
 {
-    if (w->failed)
+    /* n 0 comes with p NULL (no tag, no app_state): memcpy wants neither. */
+    if (w->failed || n == 0)
         return;
     if (n > SHMREG_STATE_BLOB_MAX - w->len || (w->len + n > w->cap && !grow(w, w->len + n))) {
         w->failed = true;
