@@ -27,7 +27,10 @@ class KeptServer:
         command = command or [server or binary(), "--host", "127.0.0.1", "--port", "0", ALLOW_SHM,
                               "-v", *args]
         cmd = [sys.executable, KEEPER, "-v", *keeper_args, "--", *command]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=unmanaged_env())
+        # A process group of its own: a keeper that does not stop is killed with
+        # its server, so that no server outlives the test.
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=unmanaged_env(),
+                                     start_new_session=True)
         self.lines = {"out": [], "err": []}
         self.cond = threading.Condition()
         self.readers = [threading.Thread(target=self._read, args=(s, k), daemon=True)
@@ -102,7 +105,7 @@ class KeptServer:
             try:
                 self.rc = self.proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.rc = self.proc.wait()
                 raise AssertionError("the keeper did not stop:\n" + self.text())
             for r in self.readers:
