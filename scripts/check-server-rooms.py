@@ -4,9 +4,9 @@
   common    datatypes, tensors, statuses, the worker pool, UTF-8
   models    the models, their GPU parts
   core      the protocol-neutral core
-  grpc, http, uds
-            the adapters: each may include the rooms below it, never another
-            adapter
+  grpc, http, uds, service
+            the adapters, and the service manager's side (crash survival):
+            each may include the rooms below it, never another of them
   main.c, options.c (at the top, in no folder): anything
 
 and that JSON is http/'s alone: no file outside http/ includes a JSON
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = {"common": 0, "models": 1, "core": 2, "grpc": 3, "http": 3, "uds": 3}
+ROOMS = {"common": 0, "models": 1, "core": 2, "grpc": 3, "http": 3, "uds": 3, "service": 3}
 TOP = 4  # main.c and options.c, in no folder
 SOURCES = {".c", ".h", ".cc", ".cpp", ".cu"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')

@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev llvm valgrind
   abigail-tools   # abidw and abidiff, for the ABI tier (15-abi)
   libmicrohttpd-dev
+  libsystemd-dev  # the server's crash survival: sd_notify's fd store (optional: SERVER_WITH_SYSTEMD)
   rapidjson-dev  # RapidJSON (headers only): the server's reading of every request body
   libjson-c-dev  # json-c: the reading the server's JSON reader replaced, the fuzz target's reference (tier 70)
   libb64-0d  # tritonclient 2.48.0's perf_analyzer, which runs on glibc 2.36 (tier 60)

@@ -16,6 +16,13 @@ build_server "$dir"
 server_cmake server "$dir/app-asan" -DSERVER_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug -DSERVER_SANITIZE=address,undefined
 
+# The same server without libsystemd: it must build, and say under a
+# service manager that crash survival is not compiled in
+# (server/tests/crash/test_crash_survival.py).
+server_cmake server "$dir/app-nosystemd" -DSERVER_WERROR=ON \
+  -DCMAKE_PREFIX_PATH="$prefix" -DSERVER_WITH_SYSTEMD=OFF
+export SERVER_BIN_NO_SYSTEMD=$PWD/$dir/app-nosystemd/shmreg-server
+
 [ -x "$dir/venv/bin/python" ] || python3 -m venv "$dir/venv"
 "$dir/venv/bin/pip" install -q 'tritonclient[http,grpc]' pytest perf-analyzer uvicorn httpx
 # The Python server's shmreg, built from this checkout as a user gets it.

@@ -12,8 +12,12 @@
  *            With --take-over PATH, the adapters start instead on the
  *            sockets of the server listening there, with its regions
  *            (upgrade.h); with --handover-socket PATH, a successor may take
- *            this server over in turn.
- * Shutdown:  SIGINT or SIGTERM -> the adapters stop accepting and finish
+ *            this server over in turn. Under a service manager
+ *            (NOTIFY_SOCKET), the registry is restored from its fd store
+ *            before the adapters start and kept there while serving;
+ *            READY=1 once they are up (service/crash_survival.h).
+ * Shutdown:  SIGINT or SIGTERM -> the fd store is emptied (a stop asked
+ *            for restores nothing), the adapters stop accepting and finish
  *            their in-flight requests at the same time (their completion
  *            releases their region references), stop their workers, then the
  *            registry is destroyed, which unmaps every region. A successor
@@ -39,6 +43,7 @@
 #include "core/remote_sweep.h"
 #include "models/models.h"
 #include "options.h"
+#include "service/crash_survival.h"
 #include "upgrade.h"
 
 /* The library's messages that no call can return (a failing munmap in a
@@ -206,9 +211,10 @@ static int take_successor(const server_options *o, shmreg_registry *reg, running
 
 /* Serve until a stop signal (the adapters stop and drain) or a successor
  * takes over (they are detached already): 0, or 1 when the adapters could
- * not serve again after a failed upgrade. Takes l. */
+ * not serve again after a failed upgrade. Takes l; a stop signal empties
+ * the fd store first (*keep, then NULL). */
 static int serve(const server_options *o, shmreg_registry *reg, running *run, const sigset_t *stop,
-                 upgrade_listener *l)
+                 upgrade_listener *l, crash_survival **keep)
 {
     int rc = 0, sig_fd = signalfd(-1, stop, SFD_CLOEXEC);
     for (int over = sig_fd < 0; !over;) {
@@ -226,6 +232,8 @@ static int serve(const server_options *o, shmreg_registry *reg, running *run, co
         if (sig_fd >= 0 && read(sig_fd, &info, sizeof info) != (ssize_t)sizeof info)
             info.ssi_signo = 0;
         fprintf(stderr, "shutdown: signal %u, draining requests\n", info.ssi_signo);
+        crash_survival_stop(*keep, 1); /* a stop asked for: nothing to restore */
+        *keep = NULL;
         adapters_stop(run);
     }
     upgrade_listener_close(l);
@@ -259,12 +267,21 @@ int main(int argc, char **argv)
     shmreg_registry *reg = create_registry(&opts);
     /* remote_memory: dead clients' regions go without being asked. */
     remote_sweeper *sweeper = reg && remote_engine_get(NULL) ? remote_sweep_start(reg) : NULL;
+    /* Crash survival: the regions a crashed predecessor held are back
+     * before any adapter serves (service/crash_survival.h). */
+    crash_survival_config keep_cfg;
+    options_crash_survival(&opts, &keep_cfg);
+    crash_survival *keep = NULL;
     running run[N_ADAPTERS];
     upgrade_carried carried; /* what o points to after a take-over */
     upgrade_listener *successors = NULL;
-    int rc = !reg || start(&opts, reg, run, &carried, &successors) != 0;
-    if (rc == 0)
-        rc = serve(&opts, reg, run, &stop, successors);
+    int rc = !reg || crash_survival_start(&keep_cfg, reg, &keep) != 0 ||
+             start(&opts, reg, run, &carried, &successors) != 0;
+    if (rc == 0) {
+        crash_survival_ready(keep);
+        rc = serve(&opts, reg, run, &stop, successors, &keep);
+    }
+    crash_survival_stop(keep, 0); /* a failed start keeps the store for the next */
     models_stop(); /* no request runs any more, on any adapter */
     remote_sweep_stop(sweeper);
     shmreg_registry_destroy(reg); /* no reference is held any more: everything unmaps here */

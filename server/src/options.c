@@ -324,6 +324,10 @@ static const flag flags[] = {
     {.name = "request-timeout-s", .arg = "N", UINT(request_timeout_s, 1, 3600),
      .help = "close a connection idle this long: a request whose headers\n"
              "or body stall, or an unused kept-alive one (default 10)"},
+    {.name = "fd-store-ms", .arg = "N", UINT(fd_store_ms, 1, 60000),
+     .help = "under a service manager (NOTIFY_SOCKET): keep the regions\n"
+             "in its fd store, saved at most every N ms after a change,\n"
+             "so that a restart after a crash has them (default 100)"},
     {.short_name = 'v', .name = "verbose", .kind = FLAG_SET, .field = FIELD(verbose),
      .help = "one log line per request on stderr, and one per inference\n"
              "with the path each shared-memory tensor took"},
@@ -474,7 +478,7 @@ int options_parse(int argc, char **argv, server_options *o)
                           .uds_max_connections = 64, .uds_max_regions = 16,
                           .orphan_grace_s = 60,
                           .max_buffered = (size_t)256 << 20, .max_client_connections = 64,
-                          .request_timeout_s = 10};
+                          .request_timeout_s = 10, .fd_store_ms = 100};
     access_options_init(&o->access);
     size_t n_prefixes = 0;
     int c;
@@ -628,4 +632,9 @@ void options_free(server_options *o)
     free(o->reserved_prefixes);
     o->reserved_prefixes = NULL;
     access_options_free(&o->access);
+}
+
+void options_crash_survival(const server_options *o, crash_survival_config *out)
+{
+    *out = (crash_survival_config){.save_ms = o->fd_store_ms, .verbose = o->verbose};
 }

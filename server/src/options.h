@@ -18,6 +18,7 @@
 #include "grpc/grpc_server.h"
 #include "http/http_server.h"
 #include "models/models.h"
+#include "service/crash_survival.h"
 #include "uds/uds_server.h"
 
 #ifdef __cplusplus
@@ -66,6 +67,7 @@ typedef struct server_options {
     unsigned max_client_connections;  /* connections from one IP address at once; 0: no limit */
     unsigned request_timeout_s;       /* a connection idle this long is closed (stalled request) */
     uint64_t given;                   /* a bit per flag of the table that argv gave (options_given) */
+    unsigned fd_store_ms;             /* --fd-store-ms: under a service manager, save at most this often */
 } server_options;
 
 /* Fill o from argv. Returns 0 to run, 1 when --help was printed (exit 0),
@@ -88,6 +90,8 @@ int options_uds(const server_options *o, uds_config *out);
 void options_models(const server_options *o, models_config *out);
 void options_infer(const server_options *o, infer_config *out);
 void options_remote(const server_options *o, remote_engine_settings *out);
+/* Crash survival's share (service/crash_survival.h). */
+void options_crash_survival(const server_options *o, crash_survival_config *out);
 
 #ifdef __cplusplus
 }

@@ -44,8 +44,15 @@ static int add(uds_orphans *o, const char *tag)
     return 0;
 }
 
+/* The number a tag ends with ("uds:uid=U:pid=P:N"), 0 when none. */
+static unsigned long long tag_number(const char *tag)
+{
+    const char *colon = strrchr(tag, ':');
+    return colon ? strtoull(colon + 1, NULL, 10) : 0;
+}
+
 uds_orphans *uds_orphans_find(shmreg_registry *reg, bool (*is_held)(const void *ctx, const char *tag),
-                              const void *ctx, unsigned grace_s)
+                              const void *ctx, unsigned grace_s, unsigned long long *highest)
 {
     shmreg_region_status *st = NULL;
     size_t n = 0;
@@ -59,7 +66,11 @@ uds_orphans *uds_orphans_find(shmreg_registry *reg, bool (*is_held)(const void *
     int failed = 0;
     for (size_t i = 0; i < n && !failed; i++) {
         const char *tag = st[i].tag;
-        if (tag && strncmp(tag, UDS_TAG_PREFIX, strlen(UDS_TAG_PREFIX)) == 0 && !is_held(ctx, tag))
+        if (!tag || strncmp(tag, UDS_TAG_PREFIX, strlen(UDS_TAG_PREFIX)) != 0)
+            continue;
+        if (tag_number(tag) > *highest)
+            *highest = tag_number(tag);
+        if (!is_held(ctx, tag))
             failed = add(o, tag);
     }
     shmreg_status_free(st, n);

@@ -577,22 +577,27 @@ static bool tag_held(const void *ctx, const char *tag)
     return false;
 }
 
-/* The socket: bound at the path, or adopted with its connections. */
+/* The socket: bound at the path, or adopted with its connections; then
+ * the orphans among the registry's Unix-socket regions. */
 static int open_socket(uds_server *u)
 {
     if (u->cfg.listen_fd < 0) {
         u->listen_fd = unix_socket_listen("--uds", u->cfg.path, SOCK_SEQPACKET, u->cfg.mode, &u->sock_st);
-        return u->listen_fd >= 0 ? 0 : -1;
+        if (u->listen_fd < 0)
+            return -1;
+    } else {
+        u->connections = u->cfg.tags_made;
+        if (adopt_socket(u, u->cfg.listen_fd) != 0) {
+            for (size_t i = 0; i < u->cfg.n_adopt; i++)
+                close(u->cfg.adopt[i].fd);
+            return -1;
+        }
+        u->cfg.listen_fd = -1;
+        adopt_connections(u);
     }
-    u->connections = u->cfg.tags_made;
-    if (adopt_socket(u, u->cfg.listen_fd) != 0) {
-        for (size_t i = 0; i < u->cfg.n_adopt; i++)
-            close(u->cfg.adopt[i].fd);
-        return -1;
-    }
-    u->cfg.listen_fd = -1;
-    adopt_connections(u);
-    u->orphans = uds_orphans_find(u->reg, tag_held, u, u->cfg.orphan_grace_s);
+    /* Regions a live upgrade carried without their connection, or that a
+     * restart after a crash restored (no connection survives one). */
+    u->orphans = uds_orphans_find(u->reg, tag_held, u, u->cfg.orphan_grace_s, &u->connections);
     return 0;
 }
 

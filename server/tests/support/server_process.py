@@ -61,6 +61,14 @@ def sibling_binary(name):
 ALLOW_SHM = "--allow-client-shm=true"
 
 
+def unmanaged_env():
+    """This environment without a service manager's variables: a test run
+    started by systemd must not have every server it starts store its
+    regions in that manager (server/tests/crash/ sets its own)."""
+    return {k: v for k, v in os.environ.items()
+            if k != "NOTIFY_SOCKET" and not k.startswith("LISTEN_")}
+
+
 class Server:
     """One running server process. command: the program and its leading
     arguments, when it is not the server itself; the server's options
@@ -75,7 +83,7 @@ class Server:
         # buffered reader would take the server's next line ("grpc listening
         # on ...") off the pipe with this one, where select no longer sees it.
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     bufsize=0)
+                                     bufsize=0, env=unmanaged_env())
         ready, _, _ = select.select([self.proc.stdout], [], [], START_TIMEOUT_S)
         line = self.proc.stdout.readline().decode() if ready else ""
         match = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
