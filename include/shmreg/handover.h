@@ -53,7 +53,7 @@ extern "C" {
 
 /* The version of the state blob this library writes, and the only one it
  * reads. */
-#define SHMREG_STATE_VERSION 1
+#define SHMREG_STATE_VERSION 2
 
 /* The largest blob a restore reads, and the most descriptors one handover
  * carries (regions' and the application's together). */
