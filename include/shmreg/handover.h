@@ -19,8 +19,17 @@
  *    receiver opens the key again with every check registration makes, and
  *    refuses an object that is not the one saved (SHMREG_ERR_NOT_FOUND for
  *    that region alone);
- *  - CUDA regions: not carried yet: each is restored as a failure
- *    (SHMREG_ERR_UNSUPPORTED) naming it, and neither side touches CUDA;
+ *  - a CUDA VMM descriptor, VMM range or pool allocation
+ *    (shmreg_register_cuda_fd, _vmm_range, _pool): the registry's own
+ *    descriptors of it, duplicated, with the chunk sizes, the pool
+ *    allocation's export data, the device's ordinal and UUID; a legacy CUDA
+ *    IPC region (shmreg_register_cuda_ipc): its 64-byte handle, ordinal and
+ *    UUID. The receiver registers each again with every check registration
+ *    makes, on the GPU of the saved UUID in its own numbering (as
+ *    shmreg_registration.device_uuid names one): a GPU it does not see, an
+ *    import the driver refuses, or a legacy IPC handle whose exporter has
+ *    exited since fails for that region alone. Saving makes no CUDA call;
+ *    neither side makes one for a registry without CUDA regions;
  *  - remote regions: not carried (their connections cannot be): counted as
  *    skipped.
  * Names, tags, windows and flags are carried. Pinned state and the
@@ -53,7 +62,7 @@ extern "C" {
 
 /* The version of the state blob this library writes, and the only one it
  * reads. */
-#define SHMREG_STATE_VERSION 1
+#define SHMREG_STATE_VERSION 2
 
 /* The largest blob a restore reads, and the most descriptors one handover
  * carries (regions' and the application's together). */

@@ -625,7 +625,9 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * over a Unix socket with shmreg_recv_fd. It is imported, mapped at a
  * reserved virtual range and made accessible from device_id (read-only with
  * SHMREG_READONLY). The caller keeps ownership of fd: the registry never
- * closes it, and the caller may close it as soon as this returns.
+ * closes it, and the caller may close it as soon as this returns. Since 1.5
+ * the registry keeps a duplicate of its own (close-on-exec) while the
+ * region is mapped, so that a handover (shmreg/handover.h) can carry it.
  * The whole allocation is mapped: byte_size, rounded up to the allocation
  * granularity, must be the allocation's size (the driver maps no other
  * length; OUT_OF_BOUNDS otherwise). The view covers byte_size bytes.
@@ -670,8 +672,9 @@ SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *
  * is INVALID_ARG naming both; by ordinal, a chunk on another device is
  * mapped for device_id through peer access, as shmreg_register_cuda_fd
  * does.
- * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd;
- * the arrays are read during the call only. The chunks travel from the
+ * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd
+ * (the registry keeps a duplicate of each since 1.5, one descriptor per
+ * chunk); the arrays are read during the call only. The chunks travel from the
  * client in one message: shmreg_send_fds / shmreg_recv_fds.
  *
  * Errors: as shmreg_register; INVALID_ARG (fds or chunk_sizes NULL,
@@ -697,7 +700,9 @@ SHMREG_API shmreg_err shmreg_register_cuda_vmm_range(shmreg_registry *reg, const
  * pool is imported (cuMemPoolImportFromShareableHandle) and the allocation
  * with it (cuMemPoolImportPointer) on the device, and checked to live on
  * that device; the last release frees the import (cuMemFree) and the
- * imported pool (cuMemPoolDestroy). The caller keeps pool_fd. The same as
+ * imported pool (cuMemPoolDestroy). The caller keeps pool_fd (the registry
+ * keeps a duplicate of its own since 1.5, as for shmreg_register_cuda_fd,
+ * and the export data). The same as
  * shmreg_register with SHMREG_SOURCE_CUDA_POOL and no tag.
  *
  * The exporter's contract:

@@ -47,12 +47,24 @@ struct shmreg__object_id {
 };
 
 /* What a saved registry state (handover/) needs to open a region's memory
- * again in another process, filled by a backend's `carried`. */
+ * again in another process, filled by a backend's `carried`. Every pointer
+ * points into the mapping's own state and lives as long as it. */
 struct shmreg__carried {
-    int fd;                       /* the registry's own descriptor of the memory, or -1;
-                                     the saver duplicates it, never closes it */
+    /* The registry's own descriptors of the memory, in the order its
+     * registration takes them (a VMM range's chunks in address order); the
+     * saver duplicates them, never closes them. */
+    size_t fd_count;
+    int fds[SHMREG_CUDA_CHUNKS_MAX];
     bool object_known;            /* object holds the shm object's identity */
     struct shmreg__object_id object;
+    /* CUDA: the device the region is on, in the saver's numbering, and its
+     * UUID's text (m's device_uuid); a VMM range's chunk sizes; the 64
+     * bytes of a legacy IPC handle or of a pool allocation's export data
+     * (NULL for the others). */
+    int device_id;
+    const char *device_uuid;
+    uint64_t chunk_sizes[SHMREG_CUDA_CHUNKS_MAX];
+    const unsigned char *handle;
 };
 
 /* Who a registration's memory is, for the registration cache: equal
@@ -127,7 +139,9 @@ struct shmreg__backend {
     const char *(*transports)(const struct shmreg__opened *m);
     /* Optional, for a handover (handover/): what another process needs to
      * open this memory again. Called under the table's lock: it makes no
-     * system call. NULL: the source is not carried by a saved state. */
+     * system call and, for CUDA memory, no CUDA call (what it reports was
+     * kept at open). The saver zeroes *out first. NULL: the source is not
+     * carried by a saved state. */
     void (*carried)(const struct shmreg__opened *m, struct shmreg__carried *out);
 };
 

@@ -4,7 +4,9 @@
  *
  * The driver counts opens of one handle within a process, so the same handle
  * registered under several names gets the same pointer each time and each
- * registration closes only its own open. */
+ * registration closes only its own open. The handle's bytes are kept while
+ * the region is mapped, for a handover (handover/) to carry: a process that
+ * receives them opens the handle itself. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "backends/backend.h"
 #include "backends/cuda_calls.h"
 #include "base/err.h"
+#include "base/sys.h"
 
 #define SHMREG_CUDA_IPC_HANDLE_SIZE 64
 
@@ -19,6 +22,7 @@ static shmreg_err cuda_ipc_inspect(struct shmreg__open_args *a);
 static void cuda_ipc_forget(struct shmreg__open_args *a);
 static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_name);
+static void cuda_ipc_carried(const struct shmreg__opened *m, struct shmreg__carried *out);
 
 const struct shmreg__backend shmreg__backend_cuda_ipc = {
     .name = "cuda_ipc",
@@ -28,6 +32,7 @@ const struct shmreg__backend shmreg__backend_cuda_ipc = {
     .forget = cuda_ipc_forget,
     .open = cuda_ipc_open,
     .close = cuda_ipc_close,
+    .carried = cuda_ipc_carried,
 };
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == SHMREG_CUDA_IPC_HANDLE_SIZE,
@@ -120,16 +125,22 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
 
     cudaIpcMemHandle_t handle;
     memcpy(&handle, a->r->raw_handle, sizeof handle);
+    unsigned char *kept = shmreg__malloc(sizeof handle);
+    if (!kept)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "%s: out of memory", what);
+    memcpy(kept, &handle, sizeof handle);
     struct shmreg__cuda_device_guard guard;
     rc = shmreg__cuda_device_enter(&guard, device_id, what);
-    if (rc != SHMREG_OK)
-        return rc;
     void *ptr = NULL;
     size_t available = 0;
-    rc = open_and_check(what, name, handle, a->r->offset, byte_size, &ptr, &available);
-    shmreg__cuda_device_leave(&guard);
-    if (rc != SHMREG_OK)
+    if (rc == SHMREG_OK) {
+        rc = open_and_check(what, name, handle, a->r->offset, byte_size, &ptr, &available);
+        shmreg__cuda_device_leave(&guard);
+    }
+    if (rc != SHMREG_OK) {
+        shmreg__free(kept);
         return rc;
+    }
 
     /* Legacy IPC has no read-only mapping: SHMREG_READONLY is recorded in
      * the region's flags and is the caller's promise, not enforced here. */
@@ -141,6 +152,7 @@ static shmreg_err cuda_ipc_open(const struct shmreg__open_args *a, struct shmreg
         .pinned = 0,
         .base = ptr,
         .length = available,
+        .priv = {(uint64_t)(uintptr_t)kept},
     };
     snprintf(out->device_uuid, sizeof out->device_uuid, "%s", uuid);
     return SHMREG_OK;
@@ -158,7 +170,15 @@ static shmreg_err cuda_ipc_close(struct shmreg__opened *m, const char *region_na
      * open would keep the exporter's memory alive for good. */
     cudaError_t err = shmreg__cuda.IpcCloseMemHandle(m->base);
     shmreg__cuda_device_leave(&guard);
+    shmreg__free((void *)(uintptr_t)m->priv[0]);
     if (err != cudaSuccess)
         return shmreg__cuda_fail(err, "%s: cudaIpcCloseMemHandle", what);
     return rc;
+}
+
+static void cuda_ipc_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
+{
+    out->handle = (const unsigned char *)(uintptr_t)m->priv[0];
+    out->device_id = m->device_id;
+    out->device_uuid = m->device_uuid;
 }

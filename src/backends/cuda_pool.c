@@ -6,7 +6,11 @@
  * pool, so that the exporter may free the allocation afterwards: the
  * importer's free must come first (the header's exporter's contract).
  *
- * The pool's descriptor stays the caller's: nothing here closes it. */
+ * The pool's descriptor stays the caller's: nothing here closes it. The
+ * registry keeps a duplicate of its own and the export data while the
+ * region is mapped, for a handover (handover/) to carry. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,9 +18,11 @@
 #include "backends/backend.h"
 #include "backends/cuda_calls.h"
 #include "base/err.h"
+#include "base/sys.h"
 
 static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err cuda_pool_close(struct shmreg__opened *m, const char *region_name);
+static void cuda_pool_carried(const struct shmreg__opened *m, struct shmreg__carried *out);
 
 const struct shmreg__backend shmreg__backend_cuda_pool = {
     .name = "cuda_pool",
@@ -24,6 +30,7 @@ const struct shmreg__backend shmreg__backend_cuda_pool = {
     .prepare = shmreg__cuda_pool_prepare,
     .open = cuda_pool_open,
     .close = cuda_pool_close,
+    .carried = cuda_pool_carried,
 };
 
 _Static_assert(sizeof(CUmemPoolPtrExportData) == SHMREG_CUDA_POOL_EXPORT_SIZE,
@@ -35,6 +42,36 @@ struct pool_import {
     CUdeviceptr ptr;
     int pool_imported, ptr_imported;
 };
+
+/* What a handover carries of a pool region, kept by the mapping (priv[2]):
+ * the registry's duplicate of the pool's descriptor and the export data. */
+struct pool_kept {
+    int fd;
+    unsigned char data[SHMREG_CUDA_POOL_EXPORT_SIZE];
+};
+
+static shmreg_err pool_keep(const char *what, const shmreg_registration *r, struct pool_kept **out)
+{
+    struct pool_kept *k = shmreg__malloc(sizeof *k);
+    if (!k)
+        return shmreg__fail(SHMREG_ERR_NO_MEMORY, "%s: out of memory", what);
+    if ((k->fd = shmreg__sys.fcntl(r->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        int errnum = errno;
+        shmreg__free(k);
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errnum, "%s: keeping a descriptor of the pool (descriptor %d)",
+                                  what, r->fd);
+    }
+    memcpy(k->data, r->raw_handle, sizeof k->data);
+    *out = k;
+    return SHMREG_OK;
+}
+
+static void pool_kept_free(struct pool_kept *k)
+{
+    /* A failing close has still released the descriptor (Linux). */
+    (void)shmreg__sys.close(k->fd);
+    shmreg__free(k);
+}
 
 /* Free the pointer, then the pool, each even when the other fails; the
  * first failure, naming its call in *call. */
@@ -107,11 +144,14 @@ static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmre
     char what[320], uuid[SHMREG__CUDA_UUID_TEXT];
     snprintf(what, sizeof what, "failed to register CUDA pool region '%s'", a->r->name);
     int device_id = 0;
+    struct pool_kept *kept = NULL;
     shmreg_err rc = shmreg__cuda_device_of(what, a->r, &device_id, uuid);
-    if (rc != SHMREG_OK)
-        return rc;
+    if (rc == SHMREG_OK)
+        rc = pool_keep(what, a->r, &kept);
     struct shmreg__cuda_device_guard guard;
-    if ((rc = shmreg__cuda_device_enter(&guard, device_id, what)) != SHMREG_OK)
+    if (rc == SHMREG_OK && (rc = shmreg__cuda_device_enter(&guard, device_id, what)) != SHMREG_OK)
+        pool_kept_free(kept);
+    if (rc != SHMREG_OK)
         return rc;
     struct pool_import imp = {0};
     size_t available = 0;
@@ -119,6 +159,7 @@ static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmre
     if (rc != SHMREG_OK) {
         const char *ignored;
         (void)pool_import_undo(&imp, &ignored); /* the failure above is the one to report */
+        pool_kept_free(kept);
     }
     shmreg__cuda_device_leave(&guard);
     if (rc != SHMREG_OK)
@@ -132,7 +173,7 @@ static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmre
         .device_id = device_id,
         .base = (void *)(uintptr_t)imp.ptr,
         .length = available,
-        .priv = {(uint64_t)(uintptr_t)imp.pool, (uint64_t)imp.ptr},
+        .priv = {(uint64_t)(uintptr_t)imp.pool, (uint64_t)imp.ptr, (uint64_t)(uintptr_t)kept},
     };
     snprintf(out->device_uuid, sizeof out->device_uuid, "%s", uuid);
     return SHMREG_OK;
@@ -149,7 +190,18 @@ static shmreg_err cuda_pool_close(struct shmreg__opened *m, const char *region_n
     const char *call = NULL;
     CUresult err = pool_import_undo(&imp, &call);
     shmreg__cuda_device_leave(&guard);
+    pool_kept_free((struct pool_kept *)(uintptr_t)m->priv[2]);
     if (err != CUDA_SUCCESS)
         return shmreg__cu_fail(err, "%s: %s", what, call);
     return rc;
+}
+
+static void cuda_pool_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
+{
+    const struct pool_kept *k = (const struct pool_kept *)(uintptr_t)m->priv[2];
+    out->fd_count = 1;
+    out->fds[0] = k->fd;
+    out->handle = k->data;
+    out->device_id = m->device_id;
+    out->device_uuid = m->device_uuid;
 }

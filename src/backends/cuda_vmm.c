@@ -8,7 +8,12 @@
  * imported handle.
  *
  * The descriptors stay the caller's: the import does not consume them, and
- * nothing here closes them. */
+ * nothing here closes them. The registry keeps a duplicate of each of its
+ * own while the region is mapped, as it does for a descriptor region
+ * (system_fd.c): an import cannot be handed to another process, its
+ * descriptor can (a handover, handover/). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -19,6 +24,7 @@
 
 static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg__opened *out);
 static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_name);
+static void cuda_vmm_carried(const struct shmreg__opened *m, struct shmreg__carried *out);
 
 const struct shmreg__backend shmreg__backend_cuda_fd = {
     .name = "cuda_vmm",
@@ -26,6 +32,7 @@ const struct shmreg__backend shmreg__backend_cuda_fd = {
     .prepare = shmreg__cuda_fd_prepare,
     .open = cuda_vmm_open,
     .close = cuda_vmm_close,
+    .carried = cuda_vmm_carried,
 };
 
 const struct shmreg__backend shmreg__backend_cuda_vmm_range = {
@@ -34,6 +41,7 @@ const struct shmreg__backend shmreg__backend_cuda_vmm_range = {
     .prepare = shmreg__cuda_vmm_range_prepare,
     .open = cuda_vmm_open,
     .close = cuda_vmm_close,
+    .carried = cuda_vmm_carried,
 };
 
 /* One imported chunk. */
@@ -41,6 +49,7 @@ struct vmm_chunk {
     CUmemGenericAllocationHandle handle;
     size_t size; /* bytes mapped: the allocation's size */
     int imported, mapped;
+    int kept_fd; /* the registry's duplicate of the chunk's descriptor, or -1 */
 };
 
 /* What a registration holds, kept by the mapping (priv[0]) until its close;
@@ -80,6 +89,10 @@ static CUresult vmm_range_undo(struct vmm_range *r, const char **call)
         if (e != CUDA_SUCCESS && first == CUDA_SUCCESS)
             first = e, *call = "cuMemRelease";
     }
+    /* A failing close has still released the descriptor (Linux). */
+    for (size_t i = 0; i < r->count; i++)
+        if (r->chunk[i].kept_fd >= 0)
+            (void)shmreg__sys.close(r->chunk[i].kept_fd);
     shmreg__free(r);
     return first;
 }
@@ -126,6 +139,9 @@ static shmreg_err import_chunk(const struct vmm_request *q, struct vmm_range *r,
 {
     struct vmm_chunk *c = &r->chunk[i];
     int fd = chunk_fd(q, i);
+    if ((c->kept_fd = shmreg__sys.fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "%s: keeping a descriptor of chunk %zu (descriptor %d)",
+                                  q->what, i, fd);
     CUresult err = shmreg__cuda.cuMemImportFromShareableHandle(
         &c->handle, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (err != CUDA_SUCCESS)
@@ -252,6 +268,8 @@ static shmreg_err cuda_vmm_open(const struct shmreg__open_args *a, struct shmreg
     if (!r)
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "%s: out of memory for %zu chunks", what, count);
     r->count = count;
+    for (size_t i = 0; i < count; i++)
+        r->chunk[i].kept_fd = -1; /* none kept yet: the undo closes only what was */
 
     struct shmreg__cuda_device_guard guard;
     rc = shmreg__cuda_device_enter(&guard, q.device_id, what);
@@ -296,4 +314,16 @@ static shmreg_err cuda_vmm_close(struct shmreg__opened *m, const char *region_na
     if (err != CUDA_SUCCESS)
         return shmreg__cu_fail(err, "%s: %s", what, call);
     return rc;
+}
+
+static void cuda_vmm_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
+{
+    const struct vmm_range *r = (const struct vmm_range *)(uintptr_t)m->priv[0];
+    out->fd_count = r->count;
+    for (size_t i = 0; i < r->count; i++) {
+        out->fds[i] = r->chunk[i].kept_fd;
+        out->chunk_sizes[i] = r->chunk[i].size;
+    }
+    out->device_id = m->device_id;
+    out->device_uuid = m->device_uuid;
 }

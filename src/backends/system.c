@@ -251,9 +251,6 @@ static shmreg_err system_close(struct shmreg__opened *m, const char *region_name
  * re-opens the key under its own checks (owner, no symlink, the type). */
 static void system_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
 {
-    *out = (struct shmreg__carried){
-        .fd = -1,
-        .object_known = true,
-        .object = {m->priv[0], m->priv[1]},
-    };
+    out->object_known = true;
+    out->object = (struct shmreg__object_id){m->priv[0], m->priv[1]};
 }

@@ -173,5 +173,6 @@ static shmreg_err fd_close(struct shmreg__opened *m, const char *region_name)
 
 static void fd_carried(const struct shmreg__opened *m, struct shmreg__carried *out)
 {
-    *out = (struct shmreg__carried){.fd = (int)m->priv[0]};
+    out->fd_count = 1;
+    out->fds[0] = (int)m->priv[0];
 }

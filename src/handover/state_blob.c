@@ -35,12 +35,53 @@ struct record_head {
     uint16_t name_len, tag_len, key_len, bits;
 };
 
+/* A CUDA record's part after its strings (state_blob.h). */
+struct cuda_part {
+    int32_t device_id;
+    uint32_t chunks, bits, zero;
+    unsigned char uuid[16];
+    unsigned char handle[SHMREG__STATE_HANDLE];
+};
+
 _Static_assert(sizeof(struct header) == 64, "the blob's header is 64 bytes");
 _Static_assert(sizeof(struct record_head) == 56, "a record's head is 56 bytes");
+_Static_assert(sizeof(struct cuda_part) == 96, "a CUDA record's part is 96 bytes");
 
 #define EXTRA_NAME sizeof(((shmreg_handover_fd *)0)->name)
 #define OBJECT_KNOWN 1u
+#define UUID_KNOWN 1u
+#define UUID_MIG 2u
 #define SOURCE_LAST SHMREG_SOURCE_CUDA_POOL
+
+bool shmreg__state_is_cuda(shmreg_source source)
+{
+    return source == SHMREG_SOURCE_CUDA_IPC || source == SHMREG_SOURCE_CUDA_FD ||
+           source == SHMREG_SOURCE_CUDA_VMM_RANGE || source == SHMREG_SOURCE_CUDA_POOL;
+}
+
+size_t shmreg__state_record_fds(const struct shmreg__state_record *rec)
+{
+    if (rec->source == SHMREG_SOURCE_FD)
+        return 1;
+    return shmreg__state_is_cuda(rec->source) ? rec->cuda.chunks : 0;
+}
+
+uint64_t shmreg__state_chunk_size(const struct shmreg__state_record *rec, size_t i)
+{
+    uint64_t size;
+    memcpy(&size, rec->cuda.chunk_sizes + i * sizeof size, sizeof size);
+    return size;
+}
+
+/* The bytes of the CUDA part and chunk sizes a record of `source` with
+ * `chunks` descriptors has after its strings (chunks is at most
+ * SHMREG_CUDA_CHUNKS_MAX: no overflow). */
+static size_t cuda_room(shmreg_source source, size_t chunks)
+{
+    if (!shmreg__state_is_cuda(source))
+        return 0;
+    return sizeof(struct cuda_part) + (source == SHMREG_SOURCE_CUDA_VMM_RANGE ? chunks * sizeof(uint64_t) : 0);
+}
 
 /* ------------------------------------------------------------- writing */
 
@@ -93,18 +134,36 @@ static size_t string_room(const char *s)
     return s ? strlen(s) + 1 : 0;
 }
 
+static void write_cuda_part(struct shmreg__state_writer *w, const struct shmreg__state_record *rec)
+{
+    const struct shmreg__state_cuda *c = &rec->cuda;
+    struct cuda_part p = {
+        .device_id = c->device_id,
+        .chunks = (uint32_t)c->chunks,
+        .bits = (c->uuid_known ? UUID_KNOWN : 0) | (c->uuid_known && c->mig ? UUID_MIG : 0),
+    };
+    if (c->uuid_known)
+        memcpy(p.uuid, c->uuid, sizeof p.uuid);
+    memcpy(p.handle, c->handle, sizeof p.handle);
+    shmreg__state_writer_put(w, &p, sizeof p);
+    if (rec->source == SHMREG_SOURCE_CUDA_VMM_RANGE)
+        shmreg__state_writer_put(w, c->chunk_sizes, c->chunks * sizeof(uint64_t));
+}
+
 void shmreg__state_write_record(struct shmreg__state_writer *w, const struct shmreg__state_record *rec)
 {
     size_t name = string_room(rec->name), tag = string_room(rec->tag), key = string_room(rec->key);
-    if (name > UINT16_MAX || tag > UINT16_MAX || key > UINT16_MAX) {
+    size_t fds = shmreg__state_record_fds(rec);
+    if (name > UINT16_MAX || tag > UINT16_MAX || key > UINT16_MAX || fds > SHMREG_CUDA_CHUNKS_MAX ||
+        w->region_fds + fds > SHMREG_HANDOVER_FDS_MAX) {
         w->failed = true;
         return;
     }
     struct record_head h = {
-        .size = (uint32_t)(sizeof h + name + tag + key),
+        .size = (uint32_t)(sizeof h + name + tag + key + cuda_room(rec->source, fds)),
         .source = (uint32_t)rec->source,
         .flags = rec->flags,
-        .fd_index = rec->fd_index >= 0 ? (int32_t)w->region_fds++ : -1,
+        .fd_index = fds ? (int32_t)w->region_fds : -1,
         .offset = rec->offset,
         .byte_size = rec->byte_size,
         .device = rec->object.device,
@@ -118,6 +177,9 @@ void shmreg__state_write_record(struct shmreg__state_writer *w, const struct shm
     shmreg__state_writer_put(w, rec->name, name);
     shmreg__state_writer_put(w, rec->tag, tag);
     shmreg__state_writer_put(w, rec->key, key);
+    if (shmreg__state_is_cuda(rec->source))
+        write_cuda_part(w, rec);
+    w->region_fds += (uint32_t)fds;
     w->records++;
 }
 
@@ -191,21 +253,55 @@ static bool take_string(struct cursor *c, size_t len, const char **out)
     return s[len] == '\0' && memchr(s, '\0', len) == NULL;
 }
 
-/* Record `i`'s fields after its head: the descriptor index against the
- * next expected one, the source, the bits, the strings' own rules. */
+/* The CUDA part of record `i`, after its strings: the descriptor count
+ * its source has, the bits, and a VMM range's chunk sizes (none 0, their
+ * sum within size_t, as registration adds them). */
+static shmreg_err read_cuda_part(struct cursor *c, shmreg_source source, size_t i, struct shmreg__state_cuda *out)
+{
+    struct cuda_part p;
+    if (!take(c, &p, sizeof p))
+        return malformed("is cut short in the CUDA part of record %zu", i);
+    bool range = source == SHMREG_SOURCE_CUDA_VMM_RANGE;
+    size_t want = source == SHMREG_SOURCE_CUDA_IPC ? 0 : 1;
+    if (range ? p.chunks == 0 || p.chunks > SHMREG_CUDA_CHUNKS_MAX : p.chunks != want)
+        return malformed("has CUDA record %zu of source %d with %u descriptors", i, (int)source, p.chunks);
+    if (p.device_id < 0 || (p.bits & ~(UUID_KNOWN | UUID_MIG)) || p.bits == UUID_MIG || p.zero != 0)
+        return malformed("has CUDA record %zu with device %d, bits 0x%x or a field not zero", i, (int)p.device_id,
+                         p.bits);
+    *out = (struct shmreg__state_cuda){.device_id = p.device_id, .uuid_known = p.bits & UUID_KNOWN,
+                                       .mig = p.bits & UUID_MIG, .chunks = p.chunks};
+    memcpy(out->uuid, p.uuid, sizeof out->uuid);
+    memcpy(out->handle, p.handle, sizeof out->handle);
+    if (!range)
+        return SHMREG_OK;
+    out->chunk_sizes = c->p;
+    if (!take(c, NULL, p.chunks * sizeof(uint64_t)))
+        return malformed("is cut short in the chunk sizes of record %zu", i);
+    uint64_t total = 0;
+    for (size_t k = 0; k < p.chunks; k++) {
+        uint64_t size;
+        memcpy(&size, out->chunk_sizes + k * sizeof size, sizeof size);
+        if (size == 0 || size > SIZE_MAX - total)
+            return malformed("has VMM range record %zu whose chunk %zu is of size %llu: zero, or past what the "
+                             "chunks before it leave of size_t", i, k, (unsigned long long)size);
+        total += size;
+    }
+    return SHMREG_OK;
+}
+
+/* Record `i`'s fields after its parts: its descriptor index against the
+ * next expected one, the strings' own rules. */
 static shmreg_err check_record(const struct record_head *h, size_t i, size_t *next_fd,
                                struct shmreg__state_record *rec)
 {
-    if (h->source > SOURCE_LAST || (h->bits & ~OBJECT_KNOWN))
-        return malformed("has record %zu of unknown source %u or bits 0x%x", i, h->source, h->bits);
-    bool carries_fd = h->source == SHMREG_SOURCE_FD;
-    if (carries_fd ? h->fd_index < 0 || (size_t)h->fd_index != *next_fd : h->fd_index != -1)
+    rec->source = (shmreg_source)h->source;
+    size_t fds = shmreg__state_record_fds(rec);
+    if (fds ? h->fd_index < 0 || (size_t)h->fd_index != *next_fd : h->fd_index != -1)
         return malformed("has record %zu with descriptor index %d where %ld was due", i, (int)h->fd_index,
-                         carries_fd ? (long)*next_fd : -1L);
-    *next_fd += carries_fd;
+                         fds ? (long)*next_fd : -1L);
+    *next_fd += fds;
     if (shmreg__check_name(rec->name) != SHMREG_OK || shmreg__check_tag(rec->tag) != SHMREG_OK)
         return malformed("has record %zu with a name or tag registration refuses (%s)", i, shmreg_last_error());
-    rec->source = (shmreg_source)h->source;
     rec->flags = h->flags;
     rec->fd_index = h->fd_index;
     rec->offset = h->offset;
@@ -215,17 +311,27 @@ static shmreg_err check_record(const struct record_head *h, size_t i, size_t *ne
     return SHMREG_OK;
 }
 
+/* A record: its head, its strings, a CUDA source's part, all within the
+ * blob, and its size exactly what they took. */
 static shmreg_err read_record(struct cursor *c, size_t i, size_t *next_fd, struct shmreg__state_record *rec)
 {
     struct record_head h;
+    size_t left = c->left;
     if (!take(c, &h, sizeof h))
         return malformed("is cut short in record %zu", i);
-    size_t strings = (size_t)h.name_len + 1 + (h.tag_len ? h.tag_len + 1u : 0) + (h.key_len ? h.key_len + 1u : 0);
-    if (h.size != sizeof h + strings || h.name_len == 0)
-        return malformed("has record %zu of size %u, not the %zu its strings take", i, h.size, sizeof h + strings);
+    if (h.source > SOURCE_LAST || (h.bits & ~OBJECT_KNOWN) || h.name_len == 0)
+        return malformed("has record %zu of unknown source %u or bits 0x%x, or without a name", i, h.source,
+                         h.bits);
     if (!take_string(c, h.name_len, &rec->name) || !take_string(c, h.tag_len, &rec->tag) ||
         !take_string(c, h.key_len, &rec->key))
         return malformed("has record %zu with a string cut short or without its NUL", i);
+    shmreg_err err = SHMREG_OK;
+    if (shmreg__state_is_cuda((shmreg_source)h.source))
+        err = read_cuda_part(c, (shmreg_source)h.source, i, &rec->cuda);
+    if (err != SHMREG_OK)
+        return err;
+    if (h.size != left - c->left)
+        return malformed("has record %zu of size %u, not the %zu its parts take", i, h.size, left - c->left);
     return check_record(&h, i, next_fd, rec);
 }
 
@@ -290,9 +396,10 @@ static shmreg_err parse(struct shmreg__state *s, size_t len)
     struct cursor c = {s->buf + sizeof h, len - sizeof h};
     /* A record takes at least its head and a name: a count that cannot fit
      * is refused before anything is allocated for it. */
-    if (h.records > c.left / (sizeof(struct record_head) + 2) || h.region_fds > h.records)
-        return malformed("counts %u records and %u descriptors, more than its %zu bytes hold", h.records,
-                         h.region_fds, c.left);
+    if (h.records > c.left / (sizeof(struct record_head) + 2) ||
+        (size_t)h.region_fds + h.extras > SHMREG_HANDOVER_FDS_MAX)
+        return malformed("counts %u records and %u descriptors (and %u extra), more than its %zu bytes or a "
+                         "handover hold", h.records, h.region_fds, h.extras, c.left);
     if (h.records && !(s->records = shmreg__calloc(h.records, sizeof *s->records)))
         return shmreg__fail(SHMREG_ERR_NO_MEMORY, "cannot restore the registry's state: out of memory");
     size_t next_fd = 0;

@@ -17,13 +17,23 @@
  *     u64 offset, u64 byte_size, u64 device, u64 inode,
  *     u16 name length, u16 tag length, u16 key length, u16 bits (1: the
  *     object's device and inode are known); then the name, the tag and the
- *     key, each with its NUL, a length 0 meaning absent (the name is never).
+ *     key, each with its NUL, a length 0 meaning absent (the name is never);
+ *     then, for a CUDA source only, 96 bytes:
+ *       i32 device ordinal (the saver's), u32 chunks (its descriptors: 0 for
+ *       legacy IPC, 1 for a VMM descriptor or a pool, 1..253 for a VMM
+ *       range), u32 bits (1: the UUID is known, 2: its text starts "MIG-"),
+ *       u32 zero, 16 bytes of the device's UUID, 64 bytes of handle (the
+ *       legacy IPC handle, or the pool allocation's export data; zero for
+ *       the others);
+ *     and for a VMM range, u64 size of each chunk.
+ *   A record's descriptors are consecutive: a descriptor region has one, a
+ *   CUDA record `chunks`, the others none.
  *
  * The checksum is XXH3-64 of the header (its checksum field zero) and the
  * body: it catches a blob altered or cut, not an attacker, who would write
  * a valid one; what makes a valid blob harmless is that every region in it
  * passes registration's checks again. Region descriptors are numbered in
- * record order (the n-th record with one has index n), the extra
+ * record order (a record's first is its descriptor index), the extra
  * descriptors after them. */
 #ifndef SHMREG_HANDOVER_STATE_BLOB_H
 #define SHMREG_HANDOVER_STATE_BLOB_H
@@ -35,17 +45,41 @@
 #include "backends/backend.h"
 #include "shmreg/shmreg.h"
 
+#define SHMREG__STATE_HANDLE 64 /* a legacy IPC handle, a pool's export data */
+
+/* What a CUDA record holds beside the common fields. */
+struct shmreg__state_cuda {
+    int device_id;    /* the saver's ordinal */
+    bool uuid_known;  /* uuid holds the device's UUID */
+    bool mig;         /* its text starts "MIG-" */
+    unsigned char uuid[16];
+    unsigned char handle[SHMREG__STATE_HANDLE];
+    size_t chunks;    /* its descriptors (a VMM range's chunks) */
+    /* A VMM range: `chunks` sizes, u64 in host order, not aligned (in the
+     * blob, or the saver's array); NULL for the other sources. */
+    const unsigned char *chunk_sizes;
+};
+
 /* One region as the blob holds it. Strings: the writer's point at the
  * registry's, the reader's into the blob (NUL-terminated there). */
 struct shmreg__state_record {
     shmreg_source source;
     unsigned flags;
-    long fd_index; /* -1: none */
+    long fd_index; /* the reader's: its first descriptor, -1 for none; the
+                      writer numbers them itself */
     size_t offset, byte_size;
     bool object_known;
     struct shmreg__object_id object;
     const char *name, *tag, *key; /* tag and key may be NULL */
+    struct shmreg__state_cuda cuda; /* a CUDA source's */
 };
+
+/* Whether a source's records have the CUDA part. */
+bool shmreg__state_is_cuda(shmreg_source source);
+/* How many descriptors a record refers to. */
+size_t shmreg__state_record_fds(const struct shmreg__state_record *rec);
+/* Chunk i's size of a VMM range record. */
+uint64_t shmreg__state_chunk_size(const struct shmreg__state_record *rec, size_t i);
 
 /* ---- writing */
 
@@ -60,7 +94,8 @@ void shmreg__state_writer_init(struct shmreg__state_writer *w);
 /* Append n bytes (sets failed when it cannot). */
 void shmreg__state_writer_put(struct shmreg__state_writer *w, const void *p, size_t n);
 void shmreg__state_writer_free(struct shmreg__state_writer *w);
-/* Append a record (its fd_index is the writer's next when >= 0). */
+/* Append a record; its descriptors are numbered after the previous
+ * records' (shmreg__state_record_fds of them). */
 void shmreg__state_write_record(struct shmreg__state_writer *w, const struct shmreg__state_record *rec);
 /* Append the extra descriptors' names and the app_state, and fill the
  * header; then buf[0, len) is the blob. NO_MEMORY when w failed. */

@@ -4,6 +4,7 @@
  * alone. Every descriptor given is closed on every path, but those handed
  * on as the application's own. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -22,8 +23,10 @@ static shmreg_err refuse_fd(size_t i, const char *why, const char *name)
 }
 
 /* The descriptors against the blob: as many as it refers to, none
- * negative, and each region's a regular file (a memfd), so that a wrong
- * one is refused before any region is registered. */
+ * negative, and each descriptor region's a regular file (a memfd), so that
+ * a wrong one is refused before any region is registered. A CUDA
+ * descriptor is whatever the driver exported (no regular file): its
+ * import checks it, for its region alone. */
 static shmreg_err check_fds(const struct shmreg__state *s, const int *fds, size_t nfds)
 {
     size_t want = s->region_fds + s->extra_count;
@@ -39,7 +42,7 @@ static shmreg_err check_fds(const struct shmreg__state *s, const int *fds, size_
                                 fds[i]);
     for (size_t r = 0; r < s->record_count; r++) {
         const struct shmreg__state_record *rec = &s->records[r];
-        if (rec->fd_index < 0)
+        if (rec->source != SHMREG_SOURCE_FD)
             continue;
         struct stat st;
         if (shmreg__sys.fstat(fds[rec->fd_index], &st) != 0)
@@ -103,24 +106,66 @@ void shmreg_restore_report_free(shmreg_restore_report *r)
 
 /* ----------------------------------------------------------- the regions */
 
-/* A kind the state does not carry: remote regions on purpose (their
- * connections cannot be), CUDA regions not yet. Neither touches CUDA. */
+/* Remote regions are not carried: their connections cannot be. */
 static void not_carried(shmreg_restore_report *rep, const struct shmreg__state_record *rec)
 {
-    bool remote = rec->source == SHMREG_SOURCE_REMOTE;
     shmreg__fail(SHMREG_ERR_UNSUPPORTED,
-                 remote ? "cannot restore remote region '%s': remote regions are not carried by a saved state (their "
-                          "client's connection cannot be); the client registers it again"
-                        : "cannot restore CUDA region '%s': CUDA regions are not carried by a saved state yet; the "
-                          "client registers it again",
+                 "cannot restore remote region '%s': remote regions are not carried by a saved state (their "
+                 "client's connection cannot be); the client registers it again",
                  rec->name);
-    note(rep, rec, SHMREG_ERR_UNSUPPORTED, remote);
+    note(rep, rec, SHMREG_ERR_UNSUPPORTED, true);
+}
+
+/* Where a CUDA region goes: the device of the saved UUID, in this process's
+ * numbering (which another CUDA_VISIBLE_DEVICES may change), so that it
+ * lands on the GPU it was saved on or fails naming that GPU; by ordinal
+ * only when the UUID was not known. */
+struct cuda_target {
+    char uuid[SHMREG__CUDA_UUID_TEXT];
+    size_t sizes[SHMREG_CUDA_CHUNKS_MAX];
+};
+
+static void cuda_registration(const struct shmreg__state_record *rec, const int *fds, struct cuda_target *t,
+                              shmreg_registration *r)
+{
+    const struct shmreg__state_cuda *c = &rec->cuda;
+    r->device_id = c->device_id;
+    if (c->uuid_known) {
+        shmreg__cuda_format_uuid(c->uuid, c->mig, t->uuid);
+        r->device_uuid = t->uuid;
+    }
+    if (rec->source == SHMREG_SOURCE_CUDA_IPC || rec->source == SHMREG_SOURCE_CUDA_POOL) {
+        r->raw_handle = c->handle;
+        r->raw_handle_size = sizeof c->handle;
+    }
+    if (rec->source == SHMREG_SOURCE_CUDA_VMM_RANGE) {
+        for (size_t i = 0; i < c->chunks; i++)
+            t->sizes[i] = (size_t)shmreg__state_chunk_size(rec, i); /* each within size_t: state_blob.c */
+        r->fds = fds + rec->fd_index;
+        r->chunk_sizes = t->sizes;
+        r->chunk_count = c->chunks;
+    }
+}
+
+/* A CUDA region that did not come back: its registration's message, with
+ * the GPU it was saved on; for legacy IPC, what a refused handle most
+ * often means after a restart. */
+static shmreg_err cuda_failed(const struct shmreg__state_record *rec, const struct cuda_target *t, shmreg_err err)
+{
+    char why[2048];
+    snprintf(why, sizeof why, "%s", shmreg_last_error());
+    bool ipc = rec->source == SHMREG_SOURCE_CUDA_IPC && err == SHMREG_ERR_CUDA;
+    return shmreg__fail(err, "cannot restore CUDA region '%s', saved on device %d (%s): %s%s", rec->name,
+                        rec->cuda.device_id, rec->cuda.uuid_known ? t->uuid : "UUID unknown", why,
+                        ipc ? "; a legacy CUDA IPC handle opens only while the process that exported it lives: "
+                              "it may have exited since the save"
+                            : "");
 }
 
 static void restore_one(shmreg_registry *reg, const struct shmreg__state_record *rec, const int *fds,
                         shmreg_restore_report *rep)
 {
-    if (rec->source != SHMREG_SOURCE_SHM && rec->source != SHMREG_SOURCE_FD) {
+    if (rec->source == SHMREG_SOURCE_REMOTE) {
         not_carried(rep, rec);
         return;
     }
@@ -134,7 +179,13 @@ static void restore_one(shmreg_registry *reg, const struct shmreg__state_record 
     r.byte_size = rec->byte_size;
     r.flags = rec->flags;
     r.fd = rec->fd_index >= 0 ? fds[rec->fd_index] : -1;
+    bool cuda = shmreg__state_is_cuda(rec->source);
+    struct cuda_target t = {.uuid = ""};
+    if (cuda)
+        cuda_registration(rec, fds, &t, &r);
     shmreg_err err = shmreg__register_restoring(reg, &r, rec->object_known ? &rec->object : NULL);
+    if (err != SHMREG_OK && cuda)
+        (void)cuda_failed(rec, &t, err);
     if (err == SHMREG_OK)
         rep->restored++;
     else

@@ -1,8 +1,9 @@
 /* Saving a registry's state: its regions, read in one pass under the
  * table's lock, written as a blob (state_blob.h) into a sealed memfd, with
  * a duplicate of every descriptor the blob refers to. Nothing here calls a
- * backend but through its `carried`, which makes no call: a registry
- * without CUDA regions never reaches CUDA. */
+ * backend but through its `carried`, which makes no call (a CUDA region's
+ * device, UUID, handle and descriptors were kept by its open): saving never
+ * reaches CUDA. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -79,6 +80,18 @@ static bool keep_fd(struct saving *s, int fd, const char *name)
     return true;
 }
 
+/* A CUDA region's device, by ordinal and UUID (parsed from the text its
+ * open recorded: no CUDA call), its handle bytes and chunk sizes. */
+static void cuda_fields(const struct shmreg__carried *c, struct shmreg__state_cuda *out)
+{
+    out->device_id = c->device_id;
+    out->uuid_known = c->device_uuid && shmreg__cuda_parse_uuid(c->device_uuid, out->uuid, &out->mig) == 0;
+    if (c->handle)
+        memcpy(out->handle, c->handle, sizeof out->handle);
+    out->chunks = c->fd_count;
+    out->chunk_sizes = (const unsigned char *)c->chunk_sizes;
+}
+
 static void save_region_locked(struct saving *s, struct shmreg_region *r)
 {
     const struct shmreg__backend *b = r->win.backend;
@@ -88,14 +101,18 @@ static void save_region_locked(struct saving *s, struct shmreg_region *r)
     };
     if (!source_of(b, &rec.source))
         return;
-    struct shmreg__carried c = {.fd = -1};
+    /* Zeroed: a backend fills only what its kind has. */
+    struct shmreg__carried c;
+    memset(&c, 0, sizeof c);
     if (b->carried)
         b->carried(&r->mapping->opened, &c);
-    if (c.fd >= 0 && !keep_fd(s, c.fd, r->name))
-        return;
-    rec.fd_index = c.fd >= 0 ? 0 : -1;
+    for (size_t i = 0; i < c.fd_count; i++)
+        if (!keep_fd(s, c.fds[i], r->name))
+            return;
     rec.object_known = c.object_known;
     rec.object = c.object;
+    if (shmreg__state_is_cuda(rec.source))
+        cuda_fields(&c, &rec.cuda);
     shmreg__state_write_record(&s->w, &rec);
 }
 
