@@ -77,7 +77,7 @@ typedef struct shmreg_handover_fd {
 } shmreg_handover_fd;
 
 /*
- * 1.5. Save reg's state: on success *blob_fd is a memfd sealed against every
+ * 1.4. Save reg's state: on success *blob_fd is a memfd sealed against every
  * change (F_SEAL_WRITE, _SHRINK, _GROW, _SEAL) holding the blob, and
  * (*fds)[0, *nfds) the descriptors it refers to, each a new descriptor
  * (close-on-exec). The caller owns all of them, and *fds (NULL when *nfds is
@@ -120,7 +120,7 @@ typedef struct shmreg_restore_report {
 } shmreg_restore_report;
 
 /*
- * 1.5. Restore into reg (empty or not) the regions of a state that
+ * 1.4. Restore into reg (empty or not) the regions of a state that
  * shmreg_state_save wrote: blob_fd the blob's memfd, fds[0, nfds) the
  * descriptors, in the order the save gave them. Takes ownership of blob_fd
  * and of every descriptor of fds: each is closed before this returns, on
@@ -151,7 +151,7 @@ SHMREG_API shmreg_err shmreg_state_restore(shmreg_registry *reg, int blob_fd, co
 SHMREG_API void shmreg_restore_report_free(shmreg_restore_report *r);
 
 /*
- * 1.5. Save reg's state (shmreg_state_save) and send it over sock, a
+ * 1.4. Save reg's state (shmreg_state_save) and send it over sock, a
  * connected AF_UNIX SOCK_STREAM socket: the blob, the regions' descriptors
  * and extra[0, n_extra) (the application's own, by name), in frames of at
  * most SHMREG_FDS_MAX descriptors. Blocks until all is sent; the peer calls
@@ -166,7 +166,7 @@ SHMREG_API shmreg_err shmreg_handover_send(shmreg_registry *reg, int sock, const
                                            const shmreg_handover_fd *extra, size_t n_extra);
 
 /*
- * 1.5. Receive what shmreg_handover_send sent over sock and restore it into
+ * 1.4. Receive what shmreg_handover_send sent over sock and restore it into
  * reg (shmreg_state_restore's rules, its report in *out). The peer must be
  * a process of this process's effective uid (SO_PEERCRED): another uid is
  * refused before anything is read (INVALID_ARG), since the state hands it

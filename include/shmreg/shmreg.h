@@ -573,7 +573,7 @@ SHMREG_API shmreg_err shmreg_register_system(shmreg_registry *reg, const char *n
  *
  * Ownership: the caller keeps fd. The registry maps the window itself and
  * never closes fd; the caller may close it as soon as this returns (the
- * mapping keeps the memory alive). Since 1.5 the registry keeps a duplicate
+ * mapping keeps the memory alive). Since 1.4 the registry keeps a duplicate
  * of its own (close-on-exec) while the region is mapped, so that a handover
  * (shmreg/handover.h) can carry the region to another process: one
  * descriptor per descriptor region, closed with its mapping.
@@ -625,7 +625,7 @@ SHMREG_API shmreg_err shmreg_register_cuda_ipc(shmreg_registry *reg, const char 
  * over a Unix socket with shmreg_recv_fd. It is imported, mapped at a
  * reserved virtual range and made accessible from device_id (read-only with
  * SHMREG_READONLY). The caller keeps ownership of fd: the registry never
- * closes it, and the caller may close it as soon as this returns. Since 1.5
+ * closes it, and the caller may close it as soon as this returns. Since 1.4
  * the registry keeps a duplicate of its own (close-on-exec) while the
  * region is mapped, so that a handover (shmreg/handover.h) can carry it.
  * The whole allocation is mapped: byte_size, rounded up to the allocation
@@ -673,7 +673,7 @@ SHMREG_API shmreg_err shmreg_register_cuda_fd(shmreg_registry *reg, const char *
  * mapped for device_id through peer access, as shmreg_register_cuda_fd
  * does.
  * Ownership: the caller keeps every fd, as for shmreg_register_cuda_fd
- * (the registry keeps a duplicate of each since 1.5, one descriptor per
+ * (the registry keeps a duplicate of each since 1.4, one descriptor per
  * chunk); the arrays are read during the call only. The chunks travel from the
  * client in one message: shmreg_send_fds / shmreg_recv_fds.
  *
@@ -701,7 +701,7 @@ SHMREG_API shmreg_err shmreg_register_cuda_vmm_range(shmreg_registry *reg, const
  * with it (cuMemPoolImportPointer) on the device, and checked to live on
  * that device; the last release frees the import (cuMemFree) and the
  * imported pool (cuMemPoolDestroy). The caller keeps pool_fd (the registry
- * keeps a duplicate of its own since 1.5, as for shmreg_register_cuda_fd,
+ * keeps a duplicate of its own since 1.4, as for shmreg_register_cuda_fd,
  * and the export data). The same as
  * shmreg_register with SHMREG_SOURCE_CUDA_POOL and no tag.
  *
