@@ -146,20 +146,21 @@ static shmreg_err cuda_pool_open(const struct shmreg__open_args *a, struct shmre
     int device_id = 0;
     struct pool_kept *kept = NULL;
     shmreg_err rc = shmreg__cuda_device_of(what, a->r, &device_id, uuid);
-    if (rc == SHMREG_OK)
-        rc = pool_keep(what, a->r, &kept);
     struct shmreg__cuda_device_guard guard;
-    if (rc == SHMREG_OK && (rc = shmreg__cuda_device_enter(&guard, device_id, what)) != SHMREG_OK)
-        pool_kept_free(kept);
+    if (rc == SHMREG_OK)
+        rc = shmreg__cuda_device_enter(&guard, device_id, what);
     if (rc != SHMREG_OK)
         return rc;
     struct pool_import imp = {0};
     size_t available = 0;
     rc = import_pool(what, a, &imp, device_id, uuid, &available);
+    /* Kept once the driver took it, so that a descriptor that is no pool
+     * (closed, a pipe) is the driver's error, as it always was. */
+    if (rc == SHMREG_OK)
+        rc = pool_keep(what, a->r, &kept);
     if (rc != SHMREG_OK) {
         const char *ignored;
         (void)pool_import_undo(&imp, &ignored); /* the failure above is the one to report */
-        pool_kept_free(kept);
     }
     shmreg__cuda_device_leave(&guard);
     if (rc != SHMREG_OK)

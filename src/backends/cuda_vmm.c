@@ -139,9 +139,6 @@ static shmreg_err import_chunk(const struct vmm_request *q, struct vmm_range *r,
 {
     struct vmm_chunk *c = &r->chunk[i];
     int fd = chunk_fd(q, i);
-    if ((c->kept_fd = shmreg__sys.fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
-        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "%s: keeping a descriptor of chunk %zu (descriptor %d)",
-                                  q->what, i, fd);
     CUresult err = shmreg__cuda.cuMemImportFromShareableHandle(
         &c->handle, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (err != CUDA_SUCCESS)
@@ -149,6 +146,11 @@ static shmreg_err import_chunk(const struct vmm_request *q, struct vmm_range *r,
                                "%s: descriptor %d (chunk %zu) is not a CUDA VMM shareable handle "
                                "(cuMemImportFromShareableHandle)", q->what, fd, i);
     c->imported = 1;
+    /* Kept once the driver took it, so that a descriptor that is no CUDA
+     * handle (closed, a pipe) is the driver's error, as it always was. */
+    if ((c->kept_fd = shmreg__sys.fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return shmreg__fail_errno(SHMREG_ERR_SYSTEM, errno, "%s: keeping a descriptor of chunk %zu (descriptor %d)",
+                                  q->what, i, fd);
     CUmemAllocationProp prop = {0};
     err = shmreg__cuda.cuMemGetAllocationPropertiesFromHandle(&prop, c->handle);
     if (err == CUDA_SUCCESS)
