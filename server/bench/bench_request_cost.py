@@ -14,12 +14,18 @@ and the gRPC floor served through gRPC's callback API) and the tiny
 
 Then the ratios the server aims at, each marked met or missed: server p50
 over bare p50 at most 1.25 (gRPC and HTTP), server CPU per inference over
-bare CPU per call at most 1.5. The gRPC floor serves as the server does
+bare CPU per call at most 1.5. Both sides of every ratio are measured by
+the same client (tritonclient's, per protocol) in the same run; a floor
+whose figure is zero (no CPU tick over the window) makes its ratio "not
+measured", never met or missed. The gRPC floors answer `simple`'s
+metadata and config as the server does, which the run checks, so that the
+request is the same on both sides. The gRPC floor serves as the server does
 (completion queues, the server's count of serving threads); the callback
 floor is printed beside it, over it, for the choice of gRPC's API (no
 target). It prints figures and judges nothing: the
 exit status is non-zero only when a request failed, a server did not start
-or did not stop cleanly.
+or did not stop cleanly, or a floor described `simple` otherwise than the
+server.
 
     python server/bench/bench_request_cost.py --server build/.../shmreg-server \\
         [--floors DIR] [--seconds 5] [--concurrency 100] [--repeat 1] \\
@@ -170,6 +176,27 @@ def latency_p50_us(protocol: str, url: str, seconds: float, warmup: float) -> tu
     return statistics.median(latencies) * 1e6, len(latencies)
 
 
+def descriptions(url: str) -> tuple[str, str]:
+    """`simple`'s ModelMetadata and ModelConfig over gRPC, as text."""
+    import tritonclient.grpc as client_module
+    client = client_module.InferenceServerClient(url)
+    try:
+        return str(client.get_model_metadata(MODEL)), str(client.get_model_config(MODEL))
+    finally:
+        client.close()
+
+
+def ratio_line(what: str, ours: float, bare: float, target: float) -> str:
+    """One target's line: the ratio and met or missed, or "not measured"
+    when the floor's figure is not positive (nothing to divide by)."""
+    if bare <= 0:
+        return (f"{what}: server / bare = not measured (the floor's figure is {bare:g}) "
+                f"(target <= {target})")
+    ratio = ours / bare
+    return (f"{what}: server / bare = {ratio:.2f} (target <= {target}): "
+            f"{'met' if ratio <= target else 'missed'}")
+
+
 async def load(protocol: str, url: str, concurrency: int, seconds: float, warmup: float,
                server: Server, want_threads: bool) -> dict:
     """Concurrency N from one event loop: calls/s and the server's CPU per
@@ -249,11 +276,14 @@ def main() -> int:
                             "--max-client-connections", connections], ("http",)),
     ]
     rounds: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    described: dict[str, tuple[str, str]] = {}  # gRPC target: simple's metadata and config
     for _ in range(args.repeat):
         for name, protocol, argv, want in targets:
             server = Server(f"{name} ({protocol})", argv, want)
             try:
                 url = server.urls[protocol]
+                if protocol == "grpc" and name not in described:
+                    described[name] = descriptions(url)
                 p50, n1 = latency_p50_us(protocol, url, args.seconds, args.warmup)
                 row = asyncio.run(load(protocol, url, args.concurrency, args.seconds, args.warmup,
                                        server, args.thread_table))
@@ -261,6 +291,11 @@ def main() -> int:
             finally:
                 server.stop()
             rounds[name, protocol].append(row)
+
+    for name, told in described.items():
+        if told != described["server"]:
+            raise RuntimeError(f"{name} (grpc) describes `{MODEL}` otherwise than the server: "
+                               f"{told} against {described['server']}")
 
     def median(rows, key):
         return statistics.median(r[key] for r in rows)
@@ -289,14 +324,13 @@ def main() -> int:
         for what, key, target in (("p50 at c=1", "p50_us", P50_TARGET),
                                   (f"CPU per call at c={args.concurrency}", "cpu_us_per_call",
                                    CPU_TARGET)):
-            ratio = ours[key] / bare[key] if bare[key] > 0 else float("inf")
-            verdict = "met" if ratio <= target else "missed"
-            print(f"{protocol} {what}: server / bare = {ratio:.2f} (target <= {target}): {verdict}")
+            print(ratio_line(f"{protocol} {what}", ours[key], bare[key], target))
     callback, queue = figures["bare-callback", "grpc"], figures["bare", "grpc"]
-    print(f"grpc floors, callback API / completion queue: "
-          f"p50 at c=1 {callback['p50_us'] / queue['p50_us']:.2f}, "
-          f"CPU per call at c={args.concurrency} "
-          f"{callback['cpu_us_per_call'] / queue['cpu_us_per_call']:.2f}")
+
+    def over(key):
+        return "not measured" if queue[key] <= 0 else f"{callback[key] / queue[key]:.2f}"
+    print(f"grpc floors, callback API / completion queue: p50 at c=1 {over('p50_us')}, "
+          f"CPU per call at c={args.concurrency} {over('cpu_us_per_call')}")
     if args.thread_table:
         for (name, protocol), rows in rounds.items():
             cores = defaultdict(list)

@@ -260,6 +260,27 @@ def stats_totals(server):
             ("success", "queue", "compute_input", "compute_infer", "compute_output")}
 
 
+STEPS = ("queue", "compute_input", "compute_infer", "compute_output")
+
+
+def step_times(before, after):
+    """The model's request time by step over a pass, in µs per inference,
+    from two stats_totals(): each of STEPS (its ns over its count), and
+    "answer_other", the rest of the request time (success's ns over its
+    count: from the request read to its answer made) beyond them; None
+    where the pass counted nothing."""
+    def per(key):
+        count = after[key][0] - before[key][0]
+        return (after[key][1] - before[key][1]) / count / 1e3 if count > 0 else None
+
+    steps = {k: per(k) for k in STEPS}
+    request = per("success")
+    steps["request"] = request
+    steps["answer_other"] = None if request is None or None in (steps[k] for k in STEPS) \
+        else request - sum(steps[k] for k in STEPS)
+    return steps
+
+
 BATCH_COUNTERS = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_total")
 
 
@@ -332,6 +353,7 @@ def measure(row, server, pa, env, interval_ms):
     paths1, stats1 = path_totals(server), stats_totals(server)
     n = stats1["success"][0] - stats0["success"][0]
     row["requests"] = n
+    row["steps_us"] = step_times(stats0, stats1)
     row["cpu_cores"] = round((cpu1 - cpu0) / (t1 - t0), 3)
     row["cpu_us_per_infer"] = round((cpu1 - cpu0) / n * 1e6, 1) if n else None
     row["paths"] = paths_text(paths0, paths1)
