@@ -193,10 +193,14 @@ class Relay:
             self.new.close()
             self.new = None
 
-    def close(self):
-        self.close_new()
+    def close_old(self):
         if self.old:
             self.old.close()
+            self.old = None
+
+    def close(self):
+        self.close_new()
+        self.close_old()
         self.listener.close()
 
 
@@ -225,6 +229,10 @@ def old_dies_at(relay, old, step):
             relay.old.sendall(word)
             assert relay.old.recv(1) == b"A"
     kill_hard(old)
+    # What the old server sent and the relay did not pass was never sent,
+    # as far as the new server can tell: its descriptors (the listening
+    # sockets among them) go with the relay's end.
+    relay.close_old()
     relay.close_new()
 
 
