@@ -148,44 +148,100 @@ static void block_stop_signals(sigset_t *stop)
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up is an error return, not a kill */
 }
 
+/* Listen for a successor once serving: a path that cannot be taken costs
+ * the next upgrade only. */
+static void listen_for_successor(const server_options *o, upgrade_listener **l)
+{
+    if (o->handover_path && (*l = upgrade_listen(o->handover_path)) == NULL)
+        fprintf(stderr, "warning: no --handover-socket: this server cannot be taken over\n");
+}
+
+/* The server --take-over names is gone before it gave its sockets: start
+ * as without --take-over, on the flags given (upgrade.h says when). A
+ * server that still holds them makes the start fail: nothing is taken
+ * from it. 0, or 1 after a message. */
+static int start_on_own(const server_options *o, shmreg_registry *reg, running *run,
+                        upgrade_listener **l)
+{
+    if (!options_given(o, "port") || o->port == 0) {
+        fprintf(stderr, "error: --take-over: the running server is gone, and without a fixed --port "
+                        "this one has no address of its own to serve on instead\n");
+        return 1;
+    }
+    shmreg_stats st;
+    if (shmreg_registry_stats(reg, &st) != SHMREG_OK)
+        st.regions = 0;
+    fprintf(stderr, "upgrade: the running server is gone before it handed over; this one starts on "
+                    "its own flags (--port %u, --grpc-port %u, --uds %s) with %zu region(s): the old "
+                    "one's clients register theirs again\n",
+            o->port, o->grpc_port, o->uds_path ? o->uds_path : "none", st.regions);
+    if (adapters_start(o, reg, run, NULL) != 0) {
+        fprintf(stderr, "error: --take-over: cannot start on this server's own flags either (does a "
+                        "server still hold them?)\n");
+        return 1;
+    }
+    adapters_announce(o, run);
+    listen_for_successor(o, l);
+    return 0;
+}
+
+/* Start the adapters on the sockets of the server --take-over names, with
+ * its regions (upgrade.h), and print their lines; or on sockets of their
+ * own when it is gone. 0, or 1 after a message (the old server, if any,
+ * serves). */
+static int take_over(server_options *o, shmreg_registry *reg, running *run, upgrade_carried *c,
+                     upgrade_listener **l)
+{
+    int conn = -1;
+    enum upgrade_take took = upgrade_take_over(o->take_over_path, reg, o, c, &conn);
+    if (took == UPGRADE_OLD_GONE)
+        return start_on_own(o, reg, run, l);
+    if (took != UPGRADE_TAKEN)
+        return 1;
+    if (adapters_start(o, reg, run, &c->sockets) != 0) {
+        close(conn); /* the old server serves again on the sockets it kept */
+        return 1;
+    }
+    adapters_announce(o, run);
+    enum upgrade_answer answer = upgrade_confirm(conn);
+    if (answer == UPGRADE_OLD_RESUMED) {
+        /* The old server serves on these sockets: hand nothing of theirs
+         * away here (a stop would remove the --uds file). */
+        adapter_sockets kept;
+        adapters_detach(run, &kept);
+        adapter_sockets_close(&kept);
+        close(conn);
+        return 1;
+    }
+    if (answer == UPGRADE_OLD_SILENT) {
+        /* Closed, the old server would read an end instead of "R" when it
+         * wakes, and serve again beside this one: kept to the exit. */
+        c->old_conn = conn;
+        return 0;
+    }
+    if (answer == UPGRADE_CONFIRMED)
+        upgrade_finish(conn); /* the old server has let go of its --handover-socket path */
+    else
+        close(conn); /* it died: its path is stale, which the listen replaces */
+    listen_for_successor(o, l);
+    return 0;
+}
+
 /* Start the adapters, on sockets of their own (with the --handover-socket
  * listener, *l, made first: a path one must not take stops the start) or on
- * those of the server --take-over names (upgrade.h), and print their lines.
- * 0, or 1 after a message. */
+ * those of the server --take-over names, and print their lines. 0, or 1
+ * after a message. */
 static int start(server_options *o, shmreg_registry *reg, running *run, upgrade_carried *c,
                  upgrade_listener **l)
 {
     *l = NULL;
-    if (!o->take_over_path) {
-        if (o->handover_path && (*l = upgrade_listen(o->handover_path)) == NULL)
-            return 1;
-        if (adapters_start(o, reg, run, NULL) != 0)
-            return 1;
-        adapters_announce(o, run);
-        return 0;
-    }
-    int conn = -1;
-    if (upgrade_take_over(o->take_over_path, reg, o, c, &conn) != 0)
-        return 1; /* the old server serves on once the connection is gone */
-    int rc = adapters_start(o, reg, run, &c->sockets);
-    if (rc == 0)
-        adapters_announce(o, run);
-    if (rc == 0 && upgrade_confirm(conn) != 0) {
-        /* The old server serves again on these sockets: hand nothing of
-         * theirs away here (a stop would remove the --uds file). */
-        adapter_sockets kept;
-        adapters_detach(run, &kept);
-        adapter_sockets_close(&kept);
-        rc = 1;
-    }
-    if (rc != 0) {
-        close(conn);
-        return 1;
-    }
-    upgrade_finish(conn); /* the old server has let go of its --handover-socket path */
-    /* Serving already: a path that cannot be taken costs the next upgrade only. */
+    if (o->take_over_path)
+        return take_over(o, reg, run, c, l);
     if (o->handover_path && (*l = upgrade_listen(o->handover_path)) == NULL)
-        fprintf(stderr, "warning: no --handover-socket: this server cannot be taken over\n");
+        return 1;
+    if (adapters_start(o, reg, run, NULL) != 0)
+        return 1;
+    adapters_announce(o, run);
     return 0;
 }
 
@@ -273,7 +329,7 @@ int main(int argc, char **argv)
     options_crash_survival(&opts, &keep_cfg);
     crash_survival *keep = NULL;
     running run[N_ADAPTERS];
-    upgrade_carried carried; /* what o points to after a take-over */
+    upgrade_carried carried = {.old_conn = -1}; /* what o points to after a take-over */
     upgrade_listener *successors = NULL;
     int rc = !reg || crash_survival_start(&keep_cfg, reg, &keep) != 0 ||
              start(&opts, reg, run, &carried, &successors) != 0;
@@ -281,6 +337,8 @@ int main(int argc, char **argv)
         crash_survival_ready(keep);
         rc = serve(&opts, reg, run, &stop, successors, &keep);
     }
+    if (carried.old_conn >= 0)
+        close(carried.old_conn); /* a silent old server's: it stops once it reads "R" */
     crash_survival_stop(keep, 0); /* a failed start keeps the store for the next */
     models_stop(); /* no request runs any more, on any adapter */
     remote_sweep_stop(sweeper);

@@ -280,7 +280,9 @@ static const flag flags[] = {
      .wants = "a socket path",
      .help = "start by taking over the server whose --handover-socket\n"
              "is PATH instead of binding ports: --host, --port,\n"
-             "--grpc-port and --uds left out or equal to its own"},
+             "--grpc-port and --uds left out or equal to its own;\n"
+             "if that server is gone before it hands over, bind\n"
+             "them (a fixed --port needed) with no region"},
     {.name = "orphan-grace-s", .arg = "N", UINT(orphan_grace_s, 0, 86400),
      .help = "after --take-over, unregister a Unix-socket client's\n"
              "regions that came without its connection after N s\n"

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/unix_socket.h"
@@ -234,6 +235,14 @@ static int send_state(int conn, shmreg_registry *reg, const adapter_sockets *s)
     return rc;
 }
 
+/* A successor that stops reading must not keep this server detached: a
+ * send blocked past the time fails, and this server serves again. */
+static void bound_sends(int conn)
+{
+    struct timeval t = {.tv_sec = UPGRADE_READY_TIMEOUT_S};
+    (void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+}
+
 /* "R" within the time, answered "A": 0 (the successor serves). */
 static int await_ready(int conn)
 {
@@ -259,6 +268,7 @@ enum upgrade_outcome upgrade_hand_over(int conn, shmreg_registry *reg, const ser
     fprintf(stderr, "upgrade: pid %d takes over; every adapter stops accepting and drains\n",
             (int)peer.pid);
     adapter_sockets kept;
+    bound_sends(conn);
     adapters_detach(run, &kept); /* no request runs and none can come: the registry is quiet */
     if (send_state(conn, reg, &kept) == 0 && await_ready(conn) == 0) {
         fprintf(stderr, "upgrade: pid %d serves now; this server stops\n", (int)peer.pid);
@@ -267,24 +277,38 @@ enum upgrade_outcome upgrade_hand_over(int conn, shmreg_registry *reg, const ser
     }
     fprintf(stderr, "upgrade: serving again\n");
     if (adapters_start(o, reg, run, &kept) != 0) {
+        /* No word: to the successor, if it lives, this server is gone. */
         fprintf(stderr, "upgrade: error: the adapters could not start again\n");
         return UPGRADE_FAILED;
     }
+    /* Serving again, said so: a successor still there stops, where an end
+     * without this word would tell it that this server died. */
+    (void)write_all(conn, UPGRADE_RESUMING, 1);
     return UPGRADE_RESUMED;
 }
 
 /* ------------------------------------------------------ the new server */
 
+/* Whether a failed connect means that no server is there any more: its
+ * file gone, or left by a server that died (nothing listens). */
+static int nobody_there(int why)
+{
+    return why == ECONNREFUSED || why == ENOENT;
+}
+
 /* Connect to the old server and read its first answer: the connection, or
- * -1 after a message. */
-static int connect_old(const char *path)
+ * -1 after a message, *gone set when the old server is not there or ended
+ * the connection without a word (it died). */
+static int connect_old(const char *path, int *gone)
 {
     struct sockaddr_un addr;
+    *gone = 0;
     if (unix_socket_address("--take-over", path, &addr) != 0)
         return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (const struct sockaddr *)&addr, sizeof addr) != 0) {
         int why = errno;
+        *gone = fd >= 0 && nobody_there(why);
         fprintf(stderr, "error: --take-over %s: %s; is a server running with --handover-socket %s?\n",
                 path, why == ECONNREFUSED ? "nothing listens there (connection refused)"
                       : why == ENOENT     ? "no such socket"
@@ -293,15 +317,38 @@ static int connect_old(const char *path)
             close(fd);
         return -1;
     }
+    /* No bound here: the old server answers once its requests have
+     * drained, which its --drain-s bounds. */
     char line[LINE_MAX_BYTES];
     int got = read_line(fd, line, sizeof line);
     if (got != 0 || strcmp(line, "ok") != 0) {
+        *gone = got != 0;
         fprintf(stderr, "error: --take-over %s: %s\n", path,
                 got != 0 ? "the running server closed the connection without an answer" : line);
         close(fd);
         return -1;
     }
     return fd;
+}
+
+/* After a failed receive: whether the old server has ended the connection
+ * (it died, or cut it), as opposed to sending something refused and
+ * waiting for an answer. What is left is read and dropped (a plain recv
+ * closes the descriptors riding on it); a peer that sends nothing more for
+ * a second is taken to be there. */
+static int peer_ended(int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && errno == EINTR))
+            continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return 1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0)
+            return 0;
+    }
 }
 
 static void close_extra(shmreg_handover_fd *extra, size_t n)
@@ -426,14 +473,19 @@ static void print_report(const shmreg_restore_report *r)
 }
 
 /* Receive the state into reg and the sockets into c: 0, or -1 after a
- * message with nothing left open. */
-static int receive(int fd, const char *path, shmreg_registry *reg, upgrade_carried *c)
+ * message with nothing left open, *gone set when the old server ended the
+ * connection part way (the library refuses a state cut short whole). */
+static int receive(int fd, const char *path, shmreg_registry *reg, upgrade_carried *c, int *gone)
 {
     shmreg_restore_report *report = NULL;
     shmreg_handover_fd *extra = NULL;
     size_t n = 0;
+    /* A sender that stops part way must not hold this server for ever. */
+    struct timeval t = {.tv_sec = UPGRADE_READY_TIMEOUT_S};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
     if (shmreg_handover_receive(reg, fd, &report, &extra, &n) != SHMREG_OK) {
         fprintf(stderr, "error: --take-over %s: receiving the state: %s\n", path, shmreg_last_error());
+        *gone = peer_ended(fd);
         return -1;
     }
     print_report(report);
@@ -452,35 +504,58 @@ static int receive(int fd, const char *path, shmreg_registry *reg, upgrade_carri
     return rc;
 }
 
-int upgrade_take_over(const char *path, shmreg_registry *reg, server_options *o,
-                      upgrade_carried *c, int *conn)
+enum upgrade_take upgrade_take_over(const char *path, shmreg_registry *reg, server_options *o,
+                                   upgrade_carried *c, int *conn)
 {
     memset(c, 0, sizeof *c);
     adapter_sockets_init(&c->sockets);
-    int fd = connect_old(path);
-    if (fd < 0)
-        return -1;
-    if (receive(fd, path, reg, c) != 0) {
+    c->old_conn = -1;
+    int gone = 0, fd = connect_old(path, &gone);
+    if (fd >= 0 && receive(fd, path, reg, c, &gone) != 0) {
         close(fd);
-        return -1;
+        fd = -1;
     }
+    if (fd < 0)
+        return gone ? UPGRADE_OLD_GONE : UPGRADE_NOT_TAKEN;
     if (match_flags(o, c) != 0) {
         adapter_sockets_close(&c->sockets);
         close(fd);
-        return -1;
+        return UPGRADE_NOT_TAKEN;
     }
     *conn = fd;
-    return 0;
+    return UPGRADE_TAKEN;
 }
 
-int upgrade_confirm(int conn)
+enum upgrade_answer upgrade_confirm(int conn)
 {
-    if (write_all(conn, "R", 1) != 0 || read_byte(conn, UPGRADE_READY_TIMEOUT_S * 1000) != 'A') {
-        fprintf(stderr, "error: --take-over: the running server did not take the word that this one "
-                        "is ready; it serves on, and this one stops\n");
-        return -1;
+    /* A failed write is read on: an old server that served again may have
+     * said so before it closed. */
+    (void)write_all(conn, "R", 1);
+    int b = read_byte(conn, UPGRADE_READY_TIMEOUT_S * 1000);
+    if (b == 'A')
+        return UPGRADE_CONFIRMED;
+    if (b >= 0) {
+        fprintf(stderr, "error: --take-over: the running server %s; this one stops. A region "
+                        "registered with this one since its listening lines is not known there\n",
+                b == UPGRADE_RESUMING[0] ? "serves again (it gave up waiting, or could not answer)"
+                                         : "answered something else, and serves on");
+        return UPGRADE_OLD_RESUMED;
     }
-    return 0;
+    struct pollfd p = {.fd = conn, .events = POLLIN};
+    if (b < 0 && poll(&p, 1, 0) == 0) {
+        fprintf(stderr, "warning: --take-over: the running server said nothing for %d s after this "
+                        "one was ready; this one serves on (the old one, detached, stops once it "
+                        "reads the word), and cannot be taken over in turn\n",
+                UPGRADE_READY_TIMEOUT_S);
+        return UPGRADE_OLD_SILENT;
+    }
+    /* A server of a release before the word "X" also ends so when it
+     * serves again: both would serve then, which this line says. */
+    fprintf(stderr, "warning: --take-over: the running server ended the connection without a word "
+                    "before it answered that this one was ready: it died, and this one serves on "
+                    "(a server of an earlier release ends so when it serves again: both serve then, "
+                    "on registries that differ from now on)\n");
+    return UPGRADE_OLD_DIED;
 }
 
 void upgrade_finish(int conn)

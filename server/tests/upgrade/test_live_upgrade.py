@@ -219,6 +219,8 @@ def test_take_over_where_nothing_listens_is_a_clear_error(folder, stale):
     why = "nothing listens there (connection refused)" if stale else "no such socket"
     assert f"error: --take-over {path}: {why}; is a server running with --handover-socket {path}?" \
         in run.stderr, run.stderr
+    # --port 0 names no address the old server's clients know: nothing to start on instead
+    assert "without a fixed --port this one has no address of its own" in run.stderr, run.stderr
     assert "listening on" not in run.stdout
 
 
