@@ -103,7 +103,7 @@ def figures(binary, n, rounds):
     old, port = start(binary, folder, n, False)
     socks, over_ms, restore_ms = register(port, folder, n, marker), [], []
     try:
-        for r in range(rounds + 1):  # the last round stops the last successor
+        for r in range(rounds + 1):  # after the upgrades, a stop of the final successor
             new = start(binary, folder, n, True)[0] if r < rounds else None
             if not new:
                 old.terminate()
