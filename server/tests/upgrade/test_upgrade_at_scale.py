@@ -12,16 +12,16 @@ connection per request, and one kept-alive connection) and perf_analyzer.
   memfds' owners are their connections, checked by closing each one.
 
 Asserted: no request fails except as server/README.md's "Live upgrade"
-says one may (a request on an HTTP connection the old server had accepted
-is answered 503 "the server is shutting down" while it drains; one the
-server closed before reading it is retried once, and that retry succeeds);
-gRPC and new HTTP connections see no failure at all; no region is
+says one may (a request on an HTTP connection the old server had accepted,
+kept alive or made just before the pause, is answered 503 "the server is
+shutting down" while it drains; one the server closed before reading it is
+retried once, and that retry succeeds); gRPC sees no failure at all; no region is
 registered again (the successor's registrations are its restore's); the
 successor lists every region with its owner; every region's inputs are
 intact and an inference's outputs land in it. The handover's time (the old
 server's line, from the successor's connect to its ready) is printed
 against its target, never asserted. A gRPC call the old server's Shutdown
-cancels is a known defect (known_defect): the test is then marked xfail,
+fails is a known defect (known_defect): the test is then marked xfail,
 after every other assertion has passed."""
 import ctypes
 import http.client
@@ -53,6 +53,8 @@ TENANTS = 4                    # 250 regions each
 TARGET_MS = 100                # the handover's target (docs/performance.md)
 LOAD_S = 1.0                   # inferences before and after the upgrade, at least
 SHUTTING_DOWN = ("503", "the server is shutting down")  # README: a drained connection's answer
+# What gRPC answers a call its server's Shutdown fails (known_defect).
+GRPC_SHUTDOWN = ("Socket closed", "Cancelling all calls")
 HANDED_OVER = re.compile(r"upgrade: handed over (\d+) regions, (\d+) sockets in ([\d.]+) ms "
                          r"\(the state sent in ([\d.]+) ms\)")
 RESTORED = re.compile(r"upgrade: restored (\d+) regions in ([\d.]+) ms")
@@ -287,8 +289,9 @@ class Client(threading.Thread):
         except InferenceServerException as e:
             if self.lib is httpclient and (e.status(), e.message()) == SHUTTING_DOWN:
                 self.shutting_down.append(r.name)
-            elif self.lib is grpcclient and e.status() == "StatusCode.CANCELLED":
-                self.cancelled.append(r.name)
+            elif self.lib is grpcclient and (e.status() == "StatusCode.CANCELLED" or (
+                    e.status() == "StatusCode.UNAVAILABLE" and e.message() in GRPC_SHUTDOWN)):
+                self.cancelled.append(f"{r.name}: {e.status()}")
             else:
                 self.failures.append(f"{self.kind} {r.name}: {e}")
         except (HTTPConnectionClosed, ConnectionResetError, BrokenPipeError) as e:
@@ -330,21 +333,28 @@ def wait_for_answers(server, clients, more):
 
 
 def assert_served_as_promised(clients, over):
-    """over: handed_over's; its log goes with a failure."""
+    """No failure but the documented ones (Client.one), which only HTTP
+    sees: a connection the old server had accepted, kept alive or made just
+    before the pause, may be answered 503 while it drains or closed unread.
+    over: handed_over's; its log goes with a failure."""
     log = "\n".join(l for l in over[-1].splitlines() if l.startswith(("upgrade:", "shutdown:")))
     for c in clients:
         assert c.failures == [], f"{c.failures}\nthe old server's log:\n{log}"
-        if c.kind != "http-kept":  # README: only a connection the old server had open
+        if c.lib is grpcclient:
             assert (c.shutting_down, c.retried) == ([], []), (c.kind, c.shutting_down, c.retried, log)
 
 
 def known_defect(clients, pa_cancelled=False):
-    """gRPC calls the old server answered CANCELLED, not promised by the
-    README ("gRPC clients get GOAWAY and reconnect"): gRPC's core, once the
-    server's Shutdown has begun, cancels a call that reaches it before its
-    client has read the GOAWAY, instead of refusing the stream (which the
-    client would retry). Marked as expected to fail, after every other
-    assertion has passed, until the server drains gRPC without it."""
+    """gRPC calls the old server failed, not promised by the README ("gRPC
+    clients get GOAWAY and reconnect"): once the server's Shutdown has
+    begun, gRPC's core cancels a call that reaches it before its client has
+    read the GOAWAY (CANCELLED) instead of refusing the stream, which the
+    client would retry; a call sent as the connection closes fails with
+    UNAVAILABLE "Socket closed"; and a call that Shutdown strands is
+    cancelled after the server's grace of 1 s (UNAVAILABLE "Cancelling all
+    calls", service.cc's cancel_stranded_calls), which holds the handover
+    that long. Marked as expected to fail, after every
+    other assertion has passed, until the server drains gRPC without them."""
     cancelled = {c.kind: c.cancelled for c in clients if c.cancelled}
     if pa_cancelled:
         cancelled["perf_analyzer"] = "a call (it stops at its first failure)"
@@ -355,7 +365,7 @@ def known_defect(clients, pa_cancelled=False):
 def load_line(clients):
     return ", ".join(f"{c.kind} {c.ok} ok" + (f" ({len(c.shutting_down)} answered 503 "
                                                 f"while draining, {len(c.retried)} retried)"
-                                                if c.kind == "http-kept" else "")
+                                                if c.lib is httpclient else "")
                      + (f" ({len(c.cancelled)} cancelled)" if c.cancelled else "") for c in clients)
 
 
@@ -543,7 +553,8 @@ def test_upgrade_keeps_each_tenants_regions(folder, shm_key, capsys):
         assert_served_as_promised(clients, over)
         if pa:
             pa_out = pa.communicate(timeout=60)[0]
-            pa_cancelled = pa.returncode != 0 and "Thread [0] had error: CANCELLED" in pa_out
+            pa_cancelled = pa.returncode != 0 and re.search(
+                r"Thread \[0\] had error: (CANCELLED|Socket closed|Cancelling all calls)", pa_out) is not None
             if not pa_cancelled:
                 assert pa.returncode == 0, pa_out
                 assert re.search(r"Successful request count: [1-9]", pa_out), pa_out
@@ -566,7 +577,8 @@ def test_upgrade_keeps_each_tenants_regions(folder, shm_key, capsys):
         release(clients, regions, keys)
     with capsys.disabled():
         print(f"\n{TENANTS} tenants: {load_line(clients)}; perf_analyzer, a tenant of its own: "
-              + (("a call cancelled" if pa_cancelled else "exit 0") if pa else f"not run: {no_pa}"))
+              + (("a call failed (known_defect)" if pa_cancelled else "exit 0") if pa
+                 else f"not run: {no_pa}"))
     report(capsys, f"{REGIONS} regions of {TENANTS} tenants", over, restored)
     known_defect(clients, pa_cancelled)
     if not pa:
