@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/unix_socket.h"
@@ -23,6 +24,14 @@
 #define LET_GO_TIMEOUT_MS 10000
 
 /* -------------------------------------------------------------- helpers */
+
+/* Now on the monotonic clock, in milliseconds: what the handover's lines time. */
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 /* Write all of buf; 0, or -1 (the peer is gone). */
 static int write_all(int fd, const void *buf, size_t len)
@@ -202,9 +211,10 @@ static int check_peer(int conn, struct ucred *cred, char *why, size_t len)
     return 0;
 }
 
-/* The state and the sockets, each descriptor under its name. 0, or -1 with
- * a message. s stays the caller's: the library sends duplicates. */
-static int send_state(int conn, shmreg_registry *reg, const adapter_sockets *s)
+/* The state and the sockets, each descriptor under its name (*sockets: how
+ * many). 0, or -1 with a message. s stays the caller's: the library sends
+ * duplicates. */
+static int send_state(int conn, shmreg_registry *reg, const adapter_sockets *s, size_t *sockets)
 {
     size_t n = 0, app_len = 0;
     shmreg_handover_fd *extra = calloc(3 + s->uds.n_connections, sizeof *extra);
@@ -223,6 +233,7 @@ static int send_state(int conn, shmreg_registry *reg, const adapter_sockets *s)
             extra[n].fd = s->uds.connections[i].fd;
             snprintf(extra[n].name, sizeof extra->name, CONN_PREFIX "%zu", i);
         }
+        *sockets = n;
         say(conn, "ok");
         rc = shmreg_handover_send(reg, conn, app, app_len, extra, n) == SHMREG_OK ? 0 : -1;
         if (rc != 0)
@@ -255,9 +266,30 @@ static int await_ready(int conn)
     return write_all(conn, "A", 1);
 }
 
+/* Send the state and take the successor's "R" (await_ready); then print
+ * what went and how long it took since the successor connected (at
+ * connected_ms: the adapters' drain, the state's send, the successor's
+ * restore and start), the send apart. 0, or -1 after a message. */
+static int hand_state(int conn, shmreg_registry *reg, const adapter_sockets *s, double connected_ms)
+{
+    shmreg_stats st = {0};
+    (void)shmreg_registry_stats(reg, &st); /* quiet: what the state holds */
+    size_t sockets = 0;
+    double send_ms = now_ms();
+    if (send_state(conn, reg, s, &sockets) != 0)
+        return -1;
+    send_ms = now_ms() - send_ms;
+    if (await_ready(conn) != 0)
+        return -1;
+    fprintf(stderr, "upgrade: handed over %zu regions, %zu sockets in %.1f ms (the state sent in %.1f ms)\n",
+            st.regions - st.pending_regions, sockets, now_ms() - connected_ms, send_ms);
+    return 0;
+}
+
 enum upgrade_outcome upgrade_hand_over(int conn, shmreg_registry *reg, const server_options *o,
                                        running *run)
 {
+    double connected_ms = now_ms(); /* the caller has just accepted conn */
     struct ucred peer;
     char why[256];
     if (check_peer(conn, &peer, why, sizeof why) != 0) {
@@ -270,7 +302,7 @@ enum upgrade_outcome upgrade_hand_over(int conn, shmreg_registry *reg, const ser
     adapter_sockets kept;
     bound_sends(conn);
     adapters_detach(run, &kept); /* no request runs and none can come: the registry is quiet */
-    if (send_state(conn, reg, &kept) == 0 && await_ready(conn) == 0) {
+    if (hand_state(conn, reg, &kept, connected_ms) == 0) {
         fprintf(stderr, "upgrade: pid %d serves now; this server stops\n", (int)peer.pid);
         adapter_sockets_close(&kept);
         return UPGRADE_HANDED_OVER;
@@ -483,12 +515,15 @@ static int receive(int fd, const char *path, shmreg_registry *reg, upgrade_carri
     /* A sender that stops part way must not hold this server for ever. */
     struct timeval t = {.tv_sec = UPGRADE_READY_TIMEOUT_S};
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+    double ms = now_ms();
     if (shmreg_handover_receive(reg, fd, &report, &extra, &n) != SHMREG_OK) {
         fprintf(stderr, "error: --take-over %s: receiving the state: %s\n", path, shmreg_last_error());
         *gone = peer_ended(fd);
         return -1;
     }
+    ms = now_ms() - ms;
     print_report(report);
+    fprintf(stderr, "upgrade: restored %zu regions in %.1f ms\n", report->restored, ms);
     const char *why = NULL;
     int rc = app_state_read(report->app_state, report->app_len, &c->sockets.uds, &why);
     shmreg_restore_report_free(report);
