@@ -188,8 +188,13 @@ static void cancel_queued(void *ctx, void *item)
     MHD_resume_connection(rq->connection);
 }
 
-/* Hand the reply to libmicrohttpd, which frees its body once sent. */
-static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, reply *r)
+/* Hand the reply to libmicrohttpd, which frees its body once sent. In an
+ * upgrade's pause the connection closes after it: a client that keeps its
+ * connection alive opens a new one for its next request, which the next
+ * server takes, rather than meeting this one's 503 again and again. (A
+ * stop keeps them: a balancer probing v2/health/ready on a kept-alive
+ * connection reads "not ready" there, and no server would take a new one.) */
+static enum MHD_Result queue_reply(http_server *s, struct MHD_Connection *conn, request *rq, reply *r)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(r->len, r->body ? r->body : "", r->body ? MHD_RESPMEM_MUST_FREE
@@ -210,6 +215,8 @@ static enum MHD_Result queue_reply(struct MHD_Connection *conn, request *rq, rep
     }
     if (r->status == 401) /* RFC 7235: a 401 names the scheme it wants */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (atomic_load(&s->handing_over))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     rq->status = r->status;
     enum MHD_Result ok = MHD_queue_response(conn, r->status, resp);
     MHD_destroy_response(resp);
@@ -286,7 +293,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         /* A response queued now means no 100 Continue; the body is not read.
          * method is libmicrohttpd's own pointer into the header block. */
         if (refuse_header_block(conn, method, &early) || refuse_before_body(s, conn, rq, &early))
-            return queue_reply(conn, rq, &early);
+            return queue_reply(s, conn, rq, &early);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -296,7 +303,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
     if (rq->answered) { /* back from a worker */
-        enum MHD_Result ok = queue_reply(conn, rq, &rq->answer);
+        enum MHD_Result ok = queue_reply(s, conn, rq, &rq->answer);
         rq->answer.body = NULL; /* libmicrohttpd owns it now */
         return ok;
     }
@@ -304,7 +311,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     atomic_fetch_add(&s->in_flight, 1);
     reply r;
     if (triage(s, rq, &r) == 0 || run_inline(s, rq, &r) == 0)
-        return queue_reply(conn, rq, &r);
+        return queue_reply(s, conn, rq, &r);
     rq->connection = conn;
     MHD_suspend_connection(conn); /* before submit: the worker may resume at once */
     if (worker_pool_submit(s->workers, rq) != 0) {
@@ -472,6 +479,7 @@ http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
     *s = (http_server){.registry = reg, .cfg = *cfg, .bodies = bodies};
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
+    atomic_init(&s->handing_over, 0);
     if (start(s, cfg) != 0) {
         free(s);
         return NULL;
@@ -533,5 +541,8 @@ void http_server_stop(http_server *s)
 
 int http_server_detach(http_server *s)
 {
-    return s ? halt(s) : -1;
+    if (!s)
+        return -1;
+    atomic_store(&s->handing_over, 1);
+    return halt(s);
 }

@@ -41,6 +41,7 @@ typedef struct http_server {
     atomic_uint in_flight;
     byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
+    atomic_bool handing_over; /* an upgrade's pause: every answer closes its connection */
     unsigned port;          /* the port actually bound */
 } http_server;
 

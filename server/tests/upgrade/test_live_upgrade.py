@@ -2,7 +2,9 @@
 server's regions (a system shm region registered over HTTP, a sealed memfd
 registered over the Unix socket), its listening sockets and its Unix-socket
 clients, while inferences go on over HTTP and gRPC on new connections: none
-of them fails, the old server exits 0 with nothing left mapped, and the new
+is refused and none meets an unknown region or wrong bytes (one the old
+server had accepted may fail as server/README.md's "Upgrade and restart"
+says, and is counted apart), the old server exits 0 with nothing left mapped, and the new
 one serves both regions. Also: a peer of another uid is refused, nothing
 listening is a clear error, a new server that fails half-way leaves the old
 one serving, and regions that came without their connection go after
@@ -76,17 +78,39 @@ def system_region(shm_key, server):
     return handle
 
 
-def http_infer(port, region):
-    """One inference on a new connection, inputs in region: None or what failed."""
+# What a request on a connection the old server had accepted may meet in
+# the pause (server/README.md, "Upgrade and restart"): documented, counted,
+# never a refused connection or an unknown region.
+PAUSE = "documented in the pause: "
+GRPC_PAUSE = ("StatusCode.CANCELLED", "Socket closed", "Cancelling all calls")
+
+
+def http_once(port, region):
     probe = Server.__new__(Server)
     probe.port = port
-    try:
-        code, body = probe.json("POST", "/v2/models/simple/infer", infer_body(region, False))
-    except OSError as e:
-        return f"http {region}: {e!r}"
+    code, body = probe.json("POST", "/v2/models/simple/infer", infer_body(region, False))
+    if code == 503 and "the server is shutting down" in str(body):
+        return PAUSE + f"http {region}: 503 {body}"
     if code != 200 or body["outputs"][0]["data"] != SUM:
         return f"http {region}: {code} {body}"
     return None
+
+
+def http_infer(port, region):
+    """One inference on a new connection, inputs in region: None or what
+    failed. A connection closed before its request was read (no byte of an
+    answer) is sent again once; a refused one is a failure."""
+    try:
+        return http_once(port, region)
+    except ConnectionRefusedError as e:
+        return f"http {region}: {e!r}"
+    except (ConnectionResetError, BrokenPipeError):
+        try:
+            return http_once(port, region)
+        except OSError as e:
+            return f"http {region}: sent again, then {e!r}"
+    except OSError as e:
+        return f"http {region}: {e!r}"
 
 
 def grpc_infer(url, region):
@@ -99,17 +123,19 @@ def grpc_infer(url, region):
         got = client.infer("simple", inputs).as_numpy("OUTPUT0").reshape(-1).tolist()
         return None if got == SUM else f"grpc {region}: {got}"
     except Exception as e:  # noqa: BLE001: every failure is what the test counts
-        return f"grpc {region}: {e}"
+        paused = any(words in str(e) for words in GRPC_PAUSE)
+        return (PAUSE if paused else "") + f"grpc {region}: {e}"
     finally:
         client.close()
 
 
 class Load:
     """Inferences one after another on new connections, HTTP and gRPC, both
-    regions, until stopped; failures and the count kept."""
+    regions, until stopped; failures (the pause's documented ones apart, in
+    paused) and the count kept."""
 
     def __init__(self, port, grpc_url, regions):
-        self.failures, self.done = [], 0
+        self.failures, self.paused, self.done = [], [], 0
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, args=(port, grpc_url, regions), daemon=True)
         self.thread.start()
@@ -119,7 +145,7 @@ class Load:
             for region in regions:
                 for failed in (http_infer(port, region), grpc_infer(grpc_url, region)):
                     if failed:
-                        self.failures.append(failed)
+                        (self.paused if failed.startswith(PAUSE) else self.failures).append(failed)
                     self.done += 1
 
     def stop(self):
