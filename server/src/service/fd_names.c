@@ -67,6 +67,10 @@ int fd_name_of_file(int fd, char out[FD_NAME_MAX])
     int flags = fcntl(fd, F_GETFL);
     if (fstat(fd, &st) != 0 || flags < 0)
         return -1;
+    /* Device and inode tell file descriptions apart for a file only: other
+     * descriptors (a CUDA region's) may share one inode. */
+    if (!S_ISREG(st.st_mode))
+        return -2;
     snprintf(out, FD_NAME_MAX, REGION_PREFIX "%llx-%llx-%c", (unsigned long long)st.st_dev,
              (unsigned long long)st.st_ino, (flags & O_ACCMODE) == O_RDONLY ? 'r' : 'w');
     return 0;

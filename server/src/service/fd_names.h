@@ -28,7 +28,9 @@ fd_name_kind fd_name_parse(const char *name, unsigned long long *gen);
 /* "shmreg-state-G" or "shmreg-order-G" into out. */
 void fd_name_of_generation(fd_name_kind kind, unsigned long long gen, char out[FD_NAME_MAX]);
 /* The name of the file fd refers to, and of its access mode (a region
- * registered writable needs a writable descriptor back): 0, or -1 (fstat). */
+ * registered writable needs a writable descriptor back): 0, -1 (fstat), or
+ * -2 when fd is no regular file (a CUDA region's descriptor), which a name
+ * of its device and inode cannot tell from another. */
 int fd_name_of_file(int fd, char out[FD_NAME_MAX]);
 
 /* A list of names; each with the index of the descriptor it came from. */

@@ -129,14 +129,22 @@ static void drop_unused(fd_store *s, const fd_name_list *now)
     fd_names_free(&s->stale);
 }
 
-/* The names of fds[0, n), in their order (ids) and sorted (now). */
-static int name_fds(const int *fds, size_t n, fd_name_list *ids, fd_name_list *now)
+/* The names of fds[0, n), in their order (ids) and sorted (now). A
+ * descriptor that is no file (a CUDA region's) stops the save: the store
+ * keeps one copy of a file description whatever its name, so a name must
+ * stay the description's, and nothing here can tell two of those apart. */
+static int name_fds(const fd_store *s, const int *fds, size_t n, fd_name_list *ids, fd_name_list *now)
 {
     char name[FD_NAME_MAX];
-    for (size_t i = 0; i < n; i++)
-        if (fd_name_of_file(fds[i], name) != 0 || fd_names_add(ids, name, i) != 0 ||
-            fd_names_add(now, name, i) != 0)
+    for (size_t i = 0; i < n; i++) {
+        int named = fd_name_of_file(fds[i], name);
+        if (named == -2 && !s->failing)
+            fprintf(stderr, "crash survival: a CUDA region is registered, whose descriptor the service "
+                            "manager's store cannot keep apart from another's: no state is stored "
+                            "while one is (docs/crash-survival.md)\n");
+        if (named != 0 || fd_names_add(ids, name, i) != 0 || fd_names_add(now, name, i) != 0)
             return -1;
+    }
     fd_names_sort_unique(now);
     return 0;
 }
@@ -144,7 +152,7 @@ static int name_fds(const int *fds, size_t n, fd_name_list *ids, fd_name_list *n
 static int publish(fd_store *s, int blob, const int *fds, size_t n)
 {
     fd_name_list ids = {0}, now = {0};
-    int rc = name_fds(fds, n, &ids, &now);
+    int rc = name_fds(s, fds, n, &ids, &now);
     if (rc == 0)
         rc = store_regions(s, &now, fds);
     if (rc == 0)
