@@ -94,6 +94,7 @@ class Server:
         self.port = int(match.group(1))
         self.url = f"127.0.0.1:{self.port}"
         self.stderr = None
+        self.early_stderr = b""  # what wait_stderr read before stop
 
     @property
     def pid(self):
@@ -127,8 +128,21 @@ class Server:
             self.proc.kill()
             _, err = self.proc.communicate()
             raise AssertionError("server did not stop within %d s" % STOP_TIMEOUT_S)
-        self.stderr = err.decode()
+        self.stderr = (self.early_stderr + err).decode()
         return self.proc.returncode, self.stderr
+
+    def wait_stderr(self, words, timeout=15):
+        """Read the server's stderr until it holds words (what was read is
+        kept for stop's answer); an AssertionError after timeout s."""
+        deadline = time.monotonic() + timeout
+        while words.encode() not in self.early_stderr:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stderr], [], [], max(left, 0))
+            chunk = os.read(self.proc.stderr.fileno(), 65536) if ready else b""
+            if not chunk:
+                raise AssertionError(f"no {words!r} on the server's stderr within {timeout} s:\n"
+                                     f"{self.early_stderr.decode(errors='replace')}")
+            self.early_stderr += chunk
 
     def request(self, method, path, body=None, headers=None, timeout=30, source=None):
         """(status, headers, body bytes). body: bytes, str, or a JSON value.

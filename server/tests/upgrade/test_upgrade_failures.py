@@ -130,6 +130,9 @@ def test_successor_dying_at_each_step_leaves_the_old_one_serving(folder, shm_key
         last = fake_successor(os.path.join(folder, "up.sock"), step)
         if step == "wrong-word":
             assert last == b"X", last  # it serves again, and says so before it closes
+        # A successor gone at once is seen only once the old server has
+        # stopped accepting: until it says so, a ready answer is from before.
+        old.wait_stderr("upgrade: serving again")
         serves_both(ready_within(old.port))
         assert old.proc.poll() is None
     finally:
