@@ -914,3 +914,37 @@ def test_engine_off_without_flags(agents):
     assert code == 0, err
     [line] = [line for line in err.splitlines() if line.startswith("remote_memory")]
     assert line.startswith("remote_memory: off") and "--remote-tcp-device" in line, err
+
+
+def test_a_live_upgrade_needs_a_remote_port_of_its_own(tmp_path):
+    """Remote regions are not carried by a live upgrade, and the old server
+    holds its --remote-port until it stops: a successor given the same port
+    fails at start and the old one serves on; one given a port of its own
+    takes over, and its engine listens there."""
+    from grpc_support import free_port
+    from server_process import Server, binary, leftover_report
+    hand = str(tmp_path / "up.sock")
+    remote_port, successor_port = free_port(), free_port()
+    flags = ["--remote-tcp-device", TCP_DEVICE, "--handover-socket", hand]
+    old = Server(*flags, "--remote-port", str(remote_port))
+    new = None
+    try:
+        same = subprocess.run([binary(), "--take-over", hand, "--allow-client-shm=true", *flags,
+                               "--remote-port", str(remote_port)], capture_output=True, text=True,
+                              timeout=60)
+        assert same.returncode == 1, same.stderr
+        assert "cannot start the remote engine" in same.stderr, same.stderr
+        assert old.json("GET", "/v2/health/ready")[0] == 200
+        new = Server("--take-over", hand, *flags, "--remote-port", str(successor_port))
+        assert new.port == old.port
+        old.proc.wait(timeout=30)
+        rc, err = old.stop()
+        assert rc == 0 and leftover_report(err) == (0, 0), err
+        code, body = new.json("GET", f"{REMOTE}/engine")
+        assert code == 200 and body["listen"] == f"127.0.0.1:{successor_port}", body
+    finally:
+        for server in (old, new):
+            if server:
+                server.stop()
+    rc, err = new.stop()
+    assert rc == 0 and leftover_report(err) == (0, 0), err
