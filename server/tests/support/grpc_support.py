@@ -31,6 +31,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def on_free_grpc_port(start, tries=3):
+    """start(port) -> a server started with --grpc-port port, a free port;
+    tried again on another when the port was taken between free_port and
+    the server's bind (a client's connection may get it as its own)."""
+    for attempt in range(tries):
+        try:
+            return start(free_port())
+        except RuntimeError as e:
+            if "Address already in use" not in str(e) or attempt == tries - 1:
+                raise
+
+
 def with_grpc(server):
     """Read the "grpc listening on" line of a server started with
     --grpc-port; sets server.grpc_port and server.grpc_url."""
