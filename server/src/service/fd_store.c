@@ -129,20 +129,18 @@ static void drop_unused(fd_store *s, const fd_name_list *now)
     fd_names_free(&s->stale);
 }
 
-/* The names of fds[0, n), in their order (ids) and sorted (now). A
- * descriptor that is no file (a CUDA region's) stops the save: the store
+/* The names of fds[0, n), in their order (ids) and sorted (now): 0, -1,
+ * or -2 for a descriptor that is no file (a CUDA region's): the store
  * keeps one copy of a file description whatever its name, so a name must
  * stay the description's, and nothing here can tell two of those apart. */
-static int name_fds(const fd_store *s, const int *fds, size_t n, fd_name_list *ids, fd_name_list *now)
+static int name_fds(const int *fds, size_t n, fd_name_list *ids, fd_name_list *now)
 {
     char name[FD_NAME_MAX];
     for (size_t i = 0; i < n; i++) {
         int named = fd_name_of_file(fds[i], name);
-        if (named == -2 && !s->failing)
-            fprintf(stderr, "crash survival: a CUDA region is registered, whose descriptor the service "
-                            "manager's store cannot keep apart from another's: no state is stored "
-                            "while one is (docs/crash-survival.md)\n");
-        if (named != 0 || fd_names_add(ids, name, i) != 0 || fd_names_add(now, name, i) != 0)
+        if (named != 0)
+            return named;
+        if (fd_names_add(ids, name, i) != 0 || fd_names_add(now, name, i) != 0)
             return -1;
     }
     fd_names_sort_unique(now);
@@ -152,7 +150,7 @@ static int name_fds(const fd_store *s, const int *fds, size_t n, fd_name_list *i
 static int publish(fd_store *s, int blob, const int *fds, size_t n)
 {
     fd_name_list ids = {0}, now = {0};
-    int rc = name_fds(s, fds, n, &ids, &now);
+    int rc = name_fds(fds, n, &ids, &now);
     if (rc == 0)
         rc = store_regions(s, &now, fds);
     if (rc == 0)
@@ -164,6 +162,9 @@ static int publish(fd_store *s, int blob, const int *fds, size_t n)
     return rc;
 }
 
+/* One save: 0; -1 when it failed and is due again at the next interval;
+ * -2 while a CUDA region is registered, which no save can store, so the
+ * next is tried only once the registry changes. */
 static int save_once(fd_store *s)
 {
     int blob = -1, *fds = NULL;
@@ -177,7 +178,11 @@ static int save_once(fd_store *s)
     if (rc == 0 && s->verbose)
         fprintf(stderr, "crash survival: state %llu stored: %zu descriptor(s); %zu region(s) "
                         "listed when it began\n", s->gen, n, s->listed);
-    if (rc != 0 && !s->failing)
+    if (rc == -2 && !s->failing)
+        fprintf(stderr, "crash survival: a CUDA region is registered, whose descriptor the service "
+                        "manager's store cannot keep apart from another's: no state is stored "
+                        "while one is (docs/crash-survival.md)\n");
+    else if (rc == -1 && !s->failing)
         fprintf(stderr, "crash survival: storing the registry in the service manager failed; "
                         "the previous state stays stored, retried every interval\n");
     close(blob);
@@ -211,8 +216,9 @@ static void *saver(void *arg)
     while (!s->stopping) {
         pthread_mutex_unlock(&s->lock);
         if (changed(s) || s->due) {
-            s->due = save_once(s) != 0;
-            s->failing = s->due;
+            int rc = save_once(s);
+            s->due = rc == -1;
+            s->failing = rc != 0;
         }
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);

@@ -30,7 +30,7 @@ class KeptServer:
         # A process group of its own: a keeper that does not stop is killed with
         # its server, so that no server outlives the test.
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=unmanaged_env(),
-                                     start_new_session=True)
+                                     process_group=0)
         self.lines = {"out": [], "err": []}
         self.cond = threading.Condition()
         self.readers = [threading.Thread(target=self._read, args=(s, k), daemon=True)
