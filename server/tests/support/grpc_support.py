@@ -31,18 +31,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def on_free_grpc_port(start, tries=3):
-    """start(port) -> a server started with --grpc-port port, a free port;
-    tried again on another when the port was taken between free_port and
-    the server's bind (a client's connection may get it as its own)."""
-    for attempt in range(tries):
-        try:
-            return start(free_port())
-        except RuntimeError as e:
-            if "Address already in use" not in str(e) or attempt == tries - 1:
-                raise
-
-
 def with_grpc(server):
     """Read the "grpc listening on" line of a server started with
     --grpc-port; sets server.grpc_port and server.grpc_url."""
@@ -57,15 +45,20 @@ def with_grpc(server):
 
 
 def start_with_grpc(*args, attempts=5):
-    """A Server(*args) serving gRPC too, on a free port; grpc_url is set."""
+    """A Server(*args) serving gRPC too, on a free port; grpc_url is set.
+    A port taken between free_port and the server's bind (a client's
+    connection may get it as its own) is tried again on another: the
+    server then exits before it prints any listening line."""
     last = None
     for _ in range(attempts):
-        server = Server(*args, "--grpc-port", str(free_port()))
         try:
-            return with_grpc(server)
-        except RuntimeError as e:  # the port was taken meanwhile: that server exited
-            server.stop()
+            server = Server(*args, "--grpc-port", str(free_port()))
+        except RuntimeError as e:
+            if "Address already in use" not in str(e):
+                raise
             last = e
+            continue
+        return with_grpc(server)
     raise last
 
 

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.utils.shared_memory as shm
 
-from grpc_support import on_free_grpc_port, with_grpc
+from grpc_support import start_with_grpc, with_grpc
 from server_process import Server, binary, leftover_report
 from uds_client import (IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client,
                         register_region)
@@ -56,10 +56,8 @@ def assert_exits_clean(server, by_itself=False):
 
 def start_old(folder, *args):
     """A server with gRPC, --uds and --handover-socket in folder."""
-    server = on_free_grpc_port(lambda port: Server(
-        "--uds", os.path.join(folder, "uds.sock"), "--handover-socket", os.path.join(folder, "up.sock"),
-        "--grpc-port", str(port), *args))
-    return wait_uds_line(with_grpc(server))
+    return wait_uds_line(start_with_grpc("--uds", os.path.join(folder, "uds.sock"), "--handover-socket",
+                                         os.path.join(folder, "up.sock"), *args))
 
 
 def start_new(folder, *args):

@@ -43,7 +43,7 @@ import tritonclient.http as httpclient
 from geventhttpclient.response import HTTPConnectionClosed
 from tritonclient.utils import InferenceServerException
 
-from grpc_support import on_free_grpc_port, with_grpc
+from grpc_support import start_with_grpc, with_grpc
 from server_process import Server, leftover_report
 from uds_client import N, NBYTES, REGION_BYTES, load_memfd_client
 from uds_fixtures import wait_uds_line
@@ -435,9 +435,8 @@ def report(capsys, what, over, restored):
 
 def test_upgrade_with_1000_shm_and_1000_memfd_regions(folder, shm_key, capsys):
     uds = os.path.join(folder, "uds.sock")
-    old = wait_uds_line(with_grpc(on_free_grpc_port(lambda port: Server(
-        "--uds", uds, "--handover-socket", os.path.join(folder, "up.sock"), "--grpc-port",
-        str(port), "--uds-max-regions", str(REGIONS // UDS_CONNECTIONS)))))
+    old = wait_uds_line(start_with_grpc("--uds", uds, "--handover-socket", os.path.join(folder, "up.sock"),
+                                        "--uds-max-regions", str(REGIONS // UDS_CONNECTIONS)))
     keys = [shm_key(f"s{i}") for i in range(REGIONS)]
     shm, socks, groups, memfds, clients = [], [], [], [], []
     new = None
@@ -503,8 +502,7 @@ def tenants_file(folder, n):
 def test_upgrade_keeps_each_tenants_regions(folder, shm_key, capsys):
     path, tokens = tenants_file(folder, TENANTS + 1)  # the last one perf_analyzer's
     per = REGIONS // TENANTS
-    old = with_grpc(on_free_grpc_port(lambda port: Server(
-        "--tenants", path, "--handover-socket", os.path.join(folder, "up.sock"), "--grpc-port", str(port))))
+    old = start_with_grpc("--tenants", path, "--handover-socket", os.path.join(folder, "up.sock"))
     keys = [shm_key(f"t{i}") for i in range(REGIONS)]
     regions, new, clients, pa, pa_cancelled = [], None, [], None, False
     try:
