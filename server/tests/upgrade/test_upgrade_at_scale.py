@@ -55,6 +55,8 @@ TARGET_MS = 100                # the handover's target (docs/performance.md)
 LOAD_S = 1.0                   # inferences before and after the upgrade, at least
 SHUTTING_DOWN = ("503", "the server is shutting down")  # README: a drained connection's answer
 # What gRPC answers a call its server's shutdown fails (README: "Upgrade and restart").
+# gRPC words them inside longer messages ("Stream removed (Socket closed (GOAWAY
+# received ...))"), as test_live_upgrade.py reads them.
 GRPC_SHUTDOWN = ("Socket closed", "Cancelling all calls")
 HANDED_OVER = re.compile(r"upgrade: handed over (\d+) regions, (\d+) sockets in ([\d.]+) ms "
                          r"\(the state sent in ([\d.]+) ms\)")
@@ -291,7 +293,7 @@ class Client(threading.Thread):
             if self.lib is httpclient and (e.status(), e.message()) == SHUTTING_DOWN:
                 self.shutting_down.append(r.name)
             elif self.lib is grpcclient and (e.status() == "StatusCode.CANCELLED" or (
-                    e.status() == "StatusCode.UNAVAILABLE" and e.message() in GRPC_SHUTDOWN)):
+                    e.status() == "StatusCode.UNAVAILABLE" and any(w in e.message() for w in GRPC_SHUTDOWN))):
                 self.cancelled.append(f"{r.name}: {e.status()}")
             else:
                 self.failures.append(f"{self.kind} {r.name}: {e}")
