@@ -281,6 +281,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 {
     http_server *s = cls;
     request *rq = *con_cls;
+    if (atomic_load(&s->closing) && (!rq || !rq->dispatched))
+        return MHD_NO; /* past an upgrade's pause: closed unanswered, for the next server */
     if (!rq) { /* headers are in: set up, body follows */
         rq = request_new(method, url, s->bodies);
         if (!rq)
@@ -309,6 +311,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     }
     rq->dispatched = 1;
     atomic_fetch_add(&s->in_flight, 1);
+    atomic_fetch_add(&s->dispatched, 1);
     reply r;
     if (triage(s, rq, &r) == 0 || run_inline(s, rq, &r) == 0)
         return queue_reply(s, conn, rq, &r);
@@ -480,6 +483,8 @@ http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->draining, 0);
     atomic_init(&s->handing_over, 0);
+    atomic_init(&s->closing, 0);
+    atomic_init(&s->dispatched, 0);
     if (start(s, cfg) != 0) {
         free(s);
         return NULL;
@@ -500,14 +505,41 @@ static void wait_in_flight(http_server *s, unsigned ms)
         nanosleep(&tick, NULL);
 }
 
+/* An upgrade's pause: how long no request must come, with none in flight,
+ * before the clients of the connections still open are taken to have
+ * moved on (each answer in the pause closed its connection); at most
+ * PAUSE_LIMIT_MS, since clients that do not wait for answers never fall
+ * quiet. */
+#define PAUSE_QUIET_MS 10
+#define PAUSE_LIMIT_MS 250
+
+/* Serve on until no request is in flight and none has come for
+ * PAUSE_QUIET_MS, or PAUSE_LIMIT_MS have passed. */
+static void serve_out_the_pause(http_server *s)
+{
+    struct timespec tick = {.tv_nsec = 1000 * 1000};
+    unsigned seen = atomic_load(&s->dispatched), quiet = 0;
+    for (unsigned waited = 0; waited < PAUSE_LIMIT_MS && quiet < PAUSE_QUIET_MS; waited++) {
+        nanosleep(&tick, NULL);
+        unsigned now = atomic_load(&s->dispatched);
+        quiet = (now == seen && atomic_load(&s->in_flight) == 0) ? quiet + 1 : 0;
+        seen = now;
+    }
+}
+
 /* Stop accepting, drain, stop every thread and free s (http_server_stop);
  * the listening socket, which quiesce handed back, is returned open. */
 static int halt(http_server *s)
 {
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
+    if (atomic_load(&s->handing_over)) {
+        serve_out_the_pause(s);
+        atomic_store(&s->closing, 1);
+    }
     atomic_store(&s->draining, 1);
     /* Requests already queued or running finish and send their responses;
-     * requests arriving on kept-alive connections get 503 meanwhile. */
+     * requests arriving on kept-alive connections get 503 meanwhile (past
+     * an upgrade's pause they are closed unanswered instead: closing). */
     wait_in_flight(s, s->cfg.drain_s * 1000);
     if (atomic_load(&s->in_flight) > 0) {
         fprintf(stderr, "shutdown: %u requests still in flight after %u s; stopping them\n",

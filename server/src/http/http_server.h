@@ -42,6 +42,8 @@ typedef struct http_server {
     byte_budget *bodies;    /* request body bytes held, all connections together (main.c's) */
     atomic_bool draining;   /* shutdown began: new requests get 503 */
     atomic_bool handing_over; /* an upgrade's pause: every answer closes its connection */
+    atomic_bool closing;    /* past an upgrade's pause: a request is dropped unanswered */
+    atomic_uint dispatched; /* requests whose body is in, ever: the pause's clock */
     unsigned port;          /* the port actually bound */
 } http_server;
 
@@ -63,9 +65,13 @@ unsigned http_server_port(const http_server *s);
  * model's delay), stop every thread and free s. Every request's references
  * are released when this returns. NULL is a no-op. */
 void http_server_stop(http_server *s);
-/* http_server_stop, except that the listening socket is left open and
- * returned (-1 when there is none): connections that arrive meanwhile wait in
- * the kernel's backlog for whoever serves it next (a live upgrade). */
+/* For a live upgrade: stop accepting, with the listening socket left open
+ * and returned (-1 when there is none): connections that arrive meanwhile
+ * wait in the kernel's backlog for whoever serves it next. Unlike a stop,
+ * requests on connections already open are served on, each answer closing
+ * its connection, until none has come for a moment; one that comes later
+ * is dropped unanswered (its client may send it again: nothing of it was
+ * read); then as http_server_stop. */
 int http_server_detach(http_server *s);
 
 #endif
