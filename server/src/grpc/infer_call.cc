@@ -111,7 +111,7 @@ void InferCall::cancel()
 void InferCall::finish(const grpc::Status &st)
 {
     answering_ = true; /* read by a serving thread once the queue hands the call back */
-    send_answer(&writer_, reply_, st, this);
+    send_answer(service_->gate(), &writer_, reply_, st, this);
 }
 
 void InferCall::done()

@@ -68,6 +68,8 @@ class CallOwner {
      * until there is none. */
     virtual void call_started() = 0;
     virtual void call_done() = 0;
+    /* Where every answer passes (answer_gate.h). */
+    virtual AnswerGate &gate() = 0;
 
   protected:
     ~CallOwner() = default;

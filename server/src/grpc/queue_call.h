@@ -14,6 +14,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "grpc/answer_gate.h"
+
 namespace grpc_service {
 
 /* What a completion queue hands back: ok false when the operation did not
@@ -38,15 +40,19 @@ inline void drain_queue(grpc::ServerCompletionQueue *queue)
 }
 
 /* Send a call's answer through writer: resp with an OK status, the status
- * alone otherwise; the queue hands tag back once it is sent. */
+ * alone otherwise; the queue hands tag back once it is sent. Through gate,
+ * which may hold it for a moment (answer_gate.h): resp and writer must live
+ * until tag comes back, as they do in the call that owns them. */
 template <class Resp>
-void send_answer(grpc::ServerAsyncResponseWriter<Resp> *writer, const Resp &resp,
+void send_answer(AnswerGate &gate, grpc::ServerAsyncResponseWriter<Resp> *writer, const Resp &resp,
                  const grpc::Status &st, void *tag)
 {
-    if (st.ok())
-        writer->Finish(resp, st, tag);
-    else
-        writer->FinishWithError(st, tag);
+    gate.pass([writer, &resp, st, tag] {
+        if (st.ok())
+            writer->Finish(resp, st, tag);
+        else
+            writer->FinishWithError(st, tag);
+    });
 }
 
 /* One call of a typed unary method of Owner's service: ask makes one and
@@ -76,10 +82,11 @@ class UnaryCall final : public QueueTag {
             owner->call_done();
             return;
         }
+        owner_->gate().arrived();
         ask(owner_, ask_, handle_, queue_);
         grpc::Status st = (owner_->*handle_)(ctx_, req_, &resp_);
         answered_ = true;
-        send_answer(&writer_, resp_, st, this);
+        send_answer(owner_->gate(), &writer_, resp_, st, this);
     }
 
   private:

@@ -263,6 +263,7 @@ class Service final : public ServiceBase, public CallOwner {
         if (--calls_ == 0)
             done_.notify_all();
     }
+    AnswerGate &gate() override { return gate_; }
 
     /* -------------------------------------------------- health, metadata */
 
@@ -357,6 +358,7 @@ class Service final : public ServiceBase, public CallOwner {
      * thread). */
     void arrived(InferCall *call) override
     {
+        gate_.arrived();
         /* The message has arrived whole (up to --max-body-mb), charged to
          * gRPC's quota; from here until its call is done it counts against
          * the budget instead (Budget). Past that it is refused at once, and
@@ -596,6 +598,7 @@ class Service final : public ServiceBase, public CallOwner {
     Budget budget_; /* over main.c's held */
     worker_pool *workers_ = nullptr;
     remote_turns *turns_ = nullptr; /* the workers' turns for remote copies */
+    AnswerGate gate_;
     std::mutex mu_;
     std::condition_variable done_;
     unsigned calls_ = 0; /* calls between their ask and their deletion */
@@ -716,21 +719,48 @@ extern "C" unsigned kserve_grpc_server_port(const kserve_grpc_server *g)
 
 namespace {
 
-/* kserve_grpc_server_stop's work. keep: the listening socket is returned
- * open; else it is closed at once, so that a new connection is refused
- * while the calls in flight drain (-1 is returned). */
+/* A live upgrade's detach: how long no call must arrive, while answers are
+ * held, before the clients waiting for one are taken to be all of them (at
+ * most kHoldLimit: clients that send without waiting never fall quiet);
+ * and how long gRPC's GOAWAY gets to go out before those answers follow. */
+constexpr std::chrono::milliseconds kQuietBeforeGoaway{10};
+constexpr std::chrono::milliseconds kHoldLimit{250};
+constexpr std::chrono::milliseconds kGoawayLead{10};
+
+/* Shutdown started on its own thread, which returns only once every call is
+ * done; for a detach, so that no client's next call meets the shutdown
+ * (answer_gate.h): answers are held until calls stop arriving, Shutdown
+ * sends its GOAWAYs, and the answers follow them. */
+std::future<void> start_shutdown(kserve_grpc_server *g, bool detaching,
+                                 std::chrono::system_clock::time_point deadline)
+{
+    AnswerGate &gate = g->service->gate();
+    if (detaching) {
+        gate.hold();
+        gate.settle(kQuietBeforeGoaway, kHoldLimit);
+    }
+    std::future<void> shut =
+        std::async(std::launch::async, [g, deadline] { g->server->Shutdown(deadline); });
+    if (detaching) {
+        std::this_thread::sleep_for(kGoawayLead);
+        gate.release();
+    }
+    return shut;
+}
+
+/* kserve_grpc_server_stop's work. keep (a detach): the listening socket is
+ * returned open; else it is closed at once, so that a new connection is
+ * refused while the calls in flight drain (-1 is returned). */
 int halt(kserve_grpc_server *g, bool keep)
 {
-    /* New calls are refused from here on (Shutdown, on its own thread: it
-     * returns only once every call is done); calls in flight run to their
-     * end until the deadline, after which the queued ones are answered
+    /* New calls are refused from here on (Shutdown); calls in flight run to
+     * their end until the deadline, after which the queued ones are answered
      * UNAVAILABLE and the running ones cut short, instead of all being run.
      * The serving threads drain the queue throughout: they finish the
      * calls and run each one's done. */
     int listening = keep ? g->listener.release() : (g->listener.stop(), -1); /* no new connection */
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(g->cfg.drain_s);
-    std::future<void> shut =
-        std::async(std::launch::async, [g, deadline] { g->server->Shutdown(deadline); });
+    std::future<void> shut = start_shutdown(g, keep, deadline);
     g->service->stop_workers(deadline); /* every call's done has run: no reference is held */
     cancel_stranded_calls(g, shut);
     shut.get();
