@@ -8,7 +8,9 @@
 # client), then test_framework_tensors.py (PyTorch tensors of each allocator
 # registered over --uds by shmreg.cuda_client: the shmreg package is built
 # for the machine's Python into $BUILD/python-site, as python/tests/gpu/run.sh
-# builds it, and put on PYTHONPATH), then the bench register_per_request.py
+# builds it, and put on PYTHONPATH), then test_cuda_live_upgrade.py (a live
+# upgrade of a server holding those tensors and a CuPy buffer registered over
+# HTTP), then the bench register_per_request.py
 # (register per request), then the light model's cells (light_model_cost.py,
 # about 2 minutes; SKIP_LIGHT_BENCH=1 leaves it out), then the GPU benchmark
 # (seed_benchmark.sh; SKIP_SEED_BENCH=1 leaves it out, BENCH_QUICK=1
@@ -110,22 +112,41 @@ elif ! grep -qE "[0-9]+ passed" <<<"$last"; then
   rc=1 # all skipped: no CuPy or no device where one is expected
 fi
 
+# own_pytest_run NAME SECONDS FILE: FILE in a pytest run of its own (the
+# clients' tensors need the shmreg package, torch, CuPy and a device), its
+# log in $OUT/NAME.log and in $LOG, the lines of each case shown; sets
+# own_last to pytest's closing line. Returns 1 when a case failed, pytest
+# did not finish within SECONDS, or nothing passed (all skipped: no package,
+# no torch, no CuPy or no device, where all are expected).
+own_pytest_run() {
+  local name=$1 seconds=$2 file=$3 log=$OUT/$1.log code
+  echo "=== server-gpu: $file"
+  SERVER_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout "$seconds" \
+    "$PYTHON" -m pytest -p no:cacheprovider -rs -v -s "$file" >"$log" 2>&1
+  code=$?
+  cat "$log" >>"$LOG"
+  grep -E "PASSED|FAILED|ERROR|SKIPPED|^  |\{\"registered\"|through the (old|new) server:|^(old|new) server: |left out of" \
+    "$log" | head -80
+  own_last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" "$log" | tail -1 |
+    sed -E 's/^=+ //; s/ =+$//')
+  if [ "$code" -ne 0 ]; then
+    grep -E -A30 "^(_{5,} test|E )" "$log" | head -80
+    [ "$code" -ne 124 ] || own_last="timed out after $seconds s${own_last:+ ($own_last)}"
+    return 1
+  fi
+  [ "$package_rc" -eq 0 ] && grep -qE "[0-9]+ passed" <<<"$own_last"
+}
+
 # PyTorch tensors over --uds: their own pytest run, their own summary line.
-echo "=== server-gpu: server/tests/gpu/test_framework_tensors.py"
-SERVER_BIN=$BIN PYTHONDONTWRITEBYTECODE=1 timeout 300 \
-  "$PYTHON" -m pytest -p no:cacheprovider -rs -v -s server/tests/gpu/test_framework_tensors.py \
-  >"$OUT/framework-tensors.log" 2>&1
-frameworks_rc=$?
-cat "$OUT/framework-tensors.log" >>"$LOG"
-grep -E "PASSED|FAILED|ERROR|SKIPPED|^  |\{\"registered\"" "$OUT/framework-tensors.log" | head -80
-frameworks_last=$(grep -E "^=+ .*(passed|failed|skipped|error|no tests ran).* in [0-9.]+s" \
-  "$OUT/framework-tensors.log" | tail -1 | sed -E 's/^=+ //; s/ =+$//')
-if [ "$frameworks_rc" -ne 0 ]; then
-  grep -E -A30 "^(_{5,} test|E )" "$OUT/framework-tensors.log" | head -80
-  rc=1
-elif [ "$package_rc" -ne 0 ] || ! grep -qE "[0-9]+ passed" <<<"$frameworks_last"; then
-  rc=1 # all skipped: no package, no torch or no device, where all are expected
-fi
+frameworks_rc=0
+own_pytest_run framework-tensors 300 server/tests/gpu/test_framework_tensors.py || frameworks_rc=1
+frameworks_last=$own_last
+# A live upgrade with a region of each CUDA kind (those tensors over --uds
+# and a CuPy buffer over HTTP): its own run, its own summary line.
+upgrade_rc=0
+own_pytest_run cuda-live-upgrade 240 server/tests/gpu/test_cuda_live_upgrade.py || upgrade_rc=1
+upgrade_last=$own_last
+[ "$frameworks_rc" -eq 0 ] && [ "$upgrade_rc" -eq 0 ] || rc=1
 
 # The register-per-request row, with this CUDA build: register, infer, unregister
 # per request, pinned 16 MiB, cache off then on (about 25 s).
@@ -159,7 +180,8 @@ if [ "${SKIP_SEED_BENCH:-0}" != 1 ]; then
   seed_rc=$?
   [ "$seed_rc" -eq 0 ] || rc=1
 fi
-summary "${last:-no pytest summary}; framework tensors: ${frameworks_last:-no pytest summary}" \
+summary "${last:-no pytest summary}; framework tensors: ${frameworks_last:-no pytest summary};" \
+  "CUDA live upgrade: ${upgrade_last:-no pytest summary}" \
   "(rc=$rc, register-per-request bench rc=$bench_rc, light model bench rc=$light_rc," \
   "seed benchmark rc=$seed_rc)"
 exit "$rc"

@@ -269,6 +269,31 @@ def _unshare_prefix():
     return None, "; ".join(tried)
 
 
+def chunks_without_descriptors(facts):
+    """Why an expandable-segments client could not register, where PyTorch
+    made its chunks with fabric handles first (it does where the driver
+    allows them, with IMEX channels: none is a descriptor to send); else
+    None."""
+    if facts["registered"] or facts["handle_types"] & 1:
+        return None
+    return (f"PyTorch made the chunks without a POSIX-descriptor handle type "
+            f"(handle types {facts['handle_types']:#x}): {facts['message']}")
+
+
+def expandable_windows(facts):
+    """(input offset, output offset) of a WINDOW each in an expandable-
+    segments client's tensor, which starts mid-chunk and spans at least
+    three chunks: the input in the third chunk, the output across the first
+    two chunks' boundary."""
+    chunks = facts["chunks"]  # [offset of the chunk's start from the tensor's, chunk bytes]
+    assert facts["starts_mid_chunk"] and chunks[0][0] < 0, chunks
+    assert len(chunks) >= 3, f"the tensor spans {len(chunks)} chunks: {chunks}"
+    second, third = chunks[1][0], chunks[2][0]
+    src, dst = third + 4099, second - WINDOW // 2
+    assert dst > 0 and src + WINDOW <= facts["nbytes"], chunks
+    return src, dst
+
+
 @pytest.mark.parametrize("namespace", ["same", "own"], ids=["same-pid-namespace", "own-pid-namespace"])
 def test_expandable_segments_window_across_chunks(server, client, namespace):
     prefix = []
@@ -279,24 +304,17 @@ def test_expandable_segments_window_across_chunks(server, client, namespace):
     c = client("expandable", f"expandable_{namespace}",
                env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, prefix=prefix)
     facts = c.ready
-    if not facts["registered"] and not facts["handle_types"] & 1:
-        # PyTorch creates the chunks with fabric handles first where the
-        # driver allows them (IMEX channels): none is a descriptor to send.
-        pytest.skip(f"PyTorch made the chunks without a POSIX-descriptor handle type "
-                    f"(handle types {facts['handle_types']:#x}): {facts['message']}")
+    why = chunks_without_descriptors(facts)
+    if why:
+        pytest.skip(why)
     registered(server, c)
-    chunks = facts["chunks"]  # [offset of the chunk's start from the tensor's, chunk bytes]
     if namespace == "own":
         assert facts["pid_ns"] != os.readlink("/proc/self/ns/pid"), "the client shares this PID namespace"
-    assert facts["starts_mid_chunk"] and chunks[0][0] < 0, chunks
-    assert len(chunks) >= 3, f"the tensor spans {len(chunks)} chunks: {chunks}"
+    src, dst = expandable_windows(facts)
+    chunks = facts["chunks"]
     print(f"  {' '.join(prefix) or 'same namespace'}: client pid {facts['pid']} in {facts['pid_ns']}; "
           f"{facts['nbytes']} bytes from {-chunks[0][0]} bytes into chunk 0, over {len(chunks)} chunks of "
           f"{sorted({size for _, size in chunks})} bytes")
-    second, third = chunks[1][0], chunks[2][0]
-    src = third + 4099  # input bytes in the third chunk
-    dst = second - WINDOW // 2  # output across the first two chunks' boundary
-    assert dst > 0 and src + WINDOW <= facts["nbytes"], chunks
     exchange(server, c, src, dst, WINDOW)
     read_back(server, c, src)
     # Large windows, each across a chunk boundary: 16 MiB from the start into

@@ -182,3 +182,18 @@ def leftover_report(stderr):
     if not match:
         raise AssertionError(f"no leftover report in the server's log:\n{stderr}")
     return int(match.group(1)), int(match.group(2))
+
+
+def assert_exits_clean(server, by_itself=False):
+    """The server ends with 0 (by_itself: once taken over by a live upgrade,
+    waited for up to 30 s; else on SIGTERM) and nothing left mapped or open.
+    Returns its stderr."""
+    if by_itself:
+        try:
+            server.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+    rc, err = server.stop()
+    assert rc == 0, f"server exited {rc}:\n{err}"
+    assert leftover_report(err) == (0, 0), err
+    return err

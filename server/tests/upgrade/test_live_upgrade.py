@@ -25,7 +25,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 
 from grpc_support import start_with_grpc, with_grpc
-from server_process import Server, binary, leftover_report
+from server_process import Server, assert_exits_clean, binary
 from uds_client import (IN0, IN1, N, NBYTES, REGION_BYTES, filled_region, infer_body, load_memfd_client,
                         register_region)
 from uds_fixtures import status, wait_uds_line
@@ -40,20 +40,6 @@ def folder():
     path = tempfile.mkdtemp(prefix="shmreg-up-")
     yield path
     shutil.rmtree(path)
-
-
-def assert_exits_clean(server, by_itself=False):
-    """The server ends with 0 (by_itself: once taken over; else on SIGTERM)
-    and nothing left mapped or open."""
-    if by_itself:
-        try:
-            server.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-    rc, err = server.stop()
-    assert rc == 0, f"server exited {rc}:\n{err}"
-    assert leftover_report(err) == (0, 0), err
-    return err
 
 
 def start_old(folder, *args):

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from grpc_support import with_grpc
-from server_process import Server, binary
-from test_live_upgrade import (assert_exits_clean, folder, outputs_in_region,  # noqa: F401 (folder: a fixture)
+from server_process import Server, assert_exits_clean, binary
+from test_live_upgrade import (folder, outputs_in_region,  # noqa: F401 (folder: a fixture)
                                start_old, system_region)
 from uds_client import register_region
 from uds_fixtures import status, wait_uds_line
