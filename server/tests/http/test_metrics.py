@@ -199,10 +199,9 @@ def test_queue_counters_count_each_inference_and_its_wait_for_a_thread(start_ser
     CPU only) runs where it arrived and moves only the inline count.
     Requests that need no model (status, /metrics itself) do neither."""
     import tritonclient.grpc as grpcclient
-    from grpc_support import with_grpc, free_port
+    from grpc_support import on_a_free_grpc_port, with_grpc
 
-    server = with_grpc(start_server("--grpc-port", str(free_port()), "--threads", "1",
-                                    "--delay-ms", "1", *spin))
+    server = with_grpc(on_a_free_grpc_port(start_server, "--threads", "1", "--delay-ms", "1", *spin))
     body = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
                        for n in ("INPUT0", "INPUT1")]}
     client = grpcclient.InferenceServerClient(server.grpc_url)

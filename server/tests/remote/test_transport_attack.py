@@ -13,12 +13,12 @@ the positive control, where the server has --remote-tcp-device: with tcp
 opened on lo, the attacker's put lands in the region, which is what that
 flag exposes to every process that reaches lo."""
 import os
-import socket
 import subprocess
 from multiprocessing import shared_memory
 
 import pytest
 
+from grpc_support import on_a_free_grpc_port
 from server_process import binary
 
 ATTACKER = os.environ.get("UCT_ATTACKER")
@@ -33,12 +33,6 @@ CANARY = 0x5A
 ZCOPY_PUT = 0xA3  # the byte uct_attacker's PUT_ZCOPY writes
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def canary(start_server, shm_key):
     """start(*args) -> (server, the region's bytes, its address in the server):
@@ -47,7 +41,7 @@ def canary(start_server, shm_key):
     made = []
 
     def start(*args):
-        server = start_server("--grpc-port", str(free_port()), *args)  # HTTP and gRPC, as run.sh
+        server = on_a_free_grpc_port(start_server, *args)  # HTTP and gRPC, as run.sh
         key = shm_key(f"canary{len(made)}")
         mem = shared_memory.SharedMemory(name=key.lstrip("/"), create=True, size=SIZE)
         made.append((server, mem))

@@ -44,22 +44,25 @@ def with_grpc(server):
     return server
 
 
-def start_with_grpc(*args, attempts=5):
-    """A Server(*args) serving gRPC too, on a free port; grpc_url is set.
+def on_a_free_grpc_port(start, *args, attempts=5):
+    """start(*args, "--grpc-port", P) for a free port P: what start returns.
     A port taken between free_port and the server's bind (a client's
     connection may get it as its own) is tried again on another: the
     server then exits before it prints any listening line."""
     last = None
     for _ in range(attempts):
         try:
-            server = Server(*args, "--grpc-port", str(free_port()))
+            return start(*args, "--grpc-port", str(free_port()))
         except RuntimeError as e:
             if "Address already in use" not in str(e):
                 raise
             last = e
-            continue
-        return with_grpc(server)
     raise last
+
+
+def start_with_grpc(*args, attempts=5):
+    """A Server(*args) serving gRPC too, on a free port; grpc_url is set."""
+    return with_grpc(on_a_free_grpc_port(Server, *args, attempts=attempts))
 
 
 def assert_clean_stop(server):
