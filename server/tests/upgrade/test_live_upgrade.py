@@ -210,7 +210,7 @@ class KeptClient(threading.Thread):
                     else:
                         self.failures.append(f"{got}")
                 except Exception as e:  # noqa: BLE001: every failure is what the test counts
-                    self.failures.append(f"{e!r}")
+                    self.failures.append(f"{type(e).__name__}: {e}")
         finally:
             client.close()
 
@@ -240,13 +240,15 @@ def test_connections_the_old_server_holds_see_no_failure(folder, shm_key):
         counts = [c.ok for c in clients]
         old.wait_until(lambda: all(c.ok > n + 4 for c, n in zip(clients, counts)),
                        what="answers from every client after the last upgrade")
-    finally:
         failures = [f for c in clients for f in c.stop()]
-    assert failures == [], failures
-    assert set(status(old)) == {"sysio"}
-    shm.destroy_shared_memory_region(handle)
-    assert old.json("POST", "/v2/systemsharedmemory/region/sysio/unregister")[0] == 200
-    assert_exits_clean(old)
+        assert failures == [], failures
+        assert set(status(old)) == {"sysio"}
+        assert old.json("POST", "/v2/systemsharedmemory/region/sysio/unregister")[0] == 200
+        assert_exits_clean(old)
+    finally:
+        for c in clients:
+            c.stop()
+        shm.destroy_shared_memory_region(handle)
 
 
 def test_new_server_failing_half_way_leaves_the_old_one_serving(folder, shm_key):
