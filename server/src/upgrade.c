@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/unix_socket.h"
 
 #define APP_MAGIC "shmreg-server-upgrade 1\n"
@@ -28,9 +28,7 @@
 /* Now on the monotonic clock, in milliseconds: what the handover's lines time. */
 static double now_ms(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+    return (double)monotonic_ns() / 1e6;
 }
 
 /* Write all of buf; 0, or -1 (the peer is gone). */

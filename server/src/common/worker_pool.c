@@ -10,7 +10,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "common/clock.h"
 
 typedef struct node {
     struct node *next;
@@ -21,13 +22,6 @@ typedef struct node {
 /* worker_pool_queue_totals; relaxed: counters, nothing is published
  * through them. */
 static _Atomic uint64_t queue_items, queue_wait_ns;
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 struct worker_pool {
     pthread_mutex_t lock;
@@ -78,9 +72,9 @@ static void poll_for_work(worker_pool *p)
         return;
     p->spinners++;
     pthread_mutex_unlock(&p->lock);
-    uint64_t until = now_ns() + spin;
+    uint64_t until = monotonic_ns() + spin;
     while (!atomic_load_explicit(&p->queued, memory_order_relaxed) &&
-           !__atomic_load_n(&p->stopping, __ATOMIC_RELAXED) && now_ns() < until)
+           !__atomic_load_n(&p->stopping, __ATOMIC_RELAXED) && monotonic_ns() < until)
         cpu_relax();
     pthread_mutex_lock(&p->lock);
     p->spinners--;
@@ -108,7 +102,7 @@ static void *worker_main(void *arg)
         p->working++;
         pthread_mutex_unlock(&p->lock);
         atomic_fetch_add_explicit(&queue_items, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&queue_wait_ns, now_ns() - n->queued_ns, memory_order_relaxed);
+        atomic_fetch_add_explicit(&queue_wait_ns, monotonic_ns() - n->queued_ns, memory_order_relaxed);
         p->run(p->ctx, n->item);
         free(n);
         pthread_mutex_lock(&p->lock);
@@ -146,7 +140,7 @@ int worker_pool_submit(worker_pool *p, void *item)
     node *n = malloc(sizeof *n);
     if (!n)
         return -1;
-    *n = (node){.item = item, .queued_ns = now_ns()};
+    *n = (node){.item = item, .queued_ns = monotonic_ns()};
     pthread_mutex_lock(&p->lock);
     int stopping = p->stopping;
     if (!stopping) {

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "common/clock.h"
 #include "common/worker_pool.h"
 #include "models/yolo_kernel.h"
 
@@ -32,8 +33,8 @@ static cudaError_t wait_for_batch(cudaEvent_t done, uint64_t spin, const char **
     cudaError_t e = cudaErrorNotReady;
     if (spin && !others) {
         *what = "cudaEventQuery (the run)";
-        uint64_t until = gpu_now_ns() + spin;
-        while ((e = cudaEventQuery(done)) == cudaErrorNotReady && gpu_now_ns() < until)
+        uint64_t until = monotonic_ns() + spin;
+        while ((e = cudaEventQuery(done)) == cudaErrorNotReady && monotonic_ns() < until)
             ;
     }
     if (e == cudaErrorNotReady) {
@@ -167,7 +168,7 @@ static void hand_to_finisher(gpu_instance *in, run_batch *b, run_slot *const *ru
         if (!runs[i]->pending)
             continue;
         if (!now)
-            now = gpu_now_ns();
+            now = monotonic_ns();
         runs[i]->queued_ns = now;
         b->handed[b->n_handed++] = runs[i];
     }
@@ -295,16 +296,16 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, ui
     int stage_in = !src->on_device && !src->pinned, stage_out = !dst->on_device && !dst->pinned;
     if ((e = gpu_grow_slot(sl, job, stage_in, stage_out, what)) != cudaSuccess)
         return e;
-    uint64_t t0 = gpu_now_ns();
+    uint64_t t0 = monotonic_ns();
     if (stage_in && stage_input(sl, src, guard_failed) != 0)
         return cudaSuccess;
-    uint64_t staged = gpu_now_ns(), copy_in_ns = staged - t0;
+    uint64_t staged = monotonic_ns(), copy_in_ns = staged - t0;
 
     sl->job = job;
     sl->from = stage_in ? sl->h_in : src->data;
     sl->to = stage_out ? sl->h_out : dst->data;
     run_batch *b = wait_queued(in, sl);
-    uint64_t queued = gpu_now_ns();
+    uint64_t queued = monotonic_ns();
     ph->queue_ns += queued - staged; /* waiting for its batch is queuing too */
     if ((e = b->err) != cudaSuccess) {
         *what = b->what;
@@ -315,7 +316,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, ui
     worker_pool_wait_begin();
     e = wait_for_batch(batch_end(b), spin, what);
     worker_pool_wait_end();
-    t0 = gpu_now_ns();
+    t0 = monotonic_ns();
     uint64_t gpu[GPU_PHASES];
     batch_done(in, b, t0 - queued, gpu);
     if (e != cudaSuccess)
@@ -326,7 +327,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, ui
         memcpy(dst->data, sl->h_out, dst->byte_size);
     ph->input_ns = copy_in_ns + gpu[GPU_INPUT];
     ph->infer_ns = gpu[GPU_INFER];
-    ph->output_ns = gpu[GPU_OUTPUT] + (gpu_now_ns() - t0);
+    ph->output_ns = gpu[GPU_OUTPUT] + (monotonic_ns() - t0);
     return cudaSuccess;
 }
 
@@ -373,9 +374,9 @@ static server_status run_taken(gpu_instance *in, const gpu_job *job, uint64_t sp
         e = cudaSetDevice(in->device);
     }
     if (e == cudaSuccess) {
-        uint64_t t0 = gpu_now_ns();
+        uint64_t t0 = monotonic_ns();
         run_slot *sl = gpu_slot_take(in);
-        ph->queue_ns = gpu_now_ns() - t0;
+        ph->queue_ns = monotonic_ns() - t0;
         e = run_on(in, sl, job, spin, ph, &what, &guard_failed);
         gpu_slot_trim(sl);
         release_slot(in, sl);
@@ -471,7 +472,7 @@ static void release_slot(gpu_instance *in, run_slot *sl)
  * to wait for one (release_slot starts it). STATUS_OK or the failure's status. */
 static server_status hand_over(gpu_instance *in, gpu_pending *p)
 {
-    p->started_ns = gpu_now_ns();
+    p->started_ns = monotonic_ns();
     pthread_mutex_lock(&in->lock);
     run_slot *sl = in->free_slots;
     if (sl) {
@@ -529,7 +530,7 @@ static void finish_batch(gpu_instance *in, run_batch *b, run_slot *const *runs, 
     if (e == cudaSuccess)
         e = wait_for_batch(batch_end(b), gpu_pool.wait_spin_ns,
                            &what);
-    uint64_t now = gpu_now_ns();
+    uint64_t now = monotonic_ns();
     int queued = b->err == cudaSuccess;
     for (unsigned i = 0; i < n; i++) {
         run_slot *sl = runs[i];

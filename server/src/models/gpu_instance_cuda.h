@@ -178,7 +178,6 @@ void gpu_slot_trim(run_slot *sl);
 void *gpu_finish_batches(void *instance);
 
 /* gpu_timing_cuda.c */
-uint64_t gpu_now_ns(void);
 void gpu_time_batch(gpu_instance *in, run_batch *b);
 void gpu_device_phases(gpu_instance *in, const run_batch *b, uint64_t span_ns,
                        uint64_t gpu[GPU_PHASES]);

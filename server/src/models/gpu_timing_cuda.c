@@ -5,16 +5,8 @@
 #include "models/gpu_instance_cuda.h"
 
 #include <stdatomic.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
-
-uint64_t gpu_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static uint64_t elapsed_ns(cudaEvent_t from, cudaEvent_t to)
 {

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "common/clock.h"
 
 struct uds_orphans {
     char **tags;     /* those still registered; NULL once swept */
@@ -15,9 +16,7 @@ struct uds_orphans {
 
 static uint64_t now_ms(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+    return monotonic_ns() / 1000000;
 }
 
 static bool listed(const uds_orphans *o, const char *tag)
