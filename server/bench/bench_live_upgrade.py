@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REGION_BYTES = 256
