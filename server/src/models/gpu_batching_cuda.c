@@ -411,11 +411,38 @@ static int in_place(const tensor *t)
 }
 
 /* How long a run on its caller's thread polls its end: twice the longest
- * short run, or --spin-us where that is longer. */
-static uint64_t short_run_poll_ns(void)
+ * run allowed there (limit), or --spin-us where that is longer. */
+static uint64_t caller_poll_ns(uint64_t limit)
 {
     uint64_t spin = gpu_pool.wait_spin_ns;
-    return spin > 2u * GPU_SHORT_RUN_NS ? spin : 2u * GPU_SHORT_RUN_NS;
+    return spin > 2u * limit ? spin : 2u * limit;
+}
+
+/* Set while a caller's thread makes a run longer than GPU_SHORT_RUN_NS:
+ * such runs take turns, so that they hold one transport thread at most
+ * whatever the load, and the others stay free for the calls that come. */
+static atomic_flag lone_run = ATOMIC_FLAG_INIT;
+
+/* The longest run the caller may make on its thread on in, which holds no
+ * other request: GPU_SHORT_RUN_NS, or GPU_LONE_RUN_NS with *lone set where
+ * in's runs are longer and the caller took lone_run (clear it after the
+ * run); 0 where in's runs are longer still, or lone_run is taken: the run
+ * is handed over. A pinned system region's run is not short once its
+ * copies pass 100 us (FP16 3x640x640 in and out takes about 86 us on an
+ * H200's link); handed over, a lone request would wait for the finishing
+ * thread's wake-up on top of the copies, while the same run from a CUDA
+ * region, short, would not. */
+static uint64_t caller_run_limit(gpu_instance *in, int *lone)
+{
+    *lone = 0;
+    if (gpu_runs_within(in, GPU_SHORT_RUN_NS))
+        return GPU_SHORT_RUN_NS;
+    /* relaxed: a bound on the threads held, nothing is published through it */
+    if (!gpu_runs_within(in, GPU_LONE_RUN_NS) ||
+        atomic_flag_test_and_set_explicit(&lone_run, memory_order_relaxed))
+        return 0;
+    *lone = 1;
+    return GPU_LONE_RUN_NS;
 }
 
 /* p's run into slot sl of in, joining in's waiting runs for the finishing
@@ -509,8 +536,12 @@ server_status gpu_instances_submit(gpu_pending *p)
         return MODEL_BUSY;
     unsigned load_before;
     gpu_instance *in = instance_for(&p->job, &load_before);
-    if (!load_before && gpu_runs_short(in)) {
-        server_status st = run_taken(in, &p->job, short_run_poll_ns(), p->ph, p->err, p->errlen);
+    int lone = 0;
+    uint64_t limit = load_before ? 0 : caller_run_limit(in, &lone);
+    if (limit) {
+        server_status st = run_taken(in, &p->job, caller_poll_ns(limit), p->ph, p->err, p->errlen);
+        if (lone) /* relaxed: caller_run_limit's */
+            atomic_flag_clear_explicit(&lone_run, memory_order_relaxed);
         gpu_give_back(in);
         p->done(p, st);
         return STATUS_OK;

@@ -163,8 +163,8 @@ void gpu_batch_free_events(run_batch *b);
 cudaError_t gpu_batch_make(run_batch *b);
 void gpu_slot_free(run_slot *sl);
 gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n, unsigned *load_before);
-/* in's last timed batch took at most GPU_SHORT_RUN_NS on the device. */
-int gpu_runs_short(gpu_instance *in);
+/* in's last timed batch took at most ns on the device. */
+int gpu_runs_within(gpu_instance *in, uint64_t ns);
 void gpu_give_back(gpu_instance *in);
 run_slot *gpu_slot_take(gpu_instance *in);
 /* sl back among in's free slots, waking a thread waiting in gpu_slot_take.

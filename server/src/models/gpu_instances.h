@@ -43,8 +43,9 @@
  * always has the next batch queued behind the current one.
  *
  * A request that a transport's thread hands over (gpu_instances_submit)
- * takes none of a worker's time: on an idle instance it runs on that
- * thread, which polls its end; otherwise it joins the instance's waiting
+ * takes none of a worker's time: on an idle instance whose runs are short
+ * (or not much longer, one such run at a time) it runs on that thread,
+ * which polls its end; otherwise it joins the instance's waiting
  * runs and the instance's finishing thread, which waits for each batch in
  * turn, completes it: one wake-up per batch rather than one per request.
  *
@@ -118,6 +119,13 @@ server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err,
  * gpu_instances_submit to run it on the calling thread: the instance's last
  * timed batch says how long its runs take. */
 #define GPU_SHORT_RUN_NS 100000u
+/* The same for a longer run, one at a time in the process (a lone
+ * request, as at concurrency 1): one transport thread at most is held this
+ * long, and a run whose copies cross the link (a pinned system region of a
+ * few MB) ends without the wake-up of the instance's finishing thread,
+ * which on a virtual machine costs tens of microseconds, about what such
+ * copies take. Past it a wake-up is a small part of the run. */
+#define GPU_LONE_RUN_NS 500000u
 
 /* A run that gpu_instances_submit hands to an instance without waiting for
  * it. The caller fills the first four fields and keeps the struct until
@@ -138,14 +146,16 @@ typedef struct gpu_pending {
  * caller that must not wait (a transport's thread), where every tensor is
  * one the device reaches where it lies (a CUDA or pinned region: no CPU
  * copy). On an instance that holds no other request and whose runs are
- * short (GPU_SHORT_RUN_NS), the run is made here, polling its end, and done
- * is called before this returns. Else the run joins the instance's waiting
- * runs (first waiting for a free slot where all twelve are held, without
- * its caller) and done is called on the thread that ends it: the
- * instance's finishing thread once the device is done, or one giving a
- * slot back where that slot could not be readied. Returns STATUS_OK (done is or
- * will be called), MODEL_BUSY (nothing done: a tensor needs staging), or
- * the failure's status with the message in p->err (done is not called). */
+ * short (GPU_SHORT_RUN_NS), or up to GPU_LONE_RUN_NS while no other
+ * caller's thread is making such a longer run, the run is made here,
+ * polling its end, and done is called before this returns. Else the run
+ * joins the instance's waiting runs (first waiting for a free slot where
+ * all twelve are held, without its caller) and done is called on the
+ * thread that ends it: the instance's finishing thread once the device is
+ * done, or one giving a slot back where that slot could not be readied.
+ * Returns STATUS_OK (done is or will be called), MODEL_BUSY (nothing done:
+ * a tensor needs staging), or the failure's status with the message in
+ * p->err (done is not called). */
 server_status gpu_instances_submit(gpu_pending *p);
 
 #ifdef __cplusplus

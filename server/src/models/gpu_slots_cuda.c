@@ -88,7 +88,7 @@ gpu_instance *gpu_take_instance(const int *tensor_devices, unsigned n, unsigned 
     return best;
 }
 
-int gpu_runs_short(gpu_instance *in)
+int gpu_runs_within(gpu_instance *in, uint64_t ns)
 {
     /* acquire: the figures were stored before timed_one (gpu_time_batch) */
     if (!atomic_load_explicit(&in->timed_one, memory_order_acquire))
@@ -96,7 +96,7 @@ int gpu_runs_short(gpu_instance *in)
     uint64_t sum = 0;
     for (int p = 0; p < GPU_PHASES; p++)
         sum += atomic_load_explicit(&in->last_ns[p], memory_order_relaxed);
-    return sum <= GPU_SHORT_RUN_NS;
+    return sum <= ns;
 }
 
 void gpu_give_back(gpu_instance *in)
