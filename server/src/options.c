@@ -258,6 +258,10 @@ static const flag flags[] = {
      .help = "copy the tensors of up to N runs waiting for one instance\n"
              "of 'yolo' as one batch each way (1-12, default 4; 1 = each\n"
              "run's alone)"},
+    {.name = "max-queue", .arg = "N", UINT(max_queue, 1, 1u << 16),
+     .help = "requests of 'yolo' that may wait for a run slot of one\n"
+             "instance (each has 12); one more is refused at once with\n"
+             "429 / RESOURCE_EXHAUSTED (default 64)"},
     {.name = "uds", .arg = "PATH", .kind = FLAG_STRING, .field = FIELD(uds_path),
      .wants = "a socket path",
      .help = "also listen on a Unix socket (SOCK_SEQPACKET) where clients\n"
@@ -475,7 +479,7 @@ int options_parse(int argc, char **argv, server_options *o)
                           .drain_s = 30, .pin_policy = SHMREG_PIN_AUTO, .gpus = "all",
                           .reclaim = SHMREG_RECLAIM_BACKGROUND,
                           .instances_per_gpu = 2, .yolo_window = 32, .time_phases_every = 32,
-                          .copy_batch = 4,
+                          .copy_batch = 4, .max_queue = GPU_DEFAULT_MAX_QUEUE,
                           .uds_mode = 0600,
                           .uds_max_connections = 64, .uds_max_regions = 16,
                           .orphan_grace_s = 60,
@@ -609,7 +613,8 @@ void options_models(const server_options *o, models_config *out)
                                    .window = o->yolo_window,
                                    .time_every = o->time_phases_every,
                                    .copy_batch = o->copy_batch,
-                                   .wait_spin_ns = (uint64_t)o->spin_us * 1000}};
+                                   .wait_spin_ns = (uint64_t)o->spin_us * 1000,
+                                   .max_queue = o->max_queue}};
 }
 
 void options_infer(const server_options *o, infer_config *out)

@@ -55,6 +55,7 @@ typedef struct server_options {
     unsigned yolo_window;             /* --yolo-window: samples per side of each anchor's window */
     unsigned time_phases_every;       /* --time-phases-every: 'yolo' times one run in this many */
     unsigned copy_batch;              /* --copy-batch: most 'yolo' runs whose copies go together */
+    unsigned max_queue;               /* --max-queue: 'yolo' requests waiting for a slot, per instance */
     const char *uds_path;             /* --uds: Unix socket for sealed memfd regions; NULL: off */
     unsigned uds_mode;                /* --uds-mode: the socket file's permission bits */
     unsigned uds_max_connections;     /* --uds-max-connections: open at once */

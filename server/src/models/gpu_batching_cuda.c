@@ -486,6 +486,7 @@ static void release_slot(gpu_instance *in, run_slot *sl)
         in->slotless = p->next;
         if (!in->slotless)
             in->slotless_tail = &in->slotless;
+        in->n_slotless--;
         pthread_mutex_unlock(&in->lock);
         server_status st = start_in_slot(in, sl, p);
         if (!st)
@@ -495,21 +496,39 @@ static void release_slot(gpu_instance *in, run_slot *sl)
     }
 }
 
+/* A request refused because in holds gpu_pool.max_queue waiting for a slot.
+ * The words Triton's full queue answers with come first: clients match them. */
+static server_status refuse_full(gpu_instance *in, gpu_pending *p)
+{
+    snprintf(p->err, p->errlen,
+             "Exceeds maximum queue size: model 'yolo' has %u requests waiting for a run slot "
+             "on device %d (--max-queue %u); retry later", gpu_pool.max_queue, in->device,
+             gpu_pool.max_queue);
+    return STATUS_OVER_LIMIT;
+}
+
 /* p's run to in without waiting: into a free slot, or, where all are held,
- * to wait for one (release_slot starts it). STATUS_OK or the failure's status. */
+ * to wait for one (release_slot starts it) unless max_queue already wait.
+ * STATUS_OK or the failure's status. */
 static server_status hand_over(gpu_instance *in, gpu_pending *p)
 {
     p->started_ns = monotonic_ns();
     pthread_mutex_lock(&in->lock);
     run_slot *sl = in->free_slots;
+    int full = 0;
     if (sl) {
         in->free_slots = sl->next;
+    } else if (in->n_slotless >= gpu_pool.max_queue) {
+        full = 1;
     } else {
         p->next = NULL;
         *in->slotless_tail = p;
         in->slotless_tail = &p->next;
+        in->n_slotless++;
     }
     pthread_mutex_unlock(&in->lock);
+    if (full)
+        return refuse_full(in, p);
     if (!sl)
         return STATUS_OK;
     int previous = -1;

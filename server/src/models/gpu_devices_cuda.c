@@ -178,6 +178,7 @@ void gpu_instances_start(const gpu_instances_config *cfg, const float *weights,
     gpu_pool.window = window;
     gpu_pool.time_every = cfg->time_every ? cfg->time_every : 1;
     gpu_pool.wait_spin_ns = cfg->wait_spin_ns;
+    gpu_pool.max_queue = cfg->max_queue ? cfg->max_queue : GPU_DEFAULT_MAX_QUEUE;
     gpu_pool.copy_batch = copy_batch < 1 ? 1 : copy_batch > SLOTS_PER_INSTANCE ? SLOTS_PER_INSTANCE
                                                                           : copy_batch;
     char queues[160];

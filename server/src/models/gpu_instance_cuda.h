@@ -118,6 +118,7 @@ typedef struct gpu_instance {
      * while threads wait in gpu_slot_take too, to them and to these in
      * turn (slot_turn). */
     gpu_pending *slotless, **slotless_tail;
+    unsigned n_slotless;         /* at most gpu_pool.max_queue */
     int slot_turn;
     run_slot *waiting, **waiting_tail; /* runs waiting to be queued, in order */
     /* A batch holds at least one slot that no other batch holds. */
@@ -148,6 +149,7 @@ struct gpu_pool {
     unsigned window;
     unsigned time_every;         /* --time-phases-every */
     unsigned copy_batch;         /* --copy-batch: most runs in one batch */
+    unsigned max_queue;          /* --max-queue: most handed-over runs waiting for a slot */
     uint64_t wait_spin_ns;       /* --spin-us (gpu_instances_config); written before any run */
     atomic_uint next;            /* round robin among equally busy instances */
     /* relaxed counters, for /metrics */

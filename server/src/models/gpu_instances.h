@@ -48,6 +48,10 @@
  * which polls its end; otherwise it joins the instance's waiting
  * runs and the instance's finishing thread, which waits for each batch in
  * turn, completes it: one wake-up per batch rather than one per request.
+ * Where all twelve slots are held, it waits for one in a list of at most
+ * --max-queue requests per instance; past that it is refused at once
+ * (STATUS_OVER_LIMIT: 429, RESOURCE_EXHAUSTED), so that the transport's
+ * thread never blocks and what a flood of calls holds is bounded.
  *
  * gpu_*_cuda.c are the implementation (gpu_instance_cuda.h says which file
  * holds what); gpu_instances_none.c, in a build
@@ -88,6 +92,9 @@ typedef struct gpu_instances_config {
     uint64_t wait_spin_ns; /* --spin-us: a run that is the only one waiting for the
                               device polls its end this long before it sleeps
                               (0: sleeps at once) */
+    unsigned max_queue;    /* --max-queue: the most handed-over requests that wait
+                              for a run slot of one instance; one more is refused
+                              with STATUS_OVER_LIMIT (0: the default, 64) */
 } gpu_instances_config;
 
 /* Start the instances as cfg says; weights: the model's table of taps x 84
@@ -126,6 +133,10 @@ server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err,
  * which on a virtual machine costs tens of microseconds, about what such
  * copies take. Past it a wake-up is a small part of the run. */
 #define GPU_LONE_RUN_NS 500000u
+/* Handed-over requests that may wait for a run slot of one instance when
+ * --max-queue is not given: with twelve slots each, one instance then
+ * holds 76 requests, more than a client window of 64 sends it. */
+#define GPU_DEFAULT_MAX_QUEUE 64u
 
 /* A run that gpu_instances_submit hands to an instance without waiting for
  * it. The caller fills the first four fields and keeps the struct until
@@ -154,8 +165,10 @@ typedef struct gpu_pending {
  * thread that ends it: the instance's finishing thread once the device is
  * done, or one giving a slot back where that slot could not be readied.
  * Returns STATUS_OK (done is or will be called), MODEL_BUSY (nothing done:
- * a tensor needs staging), or the failure's status with the message in
- * p->err (done is not called). */
+ * a tensor needs staging), STATUS_OVER_LIMIT when the least busy instance
+ * already holds --max-queue requests waiting for a slot, or another
+ * failure's status; with any failure the message is in p->err and done is
+ * not called. */
 server_status gpu_instances_submit(gpu_pending *p);
 
 #ifdef __cplusplus

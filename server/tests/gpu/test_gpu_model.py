@@ -851,6 +851,62 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
             stop(s)
 
 
+def test_a_full_instance_refuses_past_max_queue():
+    """With every run slot of the one instance held and --max-queue 2
+    requests waiting for one, a gRPC call more is refused at once with
+    RESOURCE_EXHAUSTED and Triton's words for a full queue, never waits on
+    the gRPC thread; every call let in is answered exactly, the server
+    serves on afterwards, and nothing is left in use."""
+    from grpc_support import start_with_grpc  # noqa: E402
+    from tritonclient.utils import InferenceServerException  # noqa: E402
+    s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", "64",
+                        "--max-queue", "2")
+    r = GrpcRegions(s)
+    try:
+        images = random_images(SEED_SHAPE, 910)
+        expected = reference(images, 64)
+        out_bytes = ROWS * 5040 * 2
+        (name_in, mem_in), (name_out, mem_out) = (r.cuda("in", images.nbytes),
+                                                  r.cuda("out", out_bytes))
+        device_array(mem_in, SEED_SHAPE)[...] = cp.asarray(images)
+        cp.cuda.Device(0).synchronize()
+        inp = r.grpc.InferInput("images", list(SEED_SHAPE), "FP16")
+        inp.set_shared_memory(name_in, images.nbytes)
+        out = r.grpc.InferRequestedOutput("output0")
+        out.set_shared_memory(name_out, out_bytes)
+        calls = 48  # 12 slots + 2 waiting are let in at most while all are held
+        answers, done = [], threading.Semaphore(0)
+
+        def answered(result, error):
+            answers.append(error)
+            done.release()
+
+        for _ in range(calls):
+            r.client.async_infer("yolo", [inp], answered, outputs=[out])
+        for _ in range(calls):
+            assert done.acquire(timeout=60), "a call was never answered"
+        refused = [e for e in answers if e is not None]
+        # The first 14 find a slot or a place in the queue; runs take
+        # milliseconds, the calls come within a few.
+        assert refused and calls - len(refused) >= 14, len(refused)
+        for e in refused:
+            assert isinstance(e, InferenceServerException), e
+            assert e.status() == "StatusCode.RESOURCE_EXHAUSTED", e
+            assert "Exceeds maximum queue size" in e.message() and "--max-queue 2" in e.message(), e
+        np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
+        device_array(mem_out, (ROWS, 5040))[...] = 0
+        cp.cuda.Device(0).synchronize()
+        r.infer(r.client, SEED_SHAPE, name_in, name_out, out_bytes)  # alone: let in
+        np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
+        stats = yolo_stats(s)
+        assert stats["inference_stats"]["fail"]["count"] == len(refused), stats
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
+
+
 def test_grpc_runs_needing_a_cpu_copy_go_to_a_worker():
     """A system region registered unpinned (--pin never) needs a CPU copy
     through the staging buffer: the gRPC thread acquires the regions, sees

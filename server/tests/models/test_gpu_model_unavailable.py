@@ -83,14 +83,15 @@ def test_gpu_options_are_checked(start_server):
     for args in (["--gpus", "0,x"], ["--gpus", ""], ["--instances-per-gpu", "0"],
                  ["--pin", "sometimes"], ["--yolo-window", "0"], ["--time-phases-every", "0"],
                  ["--time-phases-every", "x"], ["--copy-batch", "0"], ["--copy-batch", "13"],
-                 ["--spin-us", "1001"], ["--spin-us", "x"]):
+                 ["--spin-us", "1001"], ["--spin-us", "x"], ["--max-queue", "0"],
+                 ["--max-queue", "65537"]):
         proc = subprocess.run([binary(), "--port", "0", *args], capture_output=True, timeout=10)
         assert proc.returncode == 2, (args, proc.stderr)
         assert b"error: --" in proc.stderr, (args, proc.stderr)
     # ... good ones start; --gpus none turns the model off with a reason.
     server = start_server("--gpus", "none", "--pin", "never", "--instances-per-gpu", "3",
                             "--yolo-window", "4", "--time-phases-every", "1", "--copy-batch", "12",
-                          "--spin-us", "1000")
+                          "--spin-us", "1000", "--max-queue", "1")
     status, body = server.json("GET", "/v2/models/yolo/ready")
     assert status == 400 and body["error"].startswith(UNAVAILABLE), body
     assert any(reason in body["error"] for reason in REASONS), body
