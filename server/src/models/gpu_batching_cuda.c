@@ -101,9 +101,39 @@ static cudaError_t copy_together(void *const *dst, const void *const *src, const
     return cudaSuccess;
 }
 
+/* t lies in a CUDA region that in's kernel may read or write where it is:
+ * on in's device (a peer's memory would cross the link at every sample) and
+ * aligned for the kernel's FP16 elements (a client chooses the offset). */
+static int kernel_reaches(const gpu_instance *in, const tensor *t)
+{
+    return t->on_device && t->device_id == in->device && (uintptr_t)t->data % sizeof(uint16_t) == 0;
+}
+
+/* The places of sl's run on in: the input read from from, the output
+ * written to to, and where the kernel reads and writes. A tensor in a CUDA
+ * region on in's device is the kernel's own operand, saving a copy each way
+ * (two calls into CUDA under in->lock and two copies on the stream per run),
+ * unless input and output overlap: the kernel's threads would read what
+ * others wrote. */
+static void place_run(const gpu_instance *in, run_slot *sl, const gpu_job *job, const void *from,
+                      void *to)
+{
+    const tensor *src = job->in, *dst = job->out;
+    uintptr_t in0 = (uintptr_t)from, out0 = (uintptr_t)to;
+    int overlap = in0 < out0 + dst->byte_size && out0 < in0 + src->byte_size;
+    int direct_in = kernel_reaches(in, src), direct_out = kernel_reaches(in, dst);
+    if (direct_in && direct_out && overlap)
+        direct_in = direct_out = 0;
+    sl->job = job;
+    sl->from = from;
+    sl->to = to;
+    sl->kernel_in = direct_in ? from : sl->d_in;
+    sl->kernel_out = direct_out ? to : sl->d_out;
+}
+
 /* The copies of one direction of the n runs: those between host and device
  * memory together, those from or to a CUDA region (device to device, or
- * peer) one by one. */
+ * peer) one by one, none where the kernel reads or writes the region. */
 static cudaError_t copy_runs(run_slot *const *runs, unsigned n, int up, int device,
                              cudaStream_t stream)
 {
@@ -114,6 +144,8 @@ static cudaError_t copy_runs(run_slot *const *runs, unsigned n, int up, int devi
     for (unsigned i = 0; i < n; i++) {
         const run_slot *sl = runs[i];
         const tensor *t = up ? sl->job->in : sl->job->out;
+        if (up ? sl->kernel_in == sl->from : sl->kernel_out == sl->to)
+            continue;
         void *to = up ? sl->d_in : sl->to;
         const void *from = up ? sl->from : sl->d_out;
         if (t->on_device) {
@@ -143,8 +175,8 @@ static cudaError_t enqueue_batch(gpu_instance *in, run_batch *b, run_slot *const
     *what = "the kernel's launch";
     for (unsigned i = 0; i < n; i++) {
         const gpu_job *job = runs[i]->job;
-        if ((e = yolo_kernel_launch(runs[i]->d_in, job->height, job->width, in->weights,
-                                    (int)gpu_pool.window, runs[i]->d_out,
+        if ((e = yolo_kernel_launch(runs[i]->kernel_in, job->height, job->width, in->weights,
+                                    (int)gpu_pool.window, runs[i]->kernel_out,
                                     in->stream)) != cudaSuccess)
             return e;
     }
@@ -301,9 +333,7 @@ static cudaError_t run_on(gpu_instance *in, run_slot *sl, const gpu_job *job, ui
         return cudaSuccess;
     uint64_t staged = monotonic_ns(), copy_in_ns = staged - t0;
 
-    sl->job = job;
-    sl->from = stage_in ? sl->h_in : src->data;
-    sl->to = stage_out ? sl->h_out : dst->data;
+    place_run(in, sl, job, stage_in ? sl->h_in : src->data, stage_out ? sl->h_out : dst->data);
     run_batch *b = wait_queued(in, sl);
     uint64_t queued = monotonic_ns();
     ph->queue_ns += queued - staged; /* waiting for its batch is queuing too */
@@ -455,9 +485,7 @@ static server_status start_in_slot(gpu_instance *in, run_slot *sl, gpu_pending *
     cudaError_t e = gpu_grow_slot(sl, &p->job, 0, 0, &what);
     if (e != cudaSuccess)
         return cuda_failure(in, what, e, p->err, p->errlen);
-    sl->job = &p->job;
-    sl->from = p->job.in->data;
-    sl->to = p->job.out->data;
+    place_run(in, sl, &p->job, p->job.in->data, p->job.out->data);
     sl->batch = NULL; /* a slot passed on by release_slot still names its last batch */
     sl->pending = p;
     pthread_mutex_lock(&in->lock);

@@ -63,6 +63,11 @@ typedef struct run_slot {
     const gpu_job *job;          /* the run waiting: its job, and where its */
     const void *from;            /* input is read from and its output written */
     void *to;
+    /* Where the kernel reads and writes: d_in and d_out, or, for a tensor
+     * in a CUDA region on the instance's device, the region itself (from,
+     * to), which then needs no copy (gpu_place_run). */
+    const void *kernel_in;
+    void *kernel_out;
     struct run_batch *batch;     /* set once the run is queued on the stream */
     gpu_pending *pending;        /* a run handed over (gpu_instances_submit), which
                                   * the finishing thread completes; else NULL */

@@ -26,7 +26,10 @@
  * queued before it (one holding a run in --time-phases-every also marks the
  * points between its phases, which the instance's clock stream times):
  *
- *   input   a CUDA region: device to device (peer if on another device);
+ *   input   a CUDA region on the instance's device: none, the kernel reads
+ *           it where it lies (unless its offset is odd, FP16 elements
+ *           being two bytes, or the output overlaps it: then device to
+ *           device); on another device: peer to peer;
  *           a pinned system region: one DMA copy from the mapping;
  *           a system region registered unpinned (tensor.window): DMA from
  *           the staging buffer, which the library's guarded copy filled:

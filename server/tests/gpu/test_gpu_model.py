@@ -252,6 +252,49 @@ def test_cuda_in_and_out(server, regions):
     released(server)
 
 
+def cuda_bytes(mem, nbytes):
+    return cp.asnumpy(cp.ndarray((nbytes,), dtype=np.uint8,
+                                 memptr=cp.cuda.memory.MemoryPointer(mem, 0))).tobytes()
+
+
+def put_cuda_bytes(mem, offset, data):
+    view = cp.ndarray((len(data),), dtype=np.uint8,
+                      memptr=cp.cuda.memory.MemoryPointer(mem, offset))
+    view[...] = cp.asarray(np.frombuffer(data, dtype=np.uint8))
+
+
+@pytest.mark.parametrize("layout", ["aligned", "odd offsets", "output over input"])
+def test_cuda_regions_exact_at_any_offset_and_overlap(server, regions, layout):
+    """The kernel reads and writes a CUDA region on its device in place
+    where it can ("aligned": no copy), and through its own buffers where
+    it cannot: an odd offset (FP16 elements are two bytes) or an output that
+    overlaps its input in one region (the kernel would read what it wrote).
+    Either way the output is exact and no byte around it changes."""
+    images = random_images(SEED_SHAPE, 40 + len(layout))
+    out_bytes, pad = ROWS * 5040 * 2, 64
+    size = images.nbytes + out_bytes + 2 * pad
+    name_in, mem_in = regions.cuda_region("in", size)
+    if layout == "output over input":
+        name_out, mem_out, in_at, out_at = name_in, mem_in, pad, pad + 2
+    else:
+        name_out, mem_out = regions.cuda_region("out", size)
+        in_at, out_at = (pad, pad) if layout == "aligned" else (pad + 3, pad + 1)
+    fill = bytes(range(256)) * (size // 256 + 1)
+    put_cuda_bytes(mem_out, 0, fill[:size])
+    put_cuda_bytes(mem_in, in_at, images.tobytes())
+    cp.cuda.Device(0).synchronize()
+    before = cuda_bytes(mem_out, size)
+    status, header, raw = infer_binary(server, images, shm_params(name_in, images.nbytes, in_at),
+                                       shm_params(name_out, out_bytes, out_at))
+    assert status == 200 and raw is None, header
+    after = cuda_bytes(mem_out, size)
+    got = np.frombuffer(after[out_at:out_at + out_bytes], dtype=np.float16)
+    np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))
+    assert after[:out_at] == before[:out_at]
+    assert after[out_at + out_bytes:] == before[out_at + out_bytes:]
+    released(server)
+
+
 @pytest.mark.parametrize("placing", ["system->cuda", "cuda->inline", "inline->system",
                                      "inline->cuda", "cuda->system"])
 def test_mixed_paths(server, regions, placing):
