@@ -1,8 +1,13 @@
 /*
  * libmicrohttpd glue. A request's life here:
- *   access_handler, first call   -> request_new (in_flight + 1)
+ *   access_handler, first call   -> request_new
  *   access_handler, body chunks  -> request_append
- *   access_handler, last call    -> route, handle, queue the reply
+ *   access_handler, last call    -> (in_flight + 1) route, then handle and
+ *                                   queue the reply; or suspend the
+ *                                   connection and hand the request to the
+ *                                   device (run_on_device) or a worker
+ *   device_answered/run_suspended -> the answer in rq->answer: resume
+ *   access_handler, once resumed -> queue that answer
  *   request_completed            -> request_finish: releases every region
  *                                   reference the request took (in_flight - 1)
  * libmicrohttpd calls request_completed after the response has been sent,
@@ -124,7 +129,8 @@ static void reply_draining(request *rq, reply *out)
 }
 
 /* Answer what can be answered at once into out and return 0; return 1 for
- * an inference, which runs here (run_inline) or goes to a worker. */
+ * an inference, which runs here (run_inline), is handed to the device from
+ * here (run_on_device) or goes to a worker. */
 static int triage(http_server *s, request *rq, reply *out)
 {
     if (atomic_load(&s->draining)) {
@@ -154,15 +160,54 @@ static int triage(http_server *s, request *rq, reply *out)
 }
 
 /* An inference short enough for this thread (infer_runs_inline) runs here:
- * 0 with the answer in out. 1: it goes to a worker, as one that may be slow
- * does (a GPU model, a delay, a large body, a shared-memory region), so
- * that the thread serving status and register never waits on a model. */
+ * 0 with the answer in out. 1: it goes on, to the device (run_on_device) or
+ * to a worker, as one that may be slow does (a GPU model, a delay, a large
+ * body, a shared-memory region), so that the thread serving status and
+ * register never waits on a model. */
 static int run_inline(http_server *s, request *rq, reply *out)
 {
     const model *m = model_find_version(rq->rt.model, rq->rt.version);
     if (!infer_runs_inline(m, rq->body_len))
         return 1;
     return infer_handle_inline(s->registry, rq, &rq->rt, out) != 0;
+}
+
+/* A run handed to the device has ended, on the thread it ended on (the GPU
+ * model's finishing thread, or the HTTP thread itself: infer.h says which),
+ * its answer in rq->answer: wake the connection, as a worker does. */
+static void device_answered(request *rq, void *arg)
+{
+    http_server *s = arg;
+    rq->answered = 1; /* published to the HTTP thread by MHD's resume lock */
+    MHD_resume_connection(rq->connection); /* the last touch of rq: it may be sent and freed */
+    /* The last touch of s: halt may free it once this reaches 0. seq_cst,
+     * as every use of the server's counters. */
+    atomic_fetch_sub(&s->on_device, 1);
+}
+
+/* A GPU model's inference whose tensors all lie where the device reaches
+ * them (CUDA regions, pinned system regions) is handed to the device from
+ * here, with no worker in between (infer_handle_on_device). rq's connection
+ * is suspended already: the run may end, and resume it, before the start
+ * returns, on this thread or another. 0: the run was handed over, or the
+ * request answered into rq->answer and resumed; 1: it goes to a worker (a
+ * tensor to copy by CPU, another model, a larger request). */
+static int run_on_device(http_server *s, request *rq)
+{
+    const model *m = model_find_version(rq->rt.model, rq->rt.version);
+    if (!infer_device_runs_inline(m, rq->body_len))
+        return 1;
+    atomic_fetch_add(&s->on_device, 1); /* before the start: its end may come first */
+    server_status st = infer_handle_on_device(s->registry, rq, &rq->rt, &rq->answer,
+                                              device_answered, s);
+    if (st == INFER_STARTED)
+        return 0; /* rq is device_answered's: it may be gone already */
+    atomic_fetch_sub(&s->on_device, 1);
+    if (st == INFER_DEFERRED)
+        return 1;
+    rq->answered = 1;
+    MHD_resume_connection(rq->connection); /* from its own callback: queued on the next pass */
+    return 0;
 }
 
 /* Worker thread: run the inference, then wake the connection so that
@@ -316,7 +361,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (triage(s, rq, &r) == 0 || run_inline(s, rq, &r) == 0)
         return queue_reply(s, conn, rq, &r);
     rq->connection = conn;
-    MHD_suspend_connection(conn); /* before submit: the worker may resume at once */
+    /* Before the run is handed on: the device or the worker may resume at
+     * once, even before this returns. */
+    MHD_suspend_connection(conn);
+    if (run_on_device(s, rq) == 0)
+        return MHD_YES;
     if (worker_pool_submit(s->workers, rq) != 0) {
         MHD_resume_connection(conn);
         reply_error(&rq->answer, 503, "cannot queue the request");
@@ -419,11 +468,15 @@ static void drop_inherited(const http_config *cfg, const struct MHD_OptionItem *
 }
 
 /* The daemon, with the bounds every connection has. One HTTP thread moves
- * bytes, answers the quick endpoints and runs the short inferences
- * (run_inline); the workers run the others. Connections are bounded: per
- * client address, so that one client's idle half-open requests cannot take
- * every connection libmicrohttpd allows, and in time, so that stalled ones go
- * (a suspended connection, whose request a worker runs, is not idle). */
+ * bytes, answers the quick endpoints, runs the short inferences
+ * (run_inline) and hands a GPU model's runs to the device (run_on_device);
+ * the workers run the others. Connections are bounded: per client address,
+ * so that one client's idle half-open requests cannot take every
+ * connection libmicrohttpd allows, and in time, so that stalled ones go (a
+ * suspended connection, whose request a worker or the device runs, is not
+ * idle). MHD_ALLOW_SUSPEND_RESUME: MHD_resume_connection may be called from
+ * any thread, even from the access handler that suspended the connection
+ * (its next pass of the event loop resumes it). */
 static struct MHD_Daemon *start_daemon(http_server *s, const http_config *cfg, unsigned flags,
                                        struct MHD_OptionItem *where)
 {
@@ -485,6 +538,7 @@ http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
     atomic_init(&s->handing_over, 0);
     atomic_init(&s->closing, 0);
     atomic_init(&s->dispatched, 0);
+    atomic_init(&s->on_device, 0);
     if (start(s, cfg) != 0) {
         free(s);
         return NULL;
@@ -495,6 +549,17 @@ http_server *http_server_start(const http_config *cfg, shmreg_registry *reg,
 unsigned http_server_port(const http_server *s)
 {
     return s->port;
+}
+
+/* Wait until every run handed to the device has been answered: a GPU run
+ * ends on its own (none waits on a delay), and the daemon must not stop
+ * while one holds a suspended connection, nor its answer reach a
+ * connection that is gone. */
+static void wait_device_runs(http_server *s)
+{
+    struct timespec tick = {.tv_nsec = 1000 * 1000};
+    while (atomic_load(&s->on_device) > 0)
+        nanosleep(&tick, NULL);
 }
 
 /* Wait until no request is in flight, or for at most ms milliseconds. */
@@ -553,6 +618,7 @@ static int halt(http_server *s)
     s->workers = NULL;
     remote_turns_free(s->remote_turns); /* no worker copies any more */
     s->remote_turns = NULL;
+    wait_device_runs(s); /* as the workers' runs were, to their end */
     /* A moment for those answers to go out; a client that does not read
      * them is closed below all the same. */
     wait_in_flight(s, 1000);

@@ -44,6 +44,10 @@ typedef struct http_server {
     atomic_bool handing_over; /* an upgrade's pause: every answer closes its connection */
     atomic_bool closing;    /* past an upgrade's pause: a request is dropped unanswered */
     atomic_uint dispatched; /* requests whose body is in, ever: the pause's clock */
+    /* Runs handed to the device from the HTTP thread and not yet answered
+     * (they hold a suspended connection): the stop waits for them to end
+     * before it stops the daemon, as it waits for the workers' runs. */
+    atomic_uint on_device;
     unsigned port;          /* the port actually bound */
 } http_server;
 

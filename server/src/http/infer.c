@@ -15,6 +15,11 @@
  *   4. build the response; http_server.c queues it, and libmicrohttpd's completion
  *      callback releases the references once it has been sent.
  *
+ * A GPU model's request whose tensors all lie where the device reaches them
+ * skips the worker: the HTTP thread parses it, acquires its regions and
+ * hands the run to the device (infer_handle_on_device); the run's end
+ * builds the response, on whichever thread that is.
+ *
  * Steps 2 and 3 are infer_core.c, shared with the gRPC service.
  *
  * Every error return leaves the references already taken in the request, so
@@ -63,6 +68,10 @@ typedef struct http_infer {
      * allocation (a short inference's inputs are a few hundred bytes). */
     _Alignas(max_align_t) unsigned char small[HTTP_SMALL_INPUT_BYTES];
     size_t small_used;
+    /* A run handed to the device (infer_handle_on_device): told once the
+     * answer is in rq->answer. */
+    void (*answered)(request *rq, void *arg);
+    void *answered_arg;
 } http_infer;
 
 /* n bytes of h->small, aligned for any element type, or NULL when they do
@@ -447,51 +456,132 @@ static server_status locate_header(http_infer *h)
     return STATUS_OK;
 }
 
-static server_status run(http_infer *h, reply *out)
+/* Parse the request, acquire the regions it names and bind its inputs
+ * (ordered) and outputs: what runs the model needs. */
+static server_status prepare(http_infer *h, const tensor **ordered)
 {
     infer_ctx *c = &h->c;
     server_status st;
-    const tensor *ordered[INFER_MAX_INPUTS];
     if ((st = infer_ready(c)) || (st = locate_header(h)) || (st = parse_inputs(h)) ||
-        (st = infer_bind(c, ordered)) || (st = parse_outputs(h)) || (st = infer_compute(c, ordered)))
+        (st = infer_bind(c, ordered)) || (st = parse_outputs(h)))
+        return st;
+    return STATUS_OK;
+}
+
+static server_status run(http_infer *h, reply *out)
+{
+    const tensor *ordered[INFER_MAX_INPUTS];
+    server_status st;
+    if ((st = prepare(h, ordered)) || (st = infer_compute(&h->c, ordered)))
         return st;
     return build_response(h, out);
 }
 
-static server_status handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
-                            reply *out, int on_transport)
+static void setup(http_infer *h, shmreg_registry *reg, remote_turns *turns, request *rq,
+                  const route *rt, infer_thread on_transport)
 {
-    http_infer h = {.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
-                          .remote_turns = turns, .on_transport = on_transport,
-                          .m = model_find_version(rt->model, rt->version)},
-                    .rq = rq};
+    *h = (http_infer){.c = {.reg = reg, .held = &rq->held, .scope = rq->who.scope,
+                            .remote_turns = turns, .on_transport = on_transport,
+                            .m = model_find_version(rt->model, rt->version)},
+                      .rq = rq};
+}
+
+/* The end of a request whose run has ended, or that never ran: a failure's
+ * answer in out (a success's is there already), the request counted, and
+ * a deferred one's JSON header kept for the worker that runs it. Returns
+ * STATUS_OK, or INFER_DEFERRED. */
+static server_status conclude(http_infer *h, server_status st, reply *out)
+{
+    if (st && st != INFER_DEFERRED)
+        reply_failure(out, st, "%s", h->c.err);
+    infer_finish(&h->c, st, &h->rq->started);
+    if (st == INFER_DEFERRED) { /* the worker starts from this parse */
+        h->rq->parsed_header = h->doc;
+        h->doc = NULL;
+    }
+    json_doc_free(h->doc);
+    h->doc = NULL;
+    return st == INFER_DEFERRED ? st : STATUS_OK;
+}
+
+static server_status handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
+                            reply *out, infer_thread on_transport)
+{
+    http_infer h;
+    setup(&h, reg, turns, rq, rt, on_transport);
     if (!h.c.m) {
         reply_unknown_model(out, rt);
         return STATUS_OK;
     }
-    server_status st = run(&h, out);
-    if (st && st != INFER_DEFERRED)
-        reply_failure(out, st, "%s", h.c.err);
-    infer_finish(&h.c, st, &rq->started);
-    if (st == INFER_DEFERRED) { /* the worker starts from this parse */
-        rq->parsed_header = h.doc;
-        h.doc = NULL;
-    }
-    json_doc_free(h.doc);
-    return st == INFER_DEFERRED ? st : STATUS_OK;
+    return conclude(&h, run(&h, out), out);
 }
 
 void infer_handle(shmreg_registry *reg, remote_turns *turns, request *rq, const route *rt,
                   reply *out)
 {
-    handle(reg, turns, rq, rt, out, 0);
+    handle(reg, turns, rq, rt, out, INFER_ON_WORKER);
 }
 
 server_status infer_handle_inline(shmreg_registry *reg, request *rq, const route *rt,
                                   reply *out)
 {
-    server_status st = handle(reg, NULL, rq, rt, out, 1); /* no copy here: INFER_DEFERRED */
+    /* no copy here: INFER_DEFERRED */
+    server_status st = handle(reg, NULL, rq, rt, out, INFER_ON_TRANSPORT);
     if (st == STATUS_OK)
         infer_count_inline();
     return st;
+}
+
+/* The end of a run handed to the device, on the thread it ended on: the
+ * GPU model's finishing thread, or the HTTP thread inside
+ * infer_compute_start (a short run on an idle instance), or a thread that
+ * handed over another run and passed its run slot on (release_slot). The
+ * answer is built as a worker builds it, into rq->answer; answered is the
+ * last touch of rq, which may be sent and freed at once after it. */
+static void device_run_ended(infer_ctx *c, server_status st)
+{
+    http_infer *h = c->owner;
+    request *rq = h->rq;
+    void (*answered)(request *rq, void *arg) = h->answered;
+    void *arg = h->answered_arg;
+    st = infer_compute_end(c, st);
+    if (!st)
+        st = build_response(h, &rq->answer);
+    conclude(h, st, &rq->answer);
+    free(h);
+    answered(rq, arg);
+}
+
+server_status infer_handle_on_device(shmreg_registry *reg, request *rq, const route *rt,
+                                     reply *out, void (*answered)(request *rq, void *arg),
+                                     void *arg)
+{
+    /* On the heap: the run outlives this call. */
+    http_infer *h = malloc(sizeof *h);
+    if (!h)
+        return INFER_DEFERRED; /* a worker runs it on its stack */
+    setup(h, reg, NULL, rq, rt, INFER_ON_TRANSPORT_DEVICE);
+    h->answered = answered;
+    h->answered_arg = arg;
+    h->c.owner = h;
+    if (!h->c.m) {
+        free(h);
+        reply_unknown_model(out, rt);
+        infer_count_inline();
+        return STATUS_OK;
+    }
+    const tensor *ordered[INFER_MAX_INPUTS];
+    server_status st = prepare(h, ordered);
+    if (!st && (st = infer_compute_start(&h->c, ordered, device_run_ended)) == INFER_STARTED) {
+        infer_count_inline();
+        return st; /* h, and perhaps rq, are device_run_ended's now */
+    }
+    st = conclude(h, st, out);
+    free(h);
+    if (st == INFER_DEFERRED) {
+        refs_release_all(&rq->held); /* the regions acquired before it was deferred */
+        return st;
+    }
+    infer_count_inline();
+    return STATUS_OK;
 }

@@ -42,8 +42,11 @@ typedef struct request {
     char *log_url;         /* url made printable, for the log line */
     unsigned status;       /* the status queued, for the log line */
     route rt;              /* what the URL matched (owned) */
-    reply answer;          /* set by a worker for a suspended request */
-    int answered;          /* answer is ready to be queued */
+    reply answer;          /* set for a suspended request by its worker, or by the
+                              end of its run on the device (any thread) */
+    int answered;          /* answer is ready to be queued: written before
+                              MHD_resume_connection, whose lock publishes it
+                              to the HTTP thread */
     void *connection;      /* the MHD connection, while suspended */
     caller who;            /* what its headers allow (access.h), read with them */
     /* The JSON header of an inference that the transport's thread parsed and

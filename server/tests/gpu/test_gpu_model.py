@@ -818,6 +818,24 @@ def inline_requests(server):
     return page.value("shmreg_inline_requests_total")
 
 
+def sixteen_clients(server, client, failures, window):
+    """client(0) .. client(15) at once, four runs each, which report what
+    went wrong in failures: none may, and the 64 runs are counted by the GPU
+    model's copy batches, which at window 64 (milliseconds a run) they
+    share, having waited for the stream together. The metrics after."""
+    _, page = scrape(server)
+    batches0 = page.value("shmreg_gpu_copy_batches_total")
+    runs0 = page.value("shmreg_gpu_copy_batch_runs_total")
+    run_clients(client, 16)
+    assert failures == []
+    _, page = scrape(server)
+    assert page.value("shmreg_gpu_copy_batch_runs_total") - runs0 == 64
+    batches = page.value("shmreg_gpu_copy_batches_total") - batches0
+    if window == 64:
+        assert batches < 64, batches
+    return page
+
+
 @pytest.mark.parametrize("window", [1, 64])
 def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
     """Over gRPC, a run whose tensors the device reaches where they lie is
@@ -875,18 +893,8 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
             finally:
                 own.close()
 
-        _, page = scrape(s)
-        batches0 = page.value("shmreg_gpu_copy_batches_total")
-        runs0 = page.value("shmreg_gpu_copy_batch_runs_total")
-        run_clients(client, 16)
-        assert failures == []
-        _, page = scrape(s)
+        page = sixteen_clients(s, client, failures, window)
         assert page.value("shmreg_inline_requests_total") - before == 4 + 64
-        runs = page.value("shmreg_gpu_copy_batch_runs_total") - runs0
-        batches = page.value("shmreg_gpu_copy_batches_total") - batches0
-        assert runs == 64
-        if window == 64:
-            assert batches < 64, batches  # runs waited for the stream together
     finally:
         try:
             r.close()
@@ -897,9 +905,10 @@ def test_grpc_runs_are_handed_to_the_device_from_grpc_threads(window):
 def test_a_full_instance_refuses_past_max_queue():
     """With every run slot of the one instance held and --max-queue 2
     requests waiting for one, a gRPC call more is refused at once with
-    RESOURCE_EXHAUSTED and Triton's words for a full queue, never waits on
-    the gRPC thread; every call let in is answered exactly, the server
-    serves on afterwards, and nothing is left in use."""
+    RESOURCE_EXHAUSTED and Triton's words for a full queue, an HTTP request
+    more with 429 and the same words, never waiting on the transport's
+    thread; every call let in is answered exactly, the server serves on
+    afterwards, and nothing is left in use."""
     from grpc_support import start_with_grpc  # noqa: E402
     from tritonclient.utils import InferenceServerException  # noqa: E402
     s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", "64",
@@ -943,6 +952,24 @@ def test_a_full_instance_refuses_past_max_queue():
         np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
         stats = yolo_stats(s)
         assert stats["inference_stats"]["fail"]["count"] == len(refused), stats
+
+        # Over HTTP the same: 429 with the same words, the rest exact.
+        statuses = []
+
+        def http_client(k):
+            status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
+                                             shm_params(name_out, out_bytes))
+            statuses.append((status, header))
+
+        run_clients(http_client, calls)
+        refused_http = [h for status, h in statuses if status != 200]
+        assert refused_http and calls - len(refused_http) >= 14, len(refused_http)
+        for status, header in statuses:
+            assert status in (200, 429), (status, header)
+            assert status == 200 or "Exceeds maximum queue size" in header["error"], header
+        np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
+        stats = yolo_stats(s)
+        assert stats["inference_stats"]["fail"]["count"] == len(refused) + len(refused_http)
     finally:
         try:
             r.close()
@@ -974,6 +1001,127 @@ def test_grpc_runs_needing_a_cpu_copy_go_to_a_worker():
         _, page = scrape(s)
         assert page.value("shmreg_tensor_path_total", path="staged_copy", direction="input") == 3
         released(s)
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
+
+
+def queued_requests(server):
+    _, page = scrape(server)
+    return page.value("shmreg_queued_requests_total")
+
+
+@pytest.mark.parametrize("window", [1, 64])
+def test_http_runs_are_handed_to_the_device_from_the_http_thread(window):
+    """The HTTP counterpart of the gRPC test above: a run whose tensors the
+    device reaches where they lie (a pinned system region, a CUDA region, in
+    either direction) is handed to the instance by the HTTP thread, its
+    connection suspended until the run's end answers it, with no worker in
+    between: at window 1 one client's runs are made on the HTTP thread
+    itself (the connection resumed from the callback that suspended it), at
+    window 64 and with sixteen clients the instance's finishing thread
+    answers them. Every output matches the reference byte for byte, each
+    request counts as inline and none as queued, a request refused before
+    its run (an output window too small) gets the worker's 400, and nothing
+    is left in use."""
+    s = Server("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", str(window),
+               "--copy-batch", "4")
+    r = Regions(s)
+    try:
+        images = [random_images(SEED_SHAPE, 600 + i) for i in range(2)]
+        expected = [reference(im, window) for im in images]
+        out_bytes = ROWS * 5040 * 2
+
+        def place(k):  # pinned system in, CUDA out; then CUDA in, system out
+            if k % 2:
+                name_in, mem_in = r.cuda_region("in", images[1].nbytes)
+                device_array(mem_in, SEED_SHAPE)[...] = cp.asarray(images[1])
+                return name_in, r.system_region("out", out_bytes)
+            name_in, mem_in = r.system_region("in", images[0].nbytes)
+            mem_in.buf[:images[0].nbytes] = images[0].tobytes()
+            return name_in, r.cuda_region("out", out_bytes)
+
+        places = [place(k) for k in range(8)]
+        cp.cuda.Device(0).synchronize()
+
+        def clear(k):
+            _, mem_out = places[k][1]
+            if k % 2 == 0:
+                device_array(mem_out, (ROWS, 5040))[...] = 7
+                cp.cuda.Device(0).synchronize()
+            else:
+                mem_out.buf[:out_bytes] = bytes(out_bytes)
+
+        def got(k):
+            _, mem_out = places[k][1]
+            if k % 2 == 0:
+                return device_array(mem_out, (ROWS, 5040)).get()
+            return np.frombuffer(bytes(mem_out.buf[:out_bytes]),
+                                 dtype=np.float16).reshape(ROWS, 5040)
+
+        def infer(k, out_size=out_bytes):
+            return infer_binary(s, images[k % 2], shm_params(places[k][0], images[0].nbytes),
+                                shm_params(places[k][1][0], out_size))
+
+        inline0, queued0 = inline_requests(s), queued_requests(s)
+        for k in (0, 1, 0, 1):  # one client: a lone run each time
+            clear(k)
+            status, header, raw = infer(k)
+            assert status == 200 and raw is None, header
+            assert header["outputs"] == [{"name": "output0", "datatype": "FP16",
+                                          "shape": [ROWS, 5040]}], header
+            np.testing.assert_array_equal(got(k), expected[k % 2])
+        assert inline_requests(s) - inline0 == 4
+        assert queued_requests(s) == queued0
+
+        # Refused before its run, as a worker refuses it; the regions it
+        # acquired go with its answer.
+        status, header, _ = infer(0, out_bytes - 2)
+        assert status == 400 and "should be at least" in header["error"], header
+        released(s)
+
+        failures = []
+
+        def client(k):  # two clients share each place: same image, same answer
+            k %= len(places)
+            try:
+                for n in range(4):
+                    status, header, _ = infer(k)
+                    if status != 200 or not np.array_equal(got(k), expected[k % 2]):
+                        failures.append((k, n, status, header))
+            except Exception as e:  # noqa: BLE001 - reported below with the others
+                failures.append((k, repr(e)))
+
+        page = sixteen_clients(s, client, failures, window)
+        released(s)
+        assert page.value("shmreg_inline_requests_total") - inline0 == 4 + 1 + 64
+        assert page.value("shmreg_queued_requests_total") == queued0
+    finally:
+        try:
+            r.close()
+        finally:
+            stop(s)
+
+
+def test_http_runs_needing_a_cpu_copy_go_to_a_worker():
+    """Over HTTP, a system region registered unpinned (--pin never) needs a
+    CPU copy through the staging buffer: the HTTP thread acquires the
+    regions, sees that, releases them and queues the request to a worker,
+    which runs it from the JSON header already parsed and answers as it
+    always did; nothing stays in use and no request counts as inline."""
+    s = Server("--threads", "4", "--yolo-window", str(WINDOW), "--pin", "never")
+    r = Regions(s)
+    try:
+        inline0, queued0 = inline_requests(s), queued_requests(s)
+        for seed in (78, 79, 80):
+            system_round_trip(s, r, seed)
+        released(s)
+        _, page = scrape(s)
+        assert page.value("shmreg_tensor_path_total", path="staged_copy", direction="input") == 3
+        assert page.value("shmreg_queued_requests_total") - queued0 == 3
+        assert page.value("shmreg_inline_requests_total") == inline0
     finally:
         try:
             r.close()
