@@ -453,11 +453,25 @@ static uint64_t caller_poll_ns(uint64_t limit)
  * whatever the load, and the others stay free for the calls that come. */
 static atomic_flag lone_run = ATOMIC_FLAG_INIT;
 
+/* No instance but in (which the caller holds) holds a request: the
+ * server is serving one request, as at concurrency 1. Relaxed: a hint. */
+static int alone_in_the_server(const gpu_instance *in)
+{
+    for (unsigned i = 0; i < gpu_pool.n; i++)
+        if (&gpu_pool.inst[i] != in &&
+            atomic_load_explicit(&gpu_pool.inst[i].load, memory_order_relaxed))
+            return 0;
+    return 1;
+}
+
 /* The longest run the caller may make on its thread on in, which holds no
  * other request: GPU_SHORT_RUN_NS, or GPU_LONE_RUN_NS with *lone set where
- * in's runs are longer and the caller took lone_run (clear it after the
- * run); 0 where in's runs are longer still, or lone_run is taken: the run
- * is handed over. A pinned system region's run is not short once its
+ * in's runs are longer, no other instance holds a request and the caller
+ * took lone_run (clear it after the run); 0 where in's runs are longer
+ * still, the server is busy or lone_run is taken: the run is handed over.
+ * Under load an idle instance's last timed batch holds several runs, so
+ * passes 100 us, and a thread polling it would spend a core on what the
+ * finishing thread waits for with one wake-up per batch. A pinned system region's run is not short once its
  * copies pass 100 us (FP16 3x640x640 in and out takes about 86 us on an
  * H200's link); handed over, a lone request would wait for the finishing
  * thread's wake-up on top of the copies, while the same run from a CUDA
@@ -468,7 +482,7 @@ static uint64_t caller_run_limit(gpu_instance *in, int *lone)
     if (gpu_runs_within(in, GPU_SHORT_RUN_NS))
         return GPU_SHORT_RUN_NS;
     /* relaxed: a bound on the threads held, nothing is published through it */
-    if (!gpu_runs_within(in, GPU_LONE_RUN_NS) ||
+    if (!gpu_runs_within(in, GPU_LONE_RUN_NS) || !alone_in_the_server(in) ||
         atomic_flag_test_and_set_explicit(&lone_run, memory_order_relaxed))
         return 0;
     *lone = 1;

@@ -129,8 +129,9 @@ server_status gpu_instances_run(const gpu_job *job, model_phases *ph, char *err,
  * gpu_instances_submit to run it on the calling thread: the instance's last
  * timed batch says how long its runs take. */
 #define GPU_SHORT_RUN_NS 100000u
-/* The same for a longer run, one at a time in the process (a lone
- * request, as at concurrency 1): one transport thread at most is held this
+/* The same for a longer run, one at a time in the process and only while
+ * no other instance holds a request (a lone request, as at concurrency
+ * 1): one transport thread at most is held this
  * long, and a run whose copies cross the link (a pinned system region of a
  * few MB) ends without the wake-up of the instance's finishing thread,
  * which on a virtual machine costs tens of microseconds, about what such
@@ -161,7 +162,8 @@ typedef struct gpu_pending {
  * one the device reaches where it lies (a CUDA or pinned region: no CPU
  * copy). On an instance that holds no other request and whose runs are
  * short (GPU_SHORT_RUN_NS), or up to GPU_LONE_RUN_NS while no other
- * caller's thread is making such a longer run, the run is made here,
+ * instance holds a request and no other caller's thread is making such a
+ * longer run, the run is made here,
  * polling its end, and done is called before this returns. Else the run
  * joins the instance's waiting runs (first waiting for a free slot where
  * all twelve are held, without its caller) and done is called on the
