@@ -977,6 +977,69 @@ def test_a_full_instance_refuses_past_max_queue():
             stop(s)
 
 
+def test_sigterm_under_gpu_load_drains_cleanly():
+    """SIGTERM while eight gRPC and eight HTTP clients keep the one instance
+    busy with runs of milliseconds in CUDA regions, handed to the device
+    from the transports' threads: the server drains them and exits 0 with
+    nothing left mapped or held; each client's calls were answered exactly
+    until it met the drain's refusal (503, UNAVAILABLE) or the closed port,
+    and none waits for an answer that never comes."""
+    from grpc_support import start_with_grpc  # noqa: E402
+    from tritonclient.utils import InferenceServerException  # noqa: E402
+    s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", "64")
+    r = GrpcRegions(s)
+    images = random_images(SEED_SHAPE, 920)
+    expected = reference(images, 64)
+    out_bytes = ROWS * 5040 * 2
+    (name_in, mem_in), (name_out, mem_out) = r.cuda("in", images.nbytes), r.cuda("out", out_bytes)
+    device_array(mem_in, SEED_SHAPE)[...] = cp.asarray(images)
+    cp.cuda.Device(0).synchronize()
+    outcomes, answered = [], threading.Semaphore(0)
+
+    def grpc_client(k):
+        own = r.grpc.InferenceServerClient(s.grpc_url)
+        try:
+            while True:
+                r.infer(own, SEED_SHAPE, name_in, name_out, out_bytes)
+                answered.release()
+        except InferenceServerException as e:
+            outcomes.append(("grpc", str(e.status())))
+        finally:
+            own.close()
+
+    def http_client(k):
+        while True:
+            try:
+                status, header, _ = infer_binary(s, images, shm_params(name_in, images.nbytes),
+                                                 shm_params(name_out, out_bytes))
+            except (urllib.error.URLError, ConnectionError) as e:
+                outcomes.append(("http", "closed: " + type(e).__name__))
+                return
+            if status != 200:
+                outcomes.append(("http", status))
+                return
+            answered.release()
+
+    threads = [threading.Thread(target=grpc_client, args=(k,)) for k in range(8)]
+    threads += [threading.Thread(target=http_client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(64):  # the load is on before the signal
+            assert answered.acquire(timeout=30), "no answer under load"
+    finally:
+        err = stop(s)  # SIGTERM: exit 0, nothing left mapped or held
+        r.client.close()
+        for t in threads:
+            t.join(30)
+    assert not any(t.is_alive() for t in threads), "a client waits for an answer"
+    assert len(outcomes) == 16, outcomes
+    for protocol, outcome in outcomes:
+        assert outcome in (503, "StatusCode.UNAVAILABLE") or str(outcome).startswith("closed"), \
+            (protocol, outcome, err[-2000:])
+    np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
+
+
 def test_grpc_runs_needing_a_cpu_copy_go_to_a_worker():
     """A system region registered unpinned (--pin never) needs a CPU copy
     through the staging buffer: the gRPC thread acquires the regions, sees
