@@ -982,8 +982,9 @@ def test_sigterm_under_gpu_load_drains_cleanly():
     busy with runs of milliseconds in CUDA regions, handed to the device
     from the transports' threads: the server drains them and exits 0 with
     nothing left mapped or held; each client's calls were answered exactly
-    until it met the drain's refusal (503, UNAVAILABLE) or the closed port,
-    and none waits for an answer that never comes."""
+    until it met the drain's refusal (503, UNAVAILABLE; CANCELLED for a
+    call caught by Shutdown itself) or the closed port, and none waits for
+    an answer that never comes."""
     from grpc_support import start_with_grpc  # noqa: E402
     from tritonclient.utils import InferenceServerException  # noqa: E402
     s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", "64")
@@ -1034,8 +1035,12 @@ def test_sigterm_under_gpu_load_drains_cleanly():
             t.join(30)
     assert not any(t.is_alive() for t in threads), "a client waits for an answer"
     assert len(outcomes) == 16, outcomes
+    # A gRPC call on the wire at the very instant of the server's Shutdown
+    # may be cancelled rather than refused: it never ran, and a plain stop
+    # (unlike a live upgrade) promises no more than that.
+    refusals = (503, "StatusCode.UNAVAILABLE", "StatusCode.CANCELLED")
     for protocol, outcome in outcomes:
-        assert outcome in (503, "StatusCode.UNAVAILABLE") or str(outcome).startswith("closed"), \
+        assert outcome in refusals or str(outcome).startswith("closed"), \
             (protocol, outcome, err[-2000:])
     np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
 
