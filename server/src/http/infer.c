@@ -563,13 +563,7 @@ server_status infer_handle_on_device(shmreg_registry *reg, request *rq, const ro
     setup(h, reg, NULL, rq, rt, INFER_ON_TRANSPORT_DEVICE);
     h->answered = answered;
     h->answered_arg = arg;
-    h->c.owner = h;
-    if (!h->c.m) {
-        free(h);
-        reply_unknown_model(out, rt);
-        infer_count_inline();
-        return STATUS_OK;
-    }
+    h->c.owner = h; /* h->c.m is set: infer_device_runs_inline found the model */
     const tensor *ordered[INFER_MAX_INPUTS];
     server_status st = prepare(h, ordered);
     if (!st && (st = infer_compute_start(&h->c, ordered, device_run_ended)) == INFER_STARTED) {

@@ -469,13 +469,14 @@ static int alone_in_the_server(const gpu_instance *in)
  * in's runs are longer, no other instance holds a request and the caller
  * took lone_run (clear it after the run); 0 where in's runs are longer
  * still, the server is busy or lone_run is taken: the run is handed over.
- * Under load an idle instance's last timed batch holds several runs, so
- * passes 100 us, and a thread polling it would spend a core on what the
- * finishing thread waits for with one wake-up per batch. A pinned system region's run is not short once its
- * copies pass 100 us (FP16 3x640x640 in and out takes about 86 us on an
- * H200's link); handed over, a lone request would wait for the finishing
- * thread's wake-up on top of the copies, while the same run from a CUDA
- * region, short, would not. */
+ *
+ * A pinned system region's run is not short once its copies pass 100 us
+ * (FP16 3x640x640 in and out takes about 86 us on an H200's link); handed
+ * over, a lone request would wait for the finishing thread's wake-up on
+ * top of the copies, while the same run from a CUDA region, short, would
+ * not. Under load, though, an idle instance's last timed batch holds
+ * several runs, so passes 100 us, and a thread polling it would spend a
+ * core on what the finishing thread waits for with one wake-up per batch. */
 static uint64_t caller_run_limit(gpu_instance *in, int *lone)
 {
     *lone = 0;

@@ -65,7 +65,7 @@ typedef struct run_slot {
     void *to;
     /* Where the kernel reads and writes: d_in and d_out, or, for a tensor
      * in a CUDA region on the instance's device, the region itself (from,
-     * to), which then needs no copy (gpu_place_run). */
+     * to), which then needs no copy (gpu_batching_cuda.c, place_run). */
     const void *kernel_in;
     void *kernel_out;
     struct run_batch *batch;     /* set once the run is queued on the stream */
