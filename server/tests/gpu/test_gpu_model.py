@@ -14,13 +14,17 @@ $SERVER_BIN names the binary (server/tests/gpu/run.sh sets it). Without
 CuPy or a visible device every test is skipped.
 """
 import base64
+import contextlib
 import itertools
 import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -1043,6 +1047,96 @@ def test_sigterm_under_gpu_load_drains_cleanly():
         assert outcome in refusals or str(outcome).startswith("closed"), \
             (protocol, outcome, err[-2000:])
     np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(), expected)
+
+
+@contextlib.contextmanager
+def closed_after(server, regions):
+    """Close regions, then stop server (which must exit cleanly), whatever
+    the block did."""
+    try:
+        yield
+    finally:
+        try:
+            regions.close()
+        finally:
+            stop(server)
+
+
+def leave_mid_request(server, body):
+    """POST body to the yolo model on a connection of its own and reset
+    that connection a few milliseconds later, before the answer: a client
+    that dies while its run is on the device."""
+    head = (f"POST /v2/models/yolo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head + body)
+        time.sleep(0.005)
+        # SO_LINGER 0: the close sends a reset, the harshest way to leave.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def test_clients_that_leave_mid_run_leave_nothing_behind():
+    """Eight HTTP clients that reset their connection and eight gRPC
+    clients whose deadline passes while their runs (milliseconds each, in
+    CUDA regions) wait for or sit on the one instance: the runs end on the
+    device with nobody to answer, the server counts them, stays up, answers
+    the next request exactly, holds no region and exits cleanly."""
+    from grpc_support import start_with_grpc  # noqa: E402
+    import grpc  # noqa: E402
+    from tritonclient.utils import InferenceServerException  # noqa: E402
+    s = start_with_grpc("--threads", "4", "--instances-per-gpu", "1", "--yolo-window", "64")
+    r = GrpcRegions(s)
+    with closed_after(s, r):
+        images = random_images(SEED_SHAPE, 930)
+        out_bytes = ROWS * 5040 * 2
+        (name_in, mem_in), (name_out, mem_out) = r.cuda("in", images.nbytes), r.cuda("out", out_bytes)
+        device_array(mem_in, SEED_SHAPE)[...] = cp.asarray(images)
+        cp.cuda.Device(0).synchronize()
+        body = json.dumps({
+            "inputs": [{"name": "images", "datatype": "FP16", "shape": list(SEED_SHAPE),
+                        "parameters": shm_params(name_in, images.nbytes)}],
+            "outputs": [{"name": "output0", "parameters": shm_params(name_out, out_bytes)}],
+        }).encode()
+        inline0 = inline_requests(s)
+        unexpected = []
+
+        def http_leaver(k):
+            for _ in range(4):
+                leave_mid_request(s, body)
+
+        def grpc_leaver(k):
+            own = r.grpc.InferenceServerClient(s.grpc_url)
+            inp = r.grpc.InferInput("images", list(SEED_SHAPE), "FP16")
+            inp.set_shared_memory(name_in, images.nbytes)
+            out = r.grpc.InferRequestedOutput("output0")
+            out.set_shared_memory(name_out, out_bytes)
+            try:
+                for _ in range(4):
+                    try:
+                        own.infer("yolo", [inp], outputs=[out], client_timeout=0.002)
+                    except InferenceServerException as e:
+                        if e.status() != str(grpc.StatusCode.DEADLINE_EXCEEDED):
+                            unexpected.append(str(e))
+            finally:
+                own.close()
+
+        threads = [threading.Thread(target=http_leaver, args=(k,)) for k in range(8)]
+        threads += [threading.Thread(target=grpc_leaver, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        assert unexpected == []
+        # The abandoned runs were handed to the device, not dropped at the door.
+        s.wait_until(lambda: inline_requests(s) > inline0, what="an abandoned run counted")
+        released(s)
+        device_array(mem_out, (ROWS, 5040))[...] = 0
+        cp.cuda.Device(0).synchronize()
+        r.infer(r.client, SEED_SHAPE, name_in, name_out, out_bytes)
+        np.testing.assert_array_equal(device_array(mem_out, (ROWS, 5040)).get(),
+                                      reference(images, 64))
+        released(s)
 
 
 def test_grpc_runs_needing_a_cpu_copy_go_to_a_worker():
