@@ -228,6 +228,38 @@ static void write_copy_batches(jbuf *b)
     }
 }
 
+/* One sample of a family with a single label: name{label="value"} v. */
+static void write_labelled(jbuf *b, const char *name, const char *label, const char *value,
+                           uint64_t v)
+{
+    jbuf_lit(b, name);
+    jbuf_lit(b, "{");
+    jbuf_lit(b, label);
+    jbuf_lit(b, "=\"");
+    jbuf_lit(b, value);
+    jbuf_lit(b, "\"} ");
+    jbuf_u64(b, v);
+    jbuf_lit(b, "\n");
+}
+
+/* The GPU model's tensors in CUDA regions that its kernel read or wrote
+ * where they lie (models/gpu_instances.h): of the dma_in_place tensors in
+ * CUDA regions, the others took a copy on the device. */
+static void write_kernel_in_place(jbuf *b)
+{
+    static const char name[] = "shmreg_gpu_kernel_in_place_total";
+    uint64_t in_place[2];
+    gpu_instances_kernel_in_place(in_place);
+    write_header(b, name, COUNTER,
+                 "Tensors in CUDA regions that the GPU model's kernel read (input) or wrote "
+                 "(output) where they lie, with no copy on the device; a CUDA tensor at an odd "
+                 "offset, an output overlapping its input, or one on a peer device is copied "
+                 "through the instance's own buffers instead.");
+    for (int d = 0; d < 2; d++)
+        write_labelled(b, name, "direction", tensor_direction_name((tensor_direction)d),
+                       in_place[d]);
+}
+
 /* Where the GPU model's requests ran (models/placement.h): on the device
  * that holds their CUDA tensors, spilled to another device's free slot, or
  * on the least busy instance of all. */
@@ -244,14 +276,8 @@ static void write_placements(jbuf *b)
                  "of all since those tensors lie on several devices or on one with no instance; "
                  "no_cuda_tensors, on the least busy instance of all since none is in a CUDA "
                  "region.");
-    for (int c = 0; c < PLACEMENT_CASES; c++) {
-        jbuf_lit(b, name);
-        jbuf_lit(b, "{placement=\"");
-        jbuf_lit(b, placement_case_name((placement_case)c));
-        jbuf_lit(b, "\"} ");
-        jbuf_u64(b, placed[c]);
-        jbuf_lit(b, "\n");
-    }
+    for (int c = 0; c < PLACEMENT_CASES; c++)
+        write_labelled(b, name, "placement", placement_case_name((placement_case)c), placed[c]);
 }
 
 /* The inference requests' wait for a worker thread (common/worker_pool.h),
@@ -410,6 +436,7 @@ void metrics_handle(shmreg_registry *reg, const region_scope *scope, reply *out)
     shmreg_status_free(cuda, n_cuda);
     write_paths(&b);
     write_copy_batches(&b);
+    write_kernel_in_place(&b);
     write_placements(&b);
     write_request_queue(&b);
     if (write_models(&b, 0) != 0)

@@ -214,6 +214,20 @@ static void hand_to_finisher(gpu_instance *in, run_batch *b, run_slot *const *ru
         pthread_cond_signal(&in->finish_ready);
 }
 
+/* The kernel's operands among the n runs that are their CUDA regions
+ * themselves, for /metrics: a user can tell the in-place path from the
+ * device copies place_run falls back to. */
+static void count_in_place(run_slot *const *runs, unsigned n)
+{
+    uint64_t in = 0, out = 0;
+    for (unsigned i = 0; i < n; i++) {
+        in += runs[i]->kernel_in == runs[i]->from;
+        out += runs[i]->kernel_out == runs[i]->to;
+    }
+    atomic_fetch_add_explicit(&gpu_pool.kernel_in_place[0], in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&gpu_pool.kernel_in_place[1], out, memory_order_relaxed);
+}
+
 /* Queue the waiting runs, up to gpu_pool.copy_batch a batch, while fewer than
  * BATCHES_IN_FLIGHT are on the stream; wakes their threads. A batch that
  * fails to queue carries the error to its runs, and nothing of it is left
@@ -250,6 +264,7 @@ static void queue_waiting(gpu_instance *in)
             in->in_flight++;
             atomic_fetch_add_explicit(&gpu_pool.batches_queued, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&gpu_pool.batched_runs, n, memory_order_relaxed);
+            count_in_place(runs, n);
         }
         hand_to_finisher(in, b, runs, n);
         for (unsigned i = 0; i < n; i++)
@@ -365,6 +380,12 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
 {
     *batches = atomic_load_explicit(&gpu_pool.batches_queued, memory_order_relaxed);
     *runs = atomic_load_explicit(&gpu_pool.batched_runs, memory_order_relaxed);
+}
+
+void gpu_instances_kernel_in_place(uint64_t in_place[2])
+{
+    for (int d = 0; d < 2; d++)
+        in_place[d] = atomic_load_explicit(&gpu_pool.kernel_in_place[d], memory_order_relaxed);
 }
 
 void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])

@@ -159,6 +159,7 @@ struct gpu_pool {
     atomic_uint next;            /* round robin among equally busy instances */
     /* relaxed counters, for /metrics */
     _Atomic uint64_t batches_queued, batched_runs;
+    _Atomic uint64_t kernel_in_place[2]; /* operands the kernel used where they lie: in, out */
     _Atomic uint64_t placed[PLACEMENT_CASES]; /* requests per placement case */
     char why[400];               /* why there is no instance, when n == 0 */
 };

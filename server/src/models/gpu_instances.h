@@ -118,6 +118,10 @@ unsigned gpu_instances_placement(int *devices, unsigned max, unsigned *n_devices
 /* The batches queued on the instances' streams since start, and the runs
  * in them (relaxed counters, for /metrics). */
 void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs);
+/* The runs' input (in_place[0]) and output (in_place[1]) tensors in CUDA
+ * regions that the kernel read or wrote where they lie, with no copy on the
+ * device, since start (relaxed counters, for /metrics). */
+void gpu_instances_kernel_in_place(uint64_t in_place[2]);
 /* The requests given an instance since start, per placement case
  * (placement.h; relaxed counters, for /metrics). */
 void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES]);

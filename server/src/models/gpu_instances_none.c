@@ -34,6 +34,11 @@ void gpu_instances_copy_batches(uint64_t *batches, uint64_t *runs)
     *runs = 0;
 }
 
+void gpu_instances_kernel_in_place(uint64_t in_place[2])
+{
+    in_place[0] = in_place[1] = 0;
+}
+
 void gpu_instances_placed(uint64_t placed[PLACEMENT_CASES])
 {
     for (int c = 0; c < PLACEMENT_CASES; c++)

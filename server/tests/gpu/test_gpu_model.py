@@ -267,13 +267,21 @@ def put_cuda_bytes(mem, offset, data):
     view[...] = cp.asarray(np.frombuffer(data, dtype=np.uint8))
 
 
+def kernel_in_place(server):
+    """/metrics' count of CUDA tensors the kernel read, and wrote, in place."""
+    _, page = scrape(server)
+    return [page.value("shmreg_gpu_kernel_in_place_total", direction=d)
+            for d in ("input", "output")]
+
+
 @pytest.mark.parametrize("layout", ["aligned", "odd offsets", "output over input"])
 def test_cuda_regions_exact_at_any_offset_and_overlap(server, regions, layout):
     """The kernel reads and writes a CUDA region on its device in place
     where it can ("aligned": no copy), and through its own buffers where
     it cannot: an odd offset (FP16 elements are two bytes) or an output that
     overlaps its input in one region (the kernel would read what it wrote).
-    Either way the output is exact and no byte around it changes."""
+    Either way the output is exact, no byte around it changes, and /metrics
+    counts the operands the kernel used in place."""
     images = random_images(SEED_SHAPE, 40 + len(layout))
     out_bytes, pad = ROWS * 5040 * 2, 64
     size = images.nbytes + out_bytes + 2 * pad
@@ -288,9 +296,12 @@ def test_cuda_regions_exact_at_any_offset_and_overlap(server, regions, layout):
     put_cuda_bytes(mem_in, in_at, images.tobytes())
     cp.cuda.Device(0).synchronize()
     before = cuda_bytes(mem_out, size)
+    in_place0 = kernel_in_place(server)
     status, header, raw = infer_binary(server, images, shm_params(name_in, images.nbytes, in_at),
                                        shm_params(name_out, out_bytes, out_at))
     assert status == 200 and raw is None, header
+    in_place = [now - then for now, then in zip(kernel_in_place(server), in_place0)]
+    assert in_place == ([1, 1] if layout == "aligned" else [0, 0]), in_place
     after = cuda_bytes(mem_out, size)
     got = np.frombuffer(after[out_at:out_at + out_bytes], dtype=np.float16)
     np.testing.assert_array_equal(got.reshape(ROWS, 5040), reference(images, WINDOW))

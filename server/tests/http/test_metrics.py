@@ -52,6 +52,8 @@ BATCH_FAMILIES = ("shmreg_gpu_copy_batches_total", "shmreg_gpu_copy_batch_runs_t
 # The GPU model's requests by where they ran (src/models/placement.h).
 PLACED_FAMILY = "shmreg_gpu_requests_placed_total"
 PLACEMENTS = ("tensor_gpu", "spilled", "fallback", "no_cuda_tensors")
+# The CUDA tensors the GPU model's kernel used where they lie, per direction.
+IN_PLACE_FAMILY = "shmreg_gpu_kernel_in_place_total"
 # The CUDA regions and their bytes per GPU, labelled device_uuid: a sample
 # per GPU that holds one, none on a machine without CUDA regions.
 CUDA_FAMILIES = ("shmreg_cuda_regions", "shmreg_cuda_region_bytes")
@@ -150,12 +152,17 @@ def test_metrics_page_is_prometheus_text_with_every_stats_field(start_server):
     assert metrics.type[PLACED_FAMILY] == "counter" and metrics.help[PLACED_FAMILY]
     placed = {labels: v for (name, labels), v in metrics.samples.items() if name == PLACED_FAMILY}
     assert placed == {(("placement", p),): 0 for p in PLACEMENTS}
+    assert metrics.type[IN_PLACE_FAMILY] == "counter" and metrics.help[IN_PLACE_FAMILY]
+    in_place = {labels: v for (name, labels), v in metrics.samples.items()
+                if name == IN_PLACE_FAMILY}
+    assert in_place == {(("direction", d),): 0 for d in ("input", "output")}
     for name in CUDA_FAMILIES:
         assert metrics.type[name] == "gauge" and metrics.help[name], name
     assert cuda_samples(metrics) == {}
     shmreg_names = [n for n in metrics.type if n.startswith("shmreg_")]
     assert sorted(shmreg_names) == sorted([*REGISTRY_METRICS, *CUDA_FAMILIES, *PATH_FAMILIES,
-                                           *BATCH_FAMILIES, PLACED_FAMILY, *QUEUE_FAMILIES])
+                                           *BATCH_FAMILIES, PLACED_FAMILY, IN_PLACE_FAMILY,
+                                           *QUEUE_FAMILIES])
     for name in shmreg_names:  # Prometheus's naming: only counters end in _total
         assert name.endswith("_total") == (metrics.type[name] == "counter"), name
     for name in MODEL_METRICS:
@@ -413,6 +420,7 @@ def test_the_gpu_model_without_a_device_counts_no_path(start_server, shm):
     _, metrics = scrape(server)
     assert [metrics.value(name) for name in BATCH_FAMILIES] == [0, 0]
     assert [metrics.value(PLACED_FAMILY, placement=p) for p in PLACEMENTS] == [0, 0, 0, 0]
+    assert [metrics.value(IN_PLACE_FAMILY, direction=d) for d in ("input", "output")] == [0, 0]
     unregister(server, "y")
 
 
@@ -496,7 +504,7 @@ def test_registry_families_on_every_server(server_kind, start_server, shm_key):
         # Python example's model runs in the process and has one.
         expected = [*REGISTRY_METRICS,
                     *((*CUDA_FAMILIES, *PATH_FAMILIES, *BATCH_FAMILIES, PLACED_FAMILY,
-                       *QUEUE_FAMILIES)
+                       IN_PLACE_FAMILY, *QUEUE_FAMILIES)
                       if server_kind == "c" else ())]
         assert sorted(n for n in page.type if n.startswith("shmreg_")) == sorted(expected)
         assert page.value("shmreg_regions") == 1
