@@ -63,7 +63,8 @@ def test_a_failed_pass_fails_its_row():
 
 def test_outputs_sorted_with_each_pass_and_ratios_pass_by_pass(monkeypatch, tmp_path):
     """The targets' table says met or missed from the exact ratio: 28,000
-    of a 37,500 limit is 0.7467, which two digits would print as 0.75."""
+    of a 37,500 limit is 0.7467, which two digits would print as 0.75; and
+    the bound the link sets on system ÷ CUDA, 37,500 over 35,000."""
     monkeypatch.setattr(sb, "OUT", str(tmp_path))
     rows = sb.limit_rows(LINK, [1, 100])
     made = {"system_pinned": [28000.0, 25000.0, 29000.0], "cuda": [35000.0, 31250.0, 36250.0]}
@@ -78,6 +79,9 @@ def test_outputs_sorted_with_each_pass_and_ratios_pass_by_pass(monkeypatch, tmp_
     assert written[-1]["passes_infer_s"] == "35000 / 31250 / 36250"
     assert "| window 1: system (default flags) ÷ CUDA infer/s | 0.800 | ≥ 0.80 | met |" in table
     assert "| window 1: system ÷ CUDA, pass by pass | 0.800 / 0.800 / 0.800 |" in table
+    # A CUDA path faster than the link would cap system ÷ CUDA below 1.
+    assert "| window 1: the most system ÷ CUDA can be (PCIe limit ÷ CUDA infer/s) | 1.071 |" \
+        in table
     assert "| window 1: system (default flags) ÷ PCIe limit | 0.747 | ≥ 0.75 | missed |" \
         in table
     assert "| window 1: server CPU per inference, system ÷ CUDA | 1.000 | ≤ 1.3 | met |" \
