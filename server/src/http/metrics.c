@@ -141,6 +141,20 @@ static void write_registry(jbuf *b, const shmreg_stats *s)
     }
 }
 
+/* One sample of a family with a single label: name{label="value"} v. */
+static void write_labelled(jbuf *b, const char *name, const char *label, const char *value,
+                           uint64_t v)
+{
+    jbuf_lit(b, name);
+    jbuf_lit(b, "{");
+    jbuf_lit(b, label);
+    jbuf_lit(b, "=\"");
+    jbuf_lit(b, value);
+    jbuf_lit(b, "\"} ");
+    jbuf_u64(b, v);
+    jbuf_lit(b, "\n");
+}
+
 /* The CUDA regions st lists (registered or pending, as shmreg_regions
  * counts them) by their GPU's UUID: a sample per GPU, so the page stays
  * bounded however many regions there are; a region whose GPU the library
@@ -164,14 +178,9 @@ static void write_cuda_regions(jbuf *b, const shmreg_region_status *st, size_t n
     size_t gpus = gpu_regions_fold(per_gpu, n);
     for (int f = 0; f < 2; f++) {
         write_header(b, family[f][0], GAUGE, family[f][1]);
-        for (size_t g = 0; g < gpus; g++) {
-            jbuf_lit(b, family[f][0]);
-            jbuf_lit(b, "{device_uuid=\"");
-            jbuf_lit(b, per_gpu[g].uuid); /* letters, digits and '-' (the fold's) */
-            jbuf_lit(b, "\"} ");
-            jbuf_u64(b, f == 0 ? per_gpu[g].regions : per_gpu[g].bytes);
-            jbuf_lit(b, "\n");
-        }
+        for (size_t g = 0; g < gpus; g++) /* a UUID: letters, digits and '-' (the fold's) */
+            write_labelled(b, family[f][0], "device_uuid", per_gpu[g].uuid,
+                           f == 0 ? per_gpu[g].regions : per_gpu[g].bytes);
     }
     free(per_gpu);
 }
@@ -226,20 +235,6 @@ static void write_copy_batches(jbuf *b)
         jbuf_u64(b, value[f]);
         jbuf_lit(b, "\n");
     }
-}
-
-/* One sample of a family with a single label: name{label="value"} v. */
-static void write_labelled(jbuf *b, const char *name, const char *label, const char *value,
-                           uint64_t v)
-{
-    jbuf_lit(b, name);
-    jbuf_lit(b, "{");
-    jbuf_lit(b, label);
-    jbuf_lit(b, "=\"");
-    jbuf_lit(b, value);
-    jbuf_lit(b, "\"} ");
-    jbuf_u64(b, v);
-    jbuf_lit(b, "\n");
 }
 
 /* The GPU model's tensors in CUDA regions that its kernel read or wrote
