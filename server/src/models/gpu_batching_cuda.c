@@ -131,6 +131,14 @@ static void place_run(const gpu_instance *in, run_slot *sl, const gpu_job *job, 
     sl->kernel_out = direct_out ? to : sl->d_out;
 }
 
+/* Whether sl's kernel reads its input (up) or writes its output (!up) in
+ * the tensor's region itself, as place_run decided: that tensor needs no
+ * copy on the device. */
+static int kernel_in_region(const run_slot *sl, int up)
+{
+    return up ? sl->kernel_in == sl->from : sl->kernel_out == sl->to;
+}
+
 /* The copies of one direction of the n runs: those between host and device
  * memory together, those from or to a CUDA region (device to device, or
  * peer) one by one, none where the kernel reads or writes the region. */
@@ -144,7 +152,7 @@ static cudaError_t copy_runs(run_slot *const *runs, unsigned n, int up, int devi
     for (unsigned i = 0; i < n; i++) {
         const run_slot *sl = runs[i];
         const tensor *t = up ? sl->job->in : sl->job->out;
-        if (up ? sl->kernel_in == sl->from : sl->kernel_out == sl->to)
+        if (kernel_in_region(sl, up))
             continue;
         void *to = up ? sl->d_in : sl->to;
         const void *from = up ? sl->from : sl->d_out;
@@ -221,8 +229,8 @@ static void count_in_place(run_slot *const *runs, unsigned n)
 {
     uint64_t in = 0, out = 0;
     for (unsigned i = 0; i < n; i++) {
-        in += runs[i]->kernel_in == runs[i]->from;
-        out += runs[i]->kernel_out == runs[i]->to;
+        in += kernel_in_region(runs[i], 1);
+        out += kernel_in_region(runs[i], 0);
     }
     atomic_fetch_add_explicit(&gpu_pool.kernel_in_place[0], in, memory_order_relaxed);
     atomic_fetch_add_explicit(&gpu_pool.kernel_in_place[1], out, memory_order_relaxed);
